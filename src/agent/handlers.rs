@@ -1,0 +1,255 @@
+//! What mcpd does with each request an agent sends: the handshake, listing, routing calls, and the daemon's own methods.
+
+use super::AgentContext;
+use super::conn::Session;
+use crate::errors::AgentError;
+use crate::jsonrpc::{self, Id, Request};
+use crate::outbox::Outbox;
+use crate::protocol::{self, method};
+use crate::registry::Availability;
+use crate::supervisor::Action;
+use crate::upstream::{ProgressSink, Reply};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+use std::sync::atomic::{AtomicU64, Ordering};
+use tokio_util::sync::CancellationToken;
+
+/// Daemon-wide call ids, so an upstream can tell apart calls from different agents.
+static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
+
+/// An in-flight request of one agent, resolved inside the agent's actor.
+pub type Pending = BoxFuture<'static, (Id, Step)>;
+
+/// How an in-flight request ended.
+pub enum Step {
+    /// A line to send to the agent.
+    Reply(String),
+    /// Cancelled: by the agent (no reply is due) or by the connection closing.
+    Cancelled,
+}
+
+pub enum Handled {
+    /// Answered at once.
+    Now(String),
+    /// Answered when `fut` resolves; `cancel` cancels it.
+    Later {
+        id: Id,
+        cancel: CancellationToken,
+        fut: Pending,
+    },
+}
+
+fn error(id: &Id, e: AgentError) -> Handled {
+    Handled::Now(jsonrpc::error_line(Some(id), &e.to_error_object()))
+}
+
+pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut Session) -> Handled {
+    match req.method.as_str() {
+        method::INITIALIZE => Handled::Now(initialize(&req, session)),
+        method::PING => Handled::Now(jsonrpc::result_line(&req.id, &json!({}))),
+        method::TOOLS_LIST => tools_list(&req, ctx),
+        method::TOOLS_CALL => tools_call(req, ctx, outbox),
+        method::MCPD_STATUS => status(req, ctx),
+        "mcpd/restart" => control(req, ctx, Action::Restart),
+        "mcpd/stop" => control(req, ctx, Action::Stop),
+        "mcpd/start" => control(req, ctx, Action::Start),
+        other => {
+            let e = AgentError::UnknownMethod(other.to_owned());
+            error(&req.id, e)
+        }
+    }
+}
+
+fn initialize(req: &Request, session: &mut Session) -> String {
+    let params = req.params.as_ref();
+    let requested = params
+        .and_then(|p| p.get("protocolVersion"))
+        .and_then(Value::as_str);
+    // Echo a version we speak; otherwise offer our newest and let the agent decide.
+    let version = match requested {
+        Some(v) if protocol::is_legacy_version(v) => v,
+        _ => protocol::LATEST_LEGACY,
+    };
+    session.protocol_version = Some(version.to_owned());
+    session.client_name = params
+        .and_then(|p| p.pointer("/clientInfo/name"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let result = json!({
+        "protocolVersion": version,
+        "capabilities": { "tools": { "listChanged": true } },
+        "serverInfo": { "name": "mcpd", "version": env!("CARGO_PKG_VERSION") },
+        "instructions": "mcpd multiplexes several MCP servers. Tool names are SERVER__TOOL: the part before the double underscore names the server that provides the tool.",
+    });
+    jsonrpc::result_line(&req.id, &result)
+}
+
+fn tools_list(req: &Request, ctx: &AgentContext) -> Handled {
+    let cursor = req.params.as_ref().and_then(|p| p.get("cursor"));
+    let cursor = match cursor {
+        None | Some(Value::Null) => None,
+        Some(Value::String(c)) => Some(c.as_str()),
+        Some(_) => return invalid(&req.id, method::TOOLS_LIST, "cursor must be a string"),
+    };
+    let catalog = ctx.catalog.borrow().clone();
+    match catalog.page(cursor) {
+        Ok((page, next)) => {
+            let tools: Vec<&Value> = page.iter().map(|t| &t.definition).collect();
+            let mut result = json!({ "tools": tools });
+            if let Some(next) = next {
+                result["nextCursor"] = Value::String(next);
+            }
+            Handled::Now(jsonrpc::result_line(&req.id, &result))
+        }
+        Err(why) => invalid(&req.id, method::TOOLS_LIST, &why),
+    }
+}
+
+fn invalid(id: &Id, method: &str, reason: &str) -> Handled {
+    error(
+        id,
+        AgentError::InvalidParams {
+            method: method.to_owned(),
+            reason: reason.to_owned(),
+        },
+    )
+}
+
+fn tools_call(req: Request, ctx: &AgentContext, outbox: &Outbox) -> Handled {
+    let Request { id, params, .. } = req;
+    let Some(Value::Object(mut params)) = params else {
+        return invalid(
+            &id,
+            method::TOOLS_CALL,
+            "params must be an object with a \"name\"",
+        );
+    };
+    let Some(Value::String(name)) = params.get("name") else {
+        return invalid(&id, method::TOOLS_CALL, "\"name\" must be a string");
+    };
+    let catalog = ctx.catalog.borrow().clone();
+    let Some(tool) = catalog.tool(name) else {
+        return error(&id, AgentError::UnknownTool(name.clone()));
+    };
+    let server = tool.server.clone();
+    let handle = match catalog.servers.get(&server) {
+        Some(Availability::Ready(h)) => h.clone(),
+        other => {
+            let why = other.map_or_else(
+                || "not configured any more".to_owned(),
+                Availability::explain,
+            );
+            return error(
+                &id,
+                AgentError::Unavailable {
+                    server: server.to_string(),
+                    why,
+                },
+            );
+        }
+    };
+    params.insert("name".into(), Value::String(tool.original.clone()));
+    let progress = params
+        .get("_meta")
+        .and_then(|m| m.get("progressToken"))
+        .map(|token| ProgressSink {
+            token: token.clone(),
+            outbox: outbox.clone(),
+        });
+    let call = NEXT_CALL.fetch_add(1, Ordering::Relaxed);
+    let cancel = CancellationToken::new();
+    let token = cancel.clone();
+    let reply_id = id.clone();
+    let fut = async move {
+        let reply = tokio::select! {
+            r = handle.call(call, method::TOOLS_CALL, Some(Value::Object(params)), progress) => r,
+            () = token.cancelled() => {
+                handle.cancel(call, "cancelled by the agent").await;
+                return (reply_id, Step::Cancelled);
+            }
+        };
+        let line = render(&reply_id, &server, method::TOOLS_CALL, reply);
+        (reply_id, Step::Reply(line))
+    };
+    Handled::Later {
+        id,
+        cancel,
+        fut: fut.boxed(),
+    }
+}
+
+/// The agent's answer for an upstream reply: the server's own result or error unchanged,
+/// or mcpd's explanation of why there is none.
+fn render(id: &Id, server: &str, method: &str, reply: Reply) -> String {
+    match reply {
+        Ok(outcome) => jsonrpc::response_line(id, &outcome),
+        Err(error) => {
+            let e = AgentError::Upstream {
+                server: server.to_owned(),
+                method: method.to_owned(),
+                error,
+            };
+            jsonrpc::error_line(Some(id), &e.to_error_object())
+        }
+    }
+}
+
+fn status(req: Request, ctx: &AgentContext) -> Handled {
+    let supervisor = ctx.supervisor.clone();
+    let daemon = ctx.daemon.clone();
+    let id = req.id;
+    let reply_id = id.clone();
+    let fut = async move {
+        let servers = supervisor.status().await.unwrap_or_default();
+        let result = json!({
+            "daemon": {
+                "pid": std::process::id(),
+                "version": env!("CARGO_PKG_VERSION"),
+                "uptime_secs": daemon.started.elapsed().as_secs_f64(),
+                "socket": daemon.socket,
+                "config": daemon.config,
+                "agents": daemon.agents.load(Ordering::Relaxed),
+            },
+            "servers": servers,
+        });
+        (
+            reply_id.clone(),
+            Step::Reply(jsonrpc::result_line(&reply_id, &result)),
+        )
+    };
+    Handled::Later {
+        id,
+        cancel: CancellationToken::new(),
+        fut: fut.boxed(),
+    }
+}
+
+fn control(req: Request, ctx: &AgentContext, action: Action) -> Handled {
+    let name = req
+        .params
+        .as_ref()
+        .and_then(|p| p.get("name"))
+        .and_then(Value::as_str);
+    let Some(name) = name.map(str::to_owned) else {
+        return invalid(&req.id, &req.method, "\"name\" (a server name) is required");
+    };
+    let supervisor = ctx.supervisor.clone();
+    let id = req.id;
+    let reply_id = id.clone();
+    let fut = async move {
+        let line = match supervisor.control(&name, action).await {
+            Ok(()) => jsonrpc::result_line(&reply_id, &json!({})),
+            Err(why) => {
+                let e = jsonrpc::ErrorObject::new(jsonrpc::code::INVALID_PARAMS, why);
+                jsonrpc::error_line(Some(&reply_id), &e)
+            }
+        };
+        (reply_id, Step::Reply(line))
+    };
+    Handled::Later {
+        id,
+        cancel: CancellationToken::new(),
+        fut: fut.boxed(),
+    }
+}

@@ -1,0 +1,132 @@
+//! The agent socket: binding it safely, accepting connections under a cap, and handing each to its own actor.
+
+use super::AgentContext;
+use crate::errors::mcpd_code;
+use crate::jsonrpc::{self, ErrorObject};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// Why the socket could not be bound.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    #[error("another mcpd is already listening on {0}; stop it first (mcpd ctl status shows it)")]
+    InUse(PathBuf),
+    #[error("cannot create the socket directory {path}: {source}")]
+    Dir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot bind {path}: {source}")]
+    Bind {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Binds the agent socket: its directory is created 0700, the socket made 0600. A socket
+/// file left by a dead daemon is removed, but only after connecting to it fails.
+pub async fn bind(path: &Path) -> Result<UnixListener, BindError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+        && !dir.exists()
+    {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|source| BindError::Dir {
+                path: dir.to_owned(),
+                source,
+            })?;
+    }
+    if path.exists() {
+        match tokio::time::timeout(Duration::from_secs(2), UnixStream::connect(path)).await {
+            Ok(Ok(_)) | Err(_) => return Err(BindError::InUse(path.to_owned())),
+            Ok(Err(_)) => {
+                tracing::info!(socket = %path.display(), "removing a stale socket file");
+                // If it vanished meanwhile, bind below is what matters.
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+    let bind_err = |source| BindError::Bind {
+        path: path.to_owned(),
+        source,
+    };
+    let listener = UnixListener::bind(path).map_err(bind_err)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(bind_err)?;
+    Ok(listener)
+}
+
+/// Accepts agents until `cancel` fires. Each connection runs in `tracker` and owns one
+/// permit of the agent cap; beyond the cap a connection gets an error line and is closed.
+pub async fn run(
+    listener: UnixListener,
+    ctx: AgentContext,
+    max_agents: usize,
+    tracker: TaskTracker,
+    cancel: CancellationToken,
+) {
+    let permits = Arc::new(Semaphore::new(max_agents));
+    let mut next_agent: u64 = 0;
+    loop {
+        let accepted = tokio::select! {
+            () = cancel.cancelled() => break,
+            a = listener.accept() => a,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Usually out of file descriptors: wait rather than spin.
+                tracing::error!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        next_agent += 1;
+        let agent = next_agent;
+        let (pid, uid) = stream
+            .peer_cred()
+            .map(|c| (c.pid(), Some(c.uid())))
+            .unwrap_or((None, None));
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            tracing::warn!(
+                agent,
+                ?pid,
+                max_agents,
+                "refused an agent: connection limit reached"
+            );
+            tracker.spawn(refuse(stream, max_agents));
+            continue;
+        };
+        tracing::info!(agent, ?pid, ?uid, "agent connected");
+        let ctx = ctx.clone();
+        let cancel = cancel.clone();
+        tracker.spawn(async move {
+            ctx.daemon.agents.fetch_add(1, Ordering::Relaxed);
+            super::conn::serve(stream, agent, ctx.clone(), cancel).await;
+            ctx.daemon.agents.fetch_sub(1, Ordering::Relaxed);
+            drop(permit);
+            tracing::info!(agent, "agent disconnected");
+        });
+    }
+}
+
+async fn refuse(mut stream: UnixStream, max: usize) {
+    let e = ErrorObject::new(
+        mcpd_code::TOO_MANY_AGENTS,
+        format!(
+            "mcpd already serves {max} agents (daemon.max_agents); close another agent or raise the limit"
+        ),
+    );
+    let line = jsonrpc::error_line(None, &e) + "\n";
+    // The refused agent may already have gone; nothing else to do for it.
+    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(line.as_bytes())).await;
+}

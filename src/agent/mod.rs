@@ -1,0 +1,35 @@
+//! Server side of mcpd: the Unix-socket listener and one actor per agent connection.
+
+mod conn;
+mod handlers;
+pub mod listener;
+
+use crate::registry::Catalog;
+use crate::supervisor::SupervisorHandle;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// Facts about the daemon itself, for `mcpd/status`.
+#[derive(Debug)]
+pub struct DaemonInfo {
+    pub started: Instant,
+    pub socket: PathBuf,
+    pub config: Option<PathBuf>,
+    /// Agents connected now. A gauge, written only by the listener's connection tasks.
+    pub agents: AtomicUsize,
+}
+
+/// What every agent connection needs; cloned per connection.
+#[derive(Clone)]
+pub struct AgentContext {
+    pub catalog: watch::Receiver<Arc<Catalog>>,
+    pub supervisor: SupervisorHandle,
+    pub daemon: Arc<DaemonInfo>,
+    pub max_line: usize,
+    pub queue: usize,
+    /// How long in-flight calls may finish once shutdown begins.
+    pub drain_grace: Duration,
+}

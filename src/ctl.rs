@@ -1,0 +1,217 @@
+//! The client side of the socket: `mcpd ctl` commands and the `mcpd connect` stdio bridge.
+
+use crate::jsonrpc::{self, Id, Message};
+use crate::supervisor::ServerStatus;
+use serde_json::{Value, json};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+
+/// How long a ctl command waits for the daemon.
+const CTL_TIMEOUT: Duration = Duration::from_secs(15);
+
+#[derive(Debug, thiserror::Error)]
+pub enum CtlError {
+    #[error(
+        "mcpd is not running: cannot connect to {path} ({source}); start it with `mcpd serve` or `systemctl --user start mcpd`"
+    )]
+    NotRunning {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the daemon did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("talking to the daemon failed: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("the daemon closed the connection without answering")]
+    Closed,
+    #[error("{message} (code {code})")]
+    Rpc { code: i64, message: String },
+    #[error("unexpected answer from the daemon: {0}")]
+    Unexpected(String),
+}
+
+pub async fn connect_socket(path: &Path) -> Result<UnixStream, CtlError> {
+    UnixStream::connect(path)
+        .await
+        .map_err(|source| CtlError::NotRunning {
+            path: path.to_owned(),
+            source,
+        })
+}
+
+/// Sends one request to the daemon and returns its result.
+pub async fn request(
+    socket: &Path,
+    method: &str,
+    params: Option<Value>,
+) -> Result<Value, CtlError> {
+    let stream = connect_socket(socket).await?;
+    tokio::time::timeout(CTL_TIMEOUT, exchange(stream, method, params))
+        .await
+        .map_err(|_| CtlError::Timeout(CTL_TIMEOUT))?
+}
+
+async fn exchange(
+    stream: UnixStream,
+    method: &str,
+    params: Option<Value>,
+) -> Result<Value, CtlError> {
+    let (read, mut write) = stream.into_split();
+    let id = Id::from(1);
+    let line = jsonrpc::request_line(&id, method, params.as_ref()) + "\n";
+    write.write_all(line.as_bytes()).await?;
+    let mut lines = BufReader::new(read).lines();
+    while let Some(line) = lines.next_line().await? {
+        match jsonrpc::parse(&line) {
+            Ok(Message::Response(r)) if r.id == id => {
+                return r.outcome.map_err(|e| CtlError::Rpc {
+                    code: e.code,
+                    message: e.message,
+                });
+            }
+            Ok(_) => continue,
+            Err(_) => {
+                // A refusal (e.g. the agent cap) comes as an error with a null id.
+                let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+                if let Some(e) = v.get("error") {
+                    return Err(CtlError::Rpc {
+                        code: e.get("code").and_then(Value::as_i64).unwrap_or(0),
+                        message: e
+                            .get("message")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_owned(),
+                    });
+                }
+                return Err(CtlError::Unexpected(line));
+            }
+        }
+    }
+    Err(CtlError::Closed)
+}
+
+pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
+    let result = request(socket, crate::protocol::method::MCPD_STATUS, None).await?;
+    let mut out = std::io::stdout().lock();
+    if as_json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&result).unwrap_or_default()
+        )?;
+        return Ok(());
+    }
+    let servers: Vec<ServerStatus> = serde_json::from_value(result["servers"].clone())
+        .map_err(|e| CtlError::Unexpected(format!("status servers: {e}")))?;
+    let d = &result["daemon"];
+    writeln!(
+        out,
+        "mcpd {} pid {} up {} socket {} agents {}",
+        d["version"].as_str().unwrap_or("?"),
+        d["pid"],
+        human_secs(d["uptime_secs"].as_f64()),
+        d["socket"].as_str().unwrap_or("?"),
+        d["agents"],
+    )?;
+    if servers.is_empty() {
+        writeln!(
+            out,
+            "no servers configured; add a [servers.NAME] table to the config file (see README)"
+        )?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\n{:<20} {:<9} {:<6} {:<11} {:>8} {:>6} {:>9} {:>8} {:>8}",
+        "SERVER", "STATE", "TRANS", "PROTOCOL", "PID", "TOOLS", "IN-FLIGHT", "RESTARTS", "UPTIME"
+    )?;
+    for s in &servers {
+        writeln!(
+            out,
+            "{:<20} {:<9} {:<6} {:<11} {:>8} {:>6} {:>9} {:>8} {:>8}",
+            s.name,
+            s.state.as_str(),
+            s.transport,
+            s.protocol_version.as_deref().unwrap_or("-"),
+            s.pid.map_or("-".into(), |p| p.to_string()),
+            s.tools,
+            s.in_flight,
+            s.restarts,
+            human_secs(s.uptime_secs),
+        )?;
+    }
+    for s in &servers {
+        let mut notes = Vec::new();
+        if let Some(t) = s.next_retry_secs {
+            notes.push(format!("next retry in {}", human_secs(Some(t))));
+        }
+        if let Some(e) = &s.last_error {
+            notes.push(format!("last error: {e}"));
+        }
+        if let Some(e) = &s.last_exit {
+            notes.push(format!("last exit: {e}"));
+        }
+        if let Some(e) = &s.catalog_error {
+            notes.push(format!("catalog: {e}"));
+        }
+        if !notes.is_empty() {
+            writeln!(out, "\n{}:", s.name)?;
+            for n in notes {
+                writeln!(out, "  {n}")?;
+            }
+            if s.state != crate::supervisor::ServerState::Ready {
+                for line in s.stderr_tail.iter().rev().take(5).rev() {
+                    writeln!(out, "  stderr| {line}")?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn human_secs(secs: Option<f64>) -> String {
+    match secs {
+        None => "-".into(),
+        Some(s) if s < 60.0 => format!("{s:.0}s"),
+        Some(s) if s < 3600.0 => format!("{}m{}s", (s / 60.0) as u64, (s % 60.0) as u64),
+        Some(s) => format!("{}h{}m", (s / 3600.0) as u64, ((s % 3600.0) / 60.0) as u64),
+    }
+}
+
+pub async fn control(socket: &Path, method: &str, name: &str) -> Result<(), CtlError> {
+    request(socket, method, Some(json!({ "name": name }))).await?;
+    Ok(())
+}
+
+/// `mcpd connect`: copies stdin to the socket and the socket to stdout until either side
+/// ends. When stdin ends the socket's write side is closed so the daemon sees the agent
+/// leave; replies still in the socket are copied out before exiting.
+pub async fn bridge(socket: &Path) -> Result<(), CtlError> {
+    let stream = connect_socket(socket).await?;
+    let (mut read, mut write) = stream.into_split();
+    let upstream = async {
+        let mut stdin = tokio::io::stdin();
+        let r = tokio::io::copy(&mut stdin, &mut write).await;
+        let _ = write.shutdown().await; // the daemon may already be gone
+        r
+    };
+    let downstream = async {
+        let mut stdout = tokio::io::stdout();
+        let r = tokio::io::copy(&mut read, &mut stdout).await;
+        let _ = stdout.flush().await; // stdout may be closed by the client
+        r
+    };
+    tokio::pin!(downstream);
+    tokio::select! {
+        r = &mut downstream => { r?; }
+        r = upstream => {
+            r?;
+            // Stdin ended: the daemon now closes its side; wait for that, bounded.
+            let _ = tokio::time::timeout(Duration::from_secs(5), downstream).await;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,88 @@
+//! `mcpd serve`: binds the socket, starts the supervisor and the listener, and runs the shutdown sequence.
+
+use crate::agent::{AgentContext, DaemonInfo, listener};
+use crate::config::Config;
+use crate::supervisor::SupervisorHandle;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// Runs the daemon until `shutdown` fires, then stops in order: stop accepting, let calls
+/// in flight finish within the grace, stop every server, remove the socket. Every wait
+/// has a deadline.
+pub async fn serve(
+    config: Config,
+    socket: PathBuf,
+    shutdown: CancellationToken,
+) -> Result<(), listener::BindError> {
+    let listener = listener::bind(&socket).await?;
+    tracing::info!(socket = %socket.display(), servers = config.servers.len(), "mcpd listening");
+    if config.servers.is_empty() {
+        tracing::warn!(
+            "no servers configured; add a [servers.NAME] table with a `command` to {} and restart mcpd",
+            config
+                .source
+                .as_ref()
+                .map_or_else(|| "the config file".into(), |p| p.display().to_string())
+        );
+    }
+    // Upstreams have their own token: they stop only after the agents have drained.
+    let upstreams = CancellationToken::new();
+    let (supervisor, catalog, supervisor_task) =
+        SupervisorHandle::spawn(&config, upstreams.clone());
+    let daemon = Arc::new(DaemonInfo {
+        started: Instant::now(),
+        socket: socket.clone(),
+        config: config.source.clone(),
+        agents: Default::default(),
+    });
+    let ctx = AgentContext {
+        catalog,
+        supervisor,
+        daemon,
+        max_line: config.daemon.max_message_bytes,
+        queue: config.daemon.agent_queue,
+        drain_grace: config.daemon.shutdown_grace,
+    };
+    let agents = TaskTracker::new();
+    let listen = tokio::spawn(listener::run(
+        listener,
+        ctx,
+        config.daemon.max_agents,
+        agents.clone(),
+        shutdown.clone(),
+    ));
+
+    shutdown.cancelled().await;
+    tracing::info!("shutting down");
+    let _ = listen.await; // the listener only ends by the token; a panic there is logged by tokio
+    agents.close();
+    let agent_deadline = config.daemon.shutdown_grace + Duration::from_secs(5);
+    if tokio::time::timeout(agent_deadline, agents.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("some agent connections did not close in time");
+    }
+    upstreams.cancel();
+    let stop_deadline = config
+        .servers
+        .values()
+        .map(|s| s.health.stop_grace * 2)
+        .max()
+        .unwrap_or_default()
+        + Duration::from_secs(5);
+    if tokio::time::timeout(stop_deadline, supervisor_task)
+        .await
+        .is_err()
+    {
+        tracing::error!("the supervisor did not finish stopping servers in time");
+    }
+    if let Err(e) = std::fs::remove_file(&socket) {
+        tracing::warn!(socket = %socket.display(), "could not remove the socket: {e}");
+    }
+    tracing::info!("mcpd stopped");
+    Ok(())
+}

@@ -1,0 +1,108 @@
+//! The one place where failures become JSON-RPC errors that tell an agent what happened and what to do.
+
+use crate::jsonrpc::{ErrorObject, code};
+use crate::upstream::UpstreamError;
+use serde_json::json;
+
+/// mcpd's own error codes, in the implementation-defined server range. Documented in
+/// README ("Errors"). They avoid -32020..-32022 and -32042, which MCP itself uses.
+pub mod mcpd_code {
+    /// The server is starting, restarting, failed or stopped.
+    pub const SERVER_UNAVAILABLE: i64 = -32010;
+    /// The server did not answer within its timeout.
+    pub const TIMEOUT: i64 = -32011;
+    /// The server process exited or closed its output while the request was in flight.
+    pub const SERVER_EXITED: i64 = -32012;
+    /// Too many requests in flight to that server or from this agent.
+    pub const BUSY: i64 = -32013;
+    /// The daemon is shutting down.
+    pub const SHUTTING_DOWN: i64 = -32014;
+    /// The server broke the protocol (for example an answer that is not JSON-RPC).
+    pub const SERVER_PROTOCOL: i64 = -32015;
+    /// A connection limit was reached.
+    pub const TOO_MANY_AGENTS: i64 = -32016;
+}
+
+/// Why a request from an agent could not be served. Named by cause, so an agent is never
+/// blamed for a server's fault and vice versa.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("unknown tool '{0}'; call tools/list to see the tools mcpd offers")]
+    UnknownTool(String),
+    #[error("invalid params for {method}: {reason}")]
+    InvalidParams { method: String, reason: String },
+    #[error("method '{0}' is not supported by mcpd")]
+    UnknownMethod(String),
+    #[error("server '{server}' is {why}")]
+    Unavailable { server: String, why: String },
+    #[error("{}", upstream_message(server, method, error))]
+    Upstream {
+        server: String,
+        method: String,
+        error: UpstreamError,
+    },
+    #[error("this connection already has {0} requests in flight; wait for some to finish")]
+    TooManyInFlight(usize),
+    #[error("mcpd is shutting down; reconnect once it is back")]
+    ShuttingDown,
+    #[error("a message exceeded the limit of {0} bytes and was discarded")]
+    MessageTooLarge(usize),
+    #[error("a message was not valid UTF-8 and was discarded")]
+    NotUtf8,
+}
+
+fn upstream_message(server: &str, method: &str, e: &UpstreamError) -> String {
+    match e {
+        UpstreamError::Exited { status } => format!(
+            "server '{server}' exited ({status}) while handling {method}; it will be restarted, but the request was not re-sent: retry it if it is safe to repeat"
+        ),
+        UpstreamError::Timeout { after } => format!(
+            "server '{server}' did not answer {method} within {}; the request was cancelled. Raise `timeout` for this server if it needs longer",
+            humantime::format_duration(*after)
+        ),
+        UpstreamError::Busy { limit } => format!(
+            "server '{server}' already has {limit} requests in flight (max_in_flight); retry later"
+        ),
+        UpstreamError::Gone => {
+            format!("server '{server}' went away before answering {method}; it is being restarted")
+        }
+        UpstreamError::Stopping => {
+            format!("server '{server}' is being stopped; {method} was not completed")
+        }
+        UpstreamError::Protocol(why) => {
+            format!("server '{server}' broke the protocol answering {method}: {why}")
+        }
+    }
+}
+
+impl AgentError {
+    pub fn to_error_object(&self) -> ErrorObject {
+        let message = self.to_string();
+        match self {
+            AgentError::UnknownTool(name) => {
+                ErrorObject::new(code::INVALID_PARAMS, message).with_data(json!({ "tool": name }))
+            }
+            AgentError::InvalidParams { .. } => ErrorObject::new(code::INVALID_PARAMS, message),
+            AgentError::UnknownMethod(_) => ErrorObject::new(code::METHOD_NOT_FOUND, message),
+            AgentError::Unavailable { server, .. } => {
+                ErrorObject::new(mcpd_code::SERVER_UNAVAILABLE, message)
+                    .with_data(json!({ "server": server }))
+            }
+            AgentError::Upstream { server, error, .. } => {
+                let code = match error {
+                    UpstreamError::Exited { .. } | UpstreamError::Gone => mcpd_code::SERVER_EXITED,
+                    UpstreamError::Timeout { .. } => mcpd_code::TIMEOUT,
+                    UpstreamError::Busy { .. } => mcpd_code::BUSY,
+                    UpstreamError::Stopping => mcpd_code::SERVER_UNAVAILABLE,
+                    UpstreamError::Protocol(_) => mcpd_code::SERVER_PROTOCOL,
+                };
+                ErrorObject::new(code, message).with_data(json!({ "server": server }))
+            }
+            AgentError::TooManyInFlight(_) => ErrorObject::new(mcpd_code::BUSY, message),
+            AgentError::ShuttingDown => ErrorObject::new(mcpd_code::SHUTTING_DOWN, message),
+            AgentError::MessageTooLarge(_) | AgentError::NotUtf8 => {
+                ErrorObject::new(code::INVALID_REQUEST, message)
+            }
+        }
+    }
+}

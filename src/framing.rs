@@ -1,0 +1,125 @@
+//! Newline-delimited framing with one maximum line length, and the writer task that owns a write half.
+
+use bytes::BytesMut;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio_util::codec::{Decoder, LinesCodec, LinesCodecError};
+
+/// One frame read from a peer.
+#[derive(Debug, PartialEq)]
+pub enum Frame {
+    /// A complete line, without its newline.
+    Line(String),
+    /// A line longer than the limit. Its bytes were discarded up to the next newline,
+    /// so memory never grows past the limit.
+    TooLong,
+    /// A line that is not UTF-8. It was discarded.
+    NotUtf8,
+}
+
+/// `LinesCodec` with a maximum length that reports over-long and non-UTF-8 lines as
+/// frames instead of errors. A decoder error ends a `FramedRead` stream, and one bad line
+/// from a peer must never end its connection.
+pub struct BoundedLines {
+    inner: LinesCodec,
+}
+
+impl BoundedLines {
+    pub fn new(max_length: usize) -> Self {
+        BoundedLines {
+            inner: LinesCodec::new_with_max_length(max_length),
+        }
+    }
+}
+
+impl Decoder for BoundedLines {
+    type Item = Frame;
+    type Error = std::io::Error;
+
+    fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, Self::Error> {
+        map(self.inner.decode(buf))
+    }
+
+    fn decode_eof(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, Self::Error> {
+        map(self.inner.decode_eof(buf))
+    }
+}
+
+fn map(r: Result<Option<String>, LinesCodecError>) -> Result<Option<Frame>, std::io::Error> {
+    match r {
+        Ok(Some(line)) => Ok(Some(Frame::Line(strip_cr(line)))),
+        Ok(None) => Ok(None),
+        Err(LinesCodecError::MaxLineLengthExceeded) => Ok(Some(Frame::TooLong)),
+        // LinesCodec has already consumed the line when it finds it is not UTF-8.
+        Err(LinesCodecError::Io(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
+            Ok(Some(Frame::NotUtf8))
+        }
+        Err(LinesCodecError::Io(e)) => Err(e),
+    }
+}
+
+fn strip_cr(mut line: String) -> String {
+    if line.ends_with('\r') {
+        line.pop();
+    }
+    line
+}
+
+/// Writes each queued line followed by a newline. Everything already queued is written
+/// before one flush, so a burst of messages costs one syscall, not one each. Returns when
+/// the queue closes (every sender dropped) or a write fails (the peer went away).
+pub async fn write_lines<W: AsyncWrite + Unpin>(
+    mut out: W,
+    mut rx: mpsc::Receiver<String>,
+) -> std::io::Result<()> {
+    let mut buf = Vec::with_capacity(8 * 1024);
+    while let Some(line) = rx.recv().await {
+        buf.clear();
+        push_line(&mut buf, &line);
+        while buf.len() < 1 << 20 {
+            match rx.try_recv() {
+                Ok(line) => push_line(&mut buf, &line),
+                Err(_) => break,
+            }
+        }
+        out.write_all(&buf).await?;
+        out.flush().await?;
+    }
+    let _ = out.shutdown().await; // the peer may already be gone; nothing left to tell it
+    Ok(())
+}
+
+fn push_line(buf: &mut Vec<u8>, line: &str) {
+    buf.extend_from_slice(line.as_bytes());
+    buf.push(b'\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames(input: &[u8], max: usize) -> Vec<Frame> {
+        let mut codec = BoundedLines::new(max);
+        let mut buf = BytesMut::from(input);
+        let mut out = Vec::new();
+        while let Some(f) = codec.decode(&mut buf).unwrap() {
+            out.push(f);
+        }
+        while let Some(f) = codec.decode_eof(&mut buf).unwrap() {
+            out.push(f);
+        }
+        out
+    }
+
+    #[test]
+    fn over_long_and_non_utf8_lines_become_frames_and_reading_goes_on() {
+        let l = |s: &str| Frame::Line(s.to_owned());
+        assert_eq!(frames(b"a\nb\r\n", 10), vec![l("a"), l("b")]);
+        assert_eq!(
+            frames(b"short\n0123456789abcdef\nnext\n", 10),
+            vec![l("short"), Frame::TooLong, l("next")]
+        );
+        assert_eq!(frames(b"\xff\xfe\nok\n", 10), vec![Frame::NotUtf8, l("ok")]);
+        assert_eq!(frames(b"tail", 10), vec![l("tail")]);
+    }
+}

@@ -1,0 +1,379 @@
+//! JSON-RPC 2.0 message model: parsing a line into a message and writing messages back out. No IO.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// Standard JSON-RPC error codes used by mcpd.
+pub mod code {
+    pub const PARSE_ERROR: i64 = -32700;
+    pub const INVALID_REQUEST: i64 = -32600;
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub const INVALID_PARAMS: i64 = -32602;
+    pub const INTERNAL_ERROR: i64 = -32603;
+}
+
+/// A request id as the peer sent it. JSON-RPC allows strings and numbers; we keep the
+/// exact JSON number so the reply carries the id back byte for byte.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Id {
+    Num(serde_json::Number),
+    Str(String),
+}
+
+impl Id {
+    pub fn to_value(&self) -> Value {
+        match self {
+            Id::Num(n) => Value::Number(n.clone()),
+            Id::Str(s) => Value::String(s.clone()),
+        }
+    }
+
+    pub fn from_value(v: &Value) -> Option<Id> {
+        match v {
+            Value::Number(n) => Some(Id::Num(n.clone())),
+            Value::String(s) => Some(Id::Str(s.clone())),
+            _ => None,
+        }
+    }
+
+    /// The id as a u64, for ids mcpd itself issued upstream.
+    pub fn as_u64(&self) -> Option<u64> {
+        match self {
+            Id::Num(n) => n.as_u64(),
+            Id::Str(_) => None,
+        }
+    }
+}
+
+impl From<u64> for Id {
+    fn from(n: u64) -> Self {
+        Id::Num(n.into())
+    }
+}
+
+impl fmt::Display for Id {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Id::Num(n) => write!(f, "{n}"),
+            Id::Str(s) => write!(f, "{s:?}"),
+        }
+    }
+}
+
+impl Serialize for Id {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Id::Num(n) => n.serialize(s),
+            Id::Str(v) => v.serialize(s),
+        }
+    }
+}
+
+/// A JSON-RPC error object.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ErrorObject {
+    pub code: i64,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl ErrorObject {
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        ErrorObject {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    pub fn with_data(mut self, data: Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+
+    fn from_value(v: &Value) -> Option<ErrorObject> {
+        let obj = v.as_object()?;
+        Some(ErrorObject {
+            code: obj.get("code")?.as_i64()?,
+            message: obj
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            data: obj.get("data").cloned(),
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    pub id: Id,
+    pub method: String,
+    pub params: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notification {
+    pub method: String,
+    pub params: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Response {
+    pub id: Id,
+    pub outcome: Result<Value, ErrorObject>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    Request(Request),
+    Notification(Notification),
+    Response(Response),
+}
+
+/// Why a line is not a usable JSON-RPC message.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ParseError {
+    #[error("the line is not valid JSON: {0}")]
+    NotJson(String),
+    #[error("{reason}")]
+    Invalid { id: Option<Id>, reason: String },
+}
+
+impl ParseError {
+    /// The id to answer with, when the message had a recognisable one.
+    pub fn id(&self) -> Option<&Id> {
+        match self {
+            ParseError::NotJson(_) => None,
+            ParseError::Invalid { id, .. } => id.as_ref(),
+        }
+    }
+
+    pub fn to_error_object(&self) -> ErrorObject {
+        match self {
+            ParseError::NotJson(_) => ErrorObject::new(code::PARSE_ERROR, self.to_string()),
+            ParseError::Invalid { .. } => {
+                ErrorObject::new(code::INVALID_REQUEST, format!("invalid request: {self}"))
+            }
+        }
+    }
+}
+
+fn invalid(id: Option<Id>, reason: impl Into<String>) -> ParseError {
+    ParseError::Invalid {
+        id,
+        reason: reason.into(),
+    }
+}
+
+/// Parses one line of newline-delimited JSON-RPC. Never panics.
+pub fn parse(line: &str) -> Result<Message, ParseError> {
+    let value: Value =
+        serde_json::from_str(line).map_err(|e| ParseError::NotJson(e.to_string()))?;
+    let mut obj = match value {
+        Value::Object(obj) => obj,
+        Value::Array(_) => return Err(invalid(None, "batches (JSON arrays) are not supported")),
+        _ => return Err(invalid(None, "a message must be a JSON object")),
+    };
+    let id = match obj.remove("id") {
+        None => None,
+        Some(v) => match Id::from_value(&v) {
+            Some(id) => Some(id),
+            None if v.is_null() && !obj.contains_key("method") => None,
+            None => return Err(invalid(None, "\"id\" must be a string or a number")),
+        },
+    };
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(invalid(id, "\"jsonrpc\" must be \"2.0\""));
+    }
+    if let Some(method) = obj.remove("method") {
+        let Value::String(method) = method else {
+            return Err(invalid(id, "\"method\" must be a string"));
+        };
+        let params = obj.remove("params");
+        if let Some(p) = &params
+            && !(p.is_object() || p.is_array())
+        {
+            return Err(invalid(id, "\"params\" must be an object or an array"));
+        }
+        return Ok(match id {
+            Some(id) => Message::Request(Request { id, method, params }),
+            None => Message::Notification(Notification { method, params }),
+        });
+    }
+    let outcome = match (obj.remove("result"), obj.remove("error")) {
+        (Some(result), None) => Ok(result),
+        (None, Some(error)) => Err(ErrorObject::from_value(&error)
+            .ok_or_else(|| invalid(id.clone(), "\"error\" must have a numeric \"code\""))?),
+        _ => {
+            return Err(invalid(
+                id,
+                "a message needs \"method\", or exactly one of \"result\" and \"error\"",
+            ));
+        }
+    };
+    match id {
+        Some(id) => Ok(Message::Response(Response { id, outcome })),
+        // An error response with a null id answers a message the peer could not parse.
+        None => Err(invalid(None, "a response needs an \"id\"")),
+    }
+}
+
+#[derive(Serialize)]
+struct OutRequest<'a> {
+    jsonrpc: &'static str,
+    id: &'a Id,
+    method: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params: Option<&'a Value>,
+}
+
+#[derive(Serialize)]
+struct OutNotification<'a> {
+    jsonrpc: &'static str,
+    method: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params: Option<&'a Value>,
+}
+
+#[derive(Serialize)]
+struct OutResult<'a> {
+    jsonrpc: &'static str,
+    id: &'a Id,
+    result: &'a Value,
+}
+
+#[derive(Serialize)]
+struct OutError<'a> {
+    jsonrpc: &'static str,
+    id: Option<&'a Id>,
+    error: &'a ErrorObject,
+}
+
+fn to_line<T: Serialize>(v: &T) -> String {
+    // Serialising these plain structs of strings and Values cannot fail.
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+pub fn request_line(id: &Id, method: &str, params: Option<&Value>) -> String {
+    to_line(&OutRequest {
+        jsonrpc: "2.0",
+        id,
+        method,
+        params,
+    })
+}
+
+pub fn notification_line(method: &str, params: Option<&Value>) -> String {
+    to_line(&OutNotification {
+        jsonrpc: "2.0",
+        method,
+        params,
+    })
+}
+
+pub fn result_line(id: &Id, result: &Value) -> String {
+    to_line(&OutResult {
+        jsonrpc: "2.0",
+        id,
+        result,
+    })
+}
+
+/// An error response; `id` is None (JSON null) when the request's id could not be read.
+pub fn error_line(id: Option<&Id>, error: &ErrorObject) -> String {
+    to_line(&OutError {
+        jsonrpc: "2.0",
+        id,
+        error,
+    })
+}
+
+pub fn response_line(id: &Id, outcome: &Result<Value, ErrorObject>) -> String {
+    match outcome {
+        Ok(v) => result_line(id, v),
+        Err(e) => error_line(Some(id), e),
+    }
+}
+
+/// Returns `params` as an object, or an empty one when absent.
+pub fn params_object(params: Option<&Value>) -> Option<&Map<String, Value>> {
+    params.and_then(Value::as_object)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(line: &str, expected: Result<&str, i64>) {
+        match (parse(line), expected) {
+            (Ok(m), Ok(kind)) => {
+                let k = match m {
+                    Message::Request(_) => "request",
+                    Message::Notification(_) => "notification",
+                    Message::Response(_) => "response",
+                };
+                assert_eq!(k, kind, "{line}");
+            }
+            (Err(e), Err(code)) => assert_eq!(e.to_error_object().code, code, "{line}"),
+            (got, want) => panic!("{line}: got {got:?}, want {want:?}"),
+        }
+    }
+
+    #[test]
+    fn lines_parse_into_the_right_kind_or_error() {
+        check(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, Ok("request"));
+        check(
+            r#"{"jsonrpc":"2.0","id":"a","method":"x","params":{}}"#,
+            Ok("request"),
+        );
+        check(
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            Ok("notification"),
+        );
+        check(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#, Ok("response"));
+        check(
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"m"}}"#,
+            Ok("response"),
+        );
+        check("not json", Err(code::PARSE_ERROR));
+        check(r#"{"jsonrpc":"2.0","id":1,"#, Err(code::PARSE_ERROR));
+        check("[1,2]", Err(code::INVALID_REQUEST));
+        check("42", Err(code::INVALID_REQUEST));
+        check(r#"{"id":1,"method":"x"}"#, Err(code::INVALID_REQUEST));
+        check(
+            r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#,
+            Err(code::INVALID_REQUEST),
+        );
+        check(
+            r#"{"jsonrpc":"2.0","id":1,"method":5}"#,
+            Err(code::INVALID_REQUEST),
+        );
+        check(
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#,
+            Err(code::INVALID_REQUEST),
+        );
+        check(r#"{"jsonrpc":"2.0","id":1}"#, Err(code::INVALID_REQUEST));
+        check(
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#,
+            Err(code::INVALID_REQUEST),
+        );
+    }
+
+    #[test]
+    fn ids_round_trip_exactly() {
+        let m = parse(r#"{"jsonrpc":"2.0","id":12345678901234,"method":"x"}"#).unwrap();
+        let Message::Request(r) = m else { panic!() };
+        assert_eq!(
+            result_line(&r.id, &Value::Null),
+            r#"{"jsonrpc":"2.0","id":12345678901234,"result":null}"#
+        );
+        let e = error_line(None, &ErrorObject::new(-32700, "x"));
+        assert_eq!(
+            e,
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#
+        );
+    }
+}

@@ -1,0 +1,17 @@
+//! mcpd: a local MCP multiplexer daemon. Modules in reading order, from the wire inwards.
+
+pub mod agent;
+pub mod cli;
+pub mod config;
+pub mod ctl;
+pub mod daemon;
+pub mod errors;
+pub mod framing;
+pub mod jsonrpc;
+pub mod logging;
+pub mod outbox;
+pub mod paths;
+pub mod protocol;
+pub mod registry;
+pub mod supervisor;
+pub mod upstream;

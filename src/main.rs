@@ -1,0 +1,173 @@
+//! The `mcpd` binary: command-line dispatch, logging, the runtime, signals and exit codes.
+
+use clap::Parser;
+use mcpd::cli::{Cli, Command, CtlCommand, Paths};
+use mcpd::config::{Config, ConfigError};
+use mcpd::ctl::{self, CtlError};
+use std::error::Error;
+use std::process::ExitCode;
+use tokio_util::sync::CancellationToken;
+
+/// Exit codes, from sysexits.h; documented in README.
+mod exit {
+    pub const RUNTIME: u8 = 1;
+    pub const USAGE: u8 = 64;
+    pub const UNAVAILABLE: u8 = 69;
+    pub const CONFIG: u8 = 78;
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { exit::USAGE } else { 0 };
+            let _ = e.print(); // stdout or stderr closed: nothing better to do
+            return ExitCode::from(code);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(exit::RUNTIME, &e),
+    };
+    runtime.block_on(dispatch(cli.command))
+}
+
+async fn dispatch(command: Command) -> ExitCode {
+    match command {
+        Command::Serve { paths, log_level } => {
+            mcpd::logging::init(log_level.as_deref(), "info");
+            serve(paths).await
+        }
+        Command::CheckConfig { paths } => check_config(paths),
+        Command::Connect { paths } => {
+            mcpd::logging::init(None, "warn");
+            let socket = socket(&paths);
+            ctl_result(ctl::bridge(&socket).await)
+        }
+        Command::Ctl { paths, command } => {
+            mcpd::logging::init(None, "warn");
+            let socket = socket(&paths);
+            let r = match command {
+                CtlCommand::Status { json } => ctl::status(&socket, json).await,
+                CtlCommand::Restart { name } => ctl::control(&socket, "mcpd/restart", &name).await,
+                CtlCommand::Stop { name } => ctl::control(&socket, "mcpd/stop", &name).await,
+                CtlCommand::Start { name } => ctl::control(&socket, "mcpd/start", &name).await,
+            };
+            ctl_result(r)
+        }
+    }
+}
+
+/// Loads the config file. A missing file at the default path means "no servers yet"; a
+/// missing file that was asked for by name is an error.
+fn load_config(paths: &Paths) -> Result<Config, ConfigError> {
+    match mcpd::paths::config_path(paths.config.clone()) {
+        Some((path, explicit)) if explicit || path.exists() => Config::load(&path),
+        Some((path, _)) => {
+            eprintln!(
+                "mcpd: no config file at {}; starting with no servers. Create it with a [servers.NAME] table (see README) to add one.",
+                path.display()
+            );
+            Ok(Config::empty())
+        }
+        None => Ok(Config::empty()),
+    }
+}
+
+/// The socket for ctl and connect: they read the config only to learn `daemon.socket`.
+fn socket(paths: &Paths) -> std::path::PathBuf {
+    let from_config = if paths.socket.is_none() {
+        mcpd::paths::config_path(paths.config.clone())
+            .filter(|(p, _)| p.exists())
+            .and_then(|(p, _)| Config::load(&p).ok())
+            .and_then(|c| c.daemon.socket)
+    } else {
+        None
+    };
+    mcpd::paths::socket_path(paths.socket.clone(), from_config)
+}
+
+async fn serve(paths: Paths) -> ExitCode {
+    let config = match load_config(&paths) {
+        Ok(c) => c,
+        Err(e) => return fail(exit::CONFIG, &e),
+    };
+    let socket = mcpd::paths::socket_path(paths.socket.clone(), config.daemon.socket.clone());
+    let shutdown = CancellationToken::new();
+    tokio::spawn(signals(shutdown.clone()));
+    match mcpd::daemon::serve(config, socket, shutdown).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(exit::RUNTIME, &e),
+    }
+}
+
+/// Only `main` listens to signals. SIGTERM or SIGINT starts a graceful shutdown; a second
+/// one exits at once.
+async fn signals(shutdown: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot install signal handlers; stop mcpd with SIGKILL");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {},
+        _ = int.recv() => {},
+    }
+    shutdown.cancel();
+    tokio::select! {
+        _ = term.recv() => {},
+        _ = int.recv() => {},
+    }
+    eprintln!("mcpd: second signal, exiting now");
+    std::process::exit(exit::RUNTIME.into());
+}
+
+fn check_config(paths: Paths) -> ExitCode {
+    let config = match load_config(&paths) {
+        Ok(c) => c,
+        Err(e) => return fail(exit::CONFIG, &e),
+    };
+    match &config.source {
+        Some(p) => println!("{}: OK", p.display()),
+        None => println!("no config file: the daemon would start with no servers"),
+    }
+    println!(
+        "socket: {}",
+        mcpd::paths::socket_path(paths.socket, config.daemon.socket.clone()).display()
+    );
+    for s in config.servers.values() {
+        let state = if s.enabled { "" } else { " (disabled)" };
+        println!(
+            "server {}{state}: {} {}",
+            s.name,
+            s.command,
+            s.args.join(" ")
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+fn ctl_result(r: Result<(), CtlError>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e @ CtlError::NotRunning { .. }) => fail(exit::UNAVAILABLE, &e),
+        Err(e) => fail(exit::RUNTIME, &e),
+    }
+}
+
+/// Prints `error: …` and each `caused by: …`, and returns the exit code.
+fn fail(code: u8, e: &dyn Error) -> ExitCode {
+    eprintln!("error: {e}");
+    let mut source = e.source();
+    while let Some(s) = source {
+        eprintln!("caused by: {s}");
+        source = s.source();
+    }
+    ExitCode::from(code)
+}

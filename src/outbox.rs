@@ -1,0 +1,44 @@
+//! The bounded outbound queue of one agent connection, shared by everything that writes to that agent.
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// A cloneable sender of lines to one agent. Sending never waits: an agent whose queue is
+/// full is not reading its socket, and waiting for it would let it stall an upstream or
+/// other agents. Instead the first overflow fires `overflowed`, and the agent's actor
+/// disconnects it.
+#[derive(Clone, Debug)]
+pub struct Outbox {
+    tx: mpsc::Sender<String>,
+    overflowed: CancellationToken,
+}
+
+impl Outbox {
+    pub fn new(capacity: usize) -> (Outbox, mpsc::Receiver<String>) {
+        let (tx, rx) = mpsc::channel(capacity);
+        (
+            Outbox {
+                tx,
+                overflowed: CancellationToken::new(),
+            },
+            rx,
+        )
+    }
+
+    /// Queues a line. Returns false when it was dropped: the agent is gone or not reading.
+    pub fn send(&self, line: String) -> bool {
+        match self.tx.try_send(line) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.overflowed.cancel();
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+
+    /// Fires once the queue has overflowed.
+    pub fn overflowed(&self) -> &CancellationToken {
+        &self.overflowed
+    }
+}

@@ -1,0 +1,27 @@
+//! MCP knowledge without IO: protocol versions, method names, and qualified names.
+
+pub mod naming;
+
+/// Legacy-era protocol versions mcpd speaks, newest first.
+pub const LEGACY_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// The version mcpd offers upstream and answers agents that ask for one it does not know.
+pub const LATEST_LEGACY: &str = LEGACY_VERSIONS[0];
+
+pub fn is_legacy_version(v: &str) -> bool {
+    LEGACY_VERSIONS.contains(&v)
+}
+
+/// Method names mcpd handles or sends.
+pub mod method {
+    pub const INITIALIZE: &str = "initialize";
+    pub const INITIALIZED: &str = "notifications/initialized";
+    pub const PING: &str = "ping";
+    pub const TOOLS_LIST: &str = "tools/list";
+    pub const TOOLS_CALL: &str = "tools/call";
+    pub const CANCELLED: &str = "notifications/cancelled";
+    pub const PROGRESS: &str = "notifications/progress";
+    pub const TOOLS_LIST_CHANGED: &str = "notifications/tools/list_changed";
+    /// The daemon's own status method, served on the agent socket.
+    pub const MCPD_STATUS: &str = "mcpd/status";
+}

@@ -1,0 +1,497 @@
+//! The supervisor owns every upstream: starts them, restarts them with backoff, stops them, and publishes the catalog.
+
+pub mod backoff;
+mod status;
+
+use crate::config::{Config, ServerConfig};
+use crate::registry::{Availability, Catalog, Registry};
+use crate::upstream::connection::{self, ConnectionContext};
+use crate::upstream::{ConnectionEvent, ConnectionExit, ServerIdentity, UpstreamHandle};
+use backoff::{Backoff, CrashBudget};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+pub use status::{ServerState, ServerStatus};
+
+const MAILBOX: usize = 64;
+const EVENTS: usize = 256;
+
+enum SupervisorMsg {
+    Status {
+        respond_to: oneshot::Sender<Vec<ServerStatus>>,
+    },
+    Control {
+        name: String,
+        action: Action,
+        respond_to: oneshot::Sender<Result<(), String>>,
+    },
+}
+
+/// Control actions on one server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Stop the process if running and start a new one; clears a crash loop.
+    Restart,
+    Stop,
+    Start,
+}
+
+/// The cloneable way to talk to the supervisor.
+#[derive(Debug, Clone)]
+pub struct SupervisorHandle {
+    tx: mpsc::Sender<SupervisorMsg>,
+}
+
+impl SupervisorHandle {
+    /// Starts the supervisor and every enabled server. The returned receiver always
+    /// holds the current catalog. The task ends once `cancel` fires and every
+    /// server process has been stopped and reaped.
+    pub fn spawn(
+        config: &Config,
+        cancel: CancellationToken,
+    ) -> (
+        SupervisorHandle,
+        watch::Receiver<Arc<Catalog>>,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let (tx, rx) = mpsc::channel(MAILBOX);
+        let (catalog_tx, catalog_rx) = watch::channel(Arc::new(Catalog::default()));
+        let (events_tx, events_rx) = mpsc::channel(EVENTS);
+        let slots = config
+            .servers
+            .values()
+            .map(|cfg| (Arc::from(cfg.name.as_str()), Slot::new(cfg.clone())))
+            .collect();
+        let sup = Supervisor {
+            slots,
+            registry: Registry::default(),
+            catalog: catalog_tx,
+            events_tx,
+            events_rx,
+            rx,
+            conns: JoinSet::new(),
+            next_instance: 0,
+            max_line: config.daemon.max_message_bytes,
+            name_limit: config.daemon.tool_name_limit,
+            cancel,
+        };
+        let task = tokio::spawn(sup.run());
+        (SupervisorHandle { tx }, catalog_rx, task)
+    }
+
+    pub async fn status(&self) -> Option<Vec<ServerStatus>> {
+        let (respond_to, rx) = oneshot::channel();
+        self.tx
+            .send(SupervisorMsg::Status { respond_to })
+            .await
+            .ok()?;
+        rx.await.ok()
+    }
+
+    pub async fn control(&self, name: &str, action: Action) -> Result<(), String> {
+        let (respond_to, rx) = oneshot::channel();
+        let msg = SupervisorMsg::Control {
+            name: name.to_owned(),
+            action,
+            respond_to,
+        };
+        let gone = || "the supervisor is shutting down".to_owned();
+        self.tx.send(msg).await.map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+}
+
+/// What to do when the running instance exits.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum AfterExit {
+    /// It crashed or exited by itself: back off and restart, within the budget.
+    Recover,
+    /// `ctl restart`: start again at once with a clean budget.
+    Restart,
+    /// `ctl stop` or shutdown: stay stopped.
+    Stay,
+}
+
+struct Running {
+    instance: u64,
+    cancel: CancellationToken,
+    started: Instant,
+    handle: Option<UpstreamHandle>,
+    identity: Option<ServerIdentity>,
+}
+
+/// Everything the supervisor knows about one configured server.
+struct Slot {
+    cfg: ServerConfig,
+    state: ServerState,
+    running: Option<Running>,
+    after_exit: AfterExit,
+    /// Processes started after the first.
+    restarts: u32,
+    backoff: Backoff,
+    budget: CrashBudget,
+    retry_at: Option<Instant>,
+    ready_since: Option<Instant>,
+    last_error: Option<String>,
+    last_exit: Option<String>,
+    stderr_tail: Vec<String>,
+    catalog_error: Option<String>,
+    /// Kept across restarts so status can show what the server last said.
+    identity: Option<ServerIdentity>,
+}
+
+impl Slot {
+    fn new(cfg: ServerConfig) -> Slot {
+        Slot {
+            backoff: Backoff::new(&cfg.restart),
+            budget: CrashBudget::new(&cfg.restart),
+            state: ServerState::Stopped,
+            running: None,
+            after_exit: AfterExit::Recover,
+            restarts: 0,
+            retry_at: None,
+            ready_since: None,
+            last_error: None,
+            last_exit: None,
+            stderr_tail: Vec::new(),
+            catalog_error: None,
+            identity: None,
+            cfg,
+        }
+    }
+
+    fn availability(&self) -> Availability {
+        match (
+            self.state,
+            self.running.as_ref().and_then(|r| r.handle.as_ref()),
+        ) {
+            (ServerState::Ready, Some(h)) => Availability::Ready(h.clone()),
+            (ServerState::Backoff, _) => Availability::Backoff {
+                attempt: self.backoff.attempt(),
+                retry_at: self
+                    .retry_at
+                    .map(Instant::into_std)
+                    .unwrap_or_else(std::time::Instant::now),
+            },
+            (ServerState::Failed, _) => Availability::Failed {
+                reason: self.last_error.clone().unwrap_or_else(|| "unknown".into()),
+            },
+            (ServerState::Stopped, _) => Availability::Stopped,
+            _ => Availability::Starting,
+        }
+    }
+}
+
+struct Supervisor {
+    slots: BTreeMap<Arc<str>, Slot>,
+    registry: Registry,
+    catalog: watch::Sender<Arc<Catalog>>,
+    events_tx: mpsc::Sender<ConnectionEvent>,
+    events_rx: mpsc::Receiver<ConnectionEvent>,
+    rx: mpsc::Receiver<SupervisorMsg>,
+    conns: JoinSet<(Arc<str>, u64, ConnectionExit)>,
+    next_instance: u64,
+    max_line: usize,
+    name_limit: usize,
+    cancel: CancellationToken,
+}
+
+impl Supervisor {
+    async fn run(mut self) {
+        let names: Vec<Arc<str>> = self.slots.keys().cloned().collect();
+        for name in names {
+            if self.slots[&name].cfg.enabled {
+                self.start(&name);
+            }
+        }
+        self.publish();
+        loop {
+            let next_retry = self.slots.values().filter_map(|s| s.retry_at).min();
+            tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => break,
+                Some(joined) = self.conns.join_next() => match joined {
+                    Ok((name, instance, exit)) => self.on_exit(&name, instance, exit),
+                    Err(e) => tracing::error!("a connection task failed: {e}"),
+                },
+                Some(event) = self.events_rx.recv() => self.on_event(event),
+                Some(msg) = self.rx.recv() => self.on_msg(msg),
+                () = sleep_until(next_retry) => self.retry_due(),
+            }
+        }
+        self.shutdown().await;
+    }
+
+    fn start(&mut self, name: &Arc<str>) {
+        let Some(slot) = self.slots.get_mut(name) else {
+            return;
+        };
+        self.next_instance += 1;
+        let instance = self.next_instance;
+        let cancel = self.cancel.child_token();
+        let ctx = ConnectionContext {
+            config: slot.cfg.clone(),
+            instance,
+            max_line: self.max_line,
+            events: self.events_tx.clone(),
+            cancel: cancel.clone(),
+        };
+        slot.running = Some(Running {
+            instance,
+            cancel,
+            started: Instant::now(),
+            handle: None,
+            identity: None,
+        });
+        slot.state = ServerState::Starting;
+        slot.retry_at = None;
+        slot.after_exit = AfterExit::Recover;
+        let name = name.clone();
+        self.conns
+            .spawn(async move { (name, instance, connection::run(ctx).await) });
+    }
+
+    fn on_event(&mut self, event: ConnectionEvent) {
+        match event {
+            ConnectionEvent::Connected {
+                server,
+                instance,
+                handle,
+                identity,
+            } => {
+                let Some(slot) = self.current(&server, instance) else {
+                    return;
+                };
+                let has_tools = identity.has_tools();
+                if let Some(r) = slot.running.as_mut() {
+                    r.handle = Some(handle);
+                    r.identity = Some(identity.clone());
+                }
+                slot.identity = Some(identity);
+                if !has_tools {
+                    // A server without the tools capability publishes no tools.
+                    slot.state = ServerState::Ready;
+                    slot.ready_since = Some(Instant::now());
+                    self.registry.remove(&server);
+                    self.publish();
+                }
+            }
+            ConnectionEvent::Tools {
+                server,
+                instance,
+                tools,
+            } => {
+                if self.current(&server, instance).is_none() {
+                    return;
+                }
+                let limit = self.name_limit;
+                let registry = &mut self.registry;
+                let outcome = tools.and_then(|t| {
+                    registry
+                        .replace(&server, &t, limit)
+                        .map_err(|e| e.to_string())
+                });
+                let Some(slot) = self.slots.get_mut(&server) else {
+                    return;
+                };
+                match outcome {
+                    Ok(n) => {
+                        slot.catalog_error = None;
+                        tracing::info!(upstream = %server, tools = n, "catalog updated");
+                    }
+                    Err(e) => {
+                        tracing::warn!(upstream = %server, "kept the previous tool list: {e}");
+                        slot.catalog_error =
+                            Some(format!("new tool list rejected, previous kept: {e}"));
+                    }
+                }
+                if slot.state == ServerState::Starting {
+                    slot.state = ServerState::Ready;
+                    slot.ready_since = Some(Instant::now());
+                }
+                self.publish();
+            }
+        }
+    }
+
+    /// The slot of `server` if `instance` is still its running instance.
+    fn current(&mut self, server: &str, instance: u64) -> Option<&mut Slot> {
+        self.slots
+            .get_mut(server)
+            .filter(|s| s.running.as_ref().is_some_and(|r| r.instance == instance))
+    }
+
+    fn on_exit(&mut self, name: &Arc<str>, instance: u64, exit: ConnectionExit) {
+        let Some(slot) = self.current(name, instance) else {
+            return;
+        };
+        let Some(running) = slot.running.take() else {
+            return;
+        };
+        let uptime = running.started.elapsed();
+        slot.last_exit = exit.exit_status.clone();
+        slot.stderr_tail = exit.stderr_tail;
+        slot.ready_since = None;
+        if let Some(e) = &exit.error {
+            slot.last_error = Some(e.clone());
+        }
+        match slot.after_exit {
+            AfterExit::Stay => slot.state = ServerState::Stopped,
+            AfterExit::Restart => {
+                slot.budget.clear();
+                slot.backoff.reset();
+                slot.restarts += 1;
+                self.start(name);
+            }
+            AfterExit::Recover => {
+                if uptime >= slot.cfg.restart.stable_after {
+                    slot.backoff.reset();
+                }
+                let error = exit.error.unwrap_or_else(|| "the server ended".into());
+                if slot.budget.record(Instant::now()) {
+                    let reason = format!(
+                        "crashed {} times within {} (last: {error}); not restarting until `mcpd ctl restart {name}` or a config change",
+                        slot.budget.recent(),
+                        humantime::format_duration(slot.cfg.restart.window)
+                    );
+                    tracing::error!(upstream = %name, "{reason}");
+                    slot.last_error = Some(reason);
+                    slot.state = ServerState::Failed;
+                } else {
+                    let delay = slot.backoff.next_delay(rand::random::<f64>());
+                    tracing::warn!(upstream = %name, delay = ?delay, "restarting after: {error}");
+                    slot.retry_at = Some(Instant::now() + delay);
+                    slot.state = ServerState::Backoff;
+                }
+            }
+        }
+        self.publish();
+    }
+
+    fn retry_due(&mut self) {
+        let now = Instant::now();
+        let due: Vec<Arc<str>> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| s.retry_at.is_some_and(|t| t <= now))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in due {
+            if let Some(slot) = self.slots.get_mut(&name) {
+                slot.restarts += 1;
+            }
+            self.start(&name);
+        }
+        self.publish();
+    }
+
+    fn on_msg(&mut self, msg: SupervisorMsg) {
+        match msg {
+            SupervisorMsg::Status { respond_to } => self.status(respond_to),
+            SupervisorMsg::Control {
+                name,
+                action,
+                respond_to,
+            } => {
+                let _ = respond_to.send(self.control(&name, action)); // the asker may have left
+            }
+        }
+    }
+
+    fn control(&mut self, name: &str, action: Action) -> Result<(), String> {
+        let Some(key) = self.slots.keys().find(|k| &***k == name).cloned() else {
+            let known: Vec<&str> = self.slots.keys().map(|k| &**k).collect();
+            return Err(format!(
+                "no server named '{name}' (configured: {})",
+                known.join(", ")
+            ));
+        };
+        let Some(slot) = self.slots.get_mut(&key) else {
+            return Ok(());
+        };
+        tracing::info!(upstream = %key, ?action, "control request");
+        match (action, slot.running.as_ref()) {
+            (Action::Restart, Some(r)) => {
+                slot.after_exit = AfterExit::Restart;
+                r.cancel.cancel();
+            }
+            (Action::Stop, Some(r)) => {
+                slot.after_exit = AfterExit::Stay;
+                slot.retry_at = None;
+                r.cancel.cancel();
+            }
+            (Action::Stop, None) => {
+                slot.retry_at = None;
+                slot.state = ServerState::Stopped;
+            }
+            (Action::Start, Some(_)) => {}
+            (Action::Restart | Action::Start, None) => {
+                slot.budget.clear();
+                slot.backoff.reset();
+                if action == Action::Restart {
+                    slot.restarts += 1;
+                }
+                self.start(&key);
+            }
+        }
+        self.publish();
+        Ok(())
+    }
+
+    fn publish(&mut self) {
+        let servers = self
+            .slots
+            .iter()
+            .map(|(n, s)| (n.clone(), s.availability()))
+            .collect();
+        self.catalog
+            .send_replace(Arc::new(self.registry.catalog(servers)));
+    }
+
+    /// Stops every server and waits for each to be reaped, within a deadline.
+    async fn shutdown(&mut self) {
+        let mut deadline = Duration::ZERO;
+        for slot in self.slots.values_mut() {
+            slot.after_exit = AfterExit::Stay;
+            if let Some(r) = &slot.running {
+                r.cancel.cancel();
+                // close stdin + grace, SIGTERM + grace, SIGKILL + reap
+                deadline = deadline.max(slot.cfg.health.stop_grace * 2 + Duration::from_secs(2));
+            }
+        }
+        let drained = tokio::time::timeout(deadline, async {
+            while let Some(joined) = self.conns.join_next().await {
+                if let Ok((name, instance, exit)) = joined {
+                    self.on_exit(&name, instance, exit);
+                }
+            }
+        })
+        .await;
+        if drained.is_err() {
+            tracing::error!("some servers did not stop in time; killing them");
+            for slot in self.slots.values() {
+                if let Some(pid) = slot
+                    .running
+                    .as_ref()
+                    .and_then(|r| r.handle.as_ref())
+                    .and_then(UpstreamHandle::pid)
+                {
+                    crate::upstream::kill_group(pid);
+                }
+            }
+            self.conns.shutdown().await;
+        }
+    }
+}
+
+async fn sleep_until(when: Option<Instant>) {
+    match when {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}

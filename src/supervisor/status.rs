@@ -1,0 +1,118 @@
+//! What `mcpd ctl status` shows about each server, assembled from the supervisor's slots and each connection's live counters.
+
+use super::{Slot, Supervisor};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+/// How long status waits for a busy connection's live counters before showing without them.
+const LIVE_TIMEOUT: Duration = Duration::from_millis(500);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServerState {
+    Starting,
+    Ready,
+    Backoff,
+    Failed,
+    Stopped,
+}
+
+impl ServerState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerState::Starting => "starting",
+            ServerState::Ready => "ready",
+            ServerState::Backoff => "backoff",
+            ServerState::Failed => "failed",
+            ServerState::Stopped => "stopped",
+        }
+    }
+}
+
+/// One row of `ctl status`; also the JSON of `mcpd/status`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ServerStatus {
+    pub name: String,
+    pub state: ServerState,
+    pub transport: String,
+    pub command: String,
+    pub protocol_version: Option<String>,
+    pub server_info: Option<serde_json::Value>,
+    pub pid: Option<u32>,
+    pub tools: usize,
+    pub in_flight: usize,
+    pub restarts: u32,
+    pub uptime_secs: Option<f64>,
+    pub next_retry_secs: Option<f64>,
+    pub last_error: Option<String>,
+    pub last_exit: Option<String>,
+    pub catalog_error: Option<String>,
+    pub malformed_lines: u64,
+    pub oversized_lines: u64,
+    pub stderr_tail: Vec<String>,
+}
+
+impl Slot {
+    fn status(&self, name: &str, tools: usize) -> ServerStatus {
+        let now = Instant::now();
+        let identity = self.identity.as_ref();
+        ServerStatus {
+            name: name.to_owned(),
+            state: self.state,
+            transport: "stdio".into(),
+            command: self.cfg.command.clone(),
+            protocol_version: identity.map(|i| i.protocol_version.clone()),
+            server_info: identity.map(|i| i.server_info.clone()),
+            pid: self
+                .running
+                .as_ref()
+                .and_then(|r| r.handle.as_ref())
+                .and_then(|h| h.pid()),
+            tools,
+            in_flight: 0,
+            restarts: self.restarts,
+            uptime_secs: self
+                .ready_since
+                .map(|t| now.duration_since(t).as_secs_f64()),
+            next_retry_secs: self
+                .retry_at
+                .map(|t| t.saturating_duration_since(now).as_secs_f64()),
+            last_error: self.last_error.clone(),
+            last_exit: self.last_exit.clone(),
+            catalog_error: self.catalog_error.clone(),
+            malformed_lines: 0,
+            oversized_lines: 0,
+            stderr_tail: self.stderr_tail.clone(),
+        }
+    }
+}
+
+impl Supervisor {
+    /// Answers a status request. Live counters come from each connection, asked by a
+    /// separate task so a busy connection never stalls the supervisor.
+    pub(super) fn status(&self, respond_to: oneshot::Sender<Vec<ServerStatus>>) {
+        let mut rows = Vec::new();
+        let mut live = Vec::new();
+        for (name, slot) in &self.slots {
+            rows.push(slot.status(name, self.registry.tool_count(name)));
+            if let Some(h) = slot.running.as_ref().and_then(|r| r.handle.clone()) {
+                live.push((rows.len() - 1, h));
+            }
+        }
+        tokio::spawn(async move {
+            for (i, handle) in live {
+                if let Ok(Some(s)) = tokio::time::timeout(LIVE_TIMEOUT, handle.live_status()).await
+                {
+                    let row = &mut rows[i];
+                    row.in_flight = s.in_flight;
+                    row.malformed_lines = s.malformed_lines;
+                    row.oversized_lines = s.oversized_lines;
+                    row.stderr_tail = s.stderr_tail;
+                }
+            }
+            let _ = respond_to.send(rows); // the asker may have disconnected
+        });
+    }
+}

@@ -1,0 +1,478 @@
+//! The serving loop of one upstream connection: owns the pending map, the id counter and the progress-token map.
+
+use super::process::{self, StderrTail};
+use super::{
+    CallId, ConnectionEvent, LiveStatus, ProgressSink, Reply, UpstreamError, UpstreamHandle,
+    UpstreamMsg, fetch_tools,
+};
+use crate::config::ServerConfig;
+use crate::framing::Frame;
+use crate::jsonrpc::{self, ErrorObject, Id, Message, Notification, Request, Response, code};
+use crate::protocol::method;
+use futures::future::BoxFuture;
+use futures::{FutureExt, Stream, StreamExt};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::process::Child;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::time::{DelayQueue, delay_queue};
+
+/// Requests queued in a connection's mailbox.
+const MAILBOX: usize = 256;
+
+/// How a connection's serving loop ended.
+pub enum End {
+    /// The supervisor asked it to stop.
+    Stopped,
+    /// The process exited on its own; the status in words.
+    Exited(String),
+    /// The connection is unusable (closed output, failed liveness probe); the process may
+    /// still be running and must be stopped.
+    Failed(String),
+}
+
+struct Pending {
+    call: Option<CallId>,
+    method: String,
+    respond_to: Responder,
+    progress: Option<ProgressSink>,
+    deadline: delay_queue::Key,
+}
+
+enum Responder {
+    Caller(oneshot::Sender<Reply>),
+    /// A liveness probe of our own.
+    Ping,
+}
+
+pub struct Actor {
+    server: Arc<str>,
+    pid: u32,
+    instance: u64,
+    timeout: Duration,
+    max_in_flight: usize,
+    ping_interval: Duration,
+    ping_timeout: Duration,
+    /// mcpd's own ids for this connection; 0 was the `initialize` request.
+    next_id: u64,
+    pending: HashMap<u64, Pending>,
+    /// Agent call -> upstream id, so cancellations find their request.
+    by_call: HashMap<CallId, u64>,
+    deadlines: DelayQueue<u64>,
+    out: mpsc::Sender<String>,
+    rx: mpsc::Receiver<UpstreamMsg>,
+    /// Our own handle, for the catalog fetches that run inside this loop.
+    handle: UpstreamHandle,
+    events: mpsc::Sender<ConnectionEvent>,
+    tail: StderrTail,
+    malformed: u64,
+    oversized: u64,
+    last_heard: Instant,
+    ping: Option<(u64, Instant)>,
+    refresh: Option<BoxFuture<'static, Result<Vec<Value>, String>>>,
+    refresh_again: bool,
+}
+
+impl Actor {
+    pub fn new(
+        server: Arc<str>,
+        cfg: &ServerConfig,
+        pid: u32,
+        out: mpsc::Sender<String>,
+        events: mpsc::Sender<ConnectionEvent>,
+        instance: u64,
+    ) -> (Actor, UpstreamHandle) {
+        let (tx, rx) = mpsc::channel(MAILBOX);
+        let handle = UpstreamHandle { tx, pid: Some(pid) };
+        let actor = Actor {
+            server,
+            pid,
+            instance,
+            timeout: cfg.timeout,
+            max_in_flight: cfg.max_in_flight,
+            ping_interval: cfg.health.ping_interval,
+            ping_timeout: cfg.health.ping_timeout,
+            next_id: super::handshake::INITIALIZE_ID + 1,
+            pending: HashMap::new(),
+            by_call: HashMap::new(),
+            deadlines: DelayQueue::new(),
+            out,
+            rx,
+            handle: handle.clone(),
+            events,
+            tail: StderrTail::default(),
+            malformed: 0,
+            oversized: 0,
+            last_heard: Instant::now(),
+            ping: None,
+            refresh: None,
+            refresh_again: false,
+        };
+        (actor, handle)
+    }
+
+    /// Serves until the process exits, the connection breaks, or `cancel` fires. Every
+    /// pending request has been answered when this returns.
+    pub async fn run<S>(
+        mut self,
+        frames: &mut S,
+        child: &mut Child,
+        stderr: &mut mpsc::Receiver<String>,
+        cancel: &CancellationToken,
+        has_tools: bool,
+    ) -> (End, StderrTail)
+    where
+        S: Stream<Item = std::io::Result<Frame>> + Unpin,
+    {
+        if has_tools {
+            self.start_refresh();
+        }
+        let end = loop {
+            let wake = self.next_wake();
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => break End::Stopped,
+                status = child.wait() => {
+                    break End::Exited(match status {
+                        Ok(s) => process::describe(&s),
+                        Err(e) => format!("wait failed: {e}"),
+                    });
+                }
+                frame = frames.next() => match frame {
+                    Some(Ok(frame)) => self.on_frame(frame),
+                    Some(Err(e)) => break End::Failed(format!("reading the server's output failed: {e}")),
+                    None => {
+                        // Output closed: usually the process is exiting. Prefer its
+                        // exit status when it comes promptly.
+                        break match tokio::time::timeout(Duration::from_millis(100), child.wait()).await {
+                            Ok(Ok(s)) => End::Exited(process::describe(&s)),
+                            _ => End::Failed("the server closed its output".into()),
+                        };
+                    }
+                },
+                Some(msg) = self.rx.recv() => self.on_msg(msg),
+                Some(expired) = self.deadlines.next(), if !self.deadlines.is_empty() => {
+                    self.on_timeout(expired.into_inner());
+                }
+                Some(line) = stderr.recv() => self.tail.push(line),
+                tools = poll_refresh(&mut self.refresh) => self.on_tools(tools).await,
+                () = sleep_until(wake) => {
+                    if let Some(why) = self.on_wake() {
+                        break End::Failed(why);
+                    }
+                }
+            }
+        };
+        let error = match &end {
+            End::Stopped => UpstreamError::Stopping,
+            End::Exited(status) => UpstreamError::Exited {
+                status: status.clone(),
+            },
+            End::Failed(_) => UpstreamError::Gone,
+        };
+        self.fail_all(error);
+        (end, self.tail)
+    }
+
+    fn on_msg(&mut self, msg: UpstreamMsg) {
+        match msg {
+            UpstreamMsg::Request {
+                call,
+                method,
+                params,
+                progress,
+                respond_to,
+            } => self.send_request(call, method, params, progress, respond_to),
+            UpstreamMsg::Cancel { call, reason } => {
+                if let Some(id) = self.by_call.remove(&call)
+                    && let Some(p) = self.pending.remove(&id)
+                {
+                    self.deadlines.remove(&p.deadline);
+                    self.send_cancelled(id, &reason);
+                }
+            }
+            UpstreamMsg::Status { respond_to } => {
+                let _ = respond_to.send(LiveStatus {
+                    in_flight: self.pending.values().filter(|p| p.call.is_some()).count(),
+                    malformed_lines: self.malformed,
+                    oversized_lines: self.oversized,
+                    stderr_tail: self.tail.lines(),
+                }); // the asker may have given up waiting
+            }
+        }
+    }
+
+    fn send_request(
+        &mut self,
+        call: Option<CallId>,
+        method: String,
+        mut params: Option<Value>,
+        progress: Option<ProgressSink>,
+        respond_to: oneshot::Sender<Reply>,
+    ) {
+        if self.pending.len() >= self.max_in_flight {
+            let _ = respond_to.send(Err(UpstreamError::Busy {
+                limit: self.max_in_flight,
+            }));
+            return;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        if progress.is_some() {
+            // The server sees a token unique on this connection: our own request id.
+            if let Some(meta) = params
+                .as_mut()
+                .and_then(|p| p.get_mut("_meta"))
+                .and_then(Value::as_object_mut)
+            {
+                meta.insert("progressToken".into(), json!(id));
+            }
+        }
+        let line = jsonrpc::request_line(&Id::from(id), &method, params.as_ref());
+        if let Err(e) = self.out.try_send(line) {
+            let err = match e {
+                mpsc::error::TrySendError::Full(_) => UpstreamError::Busy {
+                    limit: self.max_in_flight,
+                },
+                mpsc::error::TrySendError::Closed(_) => UpstreamError::Gone,
+            };
+            let _ = respond_to.send(Err(err)); // the caller may have gone; nothing to do
+            return;
+        }
+        let deadline = self.deadlines.insert(id, self.timeout);
+        if let Some(call) = call {
+            self.by_call.insert(call, id);
+        }
+        self.pending.insert(
+            id,
+            Pending {
+                call,
+                method,
+                respond_to: Responder::Caller(respond_to),
+                progress,
+                deadline,
+            },
+        );
+    }
+
+    fn send_cancelled(&mut self, id: u64, reason: &str) {
+        let params = json!({ "requestId": id, "reason": reason });
+        // If stdin is full or closed the server is stuck or gone; the answer is dropped anyway.
+        let _ = self
+            .out
+            .try_send(jsonrpc::notification_line(method::CANCELLED, Some(&params)));
+    }
+
+    fn on_timeout(&mut self, id: u64) {
+        let Some(p) = self.pending.remove(&id) else {
+            return;
+        };
+        if let Some(call) = p.call {
+            self.by_call.remove(&call);
+        }
+        tracing::warn!(upstream = %self.server, rpc_id = id, method = %p.method, "request timed out");
+        self.send_cancelled(
+            id,
+            &format!(
+                "timed out after {}",
+                humantime::format_duration(self.timeout)
+            ),
+        );
+        if let Responder::Caller(tx) = p.respond_to {
+            let _ = tx.send(Err(UpstreamError::Timeout {
+                after: self.timeout,
+            }));
+        }
+    }
+
+    fn on_frame(&mut self, frame: Frame) {
+        self.last_heard = Instant::now();
+        let line = match frame {
+            Frame::Line(line) => line,
+            Frame::TooLong => {
+                self.oversized += 1;
+                tracing::warn!(upstream = %self.server, count = self.oversized, "dropped an over-long line from the server (max_message_bytes)");
+                return;
+            }
+            Frame::NotUtf8 => return self.malformed("the line is not UTF-8"),
+        };
+        match jsonrpc::parse(&line) {
+            Ok(Message::Response(r)) => self.on_response(r),
+            Ok(Message::Notification(n)) => self.on_notification(n),
+            Ok(Message::Request(r)) => self.on_server_request(r),
+            Err(e) => self.malformed(&e.to_string()),
+        }
+    }
+
+    fn malformed(&mut self, why: &str) {
+        self.malformed += 1;
+        tracing::warn!(upstream = %self.server, count = self.malformed, "skipped a malformed line from the server: {why}");
+    }
+
+    fn on_response(&mut self, r: Response) {
+        let Some(p) = r.id.as_u64().and_then(|id| self.pending.remove(&id)) else {
+            // A late answer to a request that timed out or was cancelled, or a bogus id.
+            tracing::debug!(upstream = %self.server, rpc_id = %r.id, "dropped a response with no pending request");
+            return;
+        };
+        self.deadlines.remove(&p.deadline);
+        if let Some(call) = p.call {
+            self.by_call.remove(&call);
+        }
+        match p.respond_to {
+            Responder::Caller(tx) => {
+                let _ = tx.send(Ok(r.outcome)); // the caller may have gone
+            }
+            Responder::Ping => self.ping = None,
+        }
+    }
+
+    fn on_notification(&mut self, n: Notification) {
+        match n.method.as_str() {
+            method::PROGRESS => self.route_progress(n),
+            method::TOOLS_LIST_CHANGED => {
+                tracing::info!(upstream = %self.server, "server says its tools changed");
+                self.start_refresh();
+            }
+            _ => {
+                tracing::debug!(upstream = %self.server, method = %n.method, "ignored a notification")
+            }
+        }
+    }
+
+    fn route_progress(&mut self, mut n: Notification) {
+        let token = n
+            .params
+            .as_ref()
+            .and_then(|p| p.get("progressToken"))
+            .and_then(Value::as_u64);
+        let Some(sink) = token
+            .and_then(|t| self.pending.get(&t))
+            .and_then(|p| p.progress.as_ref())
+        else {
+            tracing::debug!(upstream = %self.server, "dropped progress for no pending call");
+            return;
+        };
+        if let Some(p) = n.params.as_mut().and_then(Value::as_object_mut) {
+            p.insert("progressToken".into(), sink.token.clone());
+        }
+        sink.outbox
+            .send(jsonrpc::notification_line(&n.method, n.params.as_ref()));
+    }
+
+    fn on_server_request(&mut self, r: Request) {
+        let line = if r.method == method::PING {
+            jsonrpc::result_line(&r.id, &json!({}))
+        } else {
+            let e = ErrorObject::new(
+                code::METHOD_NOT_FOUND,
+                format!("mcpd does not forward {} from servers to agents", r.method),
+            );
+            jsonrpc::error_line(Some(&r.id), &e)
+        };
+        let _ = self.out.try_send(line); // a server that does not read its stdin gets no answer
+    }
+
+    fn start_refresh(&mut self) {
+        if self.refresh.is_some() {
+            self.refresh_again = true;
+            return;
+        }
+        let handle = self.handle.clone();
+        self.refresh = Some(async move { fetch_tools(&handle).await }.boxed());
+    }
+
+    async fn on_tools(&mut self, tools: Result<Vec<Value>, String>) {
+        self.refresh = None;
+        if let Err(e) = &tools {
+            tracing::warn!(upstream = %self.server, "could not fetch the tool list: {e}");
+        }
+        let event = ConnectionEvent::Tools {
+            server: self.server.clone(),
+            instance: self.instance,
+            tools,
+        };
+        // The supervisor never waits on us, so this wait is short; if it is gone the
+        // daemon is shutting down and the cancel branch ends the loop.
+        let _ = self.events.send(event).await;
+        if std::mem::take(&mut self.refresh_again) {
+            self.start_refresh();
+        }
+    }
+
+    /// When the loop must next look at the clock: a ping's deadline, or the moment the
+    /// idle connection is due for a ping.
+    fn next_wake(&self) -> Option<Instant> {
+        if let Some((_, deadline)) = self.ping {
+            return Some(deadline);
+        }
+        if self.ping_interval.is_zero() || !self.pending.is_empty() {
+            return None;
+        }
+        Some(self.last_heard + self.ping_interval)
+    }
+
+    fn on_wake(&mut self) -> Option<String> {
+        let now = Instant::now();
+        if let Some((_, deadline)) = self.ping {
+            if now >= deadline {
+                return Some(format!(
+                    "the server stopped answering: no reply to ping within {} (pid {})",
+                    humantime::format_duration(self.ping_timeout),
+                    self.pid
+                ));
+            }
+            return None;
+        }
+        if self.pending.is_empty() && now >= self.last_heard + self.ping_interval {
+            let id = self.next_id;
+            self.next_id += 1;
+            let _ = self
+                .out
+                .try_send(jsonrpc::request_line(&Id::from(id), method::PING, None));
+            // A far deadline in the queue; the ping's own deadline is `self.ping`.
+            let deadline = self.deadlines.insert(id, self.ping_timeout * 2);
+            self.pending.insert(
+                id,
+                Pending {
+                    call: None,
+                    method: method::PING.into(),
+                    respond_to: Responder::Ping,
+                    progress: None,
+                    deadline,
+                },
+            );
+            self.ping = Some((id, now + self.ping_timeout));
+        }
+        None
+    }
+
+    fn fail_all(&mut self, error: UpstreamError) {
+        for (_, p) in self.pending.drain() {
+            if let Responder::Caller(tx) = p.respond_to {
+                let _ = tx.send(Err(error.clone()));
+            }
+        }
+        self.by_call.clear();
+    }
+}
+
+async fn poll_refresh(
+    refresh: &mut Option<BoxFuture<'static, Result<Vec<Value>, String>>>,
+) -> Result<Vec<Value>, String> {
+    match refresh {
+        Some(f) => f.await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(when: Option<Instant>) {
+    match when {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,212 @@
+//! Client side of mcpd: one actor per upstream connection, reached through a cloneable `UpstreamHandle`.
+//!
+//! A connection's life is one task (`connection::run`): spawn the process, do the
+//! handshake, serve requests until the process exits or the supervisor cancels it, then
+//! stop and reap the process. The task's return value tells the supervisor how it ended.
+
+mod actor;
+pub mod connection;
+mod handshake;
+mod list;
+mod process;
+
+use crate::jsonrpc::ErrorObject;
+use crate::outbox::Outbox;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+pub use list::fetch_tools;
+
+/// Identifies one agent call across mcpd, so it can be cancelled later.
+pub type CallId = u64;
+
+/// How an upstream request ended: the server's own answer (a result or its JSON-RPC
+/// error, both passed through), or a failure on mcpd's side of the connection.
+pub type Reply = Result<Result<Value, ErrorObject>, UpstreamError>;
+
+/// Why an upstream request got no answer from the server.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("the server exited ({status})")]
+    Exited { status: String },
+    #[error("no answer within {after:?}")]
+    Timeout { after: Duration },
+    #[error("{limit} requests already in flight")]
+    Busy { limit: usize },
+    #[error("the connection is gone")]
+    Gone,
+    #[error("the server is being stopped")]
+    Stopping,
+    #[error("protocol error: {0}")]
+    Protocol(String),
+}
+
+/// Where progress notifications for one call go: the calling agent's queue, with the
+/// agent's own progress token restored.
+#[derive(Debug, Clone)]
+pub struct ProgressSink {
+    pub token: Value,
+    pub outbox: Outbox,
+}
+
+/// What a connection reports about itself while it runs, for `ctl status`.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct LiveStatus {
+    pub in_flight: usize,
+    pub malformed_lines: u64,
+    pub oversized_lines: u64,
+    pub stderr_tail: Vec<String>,
+}
+
+/// What the server said about itself in the handshake.
+#[derive(Debug, Clone)]
+pub struct ServerIdentity {
+    pub protocol_version: String,
+    pub server_info: Value,
+    pub capabilities: Value,
+    pub instructions: Option<String>,
+    pub pid: Option<u32>,
+}
+
+impl ServerIdentity {
+    pub fn has_tools(&self) -> bool {
+        self.capabilities.get("tools").is_some_and(Value::is_object)
+    }
+}
+
+/// Events a connection sends up to the supervisor. Each carries the instance number so
+/// the supervisor ignores news from a process it has already replaced.
+#[derive(Debug)]
+pub enum ConnectionEvent {
+    /// Handshake done; the connection serves requests through `handle`.
+    Connected {
+        server: Arc<str>,
+        instance: u64,
+        handle: UpstreamHandle,
+        identity: ServerIdentity,
+    },
+    /// A fresh tool list, or why it could not be fetched.
+    Tools {
+        server: Arc<str>,
+        instance: u64,
+        tools: Result<Vec<Value>, String>,
+    },
+}
+
+/// How a connection ended. Returned by the connection task, so the supervisor learns
+/// of it from its `JoinSet` and no channel has to point upwards for it.
+#[derive(Debug, Clone)]
+pub struct ConnectionExit {
+    /// Why it ended, in words for `last_error`; None for a requested stop.
+    pub error: Option<String>,
+    /// The process's exit status, when it ran.
+    pub exit_status: Option<String>,
+    /// The last lines the server wrote to stderr.
+    pub stderr_tail: Vec<String>,
+    /// Whether the handshake had completed (a crash before it is a startup failure).
+    pub was_ready: bool,
+}
+
+pub(crate) enum UpstreamMsg {
+    Request {
+        call: Option<CallId>,
+        method: String,
+        params: Option<Value>,
+        progress: Option<ProgressSink>,
+        respond_to: oneshot::Sender<Reply>,
+    },
+    Cancel {
+        call: CallId,
+        reason: String,
+    },
+    Status {
+        respond_to: oneshot::Sender<LiveStatus>,
+    },
+}
+
+/// The cloneable way to talk to one upstream connection.
+#[derive(Debug, Clone)]
+pub struct UpstreamHandle {
+    tx: mpsc::Sender<UpstreamMsg>,
+    pid: Option<u32>,
+}
+
+impl std::fmt::Debug for UpstreamMsg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UpstreamMsg::Request { method, call, .. } => write!(f, "Request({method}, {call:?})"),
+            UpstreamMsg::Cancel { call, .. } => write!(f, "Cancel({call})"),
+            UpstreamMsg::Status { .. } => write!(f, "Status"),
+        }
+    }
+}
+
+impl UpstreamHandle {
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// Sends a request for an agent call and waits for its outcome. Waiting here never
+    /// blocks the caller's actor: agents await this inside their in-flight set.
+    pub async fn call(
+        &self,
+        call: CallId,
+        method: &str,
+        params: Option<Value>,
+        progress: Option<ProgressSink>,
+    ) -> Reply {
+        self.send_request(Some(call), method, params, progress)
+            .await
+    }
+
+    /// A request of mcpd's own (catalog fetches).
+    pub async fn request(&self, method: &str, params: Option<Value>) -> Reply {
+        self.send_request(None, method, params, None).await
+    }
+
+    async fn send_request(
+        &self,
+        call: Option<CallId>,
+        method: &str,
+        params: Option<Value>,
+        progress: Option<ProgressSink>,
+    ) -> Reply {
+        let (respond_to, rx) = oneshot::channel();
+        let msg = UpstreamMsg::Request {
+            call,
+            method: method.to_owned(),
+            params,
+            progress,
+            respond_to,
+        };
+        self.tx.send(msg).await.map_err(|_| UpstreamError::Gone)?;
+        rx.await.map_err(|_| UpstreamError::Gone)?
+    }
+
+    /// Asks the connection to cancel a call: the server gets `notifications/cancelled`
+    /// and a late answer is dropped.
+    pub async fn cancel(&self, call: CallId, reason: &str) {
+        let msg = UpstreamMsg::Cancel {
+            call,
+            reason: reason.to_owned(),
+        };
+        // The connection may have ended already; then there is nothing left to cancel.
+        let _ = self.tx.send(msg).await;
+    }
+
+    pub async fn live_status(&self) -> Option<LiveStatus> {
+        let (respond_to, rx) = oneshot::channel();
+        self.tx
+            .send(UpstreamMsg::Status { respond_to })
+            .await
+            .ok()?;
+        rx.await.ok()
+    }
+}
+
+/// Kills what is left of a server's process group; a last resort at shutdown.
+pub fn kill_group(pid: u32) {
+    process::reap_group(pid);
+}

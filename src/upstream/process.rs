@@ -1,0 +1,195 @@
+//! Child processes of stdio upstreams: spawning them contained, reading their stderr, stopping and reaping them.
+
+use crate::config::ServerConfig;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use std::collections::VecDeque;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+use tokio::io::AsyncBufReadExt;
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+use tokio::sync::mpsc;
+
+/// Longest stderr line kept; longer ones are cut, so a server cannot grow our memory.
+const STDERR_LINE_MAX: usize = 2048;
+/// Stderr lines kept per server.
+pub const STDERR_TAIL_LINES: usize = 40;
+
+pub struct Spawned {
+    pub child: Child,
+    pub pid: u32,
+    pub stdin: ChildStdin,
+    pub stdout: ChildStdout,
+    pub stderr: ChildStderr,
+}
+
+/// Starts the server's process in its own process group, with a parent-death signal so
+/// that even a `kill -9` of mcpd takes the child down with it.
+pub fn spawn(cfg: &ServerConfig) -> Result<Spawned, String> {
+    if let Some(cwd) = &cfg.cwd
+        && !cwd.is_dir()
+    {
+        return Err(format!(
+            "cannot start '{}': cwd '{}' is not a directory",
+            cfg.command,
+            cwd.display()
+        ));
+    }
+    let mut cmd = Command::new(&cfg.command);
+    cmd.args(&cfg.args)
+        .envs(&cfg.env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        // A backstop only: every path through the connection task stops and reaps the
+        // child itself.
+        .kill_on_drop(true);
+    if let Some(cwd) = &cfg.cwd {
+        cmd.current_dir(cwd);
+    }
+    let parent = std::process::id();
+    // SAFETY: the closure runs in the forked child before exec and only makes two
+    // async-signal-safe system calls (prctl, getppid) and possibly _exit.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
+            // mcpd died between fork and prctl: the signal will never come, so go now.
+            if nix::unistd::getppid().as_raw() as u32 != parent {
+                nix::libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start '{}': {e}", cfg.command))?;
+    let pid = child
+        .id()
+        .ok_or("the process exited before its pid was read")?;
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return Err("the child's pipes were not set up".into());
+    };
+    Ok(Spawned {
+        child,
+        pid,
+        stdin,
+        stdout,
+        stderr,
+    })
+}
+
+/// Reads the child's stderr line by line into the log and the connection's tail.
+/// Lines are cut at `STDERR_LINE_MAX`; if the connection is busy the line still reaches
+/// the log but may miss the tail.
+pub async fn read_stderr(
+    server: std::sync::Arc<str>,
+    stderr: ChildStderr,
+    tx: mpsc::Sender<String>,
+) {
+    let mut reader = tokio::io::BufReader::new(stderr);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match read_line_capped(&mut reader, &mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                let line = String::from_utf8_lossy(&buf).trim_end().to_owned();
+                tracing::info!(target: "mcpd::stderr", upstream = %server, "{line}");
+                // A full queue means the connection is busy; the log line above suffices.
+                let _ = tx.try_send(line);
+            }
+        }
+    }
+}
+
+/// Reads one line, keeping at most `STDERR_LINE_MAX` bytes of it and discarding the rest.
+async fn read_line_capped<R: AsyncBufReadExt + Unpin>(
+    r: &mut R,
+    out: &mut Vec<u8>,
+) -> std::io::Result<usize> {
+    let mut total = 0;
+    loop {
+        let chunk = r.fill_buf().await?;
+        if chunk.is_empty() {
+            return Ok(total);
+        }
+        let (take, done) = match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        let room = STDERR_LINE_MAX.saturating_sub(out.len());
+        out.extend_from_slice(&chunk[..take.min(room)]);
+        r.consume(take);
+        total += take;
+        if done {
+            return Ok(total);
+        }
+    }
+}
+
+/// A bounded ring of the last stderr lines.
+#[derive(Debug, Default)]
+pub struct StderrTail(VecDeque<String>);
+
+impl StderrTail {
+    pub fn push(&mut self, line: String) {
+        if self.0.len() == STDERR_TAIL_LINES {
+            self.0.pop_front();
+        }
+        self.0.push_back(line);
+    }
+
+    pub fn lines(&self) -> Vec<String> {
+        self.0.iter().cloned().collect()
+    }
+}
+
+/// Describes an exit status for people: "exit status 3" or "killed by SIGKILL".
+pub fn describe(status: &ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit status {code}"),
+        (None, Some(sig)) => match Signal::try_from(sig) {
+            Ok(s) => format!("killed by {s}"),
+            Err(_) => format!("killed by signal {sig}"),
+        },
+        _ => status.to_string(),
+    }
+}
+
+/// Stops the process group: the caller has already closed stdin; wait `grace`, then
+/// SIGTERM the group, wait `grace`, then SIGKILL it. Always reaps the child and kills
+/// whatever is left of its group (grandchildren), so nothing outlives the connection.
+pub async fn stop(child: &mut Child, pid: u32, grace: Duration) -> String {
+    let status = match tokio::time::timeout(grace, child.wait()).await {
+        Ok(r) => r,
+        Err(_) => {
+            signal_group(pid, Signal::SIGTERM);
+            match tokio::time::timeout(grace, child.wait()).await {
+                Ok(r) => r,
+                Err(_) => {
+                    signal_group(pid, Signal::SIGKILL);
+                    child.wait().await
+                }
+            }
+        }
+    };
+    reap_group(pid);
+    match status {
+        Ok(s) => describe(&s),
+        Err(e) => format!("unknown exit status ({e})"),
+    }
+}
+
+/// After the leader has exited, kills the rest of its process group.
+pub fn reap_group(pid: u32) {
+    signal_group(pid, Signal::SIGKILL);
+}
+
+fn signal_group(pid: u32, sig: Signal) {
+    // ESRCH means the group is already empty, which is the goal.
+    let _ = killpg(Pid::from_raw(pid as i32), sig);
+}
