@@ -24,6 +24,7 @@ pub fn init(filter: Option<&str>, default: &str) {
         .with(
             tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
+                .with_ansi(std::io::stderr().is_terminal())
                 .with_target(false),
         )
         .init();
