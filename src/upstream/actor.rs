@@ -69,7 +69,8 @@ pub struct Actor {
     handle: UpstreamHandle,
     events: mpsc::Sender<ConnectionEvent>,
     tail: StderrTail,
-    malformed: u64,
+    /// Unusable lines from the server so far, the handshake's included.
+    pub malformed: u64,
     oversized: u64,
     last_heard: Instant,
     ping: Option<(u64, Instant)>,

@@ -56,8 +56,9 @@ pub async fn run(ctx: ConnectionContext) -> ConnectionExit {
     let grace = ctx.config.health.stop_grace;
 
     let startup = ctx.config.health.startup_timeout;
+    let mut malformed = 0;
     let handshake = tokio::select! {
-        r = tokio::time::timeout(startup, handshake::initialize(&server, &mut frames, &out_tx)) => match r {
+        r = tokio::time::timeout(startup, handshake::initialize(&server, &mut frames, &out_tx, &mut malformed)) => match r {
             Ok(r) => r.map_err(Some),
             Err(_) => Err(Some(format!(
                 "the server did not complete initialize within {} (health.startup_timeout)",
@@ -89,7 +90,7 @@ pub async fn run(ctx: ConnectionContext) -> ConnectionExit {
         "server initialized"
     );
 
-    let (actor, handle) = Actor::new(
+    let (mut actor, handle) = Actor::new(
         server.clone(),
         &ctx.config,
         pid,
@@ -97,6 +98,7 @@ pub async fn run(ctx: ConnectionContext) -> ConnectionExit {
         ctx.events.clone(),
         ctx.instance,
     );
+    actor.malformed = malformed;
     let has_tools = identity.has_tools();
     let connected = ConnectionEvent::Connected {
         server: server.clone(),

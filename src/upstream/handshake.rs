@@ -26,6 +26,7 @@ pub async fn initialize<S>(
     server: &str,
     frames: &mut S,
     out: &mpsc::Sender<String>,
+    malformed: &mut u64,
 ) -> Result<ServerIdentity, String>
 where
     S: Stream<Item = std::io::Result<Frame>> + Unpin,
@@ -46,6 +47,7 @@ where
             }
             Some(Ok(Frame::Line(line))) => line,
             Some(Ok(Frame::TooLong | Frame::NotUtf8)) => {
+                *malformed += 1;
                 tracing::warn!(
                     upstream = server,
                     "skipped an unreadable line during initialize"
@@ -75,6 +77,7 @@ where
                 "ignored a message during initialize"
             ),
             Err(e) => {
+                *malformed += 1;
                 tracing::warn!(upstream = server, error = %e, "skipped a malformed line during initialize")
             }
         }

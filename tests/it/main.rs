@@ -1,1 +1,5 @@
-//! Integration tests placeholder.
+//! Integration tests: the real `mcpd` binary, real fixture server processes, real sockets.
+
+mod support;
+
+mod foundation;

@@ -1,0 +1,515 @@
+//! Test harness: a temp dir, a config builder that starts the real `mcpd` binary, a raw line-speaking agent, and `eventually`.
+
+#![allow(dead_code)]
+
+use serde_json::{Value, json};
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::net::UnixStream;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+
+/// Every single wait in a test is bounded by this, unless it says otherwise.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+pub fn mcpd_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_mcpd")
+}
+
+pub fn fixture_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_mcpd-fixture")
+}
+
+/// Waits until `check` returns Some, polling; panics with `what` after `deadline`.
+pub async fn eventually<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let start = tokio::time::Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        if start.elapsed() > deadline {
+            panic!("timed out after {deadline:?} waiting for: {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// Bounds a future by `WAIT`.
+pub async fn within<T>(what: &str, f: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(WAIT, f).await {
+        Ok(v) => v,
+        Err(_) => panic!("timed out after {WAIT:?}: {what}"),
+    }
+}
+
+/// A server entry of a generated config.
+pub struct ServerSpec {
+    name: String,
+    command: String,
+    args: Vec<String>,
+    extra: String,
+}
+
+/// Builds a config file and starts `mcpd serve` on it.
+pub struct DaemonBuilder {
+    dir: tempfile::TempDir,
+    daemon_toml: String,
+    servers: Vec<ServerSpec>,
+}
+
+impl DaemonBuilder {
+    pub fn new() -> DaemonBuilder {
+        // Short paths: a Unix socket path must fit in about 108 bytes.
+        let dir = tempfile::Builder::new()
+            .prefix("mcpd-it")
+            .tempdir_in("/tmp")
+            .expect("temp dir");
+        DaemonBuilder {
+            dir,
+            daemon_toml: String::new(),
+            servers: Vec::new(),
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Adds a line to the `[daemon]` table.
+    pub fn daemon(mut self, line: &str) -> Self {
+        self.daemon_toml.push_str(line);
+        self.daemon_toml.push('\n');
+        self
+    }
+
+    /// A fixture server with these flags.
+    pub fn fixture(self, name: &str, args: &[&str]) -> Self {
+        self.fixture_with(name, args, "")
+    }
+
+    /// A fixture server with flags and extra TOML lines for its table.
+    pub fn fixture_with(self, name: &str, args: &[&str], extra: &str) -> Self {
+        let command = fixture_bin().to_owned();
+        self.server(name, &command, args, extra)
+    }
+
+    pub fn server(mut self, name: &str, command: &str, args: &[&str], extra: &str) -> Self {
+        self.servers.push(ServerSpec {
+            name: name.to_owned(),
+            command: command.to_owned(),
+            args: args.iter().map(|s| s.to_string()).collect(),
+            extra: extra.to_owned(),
+        });
+        self
+    }
+
+    pub fn config_text(&self) -> String {
+        let mut t = format!("[daemon]\n{}\n", self.daemon_toml);
+        for s in &self.servers {
+            t.push_str(&format!(
+                "[servers.{}]\ncommand = {}\nargs = {}\n{}\n",
+                s.name,
+                toml_str(&s.command),
+                serde_json::to_string(&s.args).expect("args"),
+                s.extra
+            ));
+        }
+        t
+    }
+
+    /// Writes the config, starts the daemon and waits until its socket answers.
+    pub async fn start(self) -> Daemon {
+        let config = self.dir.path().join("mcpd.toml");
+        std::fs::write(&config, self.config_text()).expect("write config");
+        let socket = self.dir.path().join("mcpd.sock");
+        let log = self.dir.path().join("daemon.log");
+        let names = self.servers.iter().map(|s| s.name.clone()).collect();
+        let mut d = Daemon {
+            dir: self.dir,
+            config,
+            socket,
+            log,
+            child: None,
+            names,
+        };
+        d.spawn().await;
+        d
+    }
+}
+
+impl Default for DaemonBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn toml_str(s: &str) -> String {
+    serde_json::to_string(s).expect("string")
+}
+
+/// A running `mcpd serve`. Dropping it kills the daemon (its children follow by their
+/// parent-death signal).
+pub struct Daemon {
+    dir: tempfile::TempDir,
+    pub config: PathBuf,
+    pub socket: PathBuf,
+    pub log: PathBuf,
+    child: Option<tokio::process::Child>,
+    names: Vec<String>,
+}
+
+impl Daemon {
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    async fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .expect("log file");
+        let child = tokio::process::Command::new(mcpd_bin())
+            .args(["serve", "--config"])
+            .arg(&self.config)
+            .arg("--socket")
+            .arg(&self.socket)
+            .env("RUST_LOG", "mcpd=debug")
+            .env_remove("MCPD_SOCKET")
+            .env_remove("MCPD_CONFIG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start mcpd");
+        self.child = Some(child);
+        let socket = self.socket.clone();
+        eventually("the daemon's socket accepts connections", WAIT, || {
+            let socket = socket.clone();
+            async move { UnixStream::connect(&socket).await.ok().map(|_| ()) }
+        })
+        .await;
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child
+            .as_ref()
+            .and_then(|c| c.id())
+            .expect("daemon pid")
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub async fn agent(&self) -> Agent {
+        Agent::connect(&self.socket).await
+    }
+
+    /// The result of `mcpd/status`.
+    pub async fn status(&self) -> Value {
+        let mut a = self.agent().await;
+        a.request("mcpd/status", None).await["result"].clone()
+    }
+
+    pub async fn server_status(&self, name: &str) -> Value {
+        let s = self.status().await;
+        s["servers"]
+            .as_array()
+            .and_then(|a| a.iter().find(|s| s["name"] == name).cloned())
+            .unwrap_or_else(|| panic!("no server {name} in status {s}"))
+    }
+
+    /// Waits until every configured server is `ready`.
+    pub async fn wait_ready(&self) -> Value {
+        self.wait_status("every server ready", |s| {
+            s["servers"]
+                .as_array()
+                .is_some_and(|a| a.iter().all(|s| s["state"] == "ready"))
+        })
+        .await
+    }
+
+    /// Waits until the status satisfies `pred`; returns that status.
+    pub async fn wait_status(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let pred = &pred;
+        eventually(what, WAIT, || async move {
+            let s = self.status().await;
+            pred(&s).then_some(s)
+        })
+        .await
+    }
+
+    pub async fn wait_server(
+        &self,
+        name: &str,
+        what: &str,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let pred = &pred;
+        eventually(what, WAIT, || async move {
+            let s = self.server_status(name).await;
+            pred(&s).then_some(s)
+        })
+        .await
+    }
+
+    /// Sends a signal to the daemon.
+    pub fn signal(&self, sig: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid() as i32), sig).expect("signal");
+    }
+
+    /// Waits for the daemon to exit and returns its exit code.
+    pub async fn wait_exit(&mut self) -> Option<i32> {
+        let child = self.child.as_mut().expect("running");
+        let status = within("the daemon exits", child.wait())
+            .await
+            .expect("wait");
+        status.code()
+    }
+
+    /// Runs `mcpd ARGS` against this daemon's socket; returns (code, stdout, stderr).
+    pub async fn run_cli(&self, args: &[&str]) -> (i32, String, String) {
+        run_mcpd(args, Some(&self.socket)).await
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(pid) = self.child.as_ref().and_then(|c| c.id()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        if std::thread::panicking() {
+            eprintln!(
+                "--- daemon log ({}) ---\n{}",
+                self.log.display(),
+                self.log_text()
+            );
+        }
+    }
+}
+
+/// Runs the `mcpd` binary with `args` (and `--socket` when given).
+pub async fn run_mcpd(args: &[&str], socket: Option<&Path>) -> (i32, String, String) {
+    let mut cmd = tokio::process::Command::new(mcpd_bin());
+    cmd.args(args)
+        .env_remove("MCPD_SOCKET")
+        .env_remove("MCPD_CONFIG");
+    if let Some(s) = socket {
+        cmd.arg("--socket").arg(s);
+    }
+    let out = within("mcpd command", cmd.output())
+        .await
+        .expect("run mcpd");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A raw agent: writes lines, reads lines, keeps notifications that arrive while it waits
+/// for a response.
+pub struct Agent {
+    lines: Lines<BufReader<OwnedReadHalf>>,
+    write: OwnedWriteHalf,
+    next_id: u64,
+    pub notifications: Vec<Value>,
+    /// Responses read while waiting for another id.
+    pub stray: Vec<Value>,
+}
+
+impl Agent {
+    pub async fn connect(socket: &Path) -> Agent {
+        let stream = within("connect", UnixStream::connect(socket))
+            .await
+            .expect("connect to mcpd");
+        let (read, write) = stream.into_split();
+        Agent {
+            lines: BufReader::new(read).lines(),
+            write,
+            next_id: 1000,
+            notifications: Vec::new(),
+            stray: Vec::new(),
+        }
+    }
+
+    pub async fn send_raw(&mut self, line: &str) {
+        let mut bytes = line.as_bytes().to_vec();
+        bytes.push(b'\n');
+        within("write", self.write.write_all(&bytes))
+            .await
+            .expect("write to mcpd");
+    }
+
+    pub async fn send(&mut self, msg: Value) {
+        self.send_raw(&msg.to_string()).await;
+    }
+
+    /// The next line as JSON; None at EOF.
+    pub async fn recv(&mut self) -> Option<Value> {
+        let line = within("read a line from mcpd", self.lines.next_line())
+            .await
+            .ok()??;
+        Some(
+            serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("mcpd sent non-JSON {line:?}: {e}")),
+        )
+    }
+
+    /// Reads until the response with `id`, keeping what came before.
+    pub async fn response(&mut self, id: &Value) -> Value {
+        if let Some(i) = self.stray.iter().position(|m| &m["id"] == id) {
+            return self.stray.remove(i);
+        }
+        loop {
+            let msg = self
+                .recv()
+                .await
+                .unwrap_or_else(|| panic!("connection closed before the answer to {id}"));
+            if msg.get("method").is_some() {
+                self.notifications.push(msg);
+            } else if &msg["id"] == id {
+                return msg;
+            } else {
+                self.stray.push(msg);
+            }
+        }
+    }
+
+    pub fn fresh_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    /// Sends a request and returns the whole response message.
+    pub async fn request(&mut self, method: &str, params: Option<Value>) -> Value {
+        let id = self.fresh_id();
+        let mut msg = json!({ "jsonrpc": "2.0", "id": id, "method": method });
+        if let Some(p) = params {
+            msg["params"] = p;
+        }
+        self.send(msg).await;
+        self.response(&json!(id)).await
+    }
+
+    pub async fn initialize(&mut self) -> Value {
+        let r = self
+            .request(
+                "initialize",
+                Some(json!({
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": { "name": "it", "version": "1" },
+                })),
+            )
+            .await;
+        self.send(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))
+            .await;
+        r
+    }
+
+    /// All tool names, following cursors.
+    pub async fn tool_names(&mut self) -> Vec<String> {
+        let mut names = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let params = cursor.as_ref().map(|c| json!({ "cursor": c }));
+            let r = self.request("tools/list", params).await;
+            let tools = r["result"]["tools"]
+                .as_array()
+                .unwrap_or_else(|| panic!("bad tools/list {r}"));
+            names.extend(
+                tools
+                    .iter()
+                    .map(|t| t["name"].as_str().expect("name").to_owned()),
+            );
+            match r["result"]["nextCursor"].as_str() {
+                Some(c) => cursor = Some(c.to_owned()),
+                None => return names,
+            }
+        }
+    }
+
+    pub async fn call(&mut self, tool: &str, args: Value) -> Value {
+        self.request(
+            "tools/call",
+            Some(json!({ "name": tool, "arguments": args })),
+        )
+        .await
+    }
+
+    /// Sends a call without waiting; returns its id.
+    pub async fn start_call(&mut self, tool: &str, args: Value) -> Value {
+        let id = json!(self.fresh_id());
+        self.send(json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": { "name": tool, "arguments": args },
+        }))
+        .await;
+        id
+    }
+}
+
+/// The text of the first content block of a tools/call response.
+pub fn text(response: &Value) -> &str {
+    response["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text result in {response}"))
+}
+
+/// The state letter of a process from /proc (R, S, Z, …), None when it no longer exists.
+pub fn proc_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The state follows the command name, which is in parentheses and may contain spaces.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next())
+}
+
+/// Whether a process exists and is not a zombie.
+pub fn alive(pid: u32) -> bool {
+    matches!(proc_state(pid), Some(s) if s != 'Z')
+}
+
+/// Pids whose parent is `ppid`.
+pub fn children_of(ppid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let parent = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if parent == Some(ppid) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Lines of a fixture `--record` file.
+pub fn read_lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
