@@ -53,6 +53,9 @@ pub enum Command {
         #[command(flatten)]
         paths: Paths,
     },
+    /// Internal: the helper that stops servers' process groups if the daemon dies
+    #[command(name = "__sentinel", hide = true)]
+    Sentinel,
 }
 
 #[derive(Debug, Subcommand)]

@@ -2,6 +2,7 @@
 
 use crate::agent::{AgentContext, DaemonInfo, listener};
 use crate::config::Config;
+use crate::sentinel::SentinelHandle;
 use crate::supervisor::SupervisorHandle;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -30,8 +31,10 @@ pub async fn serve(
     }
     // Upstreams have their own token: they stop only after the agents have drained.
     let upstreams = CancellationToken::new();
+    crate::reaper::become_subreaper();
+    let (sentinel, sentinel_task) = SentinelHandle::start();
     let (supervisor, catalog, supervisor_task) =
-        SupervisorHandle::spawn(&config, upstreams.clone());
+        SupervisorHandle::spawn(&config, upstreams.clone(), sentinel);
     let daemon = Arc::new(DaemonInfo {
         started: Instant::now(),
         socket: socket.clone(),
@@ -80,6 +83,8 @@ pub async fn serve(
     {
         tracing::error!("the supervisor did not finish stopping servers in time");
     }
+    // The supervisor held the last sentinel handle: its IO task now ends and reaps it.
+    let _ = tokio::time::timeout(Duration::from_secs(3), sentinel_task).await;
     if let Err(e) = std::fs::remove_file(&socket) {
         tracing::warn!(socket = %socket.display(), "could not remove the socket: {e}");
     }

@@ -12,6 +12,8 @@ pub mod logging;
 pub mod outbox;
 pub mod paths;
 pub mod protocol;
+pub mod reaper;
 pub mod registry;
+pub mod sentinel;
 pub mod supervisor;
 pub mod upstream;

@@ -25,6 +25,10 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    if matches!(cli.command, Command::Sentinel) {
+        // No runtime and no logging: the sentinel only reads its pipe.
+        return mcpd::sentinel::run();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -42,6 +46,7 @@ async fn dispatch(command: Command) -> ExitCode {
             serve(paths).await
         }
         Command::CheckConfig { paths } => check_config(paths),
+        Command::Sentinel => mcpd::sentinel::run(),
         Command::Connect { paths } => {
             mcpd::logging::init(None, "warn");
             let socket = socket(&paths);

@@ -5,10 +5,12 @@ mod status;
 
 use crate::config::{Config, ServerConfig};
 use crate::registry::{Availability, Catalog, Registry};
+use crate::sentinel::SentinelHandle;
 use crate::upstream::connection::{self, ConnectionContext};
+use crate::upstream::process;
 use crate::upstream::{ConnectionEvent, ConnectionExit, ServerIdentity, UpstreamHandle};
 use backoff::{Backoff, CrashBudget};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -54,6 +56,7 @@ impl SupervisorHandle {
     pub fn spawn(
         config: &Config,
         cancel: CancellationToken,
+        sentinel: SentinelHandle,
     ) -> (
         SupervisorHandle,
         watch::Receiver<Arc<Catalog>>,
@@ -79,6 +82,7 @@ impl SupervisorHandle {
             max_line: config.daemon.max_message_bytes,
             name_limit: config.daemon.tool_name_limit,
             cancel,
+            sentinel,
         };
         let task = tokio::spawn(sup.run());
         (SupervisorHandle { tx }, catalog_rx, task)
@@ -119,6 +123,8 @@ enum AfterExit {
 
 struct Running {
     instance: u64,
+    /// The server process (and process group) id, when it could be started.
+    pid: Option<u32>,
     cancel: CancellationToken,
     started: Instant,
     handle: Option<UpstreamHandle>,
@@ -199,6 +205,8 @@ struct Supervisor {
     max_line: usize,
     name_limit: usize,
     cancel: CancellationToken,
+    /// Told about every process group, so none outlives a killed mcpd.
+    sentinel: SentinelHandle,
 }
 
 impl Supervisor {
@@ -210,13 +218,19 @@ impl Supervisor {
             }
         }
         self.publish();
+        let mut sigchld =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()).ok();
         loop {
             let next_retry = self.slots.values().filter_map(|s| s.retry_at).min();
             tokio::select! {
                 biased;
                 () = self.cancel.cancelled() => break,
+                Some(()) = recv_signal(&mut sigchld) => self.reap_orphans(),
                 Some(joined) = self.conns.join_next() => match joined {
-                    Ok((name, instance, exit)) => self.on_exit(&name, instance, exit),
+                    Ok((name, instance, exit)) => {
+                        self.on_exit(&name, instance, exit);
+                        self.reap_orphans();
+                    }
                     Err(e) => tracing::error!("a connection task failed: {e}"),
                 },
                 Some(event) = self.events_rx.recv() => self.on_event(event),
@@ -234,7 +248,16 @@ impl Supervisor {
         self.next_instance += 1;
         let instance = self.next_instance;
         let cancel = self.cancel.child_token();
+        // Spawned here, not in the connection task, so the supervisor knows every pid
+        // from the start: the sentinel watches its group and the orphan reaper leaves
+        // it to its connection.
+        let spawned = process::spawn(&slot.cfg);
+        let pid = spawned.as_ref().ok().map(|s| s.pid);
+        if let Some(pid) = pid {
+            self.sentinel.watch(pid);
+        }
         let ctx = ConnectionContext {
+            spawned,
             config: slot.cfg.clone(),
             instance,
             max_line: self.max_line,
@@ -243,6 +266,7 @@ impl Supervisor {
         };
         slot.running = Some(Running {
             instance,
+            pid,
             cancel,
             started: Instant::now(),
             handle: None,
@@ -327,12 +351,16 @@ impl Supervisor {
     }
 
     fn on_exit(&mut self, name: &Arc<str>, instance: u64, exit: ConnectionExit) {
+        let sentinel = self.sentinel.clone();
         let Some(slot) = self.current(name, instance) else {
             return;
         };
         let Some(running) = slot.running.take() else {
             return;
         };
+        if let Some(pid) = running.pid {
+            sentinel.forget(pid);
+        }
         let uptime = running.started.elapsed();
         slot.last_exit = exit.exit_status.clone();
         slot.stderr_tail = exit.stderr_tail;
@@ -475,17 +503,35 @@ impl Supervisor {
         if drained.is_err() {
             tracing::error!("some servers did not stop in time; killing them");
             for slot in self.slots.values() {
-                if let Some(pid) = slot
-                    .running
-                    .as_ref()
-                    .and_then(|r| r.handle.as_ref())
-                    .and_then(UpstreamHandle::pid)
-                {
+                if let Some(pid) = slot.running.as_ref().and_then(|r| r.pid) {
                     crate::upstream::kill_group(pid);
                 }
             }
             self.conns.shutdown().await;
         }
+        self.reap_orphans();
+        self.sentinel.clean();
+    }
+
+    /// Reaps zombie orphans, leaving alone the processes whose connection reaps them.
+    fn reap_orphans(&self) {
+        let mut owned: HashSet<u32> = self
+            .slots
+            .values()
+            .filter_map(|s| s.running.as_ref()?.pid)
+            .collect();
+        owned.extend(self.sentinel.pid());
+        let n = crate::reaper::reap_orphans(&owned);
+        if n > 0 {
+            tracing::debug!(reaped = n, "reaped orphaned processes");
+        }
+    }
+}
+
+async fn recv_signal(s: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
+    match s {
+        Some(s) => s.recv().await,
+        None => std::future::pending().await,
     }
 }
 

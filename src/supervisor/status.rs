@@ -65,11 +65,7 @@ impl Slot {
             command: self.cfg.command.clone(),
             protocol_version: identity.map(|i| i.protocol_version.clone()),
             server_info: identity.map(|i| i.server_info.clone()),
-            pid: self
-                .running
-                .as_ref()
-                .and_then(|r| r.handle.as_ref())
-                .and_then(|h| h.pid()),
+            pid: self.running.as_ref().and_then(|r| r.pid),
             tools,
             in_flight: 0,
             restarts: self.restarts,

@@ -17,6 +17,8 @@ const STDERR_QUEUE: usize = 256;
 /// What a connection needs from the supervisor.
 pub struct ConnectionContext {
     pub config: ServerConfig,
+    /// The process, already started by the supervisor, or why it could not be.
+    pub spawned: Result<process::Spawned, String>,
     pub instance: u64,
     pub max_line: usize,
     pub events: mpsc::Sender<ConnectionEvent>,
@@ -29,7 +31,7 @@ pub struct ConnectionContext {
 /// without ever having two alive for one server.
 pub async fn run(ctx: ConnectionContext) -> ConnectionExit {
     let server: Arc<str> = Arc::from(ctx.config.name.as_str());
-    let spawned = match process::spawn(&ctx.config) {
+    let spawned = match ctx.spawned {
         Ok(s) => s,
         Err(e) => {
             return ConnectionExit {

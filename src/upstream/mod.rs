@@ -8,7 +8,7 @@ mod actor;
 pub mod connection;
 mod handshake;
 mod list;
-mod process;
+pub mod process;
 
 use crate::jsonrpc::ErrorObject;
 use crate::outbox::Outbox;
