@@ -1,7 +1,7 @@
 //! JSON-RPC 2.0 message model: parsing a line into a message and writing messages back out. No IO.
 
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::fmt;
 
 /// Standard JSON-RPC error codes used by mcpd.
@@ -296,11 +296,6 @@ pub fn response_line(id: &Id, outcome: &Result<Value, ErrorObject>) -> String {
         Ok(v) => result_line(id, v),
         Err(e) => error_line(Some(id), e),
     }
-}
-
-/// Returns `params` as an object, or an empty one when absent.
-pub fn params_object(params: Option<&Value>) -> Option<&Map<String, Value>> {
-    params.and_then(Value::as_object)
 }
 
 #[cfg(test)]

@@ -24,6 +24,8 @@ const WRITE_FLUSH: Duration = Duration::from_secs(2);
 /// What the agent said in `initialize`.
 #[derive(Debug, Default)]
 pub struct Session {
+    /// The connection's number, for logs.
+    pub agent: u64,
     pub protocol_version: Option<String>,
     pub client_name: Option<String>,
     /// True after `notifications/initialized`: list-change notifications may be sent.
@@ -47,7 +49,10 @@ pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: 
     let max_in_flight = (ctx.queue / 2).max(8);
     let mut catalog = ctx.catalog.clone();
     let mut tools_version = catalog.borrow_and_update().tools_version;
-    let mut session = Session::default();
+    let mut session = Session {
+        agent,
+        ..Session::default()
+    };
     let mut in_flight: HashMap<Id, CancellationToken> = HashMap::new();
     let mut calls: FuturesUnordered<Pending> = FuturesUnordered::new();
     let mut drain_deadline: Option<Instant> = None;

@@ -76,6 +76,12 @@ fn initialize(req: &Request, session: &mut Session) -> String {
         .and_then(|p| p.pointer("/clientInfo/name"))
         .and_then(Value::as_str)
         .map(str::to_owned);
+    tracing::info!(
+        agent = session.agent,
+        client = session.client_name.as_deref().unwrap_or("?"),
+        protocol = version,
+        "agent initialized"
+    );
     let result = json!({
         "protocolVersion": version,
         "capabilities": { "tools": { "listChanged": true } },

@@ -88,7 +88,7 @@ impl Actor {
         instance: u64,
     ) -> (Actor, UpstreamHandle) {
         let (tx, rx) = mpsc::channel(MAILBOX);
-        let handle = UpstreamHandle { tx, pid: Some(pid) };
+        let handle = UpstreamHandle { tx };
         let actor = Actor {
             server,
             pid,

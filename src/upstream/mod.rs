@@ -130,7 +130,6 @@ pub(crate) enum UpstreamMsg {
 #[derive(Debug, Clone)]
 pub struct UpstreamHandle {
     tx: mpsc::Sender<UpstreamMsg>,
-    pid: Option<u32>,
 }
 
 impl std::fmt::Debug for UpstreamMsg {
@@ -144,10 +143,6 @@ impl std::fmt::Debug for UpstreamMsg {
 }
 
 impl UpstreamHandle {
-    pub fn pid(&self) -> Option<u32> {
-        self.pid
-    }
-
     /// Sends a request for an agent call and waits for its outcome. Waiting here never
     /// blocks the caller's actor: agents await this inside their in-flight set.
     pub async fn call(
