@@ -687,7 +687,11 @@ async fn sigterm_stops_every_child_removes_the_socket_and_exits_zero() {
     let mut d = DaemonBuilder::new()
         .daemon("shutdown_grace = \"500ms\"")
         .fixture("a", &["--tools", "echo"])
-        .fixture("b", &["--tools", "hang", "--ignore-sigterm"])
+        .fixture_with(
+            "b",
+            &["--tools", "hang", "--ignore-sigterm"],
+            "[servers.b.health]\nstop_grace = \"300ms\"",
+        )
         .fixture_with(
             "c",
             &["--tools", "echo"],
@@ -706,6 +710,8 @@ async fn sigterm_stops_every_child_removes_the_socket_and_exits_zero() {
     let mut a = d.agent().await;
     a.initialize().await;
     let hung = a.start_call("b__hang", json!({})).await;
+    d.wait_server("b", "the call is in flight", |s| s["in_flight"] == 1)
+        .await;
     d.signal(nix::sys::signal::Signal::SIGTERM);
     let r = a.response(&hung).await;
     assert_eq!(

@@ -513,3 +513,98 @@ pub fn read_lines(path: &Path) -> Vec<String> {
         .map(str::to_owned)
         .collect()
 }
+
+// ---------------------------------------------------------------- helpers for failure tests
+
+/// The error code of a response; None when it is not an error.
+pub fn error_code(response: &Value) -> Option<i64> {
+    response["error"]["code"].as_i64()
+}
+
+/// The error message of a response; empty when it is not an error.
+pub fn error_message(response: &Value) -> &str {
+    response["error"]["message"].as_str().unwrap_or("")
+}
+
+/// The `pid` of a server status row.
+pub fn status_pid(row: &Value) -> Option<u32> {
+    row["pid"].as_u64().map(|p| p as u32)
+}
+
+/// Sends `sig` to a process; false when it does not exist.
+pub fn send_signal(pid: u32, sig: nix::sys::signal::Signal) -> bool {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig).is_ok()
+}
+
+/// The command name of a process (`/proc/PID/comm`), None when it no longer exists.
+pub fn proc_comm(pid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|s| s.trim_end().to_owned())
+}
+
+/// Resident set size of a process in KiB, from `/proc/PID/status`.
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+}
+
+/// The pids in the `starts` file of a fixture `--record` directory, in start order.
+pub fn recorded_starts(dir: &Path) -> Vec<u32> {
+    read_lines(&dir.join("starts"))
+        .iter()
+        .map(|l| l.trim().parse().expect("a pid per line in starts"))
+        .collect()
+}
+
+/// The grandchild pid a `--spawn-grandchild --record DIR` fixture with `pid` wrote.
+pub fn recorded_grandchild(dir: &Path, pid: u32) -> Option<u32> {
+    read_lines(&dir.join(format!("grandchild-{pid}.pid")))
+        .first()
+        .and_then(|l| l.trim().parse().ok())
+}
+
+/// The requests (lines with an id and a method) a `--record`ed fixture received.
+pub fn recorded_requests(dir: &Path, pid: u32) -> Vec<Value> {
+    read_lines(&dir.join(format!("received-{pid}.log")))
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| m.get("id").is_some() && m.get("method").is_some())
+        .collect()
+}
+
+/// Cleanup for processes a failing test may leave behind: on drop, SIGKILLs each listed
+/// pid that still runs the named command. Never used to synchronise.
+pub struct KillOnDrop(pub Vec<(u32, &'static str)>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        for (pid, comm) in &self.0 {
+            if alive(*pid) && proc_comm(*pid).as_deref() == Some(*comm) {
+                send_signal(*pid, nix::sys::signal::Signal::SIGKILL);
+            }
+        }
+    }
+}
+
+impl Agent {
+    /// Sends a tools/call carrying `_meta.progressToken` without waiting; returns its id.
+    pub async fn start_call_with_progress(
+        &mut self,
+        tool: &str,
+        args: Value,
+        token: Value,
+    ) -> Value {
+        let id = json!(self.fresh_id());
+        self.send(json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": { "name": tool, "arguments": args, "_meta": { "progressToken": token } },
+        }))
+        .await;
+        id
+    }
+}
