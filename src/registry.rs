@@ -64,8 +64,9 @@ impl Availability {
 /// An immutable snapshot of everything agents can list and call.
 #[derive(Debug, Default)]
 pub struct Catalog {
-    /// Sorted by qualified name, so listings are deterministic.
-    tools: Vec<ToolEntry>,
+    /// Sorted by qualified name, so listings are deterministic. Shared with the
+    /// registry's generations, so a new snapshot copies pointers, not definitions.
+    tools: Vec<Arc<ToolEntry>>,
     index: HashMap<String, usize>,
     /// Every configured server and whether it can take calls.
     pub servers: BTreeMap<Arc<str>, Availability>,
@@ -75,15 +76,18 @@ pub struct Catalog {
 
 impl Catalog {
     pub fn tool(&self, qualified: &str) -> Option<&ToolEntry> {
-        self.index.get(qualified).map(|i| &self.tools[*i])
+        self.index.get(qualified).map(|i| &*self.tools[*i])
     }
 
-    pub fn tools(&self) -> &[ToolEntry] {
+    pub fn tools(&self) -> &[Arc<ToolEntry>] {
         &self.tools
     }
 
     /// One page of tools after the cursor, and the cursor of the next page if any.
-    pub fn page(&self, cursor: Option<&str>) -> Result<(&[ToolEntry], Option<String>), String> {
+    pub fn page(
+        &self,
+        cursor: Option<&str>,
+    ) -> Result<(&[Arc<ToolEntry>], Option<String>), String> {
         let start = match cursor {
             None => 0,
             Some(c) => {
@@ -132,7 +136,7 @@ pub enum GenerationError {
 /// Every server's current tool generation. Owned by the supervisor.
 #[derive(Debug, Default)]
 pub struct Registry {
-    generations: BTreeMap<Arc<str>, Arc<Vec<ToolEntry>>>,
+    generations: BTreeMap<Arc<str>, Vec<Arc<ToolEntry>>>,
     version: u64,
 }
 
@@ -163,12 +167,12 @@ impl Registry {
             if let Some(obj) = definition.as_object_mut() {
                 obj.insert("name".into(), Value::String(qualified.clone()));
             }
-            entries.push(ToolEntry {
+            entries.push(Arc::new(ToolEntry {
                 qualified,
                 server: server.clone(),
                 original: original.to_owned(),
                 definition,
-            });
+            }));
         }
         let n = entries.len();
         let same = self.generations.get(server).is_some_and(|old| {
@@ -180,7 +184,7 @@ impl Registry {
         });
         if !same {
             self.version += 1;
-            self.generations.insert(server.clone(), Arc::new(entries));
+            self.generations.insert(server.clone(), entries);
         }
         Ok(n)
     }
@@ -198,7 +202,7 @@ impl Registry {
 
     /// A new snapshot for agents.
     pub fn catalog(&self, servers: BTreeMap<Arc<str>, Availability>) -> Catalog {
-        let mut tools: Vec<ToolEntry> = self
+        let mut tools: Vec<Arc<ToolEntry>> = self
             .generations
             .values()
             .flat_map(|g| g.iter().cloned())
