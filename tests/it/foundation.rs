@@ -203,26 +203,9 @@ async fn an_agent_disconnecting_mid_call_cancels_the_call_upstream() {
     let pid = text(&a.call("slow__pid", json!({})).await).to_owned();
     a.start_call("slow__hang", json!({})).await;
     let log = record.join(format!("received-{pid}.log"));
-    eventually("the hang call reaches the server", WAIT, || {
-        let log = log.clone();
-        async move {
-            read_lines(&log)
-                .iter()
-                .any(|l| l.contains("\"hang\""))
-                .then_some(())
-        }
-    })
-    .await;
+    wait_for_line(&log, "\"hang\"").await;
     drop(a);
-    let cancelled = eventually("notifications/cancelled reaches the server", WAIT, || {
-        let log = log.clone();
-        async move {
-            read_lines(&log)
-                .into_iter()
-                .find(|l| l.contains("notifications/cancelled"))
-        }
-    })
-    .await;
+    let cancelled = wait_for_line(&log, "notifications/cancelled").await;
     let msg: Value = serde_json::from_str(&cancelled).unwrap();
     let hang: Value = read_lines(&log)
         .iter()
@@ -254,28 +237,10 @@ async fn an_agent_cancellation_is_forwarded_with_the_upstream_id() {
     let pid = text(&a.call("s__pid", json!({})).await).to_owned();
     let id = a.start_call("s__hang", json!({})).await;
     let log = rec.join(format!("received-{pid}.log"));
-    eventually("the call reaches the server", WAIT, || {
-        let log = log.clone();
-        async move {
-            read_lines(&log)
-                .iter()
-                .any(|l| l.contains("\"hang\""))
-                .then_some(())
-        }
-    })
-    .await;
+    wait_for_line(&log, "\"hang\"").await;
     a.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id, "reason": "user"}}))
         .await;
-    eventually("the cancellation reaches the server", WAIT, || {
-        let log = log.clone();
-        async move {
-            read_lines(&log)
-                .iter()
-                .any(|l| l.contains("notifications/cancelled"))
-                .then_some(())
-        }
-    })
-    .await;
+    wait_for_line(&log, "notifications/cancelled").await;
     // The connection keeps working, and no answer to the cancelled call arrives.
     assert_eq!(a.request("ping", None).await["result"], json!({}));
     assert!(a.stray.is_empty(), "{:?}", a.stray);
@@ -388,16 +353,7 @@ async fn a_slow_call_times_out_with_a_clear_error_and_is_cancelled_upstream() {
         "{msg}"
     );
     let log = rec.join(format!("received-{pid}.log"));
-    eventually("notifications/cancelled reaches the server", WAIT, || {
-        let log = log.clone();
-        async move {
-            read_lines(&log)
-                .iter()
-                .any(|l| l.contains("notifications/cancelled"))
-                .then_some(())
-        }
-    })
-    .await;
+    wait_for_line(&log, "notifications/cancelled").await;
 }
 
 #[tokio::test]

@@ -505,6 +505,16 @@ pub fn children_of(ppid: u32) -> Vec<u32> {
     out
 }
 
+/// Waits until a line containing `needle` appears in a fixture `--record` file; returns it.
+pub async fn wait_for_line(path: &Path, needle: &str) -> String {
+    eventually(
+        &format!("{needle:?} in {}", path.display()),
+        WAIT,
+        || async move { read_lines(path).into_iter().find(|l| l.contains(needle)) },
+    )
+    .await
+}
+
 /// Lines of a fixture `--record` file.
 pub fn read_lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)
