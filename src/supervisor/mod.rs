@@ -305,6 +305,23 @@ impl Supervisor {
                     self.publish();
                 }
             }
+            ConnectionEvent::Lost {
+                server,
+                instance,
+                error,
+            } => {
+                let Some(slot) = self.current(&server, instance) else {
+                    return;
+                };
+                tracing::warn!(upstream = %server, "connection lost, stopping the process: {error}");
+                if let Some(r) = slot.running.as_mut() {
+                    r.handle = None;
+                }
+                slot.state = ServerState::Backoff;
+                slot.ready_since = None;
+                slot.last_error = Some(error);
+                self.publish();
+            }
             ConnectionEvent::Tools {
                 server,
                 instance,

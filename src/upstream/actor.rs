@@ -88,7 +88,12 @@ impl Actor {
         instance: u64,
     ) -> (Actor, UpstreamHandle) {
         let (tx, rx) = mpsc::channel(MAILBOX);
-        let handle = UpstreamHandle { tx };
+        // A backstop beyond the connection's own timeout, which normally fires first and
+        // also cancels upstream: a caller never waits longer than this.
+        let handle = UpstreamHandle {
+            tx,
+            deadline: cfg.timeout + Duration::from_secs(2),
+        };
         let actor = Actor {
             server,
             pid,
@@ -175,7 +180,19 @@ impl Actor {
             },
             End::Failed(_) => UpstreamError::Gone,
         };
-        self.fail_all(error);
+        self.fail_all(error.clone());
+        // A request may have been queued while the loop was ending. Close the mailbox
+        // and answer whatever is still in it, so no caller waits forever on a reply that
+        // would never come. `recv` returns None once no sender can add more.
+        self.rx.close();
+        let drain = async {
+            while let Some(msg) = self.rx.recv().await {
+                if let UpstreamMsg::Request { respond_to, .. } = msg {
+                    let _ = respond_to.send(Err(error.clone())); // the caller may be gone
+                }
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_millis(200), drain).await;
         (end, self.tail)
     }
 

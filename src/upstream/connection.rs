@@ -63,8 +63,9 @@ pub async fn run(ctx: ConnectionContext) -> ConnectionExit {
         r = tokio::time::timeout(startup, handshake::initialize(&server, &mut frames, &out_tx, &mut malformed)) => match r {
             Ok(r) => r.map_err(Some),
             Err(_) => Err(Some(format!(
-                "the server did not complete initialize within {} (health.startup_timeout)",
-                humantime::format_duration(startup)
+                "the server did not complete initialize within {} (health.startup_timeout){}",
+                humantime::format_duration(startup),
+                if malformed > 0 { format!("; it wrote {malformed} lines that are not JSON-RPC messages") } else { String::new() },
             ))),
         },
         () = ctx.cancel.cancelled() => Err(None),
@@ -119,10 +120,17 @@ pub async fn run(ctx: ConnectionContext) -> ConnectionExit {
     let (error, status) = match end {
         End::Stopped => (None, process::stop(&mut child, pid, grace).await),
         End::Exited(status) => {
-            process::reap_group(pid);
+            process::reap_group(pid).await;
             (Some(format!("the server exited ({status})")), status)
         }
         End::Failed(why) => {
+            let lost = ConnectionEvent::Lost {
+                server: server.clone(),
+                instance: ctx.instance,
+                error: why.clone(),
+            };
+            // If the supervisor is gone the daemon is stopping anyway.
+            let _ = ctx.events.send(lost).await;
             let status = process::stop(&mut child, pid, grace).await;
             (Some(why), status)
         }

@@ -87,6 +87,13 @@ pub enum ConnectionEvent {
         handle: UpstreamHandle,
         identity: ServerIdentity,
     },
+    /// The connection is unusable (e.g. the server stopped answering pings) and is being
+    /// stopped; sent before the stop, which may take a while, so no one routes to it.
+    Lost {
+        server: Arc<str>,
+        instance: u64,
+        error: String,
+    },
     /// A fresh tool list, or why it could not be fetched.
     Tools {
         server: Arc<str>,
@@ -130,6 +137,8 @@ pub(crate) enum UpstreamMsg {
 #[derive(Debug, Clone)]
 pub struct UpstreamHandle {
     tx: mpsc::Sender<UpstreamMsg>,
+    /// The longest a caller waits for a reply, whatever happens to the connection.
+    deadline: Duration,
 }
 
 impl std::fmt::Debug for UpstreamMsg {
@@ -177,7 +186,12 @@ impl UpstreamHandle {
             respond_to,
         };
         self.tx.send(msg).await.map_err(|_| UpstreamError::Gone)?;
-        rx.await.map_err(|_| UpstreamError::Gone)?
+        match tokio::time::timeout(self.deadline, rx).await {
+            Ok(reply) => reply.map_err(|_| UpstreamError::Gone)?,
+            Err(_) => Err(UpstreamError::Timeout {
+                after: self.deadline,
+            }),
+        }
     }
 
     /// Asks the connection to cancel a call: the server gets `notifications/cancelled`
@@ -201,7 +215,4 @@ impl UpstreamHandle {
     }
 }
 
-/// Kills what is left of a server's process group; a last resort at shutdown.
-pub fn kill_group(pid: u32) {
-    process::reap_group(pid);
-}
+pub use process::kill_group;

@@ -2,6 +2,7 @@
 
 use crate::config::ServerConfig;
 use nix::sys::signal::{Signal, killpg};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 use std::collections::VecDeque;
 use std::process::{ExitStatus, Stdio};
@@ -177,15 +178,35 @@ pub async fn stop(child: &mut Child, pid: u32, grace: Duration) -> String {
             }
         }
     };
-    reap_group(pid);
+    reap_group(pid).await;
     match status {
         Ok(s) => describe(&s),
         Err(e) => format!("unknown exit status ({e})"),
     }
 }
 
-/// After the leader has exited, kills the rest of its process group.
-pub fn reap_group(pid: u32) {
+/// After the leader has exited, kills the rest of its process group and reaps it. mcpd is
+/// a child subreaper, so once the leader is gone the rest of its group are mcpd's
+/// children: `waitpid(-pgid)` reaps exactly those, never another server's process.
+/// Bounded: a member stuck in the kernel is left to the orphan sweep.
+pub async fn reap_group(pid: u32) {
+    signal_group(pid, Signal::SIGKILL);
+    let group = Pid::from_raw(-(pid as i32));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    loop {
+        match waitpid(group, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            Ok(WaitStatus::StillAlive) => return,
+            Ok(_) => {}       // reaped one; look for more
+            Err(_) => return, // ECHILD: none of the group is left
+        }
+    }
+}
+
+/// Kills a server's whole group at once; a last resort at shutdown.
+pub fn kill_group(pid: u32) {
     signal_group(pid, Signal::SIGKILL);
 }
 

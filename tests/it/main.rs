@@ -2,5 +2,6 @@
 
 mod support;
 
+mod failure;
 mod foundation;
 mod interop;

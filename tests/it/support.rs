@@ -618,3 +618,39 @@ impl Agent {
         id
     }
 }
+
+/// The parent pid of a process, from `/proc/PID/stat`; None when it no longer exists.
+pub fn proc_ppid(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+        .and_then(|p| p.parse().ok())
+}
+
+impl Agent {
+    /// Like [`Agent::response`], but waits up to `limit` in all instead of `WAIT` per
+    /// line, for answers that may legitimately take longer (a huge flood on a loaded machine).
+    pub async fn response_within(&mut self, id: &Value, limit: Duration) -> Value {
+        if let Some(i) = self.stray.iter().position(|m| &m["id"] == id) {
+            return self.stray.remove(i);
+        }
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let line = match tokio::time::timeout_at(deadline, self.lines.next_line()).await {
+                Ok(line) => line.ok().flatten(),
+                Err(_) => panic!("no answer to {id} within {limit:?}"),
+            };
+            let line =
+                line.unwrap_or_else(|| panic!("connection closed before the answer to {id}"));
+            let msg: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("mcpd sent non-JSON {line:?}: {e}"));
+            if msg.get("method").is_some() {
+                self.notifications.push(msg);
+            } else if &msg["id"] == id {
+                return msg;
+            } else {
+                self.stray.push(msg);
+            }
+        }
+    }
+}
