@@ -367,24 +367,9 @@ impl Agent {
         )
     }
 
-    /// Reads until the response with `id`, keeping what came before.
+    /// Reads until the response with `id` (within `WAIT`), keeping what came before.
     pub async fn response(&mut self, id: &Value) -> Value {
-        if let Some(i) = self.stray.iter().position(|m| &m["id"] == id) {
-            return self.stray.remove(i);
-        }
-        loop {
-            let msg = self
-                .recv()
-                .await
-                .unwrap_or_else(|| panic!("connection closed before the answer to {id}"));
-            if msg.get("method").is_some() {
-                self.notifications.push(msg);
-            } else if &msg["id"] == id {
-                return msg;
-            } else {
-                self.stray.push(msg);
-            }
-        }
+        self.response_within(id, WAIT).await
     }
 
     pub fn fresh_id(&mut self) -> u64 {
@@ -628,8 +613,9 @@ pub fn proc_ppid(pid: u32) -> Option<u32> {
 }
 
 impl Agent {
-    /// Like [`Agent::response`], but waits up to `limit` in all instead of `WAIT` per
-    /// line, for answers that may legitimately take longer (a huge flood on a loaded machine).
+    /// Reads until the response with `id`, waiting up to `limit` in all; notifications and
+    /// other responses read meanwhile are kept. A long `limit` suits answers that may
+    /// legitimately take longer (a huge flood on a loaded machine).
     pub async fn response_within(&mut self, id: &Value, limit: Duration) -> Value {
         if let Some(i) = self.stray.iter().position(|m| &m["id"] == id) {
             return self.stray.remove(i);
