@@ -128,7 +128,6 @@ struct Running {
     cancel: CancellationToken,
     started: Instant,
     handle: Option<UpstreamHandle>,
-    identity: Option<ServerIdentity>,
 }
 
 /// Everything the supervisor knows about one configured server.
@@ -270,7 +269,6 @@ impl Supervisor {
             cancel,
             started: Instant::now(),
             handle: None,
-            identity: None,
         });
         slot.state = ServerState::Starting;
         slot.retry_at = None;
@@ -294,7 +292,6 @@ impl Supervisor {
                 let has_tools = identity.has_tools();
                 if let Some(r) = slot.running.as_mut() {
                     r.handle = Some(handle);
-                    r.identity = Some(identity.clone());
                 }
                 slot.identity = Some(identity);
                 if !has_tools {
