@@ -239,10 +239,10 @@ struct OutNotification<'a> {
 }
 
 #[derive(Serialize)]
-struct OutResult<'a> {
+struct OutResult<'a, R: Serialize> {
     jsonrpc: &'static str,
     id: &'a Id,
-    result: &'a Value,
+    result: &'a R,
 }
 
 #[derive(Serialize)]
@@ -274,7 +274,9 @@ pub fn notification_line(method: &str, params: Option<&Value>) -> String {
     })
 }
 
-pub fn result_line(id: &Id, result: &Value) -> String {
+/// A result response. `result` may be any serialisable value, so large results can be
+/// written straight from borrowed parts without building a `Value` first.
+pub fn result_line<R: Serialize>(id: &Id, result: &R) -> String {
     to_line(&OutResult {
         jsonrpc: "2.0",
         id,

@@ -101,11 +101,17 @@ fn tools_list(req: &Request, ctx: &AgentContext) -> Handled {
     let catalog = ctx.catalog.borrow().clone();
     match catalog.page(cursor) {
         Ok((page, next)) => {
-            let tools: Vec<&Value> = page.iter().map(|t| &t.definition).collect();
-            let mut result = json!({ "tools": tools });
-            if let Some(next) = next {
-                result["nextCursor"] = Value::String(next);
+            // Serialised from the catalog's definitions directly: no copy of the page.
+            #[derive(serde::Serialize)]
+            struct Page<'a> {
+                tools: Vec<&'a Value>,
+                #[serde(rename = "nextCursor", skip_serializing_if = "Option::is_none")]
+                next_cursor: Option<String>,
             }
+            let result = Page {
+                tools: page.iter().map(|t| &t.definition).collect(),
+                next_cursor: next,
+            };
             Handled::Now(jsonrpc::result_line(&req.id, &result))
         }
         Err(why) => invalid(&req.id, method::TOOLS_LIST, &why),
