@@ -79,8 +79,7 @@ async fn a_crash_mid_call_fails_that_call_with_the_exit_status_and_does_not_rese
         .await;
     d.wait_ready().await;
     let old = status_pid(&d.server_status("x").await).expect("pid");
-    let mut a = d.agent().await;
-    a.initialize().await;
+    let mut a = d.initialized_agent().await;
 
     let exit = watch_exit(old);
     let sent = Instant::now();
@@ -192,8 +191,7 @@ async fn a_crash_loop_marks_the_server_failed_until_ctl_restart() {
         )
         .start()
         .await;
-    let mut a = d.agent().await;
-    a.initialize().await;
+    let mut a = d.initialized_agent().await;
     let mut pids = Vec::new();
     for round in 1..=3 {
         let row = d
@@ -287,8 +285,7 @@ async fn a_server_that_exits_during_every_handshake_is_marked_failed_after_its_b
     assert_eq!(d.server_status("x").await["state"], "failed");
     assert_eq!(recorded_starts(&rec).len(), 3);
     // The other server is unaffected.
-    let mut a = d.agent().await;
-    a.initialize().await;
+    let mut a = d.initialized_agent().await;
     assert_eq!(
         text(&a.call("y__echo", json!({"text": "fine"})).await),
         "fine"
@@ -307,8 +304,7 @@ async fn a_call_to_a_server_in_backoff_fails_fast_while_other_servers_keep_worki
         .start()
         .await;
     d.wait_ready().await;
-    let mut a = d.agent().await;
-    a.initialize().await;
+    let mut a = d.initialized_agent().await;
     let r = a.call("x__crash", json!({})).await;
     assert_error(&r, -32012, &["'x'"]);
     let row = d
@@ -382,8 +378,7 @@ async fn a_command_that_does_not_exist_is_reported_by_name_and_other_servers_kee
         .wait_server("good", "good is ready", |s| s["state"] == "ready")
         .await;
     assert_eq!(good["restarts"], 0);
-    let mut a = d.agent().await;
-    a.initialize().await;
+    let mut a = d.initialized_agent().await;
     assert_eq!(
         text(&a.call("good__echo", json!({"text": "up"})).await),
         "up"
@@ -410,8 +405,7 @@ async fn a_missing_working_directory_is_reported_as_the_cwd() {
         .await;
     assert!(last_error(&row).contains("cwd"), "{row}");
     assert_ne!(row["state"], "ready", "{row}");
-    let mut a = d.agent().await;
-    a.initialize().await;
+    let mut a = d.initialized_agent().await;
     assert_eq!(
         text(&a.call("good__echo", json!({"text": "up"})).await),
         "up"
@@ -535,8 +529,7 @@ async fn a_server_found_hung_is_not_reported_ready_while_it_is_being_stopped() {
             break row;
         }
         if Instant::now() > deadline {
-            let mut a = d.agent().await;
-            a.initialize().await;
+            let mut a = d.initialized_agent().await;
             let r = a.call("x__echo", json!({"text": "probe"})).await;
             panic!(
                 "{:.0} ms after the hang began (ping_timeout 300ms), status still reports the hung process as ready: {row}\na call now gets: {r}",
@@ -586,8 +579,7 @@ async fn ctl_restart_stop_and_start_act_on_the_named_server_only() {
         .await;
     assert_eq!(stopped["pid"], Value::Null, "{stopped}");
     assert_eq!(proc_state(a1_pid), None);
-    let mut ag = d.agent().await;
-    ag.initialize().await;
+    let mut ag = d.initialized_agent().await;
     let r = ag.call("a__echo", json!({"text": "x"})).await;
     assert_error(&r, -32010, &["'a'", "stopped"]);
     assert_eq!(text(&ag.call("b__echo", json!({"text": "b"})).await), "b");
@@ -764,8 +756,7 @@ async fn ctl_stop_leaves_no_grandchild_behind_not_even_a_zombie() {
 #[tokio::test]
 async fn a_crashed_server_leaves_no_grandchild_behind_not_even_a_zombie() {
     let (d, pid, gc, _cleanup) = daemon_with_grandchild().await;
-    let mut a = d.agent().await;
-    a.initialize().await;
+    let mut a = d.initialized_agent().await;
     let r = a.call("x__crash", json!({})).await;
     assert_error(&r, -32012, &["exit status 3"]);
     d.wait_server("x", "x is back", |s| ready_with_new_pid(s, &[pid]))
@@ -808,8 +799,7 @@ async fn a_late_answer_to_a_timed_out_call_never_reaches_the_agent() {
         .start()
         .await;
     d.wait_ready().await;
-    let mut a = d.agent().await;
-    a.initialize().await;
+    let mut a = d.initialized_agent().await;
     let id = a.start_call("s__sleep", json!({"ms": 600})).await;
     let r = a.response(&id).await;
     assert_error(&r, -32011, &["'s'", "200ms"]);
@@ -901,16 +891,14 @@ async fn an_agent_that_stops_reading_is_disconnected_without_slowing_anyone_else
         .start()
         .await;
     d.wait_ready().await;
-    let mut slow = d.agent().await;
-    slow.initialize().await;
+    let mut slow = d.initialized_agent().await;
     slow.start_call_with_progress(
         "s__progress",
         json!({"steps": 100000, "ms": 0}),
         json!("flood"),
     )
     .await;
-    let mut fast = d.agent().await;
-    fast.initialize().await;
+    let mut fast = d.initialized_agent().await;
     let mut latencies = Vec::new();
     let started = Instant::now();
     let mut i = 0;
@@ -1006,8 +994,7 @@ async fn a_server_flooding_notifications_neither_starves_other_servers_nor_grows
         let r = a.response_within(&id, Duration::from_secs(150)).await;
         (r, started.elapsed())
     });
-    let mut b = d.agent().await;
-    b.initialize().await;
+    let mut b = d.initialized_agent().await;
     let mut latencies = Vec::new();
     while !flooder.is_finished() {
         let tag = format!("b {}", latencies.len());
@@ -1049,8 +1036,7 @@ async fn an_oversized_line_from_a_server_is_dropped_counted_and_the_server_keeps
         .await;
     assert_eq!(row["state"], "ready", "{row}");
     assert_eq!(row["restarts"], 0, "{row}");
-    let mut a = d.agent().await;
-    a.initialize().await;
+    let mut a = d.initialized_agent().await;
     assert_eq!(
         text(&a.call("s__echo", json!({"text": "fine"})).await),
         "fine"
@@ -1265,8 +1251,7 @@ async fn soak_32_agents_through_repeated_server_kills_get_their_own_answers_or_c
 
     // The daemon still serves, and a clean shutdown leaves no process behind.
     d.wait_ready().await;
-    let mut a = d.agent().await;
-    a.initialize().await;
+    let mut a = d.initialized_agent().await;
     assert_eq!(
         text(&a.call("a__echo", json!({"text": "end"})).await),
         "end"

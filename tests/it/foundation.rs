@@ -37,8 +37,7 @@ async fn tools_of_two_servers_are_listed_qualified_sorted_and_mapped() {
         .start()
         .await;
     d.wait_ready().await;
-    let mut a = d.agent().await;
-    a.initialize().await;
+    let mut a = d.initialized_agent().await;
     let names = a.tool_names().await;
     let long_mapped = names
         .iter()
@@ -90,8 +89,7 @@ async fn agent_listing_is_paginated_with_an_opaque_cursor() {
         .start()
         .await;
     d.wait_ready().await;
-    let mut a = d.agent().await;
-    a.initialize().await;
+    let mut a = d.initialized_agent().await;
     let first = a.request("tools/list", None).await;
     let cursor = first["result"]["nextCursor"]
         .as_str()
@@ -132,8 +130,7 @@ async fn calls_are_routed_to_the_server_that_owns_the_tool() {
             .unwrap()
             .to_string()
     };
-    let mut a = d.agent().await;
-    a.initialize().await;
+    let mut a = d.initialized_agent().await;
     assert_eq!(
         text(&a.call("alpha__pid", json!({})).await),
         pid_of("alpha")
@@ -198,8 +195,7 @@ async fn an_agent_disconnecting_mid_call_cancels_the_call_upstream() {
         .start()
         .await;
     d.wait_ready().await;
-    let mut a = d.agent().await;
-    a.initialize().await;
+    let mut a = d.initialized_agent().await;
     let pid = text(&a.call("slow__pid", json!({})).await).to_owned();
     a.start_call("slow__hang", json!({})).await;
     let log = record.join(format!("received-{pid}.log"));
@@ -232,8 +228,7 @@ async fn an_agent_cancellation_is_forwarded_with_the_upstream_id() {
         .start()
         .await;
     d.wait_ready().await;
-    let mut a = d.agent().await;
-    a.initialize().await;
+    let mut a = d.initialized_agent().await;
     let pid = text(&a.call("s__pid", json!({})).await).to_owned();
     let id = a.start_call("s__hang", json!({})).await;
     let log = rec.join(format!("received-{pid}.log"));
@@ -253,8 +248,7 @@ async fn an_unparseable_line_gets_a_parse_error_and_the_connection_keeps_working
         .start()
         .await;
     d.wait_ready().await;
-    let mut a = d.agent().await;
-    a.initialize().await;
+    let mut a = d.initialized_agent().await;
     a.send_raw("{this is not json").await;
     let r = a.recv().await.unwrap();
     assert_eq!(r["error"]["code"], -32700, "{r}");
@@ -282,8 +276,7 @@ async fn an_oversized_line_gets_an_error_and_the_connection_keeps_working() {
         .start()
         .await;
     d.wait_ready().await;
-    let mut a = d.agent().await;
-    a.initialize().await;
+    let mut a = d.initialized_agent().await;
     let huge = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"s__echo","arguments":{{"text":"{}"}}}}}}"#,
         "y".repeat(200_000)
@@ -305,8 +298,7 @@ async fn an_unknown_tool_is_named_in_an_invalid_params_error() {
         .start()
         .await;
     d.wait_ready().await;
-    let mut a = d.agent().await;
-    a.initialize().await;
+    let mut a = d.initialized_agent().await;
     for name in ["s__nope", "nope__echo", "echo", ""] {
         let r = a.call(name, json!({})).await;
         assert_eq!(r["error"]["code"], -32602, "{r}");
@@ -337,8 +329,7 @@ async fn a_slow_call_times_out_with_a_clear_error_and_is_cancelled_upstream() {
         .start()
         .await;
     d.wait_ready().await;
-    let mut a = d.agent().await;
-    a.initialize().await;
+    let mut a = d.initialized_agent().await;
     let pid = text(&a.call("s__pid", json!({})).await).to_owned();
     let started = std::time::Instant::now();
     let r = a.call("s__sleep", json!({"ms": 5000})).await;
@@ -363,8 +354,7 @@ async fn server_errors_and_tool_errors_pass_through_unchanged() {
         .start()
         .await;
     d.wait_ready().await;
-    let mut a = d.agent().await;
-    a.initialize().await;
+    let mut a = d.initialized_agent().await;
     let r = a.call("s__error", json!({})).await;
     assert_eq!(
         r["error"],
@@ -382,8 +372,7 @@ async fn a_new_generation_with_duplicate_names_is_rejected_and_the_last_good_one
         .start()
         .await;
     d.wait_ready().await;
-    let mut a = d.agent().await;
-    a.initialize().await;
+    let mut a = d.initialized_agent().await;
     assert_eq!(a.tool_names().await, vec!["s__echo", "s__set_tools"]);
     // A good change is taken, and the agent is told.
     let r = a
@@ -452,8 +441,7 @@ async fn malformed_lines_from_a_server_are_skipped_and_counted() {
         .start()
         .await;
     d.wait_ready().await;
-    let mut a = d.agent().await;
-    a.initialize().await;
+    let mut a = d.initialized_agent().await;
     assert_eq!(text(&a.call("s__garbage", json!({})).await), "ok");
     assert_eq!(
         text(&a.call("s__echo", json!({"text": "fine"})).await),
@@ -663,8 +651,7 @@ async fn sigterm_stops_every_child_removes_the_socket_and_exits_zero() {
         .map(|s| s["pid"].as_u64().unwrap() as u32)
         .collect();
     assert_eq!(pids.len(), 3);
-    let mut a = d.agent().await;
-    a.initialize().await;
+    let mut a = d.initialized_agent().await;
     let hung = a.start_call("b__hang", json!({})).await;
     d.wait_server("b", "the call is in flight", |s| s["in_flight"] == 1)
         .await;

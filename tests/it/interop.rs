@@ -173,8 +173,7 @@ async fn run_client(peers: &Peers, sdk: Sdk, d: &Daemon, tool: &str, args: &Valu
 
 /// The qualified tool names mcpd lists to a raw agent.
 async fn raw_listing(d: &Daemon) -> Vec<String> {
-    let mut a = d.agent().await;
-    a.initialize().await;
+    let mut a = d.initialized_agent().await;
     a.tool_names().await
 }
 

@@ -213,6 +213,13 @@ impl Daemon {
         Agent::connect(&self.socket).await
     }
 
+    /// A new agent that has completed the handshake.
+    pub async fn initialized_agent(&self) -> Agent {
+        let mut a = self.agent().await;
+        a.initialize().await;
+        a
+    }
+
     /// The result of `mcpd/status`.
     pub async fn status(&self) -> Value {
         let mut a = self.agent().await;
