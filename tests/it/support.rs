@@ -51,9 +51,14 @@ pub async fn within<T>(what: &str, f: impl Future<Output = T>) -> T {
 /// A server entry of a generated config.
 pub struct ServerSpec {
     name: String,
-    command: String,
-    args: Vec<String>,
+    /// What runs it: a command line, or the URL of a remote server.
+    launch: Launch,
     extra: String,
+}
+
+enum Launch {
+    Command { command: String, args: Vec<String> },
+    Url(String),
 }
 
 /// Builds a config file and starts `mcpd serve` on it.
@@ -61,6 +66,7 @@ pub struct DaemonBuilder {
     dir: tempfile::TempDir,
     daemon_toml: String,
     servers: Vec<ServerSpec>,
+    env: Vec<(String, String)>,
 }
 
 impl DaemonBuilder {
@@ -74,11 +80,18 @@ impl DaemonBuilder {
             dir,
             daemon_toml: String::new(),
             servers: Vec::new(),
+            env: Vec::new(),
         }
     }
 
     pub fn dir(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// Sets a variable in the daemon's environment (for `${VAR}` secrets in the config).
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_owned(), value.to_owned()));
+        self
     }
 
     /// Adds a line to the `[daemon]` table.
@@ -102,8 +115,21 @@ impl DaemonBuilder {
     pub fn server(mut self, name: &str, command: &str, args: &[&str], extra: &str) -> Self {
         self.servers.push(ServerSpec {
             name: name.to_owned(),
-            command: command.to_owned(),
-            args: args.iter().map(|s| s.to_string()).collect(),
+            launch: Launch::Command {
+                command: command.to_owned(),
+                args: args.iter().map(|s| s.to_string()).collect(),
+            },
+            extra: extra.to_owned(),
+        });
+        self
+    }
+
+    /// A remote (HTTP) server at `url`, with extra TOML lines for its table
+    /// (`transport = "sse"`, `headers = {...}`, ...).
+    pub fn remote(mut self, name: &str, url: &str, extra: &str) -> Self {
+        self.servers.push(ServerSpec {
+            name: name.to_owned(),
+            launch: Launch::Url(url.to_owned()),
             extra: extra.to_owned(),
         });
         self
@@ -112,13 +138,15 @@ impl DaemonBuilder {
     pub fn config_text(&self) -> String {
         let mut t = format!("[daemon]\n{}\n", self.daemon_toml);
         for s in &self.servers {
-            t.push_str(&format!(
-                "[servers.{}]\ncommand = {}\nargs = {}\n{}\n",
-                s.name,
-                toml_str(&s.command),
-                serde_json::to_string(&s.args).expect("args"),
-                s.extra
-            ));
+            let launch = match &s.launch {
+                Launch::Command { command, args } => format!(
+                    "command = {}\nargs = {}",
+                    toml_str(command),
+                    serde_json::to_string(args).expect("args")
+                ),
+                Launch::Url(url) => format!("url = {}", toml_str(url)),
+            };
+            t.push_str(&format!("[servers.{}]\n{launch}\n{}\n", s.name, s.extra));
         }
         t
     }
@@ -137,6 +165,7 @@ impl DaemonBuilder {
             log,
             child: None,
             names,
+            env: self.env,
         };
         d.spawn().await;
         d
@@ -162,6 +191,7 @@ pub struct Daemon {
     pub log: PathBuf,
     child: Option<tokio::process::Child>,
     names: Vec<String>,
+    env: Vec<(String, String)>,
 }
 
 impl Daemon {
@@ -183,6 +213,7 @@ impl Daemon {
             .env("RUST_LOG", "mcpd=debug")
             .env_remove("MCPD_SOCKET")
             .env_remove("MCPD_CONFIG")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::from(log))
