@@ -125,13 +125,21 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
     }
     writeln!(
         out,
-        "\n{:<20} {:<9} {:<6} {:<11} {:>8} {:>6} {:>9} {:>8} {:>8}",
-        "SERVER", "STATE", "TRANS", "PROTOCOL", "PID", "TOOLS", "IN-FLIGHT", "RESTARTS", "UPTIME"
+        "\n{:<20} {:<9} {:<15} {:<11} {:>8} {:>6} {:>9} {:>8} {:>8}",
+        "SERVER",
+        "STATE",
+        "TRANSPORT",
+        "PROTOCOL",
+        "PID",
+        "TOOLS",
+        "IN-FLIGHT",
+        "RESTARTS",
+        "UPTIME"
     )?;
     for s in &servers {
         writeln!(
             out,
-            "{:<20} {:<9} {:<6} {:<11} {:>8} {:>6} {:>9} {:>8} {:>8}",
+            "{:<20} {:<9} {:<15} {:<11} {:>8} {:>6} {:>9} {:>8} {:>8}",
             s.name,
             s.state.as_str(),
             s.transport,

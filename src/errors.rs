@@ -21,6 +21,8 @@ pub mod mcpd_code {
     pub const SERVER_PROTOCOL: i64 = -32015;
     /// A connection limit was reached.
     pub const TOO_MANY_AGENTS: i64 = -32016;
+    /// A remote server answered with an HTTP error status.
+    pub const SERVER_HTTP_ERROR: i64 = -32017;
 }
 
 /// Why a request from an agent could not be served. Named by cause, so an agent is never
@@ -72,6 +74,13 @@ fn upstream_message(server: &str, method: &str, e: &UpstreamError) -> String {
         UpstreamError::Protocol(why) => {
             format!("server '{server}' broke the protocol answering {method}: {why}")
         }
+        UpstreamError::Http { .. } => format!("server '{server}' failed {method}: {e}"),
+        UpstreamError::NoResponse { .. } => format!(
+            "server '{server}' gave no answer to {method}: {e}; the request was not re-sent: retry it if it is safe to repeat"
+        ),
+        UpstreamError::Unreachable(why) => {
+            format!("server '{server}' cannot be reached ({why}); mcpd keeps retrying with backoff")
+        }
     }
 }
 
@@ -95,6 +104,9 @@ impl AgentError {
                     UpstreamError::Busy { .. } => mcpd_code::BUSY,
                     UpstreamError::Stopping => mcpd_code::SERVER_UNAVAILABLE,
                     UpstreamError::Protocol(_) => mcpd_code::SERVER_PROTOCOL,
+                    UpstreamError::Http { .. } => mcpd_code::SERVER_HTTP_ERROR,
+                    UpstreamError::NoResponse { .. } => mcpd_code::SERVER_EXITED,
+                    UpstreamError::Unreachable(_) => mcpd_code::SERVER_UNAVAILABLE,
                 };
                 ErrorObject::new(code, message).with_data(json!({ "server": server }))
             }

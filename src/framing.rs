@@ -65,22 +65,37 @@ fn strip_cr(mut line: String) -> String {
     line
 }
 
+/// Something a line writer can write: a line, or a message with nothing to write on a
+/// byte stream (an HTTP-only instruction), which is skipped.
+pub trait OutLine {
+    fn line(&self) -> Option<&str>;
+}
+
+impl OutLine for String {
+    fn line(&self) -> Option<&str> {
+        Some(self)
+    }
+}
+
 /// Writes each queued line followed by a newline. Everything already queued is written
 /// before one flush, so a burst of messages costs one syscall, not one each. Returns when
 /// the queue closes (every sender dropped) or a write fails (the peer went away).
-pub async fn write_lines<W: AsyncWrite + Unpin>(
+pub async fn write_lines<W: AsyncWrite + Unpin, T: OutLine>(
     mut out: W,
-    mut rx: mpsc::Receiver<String>,
+    mut rx: mpsc::Receiver<T>,
 ) -> std::io::Result<()> {
     let mut buf = Vec::with_capacity(8 * 1024);
-    while let Some(line) = rx.recv().await {
+    while let Some(item) = rx.recv().await {
         buf.clear();
-        push_line(&mut buf, &line);
+        push_line(&mut buf, item.line());
         while buf.len() < 1 << 20 {
             match rx.try_recv() {
-                Ok(line) => push_line(&mut buf, &line),
+                Ok(item) => push_line(&mut buf, item.line()),
                 Err(_) => break,
             }
+        }
+        if buf.is_empty() {
+            continue;
         }
         out.write_all(&buf).await?;
         out.flush().await?;
@@ -89,9 +104,11 @@ pub async fn write_lines<W: AsyncWrite + Unpin>(
     Ok(())
 }
 
-fn push_line(buf: &mut Vec<u8>, line: &str) {
-    buf.extend_from_slice(line.as_bytes());
-    buf.push(b'\n');
+fn push_line(buf: &mut Vec<u8>, line: Option<&str>) {
+    if let Some(line) = line {
+        buf.extend_from_slice(line.as_bytes());
+        buf.push(b'\n');
+    }
 }
 
 #[cfg(test)]

@@ -148,12 +148,13 @@ fn check_config(paths: Paths) -> ExitCode {
     );
     for s in config.servers.values() {
         let state = if s.enabled { "" } else { " (disabled)" };
-        println!(
-            "server {}{state}: {} {}",
-            s.name,
-            s.command,
-            s.args.join(" ")
-        );
+        let what = match &s.launch {
+            mcpd::config::Launch::Stdio(l) => format!("{} {}", l.command, l.args.join(" ")),
+            mcpd::config::Launch::Http(h) => {
+                format!("{} (transport {})", h.display_url(), h.transport.as_str())
+            }
+        };
+        println!("server {}{state}: {}", s.name, what.trim_end());
     }
     ExitCode::SUCCESS
 }

@@ -3,10 +3,11 @@
 pub mod backoff;
 mod status;
 
-use crate::config::{Config, ServerConfig};
+use crate::config::{Config, Launch, ServerConfig};
 use crate::registry::{Availability, Catalog, Registry};
 use crate::sentinel::SentinelHandle;
 use crate::upstream::connection::{self, ConnectionContext};
+use crate::upstream::http::HttpInfo;
 use crate::upstream::process;
 use crate::upstream::{ConnectionEvent, ConnectionExit, ServerIdentity, UpstreamHandle};
 use backoff::{Backoff, CrashBudget};
@@ -128,6 +129,8 @@ struct Running {
     cancel: CancellationToken,
     started: Instant,
     handle: Option<UpstreamHandle>,
+    /// For a remote server, its live HTTP state.
+    http: Option<watch::Receiver<HttpInfo>>,
 }
 
 /// Everything the supervisor knows about one configured server.
@@ -250,8 +253,14 @@ impl Supervisor {
         // Spawned here, not in the connection task, so the supervisor knows every pid
         // from the start: the sentinel watches its group and the orphan reaper leaves
         // it to its connection.
-        let spawned = process::spawn(&slot.cfg);
-        let pid = spawned.as_ref().ok().map(|s| s.pid);
+        let spawned = match &slot.cfg.launch {
+            Launch::Stdio(launch) => Some(process::spawn(launch)),
+            Launch::Http(_) => None,
+        };
+        let pid = spawned
+            .as_ref()
+            .and_then(|s| s.as_ref().ok())
+            .map(|s| s.pid);
         if let Some(pid) = pid {
             self.sentinel.watch(pid);
         }
@@ -269,6 +278,7 @@ impl Supervisor {
             cancel,
             started: Instant::now(),
             handle: None,
+            http: None,
         });
         slot.state = ServerState::Starting;
         slot.retry_at = None;
@@ -285,6 +295,7 @@ impl Supervisor {
                 instance,
                 handle,
                 identity,
+                http,
             } => {
                 let Some(slot) = self.current(&server, instance) else {
                     return;
@@ -292,6 +303,7 @@ impl Supervisor {
                 let has_tools = identity.has_tools();
                 if let Some(r) = slot.running.as_mut() {
                     r.handle = Some(handle);
+                    r.http = http;
                 }
                 slot.identity = Some(identity);
                 if !has_tools {
@@ -384,6 +396,14 @@ impl Supervisor {
         }
         match slot.after_exit {
             AfterExit::Stay => slot.state = ServerState::Stopped,
+            AfterExit::Recover if exit.fatal => {
+                // Retrying cannot help until the credentials change; hammering the
+                // server with refused requests would not either.
+                let error = exit.error.unwrap_or_else(|| "refused".into());
+                tracing::error!(upstream = %name, "{error}");
+                slot.last_error = Some(error);
+                slot.state = ServerState::Failed;
+            }
             AfterExit::Restart => {
                 slot.budget.clear();
                 slot.backoff.reset();

@@ -1,6 +1,8 @@
 //! What `mcpd ctl status` shows about each server, assembled from the supervisor's slots and each connection's live counters.
 
 use super::{Slot, Supervisor};
+use crate::config::Launch;
+use crate::upstream::http::HttpInfo;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -36,8 +38,16 @@ impl ServerState {
 pub struct ServerStatus {
     pub name: String,
     pub state: ServerState,
+    /// "stdio", or for a remote server the HTTP transport in use ("streamable-http",
+    /// "sse"; "auto" until the first connection decides).
     pub transport: String,
-    pub command: String,
+    /// The command of a local server.
+    pub command: Option<String>,
+    /// The URL of a remote server, without user info or query.
+    pub url: Option<String>,
+    /// The live HTTP state of a connected remote server.
+    pub http: Option<HttpInfo>,
+    pub session_renewals: u64,
     pub protocol_version: Option<String>,
     pub server_info: Option<serde_json::Value>,
     pub pid: Option<u32>,
@@ -58,11 +68,30 @@ impl Slot {
     fn status(&self, name: &str, tools: usize) -> ServerStatus {
         let now = Instant::now();
         let identity = self.identity.as_ref();
+        let http = self
+            .running
+            .as_ref()
+            .and_then(|r| r.http.as_ref())
+            .map(|h| h.borrow().clone());
+        let (transport, command, url) = match &self.cfg.launch {
+            Launch::Stdio(s) => ("stdio".to_owned(), Some(s.command.clone()), None),
+            Launch::Http(h) => {
+                let chosen = identity
+                    .and_then(|i| i.transport)
+                    .map(str::to_owned)
+                    .or_else(|| http.as_ref().map(|i| i.transport.clone()))
+                    .unwrap_or_else(|| h.transport.as_str().to_owned());
+                (chosen, None, Some(h.display_url()))
+            }
+        };
         ServerStatus {
             name: name.to_owned(),
             state: self.state,
-            transport: "stdio".into(),
-            command: self.cfg.command.clone(),
+            transport,
+            command,
+            url,
+            http,
+            session_renewals: 0,
             protocol_version: identity.map(|i| i.protocol_version.clone()),
             server_info: identity.map(|i| i.server_info.clone()),
             pid: self.running.as_ref().and_then(|r| r.pid),
@@ -105,6 +134,7 @@ impl Supervisor {
                     row.in_flight = s.in_flight;
                     row.malformed_lines = s.malformed_lines;
                     row.oversized_lines = s.oversized_lines;
+                    row.session_renewals = s.session_renewals;
                     row.stderr_tail = s.stderr_tail;
                 }
             }

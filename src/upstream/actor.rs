@@ -1,6 +1,7 @@
 //! The serving loop of one upstream connection: owns the pending map, the id counter and the progress-token map.
 
-use super::process::{self, StderrTail};
+use super::process::StderrTail;
+use super::transport::{Inbound, Outbound, Resume, Sent};
 use super::{
     CallId, ConnectionEvent, LiveStatus, ProgressSink, Reply, UpstreamError, UpstreamHandle,
     UpstreamMsg, fetch_tools,
@@ -13,9 +14,9 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, Stream, StreamExt};
 use serde_json::{Value, json};
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::process::Child;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -23,6 +24,8 @@ use tokio_util::time::{DelayQueue, delay_queue};
 
 /// Requests queued in a connection's mailbox.
 const MAILBOX: usize = 256;
+/// Times one request's broken reply stream is resumed before the request fails.
+const MAX_RESUMES: u8 = 3;
 
 /// How a connection's serving loop ended.
 pub enum End {
@@ -33,6 +36,9 @@ pub enum End {
     /// The connection is unusable (closed output, failed liveness probe); the process may
     /// still be running and must be stopped.
     Failed(String),
+    /// The server refused mcpd's credentials: retrying will not help until the
+    /// configuration changes.
+    Refused(String),
 }
 
 struct Pending {
@@ -41,6 +47,8 @@ struct Pending {
     respond_to: Responder,
     progress: Option<ProgressSink>,
     deadline: delay_queue::Key,
+    /// Times its reply stream has been resumed.
+    resumes: u8,
 }
 
 enum Responder {
@@ -51,7 +59,8 @@ enum Responder {
 
 pub struct Actor {
     server: Arc<str>,
-    pid: u32,
+    /// Names the other end in messages: "pid 42" or the server's URL.
+    peer: String,
     instance: u64,
     timeout: Duration,
     max_in_flight: usize,
@@ -63,7 +72,7 @@ pub struct Actor {
     /// Agent call -> upstream id, so cancellations find their request.
     by_call: HashMap<CallId, u64>,
     deadlines: DelayQueue<u64>,
-    out: mpsc::Sender<String>,
+    out: mpsc::Sender<Outbound>,
     rx: mpsc::Receiver<UpstreamMsg>,
     /// Our own handle, for the catalog fetches that run inside this loop.
     handle: UpstreamHandle,
@@ -72,6 +81,8 @@ pub struct Actor {
     /// Unusable lines from the server so far, the handshake's included.
     pub malformed: u64,
     oversized: u64,
+    /// HTTP sessions renewed after the server forgot ours.
+    renewals: u64,
     last_heard: Instant,
     ping: Option<(u64, Instant)>,
     refresh: Option<BoxFuture<'static, Result<Vec<Value>, String>>>,
@@ -82,8 +93,8 @@ impl Actor {
     pub fn new(
         server: Arc<str>,
         cfg: &ServerConfig,
-        pid: u32,
-        out: mpsc::Sender<String>,
+        peer: String,
+        out: mpsc::Sender<Outbound>,
         events: mpsc::Sender<ConnectionEvent>,
         instance: u64,
     ) -> (Actor, UpstreamHandle) {
@@ -96,7 +107,7 @@ impl Actor {
         };
         let actor = Actor {
             server,
-            pid,
+            peer,
             instance,
             timeout: cfg.timeout,
             max_in_flight: cfg.max_in_flight,
@@ -113,6 +124,7 @@ impl Actor {
             tail: StderrTail::default(),
             malformed: 0,
             oversized: 0,
+            renewals: 0,
             last_heard: Instant::now(),
             ping: None,
             refresh: None,
@@ -121,42 +133,45 @@ impl Actor {
         (actor, handle)
     }
 
-    /// Serves until the process exits, the connection breaks, or `cancel` fires. Every
-    /// pending request has been answered when this returns.
-    pub async fn run<S>(
+    /// Serves until the process exits (`exited` resolves with its status), the transport
+    /// closes, or `cancel` fires. Every pending request has been answered when this returns.
+    pub async fn run<S, X>(
         mut self,
-        frames: &mut S,
-        child: &mut Child,
+        inbound: &mut S,
+        exited: X,
         stderr: &mut mpsc::Receiver<String>,
         cancel: &CancellationToken,
         has_tools: bool,
     ) -> (End, StderrTail)
     where
-        S: Stream<Item = std::io::Result<Frame>> + Unpin,
+        S: Stream<Item = Inbound> + Unpin,
+        X: Future<Output = String>,
     {
         if has_tools {
             self.start_refresh();
         }
+        tokio::pin!(exited);
         let end = loop {
             let wake = self.next_wake();
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => break End::Stopped,
-                status = child.wait() => {
-                    break End::Exited(match status {
-                        Ok(s) => process::describe(&s),
-                        Err(e) => format!("wait failed: {e}"),
-                    });
-                }
-                frame = frames.next() => match frame {
-                    Some(Ok(frame)) => self.on_frame(frame),
-                    Some(Err(e)) => break End::Failed(format!("reading the server's output failed: {e}")),
+                status = &mut exited => break End::Exited(status),
+                item = inbound.next() => match item {
+                    Some(Inbound::Frame(frame)) => self.on_frame(frame),
+                    Some(Inbound::Ended { id, error, resume }) => self.on_ended(id, error, resume),
+                    Some(Inbound::Renewed) => {
+                        self.renewals += 1;
+                        self.start_refresh();
+                    }
+                    Some(Inbound::Closed { error, fatal: true }) => break End::Refused(error),
+                    Some(Inbound::Closed { error, fatal: false }) => break End::Failed(error),
                     None => {
                         // Output closed: usually the process is exiting. Prefer its
                         // exit status when it comes promptly.
-                        break match tokio::time::timeout(Duration::from_millis(100), child.wait()).await {
-                            Ok(Ok(s)) => End::Exited(process::describe(&s)),
-                            _ => End::Failed("the server closed its output".into()),
+                        break match tokio::time::timeout(Duration::from_millis(100), &mut exited).await {
+                            Ok(status) => End::Exited(status),
+                            Err(_) => End::Failed("the server closed its output".into()),
                         };
                     }
                 },
@@ -178,7 +193,7 @@ impl Actor {
             End::Exited(status) => UpstreamError::Exited {
                 status: status.clone(),
             },
-            End::Failed(_) => UpstreamError::Gone,
+            End::Failed(_) | End::Refused(_) => UpstreamError::Gone,
         };
         self.fail_all(error.clone());
         // A request may have been queued while the loop was ending. Close the mailbox
@@ -211,6 +226,9 @@ impl Actor {
                 {
                     self.deadlines.remove(&p.deadline);
                     self.send_cancelled(id, &reason);
+                    // The POST of a request mcpd no longer waits for is dropped, which
+                    // is also how a modern HTTP server learns of a cancellation.
+                    let _ = self.out.try_send(Outbound::Abort(id)); // full: the transport is stuck anyway
                 }
             }
             UpstreamMsg::Status { respond_to } => {
@@ -218,6 +236,7 @@ impl Actor {
                     in_flight: self.pending.values().filter(|p| p.call.is_some()).count(),
                     malformed_lines: self.malformed,
                     oversized_lines: self.oversized,
+                    session_renewals: self.renewals,
                     stderr_tail: self.tail.lines(),
                 }); // the asker may have given up waiting
             }
@@ -251,7 +270,11 @@ impl Actor {
             }
         }
         let line = jsonrpc::request_line(&Id::from(id), &method, params.as_ref());
-        if let Err(e) = self.out.try_send(line) {
+        let request = Some(Sent {
+            id,
+            method: method.clone(),
+        });
+        if let Err(e) = self.out.try_send(Outbound::Message { line, request }) {
             let err = match e {
                 mpsc::error::TrySendError::Full(_) => UpstreamError::Busy {
                     limit: self.max_in_flight,
@@ -273,6 +296,7 @@ impl Actor {
                 respond_to: Responder::Caller(respond_to),
                 progress,
                 deadline,
+                resumes: 0,
             },
         );
     }
@@ -280,9 +304,11 @@ impl Actor {
     fn send_cancelled(&mut self, id: u64, reason: &str) {
         let params = json!({ "requestId": id, "reason": reason });
         // If stdin is full or closed the server is stuck or gone; the answer is dropped anyway.
-        let _ = self
-            .out
-            .try_send(jsonrpc::notification_line(method::CANCELLED, Some(&params)));
+        let line = jsonrpc::notification_line(method::CANCELLED, Some(&params));
+        let _ = self.out.try_send(Outbound::Message {
+            line,
+            request: None,
+        });
     }
 
     fn on_timeout(&mut self, id: u64) {
@@ -300,10 +326,42 @@ impl Actor {
                 humantime::format_duration(self.timeout)
             ),
         );
+        let _ = self.out.try_send(Outbound::Abort(id)); // full: the transport is stuck anyway
         if let Responder::Caller(tx) = p.respond_to {
             let _ = tx.send(Err(UpstreamError::Timeout {
                 after: self.timeout,
             }));
+        }
+    }
+
+    /// A request's reply stream ended. If the answer came on it, the request is no
+    /// longer pending and there is nothing to do; otherwise resume or fail it.
+    fn on_ended(&mut self, id: u64, error: UpstreamError, resume: Option<Resume>) {
+        let Some(p) = self.pending.get_mut(&id) else {
+            return;
+        };
+        if let Some(resume) = resume
+            && p.resumes < MAX_RESUMES
+        {
+            p.resumes += 1;
+            tracing::debug!(upstream = %self.server, rpc_id = id, "resuming a broken reply stream");
+            if self.out.try_send(Outbound::Resume { id, resume }).is_ok() {
+                return;
+            }
+        }
+        let Some(p) = self.pending.remove(&id) else {
+            return;
+        };
+        self.deadlines.remove(&p.deadline);
+        if let Some(call) = p.call {
+            self.by_call.remove(&call);
+        }
+        tracing::warn!(upstream = %self.server, rpc_id = id, method = %p.method, "request failed: {error}");
+        match p.respond_to {
+            Responder::Caller(tx) => {
+                let _ = tx.send(Err(error)); // the caller may have gone
+            }
+            Responder::Ping => self.ping = None,
         }
     }
 
@@ -392,7 +450,11 @@ impl Actor {
             );
             jsonrpc::error_line(Some(&r.id), &e)
         };
-        let _ = self.out.try_send(line); // a server that does not read its stdin gets no answer
+        // A server that does not read its input gets no answer.
+        let _ = self.out.try_send(Outbound::Message {
+            line,
+            request: None,
+        });
     }
 
     fn start_refresh(&mut self) {
@@ -439,9 +501,9 @@ impl Actor {
         if let Some((_, deadline)) = self.ping {
             if now >= deadline {
                 return Some(format!(
-                    "the server stopped answering: no reply to ping within {} (pid {})",
+                    "the server stopped answering: no reply to ping within {} ({})",
                     humantime::format_duration(self.ping_timeout),
-                    self.pid
+                    self.peer
                 ));
             }
             return None;
@@ -449,9 +511,13 @@ impl Actor {
         if self.pending.is_empty() && now >= self.last_heard + self.ping_interval {
             let id = self.next_id;
             self.next_id += 1;
-            let _ = self
-                .out
-                .try_send(jsonrpc::request_line(&Id::from(id), method::PING, None));
+            let _ = self.out.try_send(Outbound::Message {
+                line: jsonrpc::request_line(&Id::from(id), method::PING, None),
+                request: Some(Sent {
+                    id,
+                    method: method::PING.into(),
+                }),
+            });
             // A far deadline in the queue; the ping's own deadline is `self.ping`.
             let deadline = self.deadlines.insert(id, self.ping_timeout * 2);
             self.pending.insert(
@@ -462,6 +528,7 @@ impl Actor {
                     respond_to: Responder::Ping,
                     progress: None,
                     deadline,
+                    resumes: 0,
                 },
             );
             self.ping = Some((id, now + self.ping_timeout));

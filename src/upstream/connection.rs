@@ -1,11 +1,15 @@
-//! The life of one upstream connection: spawn, handshake, serve, stop, reap — as one task.
+//! The life of one upstream connection — spawn, handshake, serve, stop, reap — as one task; the HTTP variant lives in `http`.
 
 use super::actor::{Actor, End};
-use super::{ConnectionEvent, ConnectionExit, handshake, process};
-use crate::config::ServerConfig;
+use super::process::StderrTail;
+use super::transport::{Inbound, Outbound};
+use super::{ConnectionEvent, ConnectionExit, ServerIdentity, handshake, http, process};
+use crate::config::{Launch, ServerConfig};
 use crate::framing::{self, BoundedLines};
+use futures::{Stream, StreamExt};
+use std::future::Future;
 use std::sync::Arc;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 
@@ -17,8 +21,9 @@ const STDERR_QUEUE: usize = 256;
 /// What a connection needs from the supervisor.
 pub struct ConnectionContext {
     pub config: ServerConfig,
-    /// The process, already started by the supervisor, or why it could not be.
-    pub spawned: Result<process::Spawned, String>,
+    /// For a local server: the process, already started by the supervisor, or why it
+    /// could not be. None for a remote server.
+    pub spawned: Option<Result<process::Spawned, String>>,
     pub instance: u64,
     pub max_line: usize,
     pub events: mpsc::Sender<ConnectionEvent>,
@@ -29,19 +34,36 @@ pub struct ConnectionContext {
 /// Runs one connection to its end and reports how it ended. Every path stops and reaps
 /// the process before returning, which is what lets the supervisor start the next one
 /// without ever having two alive for one server.
-pub async fn run(ctx: ConnectionContext) -> ConnectionExit {
-    let server: Arc<str> = Arc::from(ctx.config.name.as_str());
-    let spawned = match ctx.spawned {
-        Ok(s) => s,
-        Err(e) => {
-            return ConnectionExit {
-                error: Some(e),
-                exit_status: None,
-                stderr_tail: Vec::new(),
-                was_ready: false,
-            };
+pub async fn run(mut ctx: ConnectionContext) -> ConnectionExit {
+    let spawned = ctx.spawned.take();
+    match (&ctx.config.launch, spawned) {
+        (Launch::Http(launch), _) => {
+            let launch = launch.clone();
+            http::run(ctx, launch).await
         }
-    };
+        (Launch::Stdio(_), Some(Ok(spawned))) => run_stdio(ctx, spawned).await,
+        (Launch::Stdio(_), Some(Err(e))) => ConnectionExit::before_start(e),
+        (Launch::Stdio(_), None) => {
+            ConnectionExit::before_start("internal error: no process was started".into())
+        }
+    }
+}
+
+impl ConnectionExit {
+    /// A connection that ended before it could start.
+    pub fn before_start(error: String) -> ConnectionExit {
+        ConnectionExit {
+            error: Some(error),
+            exit_status: None,
+            stderr_tail: Vec::new(),
+            was_ready: false,
+            fatal: false,
+        }
+    }
+}
+
+async fn run_stdio(ctx: ConnectionContext, spawned: process::Spawned) -> ConnectionExit {
+    let server: Arc<str> = Arc::from(ctx.config.name.as_str());
     let process::Spawned {
         mut child,
         pid,
@@ -49,19 +71,26 @@ pub async fn run(ctx: ConnectionContext) -> ConnectionExit {
         stdout,
         stderr,
     } = spawned;
-    tracing::info!(upstream = %server, pid, command = %ctx.config.command, "started server process");
-    let (out_tx, out_rx) = mpsc::channel(STDIN_QUEUE);
+    tracing::info!(upstream = %server, pid, command = %ctx.config.target(), "started server process");
+    let (out_tx, out_rx) = mpsc::channel::<Outbound>(STDIN_QUEUE);
     let writer = tokio::spawn(framing::write_lines(stdin, out_rx));
     let (err_tx, mut err_rx) = mpsc::channel(STDERR_QUEUE);
     let stderr_task = tokio::spawn(process::read_stderr(server.clone(), stderr, err_tx));
-    let mut frames = FramedRead::new(stdout, BoundedLines::new(ctx.max_line));
+    let mut frames =
+        FramedRead::new(stdout, BoundedLines::new(ctx.max_line)).map(|frame| match frame {
+            Ok(frame) => Inbound::Frame(frame),
+            Err(e) => Inbound::Closed {
+                error: format!("reading the server's output failed: {e}"),
+                fatal: false,
+            },
+        });
     let grace = ctx.config.health.stop_grace;
 
     let startup = ctx.config.health.startup_timeout;
     let mut malformed = 0;
     let handshake = tokio::select! {
         r = tokio::time::timeout(startup, handshake::initialize(&server, &mut frames, &out_tx, &mut malformed)) => match r {
-            Ok(r) => r.map_err(Some),
+            Ok(r) => r.map_err(|e| Some(e.message)),
             Err(_) => Err(Some(format!(
                 "the server did not complete initialize within {} (health.startup_timeout){}",
                 humantime::format_duration(startup),
@@ -82,6 +111,7 @@ pub async fn run(ctx: ConnectionContext) -> ConnectionExit {
                 exit_status: Some(status),
                 stderr_tail: tail,
                 was_ready: false,
+                fatal: false,
             };
         }
     };
@@ -93,29 +123,25 @@ pub async fn run(ctx: ConnectionContext) -> ConnectionExit {
         "server initialized"
     );
 
-    let (mut actor, handle) = Actor::new(
-        server.clone(),
-        &ctx.config,
-        pid,
-        out_tx,
-        ctx.events.clone(),
-        ctx.instance,
-    );
-    actor.malformed = malformed;
-    let has_tools = identity.has_tools();
-    let connected = ConnectionEvent::Connected {
-        server: server.clone(),
-        instance: ctx.instance,
-        handle,
-        identity,
+    let exited = async {
+        match child.wait().await {
+            Ok(s) => process::describe(&s),
+            Err(e) => format!("wait failed: {e}"),
+        }
     };
-    if ctx.events.send(connected).await.is_err() {
-        // The supervisor is gone, so the daemon is shutting down.
-        ctx.cancel.cancel();
-    }
-    let (end, mut tail) = actor
-        .run(&mut frames, &mut child, &mut err_rx, &ctx.cancel, has_tools)
-        .await;
+    let peer = format!("pid {pid}");
+    let (end, mut tail) = serve(
+        &ctx,
+        peer,
+        identity,
+        None,
+        out_tx,
+        &mut frames,
+        exited,
+        &mut err_rx,
+        malformed,
+    )
+    .await;
     drop(frames);
     let (error, status) = match end {
         End::Stopped => (None, process::stop(&mut child, pid, grace).await),
@@ -123,14 +149,8 @@ pub async fn run(ctx: ConnectionContext) -> ConnectionExit {
             process::reap_group(pid).await;
             (Some(format!("the server exited ({status})")), status)
         }
-        End::Failed(why) => {
-            let lost = ConnectionEvent::Lost {
-                server: server.clone(),
-                instance: ctx.instance,
-                error: why.clone(),
-            };
-            // If the supervisor is gone the daemon is stopping anyway.
-            let _ = ctx.events.send(lost).await;
+        End::Failed(why) | End::Refused(why) => {
+            report_lost(&ctx, &why).await;
             let status = process::stop(&mut child, pid, grace).await;
             (Some(why), status)
         }
@@ -150,7 +170,65 @@ pub async fn run(ctx: ConnectionContext) -> ConnectionExit {
         exit_status: Some(status),
         stderr_tail: tail.lines(),
         was_ready: true,
+        fatal: false,
     }
+}
+
+/// Tells the supervisor a connection is unusable before the (possibly slow) stop, so no
+/// one routes to it meanwhile.
+pub(super) async fn report_lost(ctx: &ConnectionContext, why: &str) {
+    let lost = ConnectionEvent::Lost {
+        server: Arc::from(ctx.config.name.as_str()),
+        instance: ctx.instance,
+        error: why.to_owned(),
+    };
+    // If the supervisor is gone the daemon is stopping anyway.
+    let _ = ctx.events.send(lost).await;
+}
+
+/// The part every transport shares once the handshake is done: start the actor, tell the
+/// supervisor, serve until the end.
+#[allow(clippy::too_many_arguments)] // each is one distinct piece of the connection
+pub(super) async fn serve<S, X>(
+    ctx: &ConnectionContext,
+    peer: String,
+    identity: ServerIdentity,
+    http: Option<watch::Receiver<http::HttpInfo>>,
+    out: mpsc::Sender<Outbound>,
+    inbound: &mut S,
+    exited: X,
+    stderr: &mut mpsc::Receiver<String>,
+    malformed: u64,
+) -> (End, StderrTail)
+where
+    S: Stream<Item = Inbound> + Unpin,
+    X: Future<Output = String>,
+{
+    let server: Arc<str> = Arc::from(ctx.config.name.as_str());
+    let (mut actor, handle) = Actor::new(
+        server.clone(),
+        &ctx.config,
+        peer,
+        out,
+        ctx.events.clone(),
+        ctx.instance,
+    );
+    actor.malformed = malformed;
+    let has_tools = identity.has_tools();
+    let connected = ConnectionEvent::Connected {
+        server,
+        instance: ctx.instance,
+        handle,
+        identity,
+        http,
+    };
+    if ctx.events.send(connected).await.is_err() {
+        // The supervisor is gone, so the daemon is shutting down.
+        ctx.cancel.cancel();
+    }
+    actor
+        .run(inbound, exited, stderr, &ctx.cancel, has_tools)
+        .await
 }
 
 /// Collects what the stderr reader still has. A grandchild may hold the pipe open, so the

@@ -1,6 +1,7 @@
 //! The legacy `initialize` handshake with a freshly started server.
 
 use super::ServerIdentity;
+use super::transport::{Inbound, Outbound, Sent};
 use crate::framing::Frame;
 use crate::jsonrpc::{self, ErrorObject, Id, Message, code};
 use crate::protocol::{self, method};
@@ -19,34 +20,61 @@ fn initialize_params() -> Value {
     })
 }
 
+/// Why a handshake failed.
+#[derive(Debug)]
+pub struct HandshakeError {
+    pub message: String,
+    /// The server refused our credentials; retrying will not help.
+    pub fatal: bool,
+}
+
+impl From<String> for HandshakeError {
+    fn from(message: String) -> Self {
+        HandshakeError {
+            message,
+            fatal: false,
+        }
+    }
+}
+
+impl From<&str> for HandshakeError {
+    fn from(message: &str) -> Self {
+        message.to_owned().into()
+    }
+}
+
 /// Runs `initialize` / `notifications/initialized`. The caller bounds it in time and
 /// watches the process. Lines that are not the answer are handled as the spec allows
 /// before initialization: pings are answered, the rest is logged and skipped.
 pub async fn initialize<S>(
     server: &str,
-    frames: &mut S,
-    out: &mpsc::Sender<String>,
+    inbound: &mut S,
+    out: &mpsc::Sender<Outbound>,
     malformed: &mut u64,
-) -> Result<ServerIdentity, String>
+) -> Result<ServerIdentity, HandshakeError>
 where
-    S: Stream<Item = std::io::Result<Frame>> + Unpin,
+    S: Stream<Item = Inbound> + Unpin,
 {
     let id = Id::from(INITIALIZE_ID);
-    send(
-        out,
-        jsonrpc::request_line(&id, method::INITIALIZE, Some(&initialize_params())),
-    )
-    .await?;
+    let line = jsonrpc::request_line(&id, method::INITIALIZE, Some(&initialize_params()));
+    let request = Some(Sent {
+        id: INITIALIZE_ID,
+        method: method::INITIALIZE.into(),
+    });
+    send(out, Outbound::Message { line, request }).await?;
     loop {
-        let line = match frames.next().await {
+        let line = match inbound.next().await {
             None => return Err("the server closed its output during initialize".into()),
-            Some(Err(e)) => {
-                return Err(format!(
-                    "reading from the server failed during initialize: {e}"
-                ));
+            Some(Inbound::Closed { error, fatal }) => {
+                return Err(HandshakeError {
+                    message: error,
+                    fatal,
+                });
             }
-            Some(Ok(Frame::Line(line))) => line,
-            Some(Ok(Frame::TooLong | Frame::NotUtf8)) => {
+            Some(Inbound::Ended { error, .. }) => return Err(error.to_string().into()),
+            Some(Inbound::Renewed) => continue,
+            Some(Inbound::Frame(Frame::Line(line))) => line,
+            Some(Inbound::Frame(Frame::TooLong | Frame::NotUtf8)) => {
                 *malformed += 1;
                 tracing::warn!(
                     upstream = server,
@@ -58,18 +86,44 @@ where
         match jsonrpc::parse(&line) {
             Ok(Message::Response(r)) if r.id == id => {
                 let identity = identity(r.outcome)?;
-                send(out, jsonrpc::notification_line(method::INITIALIZED, None)).await?;
+                let version = identity.protocol_version.clone();
+                send(out, Outbound::Negotiated { version }).await?;
+                let line = jsonrpc::notification_line(method::INITIALIZED, None);
+                send(
+                    out,
+                    Outbound::Message {
+                        line,
+                        request: None,
+                    },
+                )
+                .await?;
                 return Ok(identity);
             }
             Ok(Message::Request(r)) if r.method == method::PING => {
-                send(out, jsonrpc::result_line(&r.id, &json!({}))).await?;
+                let line = jsonrpc::result_line(&r.id, &json!({}));
+                send(
+                    out,
+                    Outbound::Message {
+                        line,
+                        request: None,
+                    },
+                )
+                .await?;
             }
             Ok(Message::Request(r)) => {
                 let e = ErrorObject::new(
                     code::METHOD_NOT_FOUND,
                     format!("{} is not available before initialization", r.method),
                 );
-                send(out, jsonrpc::error_line(Some(&r.id), &e)).await?;
+                let line = jsonrpc::error_line(Some(&r.id), &e);
+                send(
+                    out,
+                    Outbound::Message {
+                        line,
+                        request: None,
+                    },
+                )
+                .await?;
             }
             Ok(other) => tracing::debug!(
                 upstream = server,
@@ -84,7 +138,8 @@ where
     }
 }
 
-fn identity(outcome: Result<Value, ErrorObject>) -> Result<ServerIdentity, String> {
+/// Reads what a server said about itself in its `InitializeResult`.
+pub fn identity(outcome: Result<Value, ErrorObject>) -> Result<ServerIdentity, String> {
     let result = outcome.map_err(|e| {
         format!(
             "the server rejected initialize: {} (code {})",
@@ -113,11 +168,12 @@ fn identity(outcome: Result<Value, ErrorObject>) -> Result<ServerIdentity, Strin
             .and_then(Value::as_str)
             .map(str::to_owned),
         pid: None,
+        transport: None,
     })
 }
 
-async fn send(out: &mpsc::Sender<String>, line: String) -> Result<(), String> {
-    out.send(line)
+async fn send(out: &mpsc::Sender<Outbound>, msg: Outbound) -> Result<(), String> {
+    out.send(msg)
         .await
-        .map_err(|_| "the server's stdin closed during initialize".to_owned())
+        .map_err(|_| "the connection to the server closed during initialize".to_owned())
 }

@@ -1,14 +1,17 @@
 //! Client side of mcpd: one actor per upstream connection, reached through a cloneable `UpstreamHandle`.
 //!
-//! A connection's life is one task (`connection::run`): spawn the process, do the
-//! handshake, serve requests until the process exits or the supervisor cancels it, then
-//! stop and reap the process. The task's return value tells the supervisor how it ended.
+//! A connection's life is one task (`connection::run`): start the process or open the
+//! HTTP transport, do the handshake, serve requests until the server goes away or the
+//! supervisor cancels it, then stop and reap the process (or end the HTTP session). The
+//! task's return value tells the supervisor how it ended.
 
 mod actor;
 pub mod connection;
 mod handshake;
+pub mod http;
 mod list;
 pub mod process;
+mod transport;
 
 use crate::jsonrpc::ErrorObject;
 use crate::outbox::Outbox;
@@ -41,6 +44,23 @@ pub enum UpstreamError {
     Stopping,
     #[error("protocol error: {0}")]
     Protocol(String),
+    /// The server answered an HTTP request with an error status.
+    #[error("the server answered HTTP {status}{}", excerpt_suffix(.excerpt))]
+    Http { status: u16, excerpt: String },
+    /// The reply stream ended, or the connection broke, before the answer came.
+    #[error("no response received for request {id}: {why}")]
+    NoResponse { id: u64, why: String },
+    /// The server could not be reached (DNS, connect, TLS).
+    #[error("{0}")]
+    Unreachable(String),
+}
+
+fn excerpt_suffix(excerpt: &str) -> String {
+    if excerpt.is_empty() {
+        String::new()
+    } else {
+        format!(": {excerpt}")
+    }
 }
 
 /// Where progress notifications for one call go: the calling agent's queue, with the
@@ -58,6 +78,8 @@ pub struct LiveStatus {
     pub malformed_lines: u64,
     pub oversized_lines: u64,
     pub stderr_tail: Vec<String>,
+    /// HTTP sessions started again after the server forgot ours.
+    pub session_renewals: u64,
 }
 
 /// What the server said about itself in the handshake.
@@ -68,6 +90,8 @@ pub struct ServerIdentity {
     pub capabilities: Value,
     pub instructions: Option<String>,
     pub pid: Option<u32>,
+    /// For remote servers, the HTTP transport in use ("streamable-http" or "sse").
+    pub transport: Option<&'static str>,
 }
 
 impl ServerIdentity {
@@ -86,6 +110,8 @@ pub enum ConnectionEvent {
         instance: u64,
         handle: UpstreamHandle,
         identity: ServerIdentity,
+        /// For a remote server, its live HTTP state.
+        http: Option<tokio::sync::watch::Receiver<http::HttpInfo>>,
     },
     /// The connection is unusable (e.g. the server stopped answering pings) and is being
     /// stopped; sent before the stop, which may take a while, so no one routes to it.
@@ -114,6 +140,9 @@ pub struct ConnectionExit {
     pub stderr_tail: Vec<String>,
     /// Whether the handshake had completed (a crash before it is a startup failure).
     pub was_ready: bool,
+    /// The server refused mcpd's credentials: do not retry until the config changes or
+    /// someone runs `mcpd ctl restart`.
+    pub fatal: bool,
 }
 
 pub(crate) enum UpstreamMsg {

@@ -1,6 +1,6 @@
 //! Child processes of stdio upstreams: spawning them contained, reading their stderr, stopping and reaping them.
 
-use crate::config::ServerConfig;
+use crate::config::StdioLaunch;
 use nix::sys::signal::{Signal, killpg};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
@@ -26,7 +26,7 @@ pub struct Spawned {
 
 /// Starts the server's process in its own process group, with a parent-death signal so
 /// that even a `kill -9` of mcpd takes the child down with it.
-pub fn spawn(cfg: &ServerConfig) -> Result<Spawned, String> {
+pub fn spawn(cfg: &StdioLaunch) -> Result<Spawned, String> {
     if let Some(cwd) = &cfg.cwd
         && !cwd.is_dir()
     {

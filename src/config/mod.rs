@@ -1,5 +1,9 @@
 //! Configuration: the raw TOML file, validated once into a `Config` that running code trusts.
 
+mod remote;
+
+pub use remote::{HttpLaunch, HttpTransport, Secret, display_url};
+
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -94,6 +98,12 @@ struct RawHealth {
 #[serde(deny_unknown_fields)]
 struct RawServer {
     command: Option<String>,
+    url: Option<String>,
+    transport: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    bearer_token_env: Option<String>,
+    connect_timeout: Option<String>,
     #[serde(default)]
     args: Vec<String>,
     #[serde(default)]
@@ -144,10 +154,7 @@ pub struct DaemonConfig {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerConfig {
     pub name: String,
-    pub command: String,
-    pub args: Vec<String>,
-    pub env: BTreeMap<String, String>,
-    pub cwd: Option<PathBuf>,
+    pub launch: Launch,
     pub enabled: bool,
     /// Per-request timeout.
     pub timeout: Duration,
@@ -155,6 +162,34 @@ pub struct ServerConfig {
     pub health: HealthPolicy,
     /// Requests in flight to this server at once; more fail with "busy".
     pub max_in_flight: usize,
+}
+
+/// How a server is reached.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Launch {
+    /// A child process speaking newline-delimited JSON-RPC on stdin/stdout.
+    Stdio(StdioLaunch),
+    /// A remote server over HTTP.
+    Http(HttpLaunch),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StdioLaunch {
+    pub command: String,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<PathBuf>,
+}
+
+impl ServerConfig {
+    /// What the server runs or where it is, safe to show: the command, or the URL without
+    /// user info or query.
+    pub fn target(&self) -> String {
+        match &self.launch {
+            Launch::Stdio(s) => s.command.clone(),
+            Launch::Http(h) => h.display_url(),
+        }
+    }
 }
 
 /// When and how often a crashed server is started again.
@@ -214,12 +249,23 @@ impl Config {
         Config::parse(&text, &path)
     }
 
+    /// Parses a config, expanding `${VAR}` references from the process environment.
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        Config::parse_with_env(text, path, &|var| std::env::var(var).ok())
+    }
+
+    /// Parses a config with `env` as the environment that `${VAR}` and
+    /// `bearer_token_env` refer to.
+    pub fn parse_with_env(
+        text: &str,
+        path: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
         let raw: RawFile = toml::from_str(text).map_err(|e| ConfigError::Syntax {
             path: path.to_owned(),
             message: e.to_string().trim_end().to_owned(),
         })?;
-        Validator { path }.config(raw)
+        Validator { path, env }.config(raw)
     }
 }
 
@@ -235,6 +281,8 @@ pub fn valid_server_name(name: &str) -> bool {
 
 struct Validator<'a> {
     path: &'a Path,
+    /// The environment `${VAR}` references are read from.
+    env: &'a dyn Fn(&str) -> Option<String>,
 }
 
 impl Validator<'_> {
@@ -325,16 +373,7 @@ impl Validator<'_> {
                     "a server name is 1-32 characters of a-z, 0-9 and '-', starting with a letter or digit (no '_', so NAME__tool splits unambiguously)",
                 ));
             }
-            let command = match s.command {
-                Some(c) if !c.trim().is_empty() => c,
-                Some(_) => return Err(self.err(format!("{key}.command"), "the command is empty")),
-                None => {
-                    return Err(self.err(
-                        format!("{key}.command"),
-                        "missing: every server needs the program to run, e.g. command = \"npx\"",
-                    ));
-                }
-            };
+            let launch = self.launch(&key, &s)?;
             let restart = match &s.restart {
                 Some(r) => self.restart(&format!("{key}.restart"), r, Some(restart_default))?,
                 None => restart_default,
@@ -344,10 +383,7 @@ impl Validator<'_> {
                 None => health_default,
             };
             let server = ServerConfig {
-                command,
-                args: s.args,
-                env: s.env,
-                cwd: s.cwd,
+                launch,
                 enabled: s.enabled,
                 timeout: self.duration(
                     &format!("{key}.timeout"),
@@ -377,6 +413,64 @@ impl Validator<'_> {
             daemon,
             servers,
         })
+    }
+
+    /// The `command` or `url` of a server table, and the keys that go with it.
+    fn launch(&self, key: &str, s: &RawServer) -> Result<Launch, ConfigError> {
+        match (&s.command, &s.url) {
+            (Some(_), Some(_)) => Err(self.err(
+                key,
+                "set either `command` (a local server) or `url` (a remote one), not both",
+            )),
+            (Some(c), None) => {
+                if c.trim().is_empty() {
+                    return Err(self.err(format!("{key}.command"), "the command is empty"));
+                }
+                let remote_only = [
+                    ("transport", s.transport.is_some()),
+                    ("headers", !s.headers.is_empty()),
+                    ("bearer_token_env", s.bearer_token_env.is_some()),
+                    ("connect_timeout", s.connect_timeout.is_some()),
+                ];
+                if let Some((k, _)) = remote_only.iter().find(|(_, set)| *set) {
+                    return Err(self.err(
+                        format!("{key}.{k}"),
+                        "only applies to remote servers (those with `url`)",
+                    ));
+                }
+                Ok(Launch::Stdio(StdioLaunch {
+                    command: c.clone(),
+                    args: s.args.clone(),
+                    env: s.env.clone(),
+                    cwd: s.cwd.clone(),
+                }))
+            }
+            (None, Some(url)) => {
+                let local_only = [
+                    ("args", !s.args.is_empty()),
+                    ("env", !s.env.is_empty()),
+                    ("cwd", s.cwd.is_some()),
+                ];
+                if let Some((k, _)) = local_only.iter().find(|(_, set)| *set) {
+                    return Err(self.err(
+                        format!("{key}.{k}"),
+                        "only applies to local servers (those with `command`)",
+                    ));
+                }
+                let raw = remote::RawRemote {
+                    url,
+                    transport: s.transport.as_deref(),
+                    headers: &s.headers,
+                    bearer_token_env: s.bearer_token_env.as_deref(),
+                    connect_timeout: &s.connect_timeout,
+                };
+                Ok(Launch::Http(self.remote(key, raw)?))
+            }
+            (None, None) => Err(self.err(
+                format!("{key}.command"),
+                "missing: every server needs the program to run (command = \"npx\") or the URL of a remote server (url = \"https://…/mcp\")",
+            )),
+        }
     }
 
     fn restart(

@@ -1,0 +1,208 @@
+//! The HTTP client of one remote server: headers and secrets, reading bounded bodies and SSE streams, and naming failures.
+
+use super::sse::{Event, SseDecoder};
+use crate::config::{HttpLaunch, display_url};
+use futures::{Stream, StreamExt, TryStreamExt};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::{Response, StatusCode, Url};
+use std::time::Duration;
+use tokio_util::codec::FramedRead;
+use tokio_util::io::StreamReader;
+
+/// Bytes of an error body shown to people.
+const EXCERPT: usize = 200;
+/// Bytes of an error body read at most, to find the excerpt.
+const ERROR_BODY_MAX: usize = 8 * 1024;
+
+pub const ACCEPT_BOTH: &str = "application/json, text/event-stream";
+pub const SESSION_HEADER: &str = "mcp-session-id";
+pub const VERSION_HEADER: &str = "mcp-protocol-version";
+pub const LAST_EVENT_ID: &str = "last-event-id";
+
+/// Everything needed to send a request to one remote server. Cheap to clone: the
+/// client's connection pool is shared, so every request reuses kept-alive connections.
+#[derive(Clone)]
+pub struct Endpoint {
+    pub client: reqwest::Client,
+    pub url: Url,
+    /// The configured headers and bearer token, marked sensitive.
+    pub headers: HeaderMap,
+    /// Longest body or SSE event accepted, in bytes.
+    pub max_body: usize,
+}
+
+impl Endpoint {
+    pub fn new(launch: &HttpLaunch, max_body: usize) -> Result<Endpoint, String> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(launch.connect_timeout)
+            .tcp_keepalive(Duration::from_secs(30))
+            .redirect(reqwest::redirect::Policy::limited(5))
+            .user_agent(concat!("mcpd/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| format!("cannot set up an HTTP client: {e}"))?;
+        let mut headers = HeaderMap::new();
+        // Names and values were checked when the config was loaded.
+        for (name, value) in &launch.headers {
+            if let (Ok(n), Ok(mut v)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value.expose()),
+            ) {
+                v.set_sensitive(true);
+                headers.insert(n, v);
+            }
+        }
+        if let Some(token) = &launch.bearer
+            && let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {}", token.expose()))
+        {
+            v.set_sensitive(true);
+            headers.insert(reqwest::header::AUTHORIZATION, v);
+        }
+        Ok(Endpoint {
+            client,
+            url: launch.url.clone(),
+            headers,
+            max_body,
+        })
+    }
+
+    /// A request with the configured headers.
+    pub fn request(&self, method: reqwest::Method, url: &Url) -> reqwest::RequestBuilder {
+        self.client
+            .request(method, url.clone())
+            .headers(self.headers.clone())
+    }
+
+    pub fn shown_url(&self) -> String {
+        display_url(&self.url)
+    }
+}
+
+/// Names a failed HTTP exchange in words a person can act on. reqwest's own message
+/// can include the URL with its query, so only the kind of failure and the innermost
+/// cause are used.
+pub fn describe_error(e: &reqwest::Error, url: &str) -> String {
+    let mut cause = String::new();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        cause = s.to_string();
+        source = s.source();
+    }
+    let lower = cause.to_ascii_lowercase();
+    let what = if e.is_timeout() {
+        "timed out connecting to"
+    } else if lower.contains("dns") || lower.contains("lookup") || lower.contains("resolve") {
+        "cannot resolve the host of"
+    } else if lower.contains("certificate") || lower.contains("tls") || lower.contains("handshake")
+    {
+        "TLS failed with"
+    } else if e.is_connect() {
+        "cannot connect to"
+    } else if e.is_body() || e.is_decode() {
+        "reading the reply failed from"
+    } else {
+        "HTTP request failed to"
+    };
+    if cause.is_empty() {
+        format!("{what} {url}")
+    } else {
+        format!("{what} {url}: {cause}")
+    }
+}
+
+/// Whether an error means the server cannot be reached at all (as opposed to one
+/// exchange going wrong).
+pub fn is_unreachable(e: &reqwest::Error) -> bool {
+    e.is_connect() || (e.is_timeout() && !e.is_body())
+}
+
+/// The content type of a response, lowercased, without parameters.
+pub fn content_type(resp: &Response) -> String {
+    resp.headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|v| v.trim().to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
+/// A body read in full, or the fact that it was too long.
+pub enum Body {
+    Text(String),
+    TooLong,
+}
+
+/// Reads a whole body, never holding more than `max` bytes.
+pub async fn read_body(resp: Response, max: usize) -> Result<Body, reqwest::Error> {
+    if resp.content_length().is_some_and(|n| n > max as u64) {
+        return Ok(Body::TooLong);
+    }
+    let mut buf = Vec::new();
+    let mut stream = resp.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        if buf.len() + chunk.len() > max {
+            return Ok(Body::TooLong);
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(Body::Text(String::from_utf8_lossy(&buf).into_owned()))
+}
+
+/// A short, single-line excerpt of an error response's body.
+pub async fn excerpt(resp: Response) -> String {
+    let text = match read_body(resp, ERROR_BODY_MAX).await {
+        Ok(Body::Text(t)) => t,
+        _ => return String::new(),
+    };
+    let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut cut: String = one_line.chars().take(EXCERPT).collect();
+    if cut.len() < one_line.len() {
+        cut.push('…');
+    }
+    cut
+}
+
+/// The events of an SSE response, decoded with the endpoint's size bound.
+pub fn events(resp: Response, max: usize) -> impl Stream<Item = std::io::Result<Event>> {
+    let bytes = resp.bytes_stream().map_err(std::io::Error::other);
+    FramedRead::new(StreamReader::new(bytes), SseDecoder::new(max))
+}
+
+/// What a 401 or 403 says about how to authenticate, for the error message and status.
+pub fn auth_hint(resp: &Response) -> String {
+    let status = resp.status();
+    let header = |name: &str| {
+        resp.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let mut hint = format!(
+        "HTTP {} {}",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("")
+    );
+    if let Some(w) = header("www-authenticate") {
+        hint.push_str(&format!("; WWW-Authenticate: {w}"));
+    }
+    if let Some(a) = header("mcp-auth-server") {
+        hint.push_str(&format!("; authorization server: {a}"));
+    }
+    hint
+}
+
+/// Whether a status means our credentials were refused.
+pub fn is_auth_failure(status: StatusCode) -> bool {
+    status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN
+}
+
+/// A session id as the spec allows it: visible ASCII only.
+pub fn session_id(resp: &Response) -> Option<Result<HeaderValue, String>> {
+    let v = resp.headers().get(SESSION_HEADER)?;
+    let ok = !v.is_empty() && v.as_bytes().iter().all(|b| (0x21..=0x7e).contains(b));
+    Some(if ok {
+        Ok(v.clone())
+    } else {
+        Err("the server sent an Mcp-Session-Id that is not visible ASCII".into())
+    })
+}
