@@ -614,6 +614,108 @@ mod tests {
         check("not toml =", Err("/etc/mcpd.toml"));
     }
 
+    fn check_env(text: &str, expected: Result<(), &str>) {
+        let env = |var: &str| match var {
+            "TOKEN" => Some("s3cret".to_owned()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        };
+        let got = Config::parse_with_env(text, Path::new("/etc/mcpd.toml"), &env);
+        match (got, expected) {
+            (Ok(_), Ok(())) => {}
+            (Err(e), Err(want)) => {
+                let msg = e.to_string();
+                assert!(msg.contains(want), "error {msg:?} should contain {want:?}");
+                assert!(!msg.contains("s3cret"), "a secret leaked into {msg:?}");
+            }
+            (got, want) => panic!("{text}: got {got:?}, want {want:?}"),
+        }
+    }
+
+    #[test]
+    fn remote_servers_validate_and_never_show_their_secrets() {
+        let ok = "[servers.r]\nurl = \"https://example.com/mcp\"\n";
+        check_env(ok, Ok(()));
+        check_env(
+            &format!(
+                "{ok}transport = \"sse\"\nbearer_token_env = \"TOKEN\"\nconnect_timeout = \"3s\""
+            ),
+            Ok(()),
+        );
+        check_env(
+            &format!("{ok}headers = {{ X-Key = \"k-${{TOKEN}}\" }}"),
+            Ok(()),
+        );
+        check_env(
+            "[servers.r]\nurl = \"ftp://example.com\"",
+            Err("`servers.r.url`: the scheme must be http or https"),
+        );
+        check_env(
+            "[servers.r]\nurl = \"not a url\"",
+            Err("`servers.r.url`: not a valid URL"),
+        );
+        check_env(
+            &format!("{ok}transport = \"websocket\""),
+            Err("`servers.r.transport`: \"websocket\" is not a transport"),
+        );
+        check_env(
+            &format!("{ok}bearer_token_env = \"MISSING\""),
+            Err("`servers.r.bearer_token_env`: the variable MISSING is not set"),
+        );
+        check_env(
+            &format!("{ok}bearer_token_env = \"EMPTY\""),
+            Err("the variable EMPTY is empty"),
+        );
+        check_env(
+            &format!("{ok}headers = {{ X-Key = \"${{MISSING}}\" }}"),
+            Err("`servers.r.headers.X-Key`: refers to ${MISSING}, which is not set"),
+        );
+        check_env(
+            &format!("{ok}headers = {{ X-Key = \"${{TOKEN\" }}"),
+            Err("an unterminated ${"),
+        );
+        check_env(
+            &format!("{ok}headers = {{ Mcp-Session-Id = \"x\" }}"),
+            Err("mcpd sets this header itself"),
+        );
+        check_env(
+            &format!(
+                "{ok}bearer_token_env = \"TOKEN\"\nheaders = {{ Authorization = \"Bearer ${{TOKEN}}\" }}"
+            ),
+            Err("conflicts with bearer_token_env"),
+        );
+        check_env(
+            &format!("{ok}headers = {{ X-Key = \"a\\nb-${{TOKEN}}\" }}"),
+            Err("not a valid header value"),
+        );
+        check_env(
+            "[servers.r]\nurl = \"https://example.com/mcp\"\ncommand = \"x\"",
+            Err("either `command`"),
+        );
+        check_env(
+            &format!("{ok}args = [\"a\"]"),
+            Err("`servers.r.args`: only applies to local servers"),
+        );
+        check_env(
+            "[servers.r]\ncommand = \"x\"\ntransport = \"sse\"",
+            Err("`servers.r.transport`: only applies to remote servers"),
+        );
+        // Expanded values are kept, but never printed by Debug.
+        let c = Config::parse_with_env(
+            &format!("{ok}headers = {{ X-Key = \"k-${{TOKEN}}\" }}\nbearer_token_env = \"TOKEN\""),
+            Path::new("f"),
+            &|v: &str| (v == "TOKEN").then(|| "s3cret".to_owned()),
+        )
+        .unwrap();
+        let Launch::Http(h) = &c.servers["r"].launch else {
+            panic!("not remote")
+        };
+        assert_eq!(h.headers[0].1.expose(), "k-s3cret");
+        assert!(!format!("{c:?}").contains("s3cret"));
+        let u = reqwest::Url::parse("https://user:pw@example.com/mcp?key=abc").unwrap();
+        assert_eq!(display_url(&u), "https://example.com/mcp?…");
+    }
+
     #[test]
     fn server_values_inherit_daemon_defaults() {
         let c = Config::parse(

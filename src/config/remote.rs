@@ -86,10 +86,13 @@ pub fn display_url(url: &reqwest::Url) -> String {
     let mut shown = url.clone();
     let _ = shown.set_username(""); // fails only for URLs that cannot have one
     let _ = shown.set_password(None);
-    if shown.query().is_some() {
-        shown.set_query(Some("…"));
+    let hidden_query = shown.query().is_some();
+    shown.set_query(None);
+    let mut s = shown.to_string();
+    if hidden_query {
+        s.push_str("?…");
     }
-    shown.to_string()
+    s
 }
 
 /// The raw remote keys of a `[servers.NAME]` table.
