@@ -25,12 +25,12 @@ fn repo() -> &'static Path {
 }
 
 /// Where `.ci/install-peers` put the official SDKs and the published servers.
-struct Peers {
+pub(crate) struct Peers {
     dir: PathBuf,
 }
 
 impl Peers {
-    fn python(&self) -> PathBuf {
+    pub(crate) fn python(&self) -> PathBuf {
         self.dir.join("venv/bin/python")
     }
 
@@ -42,7 +42,7 @@ impl Peers {
         self.dir.join("node/node_modules/@modelcontextprotocol")
     }
 
-    fn everything_server(&self) -> PathBuf {
+    pub(crate) fn everything_server(&self) -> PathBuf {
         self.node_modules().join("server-everything/dist/index.js")
     }
 
@@ -65,14 +65,14 @@ impl Peers {
     }
 }
 
-fn path_str(p: &Path) -> &str {
+pub(crate) fn path_str(p: &Path) -> &str {
     p.to_str()
         .unwrap_or_else(|| panic!("non-UTF-8 path {}", p.display()))
 }
 
 /// The installed peers. When something is missing: fails the test if `MCPD_REQUIRE_PEERS=1`,
 /// otherwise says `skipped` on stderr and returns None (the test then returns early).
-fn peers(test: &str) -> Option<Peers> {
+pub(crate) fn peers(test: &str) -> Option<Peers> {
     let dir = match std::env::var_os("MCPD_PEERS_DIR") {
         Some(d) if !d.is_empty() => repo().join(d),
         _ => repo().join("target/peers"),

@@ -5,3 +5,4 @@ mod support;
 mod failure;
 mod foundation;
 mod interop;
+mod interop_http;
