@@ -142,6 +142,21 @@ fn tools_call(req: Request, ctx: &AgentContext, outbox: &Outbox) -> Handled {
     };
     let catalog = ctx.catalog.borrow().clone();
     let Some(tool) = catalog.tool(name) else {
+        // A tool of a server that has not listed its tools yet (it is starting, or has
+        // never been reached) is not unknown: say what is wrong with the server.
+        if let Some((server, availability)) = name
+            .split_once("__")
+            .and_then(|(prefix, _)| catalog.servers.get_key_value(prefix))
+            && !matches!(availability, Availability::Ready(_))
+        {
+            return error(
+                &id,
+                AgentError::Unavailable {
+                    server: server.to_string(),
+                    why: availability.explain(),
+                },
+            );
+        }
         return error(&id, AgentError::UnknownTool(name.clone()));
     };
     let server = tool.server.clone();

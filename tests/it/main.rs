@@ -2,7 +2,11 @@
 
 mod support;
 
+mod http_fixture;
+
 mod failure;
 mod foundation;
+mod http;
+mod http_fixture_selftest;
 mod interop;
 mod interop_http;

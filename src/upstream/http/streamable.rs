@@ -546,7 +546,19 @@ async fn deliver(resp: reqwest::Response, id: u64, inbound: &mpsc::Sender<Inboun
         "application/json" => {
             let frame = match client::read_body(resp, max).await {
                 Ok(Body::Text(t)) => Frame::Line(t),
-                Ok(Body::TooLong) => Frame::TooLong,
+                Ok(Body::TooLong) => {
+                    let why = format!(
+                        "the reply was larger than max_message_bytes ({max} bytes) and was dropped"
+                    );
+                    let _ = inbound
+                        .send(Inbound::Ended {
+                            id,
+                            error: UpstreamError::NoResponse { id, why },
+                            resume: None,
+                        })
+                        .await;
+                    return;
+                }
                 Err(e) => {
                     let why = format!("reading the reply failed: {e}");
                     let _ = inbound
@@ -587,8 +599,13 @@ where
     let mut events = std::pin::pin!(events);
     let mut last_id = None;
     let mut retry_ms = None;
+    let mut too_long = false;
     let why = loop {
         match events.next().await {
+            None if too_long => {
+                break "a message on the stream was larger than max_message_bytes and was dropped"
+                    .to_owned();
+            }
             None => break "the server closed the stream before answering".to_owned(),
             Some(Err(e)) => break format!("the stream broke: {e}"),
             Some(Ok(ev)) => {
@@ -598,6 +615,7 @@ where
                 if ev.retry.is_some() {
                     retry_ms = ev.retry;
                 }
+                too_long |= ev.too_long;
                 if let Some(frame) = message_frame(ev)
                     && inbound.send(Inbound::Frame(frame)).await.is_err()
                 {

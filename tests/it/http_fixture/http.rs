@@ -1,0 +1,153 @@
+//! HTTP plumbing shared by both transports: the router, the auth gate in front of it, and
+//! helpers for reading headers and building plain responses.
+
+use super::state::Shared;
+use super::{legacy, rpc, streamable};
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::Value;
+use std::sync::Arc;
+
+pub(super) const SESSION_HEADER: &str = "mcp-session-id";
+
+/// `/mcp` for both transports (each handler checks which one the fixture speaks), and the
+/// 2024-11-05 message endpoint; every request passes the gate first.
+pub(super) fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route(
+            "/mcp",
+            post(streamable::post)
+                .get(streamable::get)
+                .delete(streamable::delete),
+        )
+        .route("/messages", post(legacy::post))
+        .layer(middleware::from_fn_with_state(shared.clone(), gate))
+        .with_state(shared)
+}
+
+/// Records the headers every test may ask about, then applies `bearer` and `forbidden`.
+async fn gate(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Response {
+    let authorization = header_str(req.headers(), "authorization");
+    {
+        let mut inner = shared.lock();
+        let stats = &mut inner.stats;
+        if req.method() == Method::POST {
+            stats.posts += 1;
+        }
+        stats.authorization.extend(authorization.clone());
+        stats
+            .custom_header
+            .extend(header_str(req.headers(), "x-fixture-key"));
+    }
+    if let Some(token) = &shared.opts.bearer
+        && authorization.as_deref() != Some(format!("Bearer {token}").as_str())
+    {
+        return unauthorized(shared.port);
+    }
+    if shared.opts.forbidden {
+        let challenge = r#"Bearer error="insufficient_scope", scope="mcp:tools""#;
+        let mut resp = plain(StatusCode::FORBIDDEN, "insufficient scope");
+        resp.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static(challenge),
+        );
+        return resp;
+    }
+    next.run(req).await
+}
+
+fn unauthorized(port: u16) -> Response {
+    let base = format!("http://127.0.0.1:{port}");
+    let challenge = format!(
+        r#"Bearer realm="fixture", resource_metadata="{base}/.well-known/oauth-protected-resource""#
+    );
+    let mut resp = plain(StatusCode::UNAUTHORIZED, "missing or invalid bearer token");
+    let headers = resp.headers_mut();
+    headers.insert(header::WWW_AUTHENTICATE, value(&challenge));
+    headers.insert("mcp-auth-server", value(&format!("{base}/auth")));
+    resp
+}
+
+/// The value of header `name` as text, if present and visible ASCII.
+pub(super) fn header_str(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers.get(name)?.to_str().ok().map(str::to_owned)
+}
+
+/// A header value from text the fixture made itself (always visible ASCII).
+pub(super) fn value(text: &str) -> HeaderValue {
+    HeaderValue::from_str(text).expect("fixture header values are visible ASCII")
+}
+
+/// Whether the `Accept` headers name every media type in `wanted`.
+pub(super) fn accepts(headers: &HeaderMap, wanted: &[&str]) -> bool {
+    let all: Vec<&str> = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let all = all.join(",");
+    wanted.iter().all(|w| all.contains(w))
+}
+
+/// Who sent the request, as `whoami` reports it.
+pub(super) fn caller(headers: &HeaderMap) -> rpc::Caller {
+    rpc::Caller {
+        authorization: header_str(headers, "authorization"),
+        key: header_str(headers, "x-fixture-key"),
+    }
+}
+
+/// Records the `MCP-Protocol-Version` header of a POST other than `initialize`.
+pub(super) fn note_protocol_header(shared: &Shared, headers: &HeaderMap) {
+    if let Some(v) = header_str(headers, "mcp-protocol-version") {
+        shared.lock().stats.protocol_headers.push(v);
+    }
+}
+
+/// A response that rejects a request, boxed because it is large and usually absent.
+pub(super) type Rejection = Box<Response>;
+
+/// The body of a POST as one JSON-RPC message, or the 400 that rejects it.
+pub(super) fn parse(body: &[u8]) -> Result<Value, Rejection> {
+    let msg: Value = serde_json::from_slice(body).map_err(|e| {
+        let err = rpc::error_without_id(-32700, &format!("parse error: {e}"));
+        Box::new(json_body(StatusCode::BAD_REQUEST, &err))
+    })?;
+    if msg.is_array() {
+        let err = rpc::error_without_id(-32600, "batches are not supported");
+        return Err(Box::new(json_body(StatusCode::BAD_REQUEST, &err)));
+    }
+    Ok(msg)
+}
+
+pub(super) fn plain(status: StatusCode, text: &str) -> Response {
+    (status, text.to_owned()).into_response()
+}
+
+pub(super) fn json_body(status: StatusCode, msg: &Value) -> Response {
+    let mut resp = (status, msg.to_string()).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+/// 202 with an empty body: a notification or response was accepted.
+pub(super) fn accepted() -> Response {
+    Response::builder()
+        .status(StatusCode::ACCEPTED)
+        .body(Body::empty())
+        .expect("static response parts are valid")
+}
+
+/// The answer to every POST when `fail_status` is set.
+pub(super) fn failure(status: u16) -> Response {
+    let status = StatusCode::from_u16(status).expect("fail_status is a valid HTTP status");
+    plain(status, "fixture failure: upstream database unavailable")
+}

@@ -1,0 +1,209 @@
+//! An in-process HTTP MCP server for the integration tests: Streamable HTTP or the 2024-11-05
+//! HTTP+SSE transport, with misbehaviour chosen by `FixtureOptions` and counters in `Stats`.
+//!
+//! It speaks `serde_json::Value` only and uses no type of the `mcpd` crate, so a bug in mcpd's
+//! types cannot pass on both sides.
+//!
+//! Reading order: `state` (what is shared), `http` (router and auth gate), `streamable` and
+//! `legacy` (the two transports), `rpc` (answering a request), `tools`, `sse` (the wire format
+//! and long-lived streams), `net` (sockets).
+
+// Each test uses the part of this API it needs; no single test uses all of it.
+#![allow(dead_code)]
+
+mod http;
+mod legacy;
+mod net;
+mod rpc;
+mod sse;
+mod state;
+mod streamable;
+mod tools;
+
+use serde_json::{Value, json};
+use state::Shared;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+/// How the fixture behaves; `FixtureOptions::default()` is a well-behaved Streamable HTTP
+/// server answering with JSON bodies.
+#[derive(Clone, Debug)]
+pub struct FixtureOptions {
+    /// How POSTed requests are answered.
+    pub reply: Reply,
+    /// True: GET `/mcp` opens the server-initiated SSE stream. False: GET answers 405.
+    pub get_stream: bool,
+    /// Some(token): every request must carry `Authorization: Bearer <token>`, else 401 with a
+    /// `WWW-Authenticate` challenge naming the resource metadata and an `Mcp-Auth-Server` header.
+    pub bearer: Option<String>,
+    /// Every request gets 403 with `WWW-Authenticate: Bearer error="insufficient_scope", …`.
+    pub forbidden: bool,
+    /// SSE events carry `id:` fields (`<stream>-<seq>`), POST streams start with a priming
+    /// event, and a GET with `Last-Event-ID` replays the rest of that event's stream.
+    pub event_ids: bool,
+    /// Speak only the 2024-11-05 HTTP+SSE transport: POST `/mcp` is 405, GET `/mcp` opens the
+    /// session stream, messages go to `/messages?session=<id>`.
+    pub legacy_sse: bool,
+    /// Accept connections and read requests but never answer anything.
+    pub stall: bool,
+    /// When set, every SSE stream first sends `retry: <ms>`.
+    pub retry_ms: Option<u64>,
+    /// When set, every POST is answered with this status and a text/plain body.
+    pub fail_status: Option<u16>,
+}
+
+impl Default for FixtureOptions {
+    fn default() -> Self {
+        FixtureOptions {
+            reply: Reply::Json,
+            get_stream: true,
+            bearer: None,
+            forbidden: false,
+            event_ids: false,
+            legacy_sse: false,
+            stall: false,
+            retry_ms: None,
+            fail_status: None,
+        }
+    }
+}
+
+/// How a POSTed request is answered (Streamable HTTP only).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Reply {
+    /// `Content-Type: application/json`, the response alone.
+    #[default]
+    Json,
+    /// `Content-Type: text/event-stream`: related notifications, then the response, then the
+    /// stream ends.
+    Sse,
+}
+
+/// What the fixture has seen so far; `HttpFixture::stats` returns a snapshot.
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    /// `initialize` requests answered.
+    pub initializes: usize,
+    /// Session ids handed out, in order (2024-11-05: one per session stream).
+    pub sessions_issued: Vec<String>,
+    /// Session ids of the DELETE requests received.
+    pub deletes: Vec<String>,
+    /// Server-initiated streams opened (GET streams, resumed GET streams, 2024-11-05 session
+    /// streams); replays of a request's stream are not counted.
+    pub get_streams_opened: usize,
+    /// Every `Last-Event-ID` header received on a GET.
+    pub last_event_ids: Vec<String>,
+    /// The params of every `notifications/cancelled` received.
+    pub cancelled: Vec<Value>,
+    /// `MCP-Protocol-Version` values on POSTs other than `initialize`.
+    pub protocol_headers: Vec<String>,
+    /// `Authorization` values of every request (any method, any outcome).
+    pub authorization: Vec<String>,
+    /// `X-Fixture-Key` values of every request.
+    pub custom_header: Vec<String>,
+    /// POST requests received (any path, any outcome).
+    pub posts: usize,
+    /// Requests whose client went away before the answer (a request's SSE stream, a JSON
+    /// reply still being worked on, or a 2024-11-05 session stream with a request in flight).
+    pub disconnects: usize,
+}
+
+/// A running fixture server on 127.0.0.1. Dropping it stops it too, without waiting.
+pub struct HttpFixture {
+    shared: Arc<Shared>,
+    /// The server task; taken by `stop`.
+    task: Option<JoinHandle<()>>,
+}
+
+impl HttpFixture {
+    /// Binds 127.0.0.1 on a free port and serves in a tokio task.
+    pub async fn start(opts: FixtureOptions) -> HttpFixture {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1:0 for the HTTP fixture");
+        let port = listener.local_addr().expect("local address").port();
+        let stall = opts.stall;
+        let shared = Arc::new(Shared::new(opts, port));
+        let shutdown = shared.shutdown.clone();
+        let task = if stall {
+            tokio::spawn(net::stall(listener, shutdown))
+        } else {
+            let router = http::router(shared.clone());
+            let listener = net::ClosingListener {
+                inner: listener,
+                shutdown: shutdown.clone(),
+            };
+            tokio::spawn(async move {
+                let serve = axum::serve(listener, router)
+                    .with_graceful_shutdown(shutdown.cancelled_owned());
+                // An accept loop error cannot happen with axum's retrying listeners; a test that
+                // needs the server notices its absence anyway.
+                let _ = serve.await;
+            })
+        };
+        HttpFixture {
+            shared,
+            task: Some(task),
+        }
+    }
+
+    /// `http://127.0.0.1:PORT/mcp`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.shared.port)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.shared.port
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.shared.lock().stats.clone()
+    }
+
+    /// Forgets every session id: later requests carrying one get 404. Open Streamable HTTP GET
+    /// streams stay open; a 2024-11-05 session stream *is* the session, so it is closed.
+    pub fn expire_sessions(&self) {
+        let mut inner = self.shared.lock();
+        inner.sessions.clear();
+        inner.close_listeners(|l| l.legacy);
+    }
+
+    /// Adds one tool `extra_N` and sends `notifications/tools/list_changed` on every open
+    /// server-initiated stream (GET streams, or 2024-11-05 session streams).
+    pub async fn notify_tools_changed(&self) {
+        let mut inner = self.shared.lock();
+        inner.extras += 1;
+        let msg = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+        for listener in inner.listeners.values() {
+            // A stream whose client has gone is being removed by its own task.
+            let _ = listener.out.send(msg.clone());
+        }
+    }
+
+    /// Closes every open server-initiated stream from the server side.
+    pub fn drop_get_streams(&self) {
+        self.shared.lock().close_listeners(|_| true);
+    }
+
+    /// Stops listening and closes every connection.
+    pub async fn stop(mut self) {
+        self.shared.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            let abort = task.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(5), task)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+    }
+}
+
+impl Drop for HttpFixture {
+    fn drop(&mut self) {
+        self.shared.shutdown.cancel();
+    }
+}
