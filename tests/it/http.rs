@@ -48,6 +48,10 @@ async fn remote_tools_are_listed_called_and_shown_in_status_with_secrets_from_th
     assert_eq!(text(&r), "over http", "{r}");
     let r = a.call("remote__add", json!({"a": 2, "b": 3})).await;
     assert_eq!(text(&r), "5", "{r}");
+    // The server's own JSON-RPC error comes through as it is.
+    let r = a.call("remote__add", json!({})).await;
+    assert_eq!(error_code(&r), Some(-32602), "{r}");
+    assert!(error_message(&r).contains("invalid arguments for tool add"), "{r}");
 
     let who: Value = serde_json::from_str(text(&a.call("remote__whoami", json!({})).await))
         .expect("whoami answers JSON");
@@ -313,6 +317,26 @@ async fn http_errors_and_unreachable_servers_are_named_and_retried_with_backoff(
     let err = d.server_status("remote").await["last_error"].to_string();
     assert!(err.contains("HTTP 500"), "{err}");
     assert!(err.contains("upstream database unavailable"), "{err}");
+
+    // TLS spoken to a plain HTTP server, and a host that does not exist.
+    let tls_url = format!("https://127.0.0.1:{}/mcp", fx.port());
+    let d = DaemonBuilder::new()
+        .remote("tls", &tls_url, "")
+        .remote("nx", "http://nonexistent.invalid/mcp", "")
+        .start()
+        .await;
+    for (name, want) in [
+        ("tls", "TLS failed with"),
+        ("nx", "cannot resolve the host of"),
+    ] {
+        let s = d
+            .wait_server(name, "the failure is reported", |s| {
+                s["last_error"].is_string()
+            })
+            .await;
+        let err = s["last_error"].as_str().unwrap_or_default();
+        assert!(err.contains(want), "{name}: {err}");
+    }
 
     // Nothing listens on this port any more.
     let closed = HttpFixture::start(FixtureOptions::default()).await;

@@ -82,19 +82,20 @@ impl Endpoint {
 /// cause are used.
 pub fn describe_error(e: &reqwest::Error, url: &str) -> String {
     let mut cause = String::new();
+    let mut tls = false;
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
         cause = s.to_string();
+        tls |= is_tls_error(s);
         source = s.source();
     }
     let lower = cause.to_ascii_lowercase();
     let what = if e.is_timeout() {
         "timed out connecting to"
+    } else if tls {
+        "TLS failed with"
     } else if lower.contains("dns") || lower.contains("lookup") || lower.contains("resolve") {
         "cannot resolve the host of"
-    } else if lower.contains("certificate") || lower.contains("tls") || lower.contains("handshake")
-    {
-        "TLS failed with"
     } else if e.is_connect() {
         "cannot connect to"
     } else if e.is_body() || e.is_decode() {
@@ -106,6 +107,23 @@ pub fn describe_error(e: &reqwest::Error, url: &str) -> String {
         format!("{what} {url}")
     } else {
         format!("{what} {url}: {cause}")
+    }
+}
+
+/// Whether an error in a cause chain comes from TLS (rustls reports through io::Error).
+/// io::Error's own `source` skips the error it wraps, so wrapped errors are unwrapped here.
+fn is_tls_error(mut e: &(dyn std::error::Error + 'static)) -> bool {
+    loop {
+        if e.is::<rustls::Error>() {
+            return true;
+        }
+        match e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            Some(inner) => e = inner,
+            None => return false,
+        }
     }
 }
 
