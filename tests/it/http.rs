@@ -51,7 +51,10 @@ async fn remote_tools_are_listed_called_and_shown_in_status_with_secrets_from_th
     // The server's own JSON-RPC error comes through as it is.
     let r = a.call("remote__add", json!({})).await;
     assert_eq!(error_code(&r), Some(-32602), "{r}");
-    assert!(error_message(&r).contains("invalid arguments for tool add"), "{r}");
+    assert!(
+        error_message(&r).contains("invalid arguments for tool add"),
+        "{r}"
+    );
 
     let who: Value = serde_json::from_str(text(&a.call("remote__whoami", json!({})).await))
         .expect("whoami answers JSON");
