@@ -72,6 +72,29 @@ pub struct Catalog {
     pub servers: BTreeMap<Arc<str>, Availability>,
     /// Changes whenever the set of tools or a definition changes, and only then.
     pub tools_version: u64,
+    /// The cache hints mcpd puts on its listings for modern agents.
+    pub cache: CacheHint,
+}
+
+/// How long agents may cache mcpd's listings (`ttlMs`), and whether the cache is
+/// private to one authorization context (`cacheScope`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CacheHint {
+    pub ttl_ms: u64,
+    pub private: bool,
+}
+
+/// The TTL of mcpd's listings when no server gives a shorter one. Agents also hear of
+/// every change through list-changed notifications, so this only bounds staleness.
+pub const DEFAULT_TTL_MS: u64 = 60_000;
+
+impl Default for CacheHint {
+    fn default() -> Self {
+        CacheHint {
+            ttl_ms: DEFAULT_TTL_MS,
+            private: false,
+        }
+    }
 }
 
 impl Catalog {
@@ -222,6 +245,7 @@ impl Registry {
             index,
             servers,
             tools_version: self.version,
+            cache: CacheHint::default(),
         }
     }
 }

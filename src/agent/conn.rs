@@ -6,9 +6,11 @@ use crate::errors::AgentError;
 use crate::framing::{self, BoundedLines, Frame};
 use crate::jsonrpc::{self, Id, Message};
 use crate::outbox::Outbox;
+use crate::protocol::era::Era;
 use crate::protocol::method;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
 use tokio::net::UnixStream;
@@ -30,6 +32,12 @@ pub struct Session {
     pub client_name: Option<String>,
     /// True after `notifications/initialized`: list-change notifications may be sent.
     pub initialized: bool,
+    /// The era the connection is pinned to by its first decisive exchange.
+    pub era: Option<Era>,
+    /// The capabilities a legacy agent declared in `initialize`.
+    pub capabilities: Value,
+    /// Open `subscriptions/listen` requests of a modern agent, by request id.
+    pub listens: HashMap<Id, super::modern::Listen>,
 }
 
 /// Why the loop ended, which decides what in-flight calls are told.
@@ -79,8 +87,8 @@ pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: 
             }
             Ok(()) = catalog.changed() => {
                 let version = catalog.borrow_and_update().tools_version;
-                if version != tools_version && session.initialized {
-                    outbox.send(jsonrpc::notification_line(method::TOOLS_LIST_CHANGED, None));
+                if version != tools_version {
+                    notify_tools_changed(&session, &outbox);
                 }
                 tools_version = version;
             }
@@ -204,8 +212,12 @@ fn on_frame(
                         .as_ref()
                         .and_then(|p| p.get("requestId"))
                         .and_then(Id::from_value);
-                    if let Some(token) = id.and_then(|id| in_flight.get(&id)) {
-                        token.cancel();
+                    if let Some(id) = id {
+                        if let Some(token) = in_flight.get(&id) {
+                            token.cancel();
+                        }
+                        // Ending a subscription is silent: no response is due.
+                        session.listens.remove(&id);
                     }
                 }
                 other => tracing::debug!(agent, method = other, "ignored a notification"),
@@ -215,6 +227,19 @@ fn on_frame(
         Message::Response(r) => {
             tracing::debug!(agent, rpc_id = %r.id, "ignored a response: mcpd sent no request");
             None
+        }
+    }
+}
+
+/// Tells the agent its tool list changed: a legacy agent by the plain notification once
+/// it is initialized, a modern one on each subscription that asked for it.
+fn notify_tools_changed(session: &Session, outbox: &Outbox) {
+    if session.era != Some(Era::Modern) && session.initialized {
+        outbox.send(jsonrpc::notification_line(method::TOOLS_LIST_CHANGED, None));
+    }
+    for (id, listen) in &session.listens {
+        if listen.tools {
+            outbox.send(super::modern::list_changed(id));
         }
     }
 }

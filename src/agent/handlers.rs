@@ -1,7 +1,7 @@
 //! What mcpd does with each request an agent sends: the handshake, listing, routing calls, and the daemon's own methods.
 
-use super::AgentContext;
 use super::conn::Session;
+use super::{AgentContext, modern};
 use crate::errors::AgentError;
 use crate::jsonrpc::{self, Id, Request};
 use crate::outbox::Outbox;
@@ -45,11 +45,26 @@ fn error(id: &Id, e: AgentError) -> Handled {
 }
 
 pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut Session) -> Handled {
+    let modern = match modern::check(&req, session) {
+        modern::Verdict::Refuse(line) => return Handled::Now(line),
+        modern::Verdict::Serve { modern } => modern,
+    };
     match req.method.as_str() {
         method::INITIALIZE => Handled::Now(initialize(&req, session)),
+        method::DISCOVER => Handled::Now(modern::discover(&req, ctx)),
+        method::LISTEN if modern => {
+            let (listen, ack) = modern::listen(&req);
+            session.listens.insert(req.id.clone(), listen);
+            Handled::Now(ack)
+        }
         method::PING => Handled::Now(jsonrpc::result_line(&req.id, &json!({}))),
-        method::TOOLS_LIST => tools_list(&req, ctx),
-        method::TOOLS_CALL => tools_call(req, ctx, outbox),
+        method::TOOLS_LIST => tools_list(&req, ctx, modern),
+        method::TOOLS_CALL => {
+            // A modern agent's capabilities travel in its request; a legacy agent's
+            // come from its `initialize`, for a modern server's envelope.
+            let caps = (!modern).then(|| session.capabilities.clone());
+            tools_call(req, ctx, outbox, modern, caps)
+        }
         method::MCPD_STATUS => status(req, ctx),
         "mcpd/restart" => control(req, ctx, Action::Restart),
         "mcpd/stop" => control(req, ctx, Action::Stop),
@@ -72,6 +87,12 @@ fn initialize(req: &Request, session: &mut Session) -> String {
         _ => protocol::LATEST_LEGACY,
     };
     session.protocol_version = Some(version.to_owned());
+    session.era = Some(crate::protocol::era::Era::Legacy);
+    session.capabilities = params
+        .and_then(|p| p.get("capabilities"))
+        .filter(|c| c.is_object())
+        .cloned()
+        .unwrap_or_else(|| json!({}));
     session.client_name = params
         .and_then(|p| p.pointer("/clientInfo/name"))
         .and_then(Value::as_str)
@@ -84,14 +105,14 @@ fn initialize(req: &Request, session: &mut Session) -> String {
     );
     let result = json!({
         "protocolVersion": version,
-        "capabilities": { "tools": { "listChanged": true } },
-        "serverInfo": { "name": "mcpd", "version": env!("CARGO_PKG_VERSION") },
-        "instructions": "mcpd multiplexes several MCP servers. Tool names are SERVER__TOOL: the part before the double underscore names the server that provides the tool.",
+        "capabilities": modern::capabilities(),
+        "serverInfo": crate::protocol::era::server_info(),
+        "instructions": modern::INSTRUCTIONS,
     });
     jsonrpc::result_line(&req.id, &result)
 }
 
-fn tools_list(req: &Request, ctx: &AgentContext) -> Handled {
+fn tools_list(req: &Request, ctx: &AgentContext, modern: bool) -> Handled {
     let cursor = req.params.as_ref().and_then(|p| p.get("cursor"));
     let cursor = match cursor {
         None | Some(Value::Null) => None,
@@ -107,10 +128,23 @@ fn tools_list(req: &Request, ctx: &AgentContext) -> Handled {
                 tools: Vec<&'a Value>,
                 #[serde(rename = "nextCursor", skip_serializing_if = "Option::is_none")]
                 next_cursor: Option<String>,
+                /// The modern result shape: `resultType`, cache hints, server info.
+                #[serde(flatten, skip_serializing_if = "Option::is_none")]
+                modern: Option<Value>,
             }
+            let modern = modern.then(|| {
+                let c = catalog.cache;
+                json!({
+                    "resultType": "complete",
+                    "ttlMs": c.ttl_ms,
+                    "cacheScope": if c.private { "private" } else { "public" },
+                    "_meta": { crate::protocol::era::key::SERVER_INFO: crate::protocol::era::server_info() },
+                })
+            });
             let result = Page {
                 tools: page.iter().map(|t| &t.definition).collect(),
                 next_cursor: next,
+                modern,
             };
             Handled::Now(jsonrpc::result_line(&req.id, &result))
         }
@@ -128,7 +162,13 @@ fn invalid(id: &Id, method: &str, reason: &str) -> Handled {
     )
 }
 
-fn tools_call(req: Request, ctx: &AgentContext, outbox: &Outbox) -> Handled {
+fn tools_call(
+    req: Request,
+    ctx: &AgentContext,
+    outbox: &Outbox,
+    modern: bool,
+    caps: Option<Value>,
+) -> Handled {
     let Request { id, params, .. } = req;
     let Some(Value::Object(mut params)) = params else {
         return invalid(
@@ -190,13 +230,13 @@ fn tools_call(req: Request, ctx: &AgentContext, outbox: &Outbox) -> Handled {
     let reply_id = id.clone();
     let fut = async move {
         let reply = tokio::select! {
-            r = handle.call(call, method::TOOLS_CALL, Some(Value::Object(params)), progress) => r,
+            r = handle.call(call, method::TOOLS_CALL, Some(Value::Object(params)), progress, caps) => r,
             () = token.cancelled() => {
                 handle.cancel(call, "cancelled by the agent").await;
                 return (reply_id, Step::Cancelled);
             }
         };
-        let line = render(&reply_id, &server, method::TOOLS_CALL, reply);
+        let line = render(&reply_id, &server, method::TOOLS_CALL, reply, modern);
         (reply_id, Step::Reply(line))
     };
     Handled::Later {
@@ -208,8 +248,12 @@ fn tools_call(req: Request, ctx: &AgentContext, outbox: &Outbox) -> Handled {
 
 /// The agent's answer for an upstream reply: the server's own result or error unchanged,
 /// or mcpd's explanation of why there is none.
-fn render(id: &Id, server: &str, method: &str, reply: Reply) -> String {
+fn render(id: &Id, server: &str, method: &str, reply: Reply, modern: bool) -> String {
     match reply {
+        Ok(Ok(mut result)) if modern => {
+            crate::protocol::era::modernize_result(&mut result);
+            jsonrpc::response_line(id, &Ok(result))
+        }
         Ok(outcome) => jsonrpc::response_line(id, &outcome),
         Err(error) => {
             let e = AgentError::Upstream {

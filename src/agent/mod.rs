@@ -3,6 +3,7 @@
 mod conn;
 mod handlers;
 pub mod listener;
+mod modern;
 
 use crate::registry::Catalog;
 use crate::supervisor::SupervisorHandle;

@@ -46,6 +46,7 @@ pub mod defaults {
     pub const PING_INTERVAL: Duration = Duration::from_secs(30);
     pub const PING_TIMEOUT: Duration = Duration::from_secs(10);
     pub const STOP_GRACE: Duration = Duration::from_secs(2);
+    pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 }
 
 // ---------------------------------------------------------------- raw file
@@ -63,6 +64,7 @@ struct RawFile {
 #[serde(deny_unknown_fields)]
 struct RawDaemon {
     socket: Option<PathBuf>,
+    state_dir: Option<PathBuf>,
     request_timeout: Option<String>,
     max_message_bytes: Option<usize>,
     tool_name_limit: Option<usize>,
@@ -92,6 +94,7 @@ struct RawHealth {
     ping_timeout: Option<String>,
     startup_timeout: Option<String>,
     stop_grace: Option<String>,
+    probe_timeout: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -104,6 +107,7 @@ struct RawServer {
     headers: BTreeMap<String, String>,
     bearer_token_env: Option<String>,
     connect_timeout: Option<String>,
+    protocol: Option<String>,
     #[serde(default)]
     args: Vec<String>,
     #[serde(default)]
@@ -137,6 +141,8 @@ pub struct Config {
 pub struct DaemonConfig {
     /// Socket path from the file; the command line and environment take precedence.
     pub socket: Option<PathBuf>,
+    /// Where mcpd keeps state across restarts (the servers' protocol eras).
+    pub state_dir: Option<PathBuf>,
     /// Default per-request timeout for servers that set none.
     pub request_timeout: Duration,
     /// Longest line accepted from an agent or a server, in bytes.
@@ -155,6 +161,8 @@ pub struct DaemonConfig {
 pub struct ServerConfig {
     pub name: String,
     pub launch: Launch,
+    /// Which protocol era to speak to it.
+    pub protocol: ProtocolMode,
     pub enabled: bool,
     /// Per-request timeout.
     pub timeout: Duration,
@@ -162,6 +170,27 @@ pub struct ServerConfig {
     pub health: HealthPolicy,
     /// Requests in flight to this server at once; more fail with "busy".
     pub max_in_flight: usize,
+}
+
+/// Which protocol era mcpd speaks to a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProtocolMode {
+    /// Find out: probe with `server/discover`, fall back to `initialize`.
+    Auto,
+    /// Only `initialize` (2024-11-05 … 2025-11-25).
+    Legacy,
+    /// Only 2026-07-28.
+    Modern,
+}
+
+impl ProtocolMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProtocolMode::Auto => "auto",
+            ProtocolMode::Legacy => "legacy",
+            ProtocolMode::Modern => "modern",
+        }
+    }
 }
 
 /// How a server is reached.
@@ -213,12 +242,15 @@ pub struct HealthPolicy {
     pub ping_timeout: Duration,
     /// Wait after closing stdin, and again after SIGTERM, before escalating.
     pub stop_grace: Duration,
+    /// Bound on the `server/discover` probe that finds a server's era.
+    pub probe_timeout: Duration,
 }
 
 impl Default for DaemonConfig {
     fn default() -> Self {
         DaemonConfig {
             socket: None,
+            state_dir: None,
             request_timeout: defaults::REQUEST_TIMEOUT,
             max_message_bytes: defaults::MAX_MESSAGE_BYTES,
             tool_name_limit: defaults::TOOL_NAME_LIMIT,
@@ -327,6 +359,7 @@ impl Validator<'_> {
         let d = &raw.daemon;
         let daemon = DaemonConfig {
             socket: d.socket.clone(),
+            state_dir: d.state_dir.clone(),
             request_timeout: self.duration(
                 "daemon.request_timeout",
                 &d.request_timeout,
@@ -382,8 +415,20 @@ impl Validator<'_> {
                 Some(h) => self.health(&format!("{key}.health"), h, Some(health_default))?,
                 None => health_default,
             };
+            let protocol = match s.protocol.as_deref() {
+                None | Some("auto") => ProtocolMode::Auto,
+                Some("legacy") => ProtocolMode::Legacy,
+                Some("modern") => ProtocolMode::Modern,
+                Some(other) => {
+                    return Err(self.err(
+                        format!("{key}.protocol"),
+                        format!("{other:?} is not a protocol mode; use \"auto\", \"legacy\" or \"modern\""),
+                    ));
+                }
+            };
             let server = ServerConfig {
                 launch,
+                protocol,
                 enabled: s.enabled,
                 timeout: self.duration(
                     &format!("{key}.timeout"),
@@ -525,6 +570,7 @@ impl Validator<'_> {
             ping_interval: defaults::PING_INTERVAL,
             ping_timeout: defaults::PING_TIMEOUT,
             stop_grace: defaults::STOP_GRACE,
+            probe_timeout: defaults::PROBE_TIMEOUT,
         });
         let p = HealthPolicy {
             startup_timeout: self.duration(
@@ -543,6 +589,11 @@ impl Validator<'_> {
                 b.ping_timeout,
             )?,
             stop_grace: self.duration(&format!("{key}.stop_grace"), &h.stop_grace, b.stop_grace)?,
+            probe_timeout: self.duration(
+                &format!("{key}.probe_timeout"),
+                &h.probe_timeout,
+                b.probe_timeout,
+            )?,
         };
         if p.startup_timeout.is_zero() || p.ping_timeout.is_zero() {
             return Err(self.err(

@@ -1,5 +1,7 @@
 //! MCP knowledge without IO: protocol versions, method names, and qualified names.
 
+pub mod era;
+pub mod headers;
 pub mod naming;
 
 /// Legacy-era protocol versions mcpd speaks, newest first.
@@ -22,6 +24,9 @@ pub mod method {
     pub const CANCELLED: &str = "notifications/cancelled";
     pub const PROGRESS: &str = "notifications/progress";
     pub const TOOLS_LIST_CHANGED: &str = "notifications/tools/list_changed";
+    pub const DISCOVER: &str = "server/discover";
+    pub const LISTEN: &str = "subscriptions/listen";
+    pub const SUBSCRIPTIONS_ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
     /// The daemon's own status method, served on the agent socket.
     pub const MCPD_STATUS: &str = "mcpd/status";
 }

@@ -1,13 +1,16 @@
 //! The supervisor owns every upstream: starts them, restarts them with backoff, stops them, and publishes the catalog.
 
 pub mod backoff;
+mod eras;
+mod probing;
 mod status;
 
 use crate::config::{Config, Launch, ServerConfig};
 use crate::registry::{Availability, Catalog, Registry};
 use crate::sentinel::SentinelHandle;
-use crate::upstream::connection::{self, ConnectionContext};
+use crate::upstream::connection::{self, ConnectionContext, EraPlan};
 use crate::upstream::http::HttpInfo;
+use crate::upstream::probe::Verdict;
 use crate::upstream::process;
 use crate::upstream::{ConnectionEvent, ConnectionExit, ServerIdentity, UpstreamHandle};
 use backoff::{Backoff, CrashBudget};
@@ -79,6 +82,7 @@ impl SupervisorHandle {
             events_rx,
             rx,
             conns: JoinSet::new(),
+            eras: eras::EraCache::load(eras::state_dir(config.daemon.state_dir.clone())),
             next_instance: 0,
             max_line: config.daemon.max_message_bytes,
             name_limit: config.daemon.tool_name_limit,
@@ -111,6 +115,13 @@ impl SupervisorHandle {
     }
 }
 
+/// What a task of the supervisor's `JoinSet` reports when it ends.
+pub(crate) enum Finished {
+    Connection(ConnectionExit),
+    /// A probe's verdict; None when it was cancelled.
+    Probe(Option<Verdict>),
+}
+
 /// What to do when the running instance exits.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum AfterExit {
@@ -131,6 +142,8 @@ struct Running {
     handle: Option<UpstreamHandle>,
     /// For a remote server, its live HTTP state.
     http: Option<watch::Receiver<HttpInfo>>,
+    /// This instance is an era probe, not a serving connection.
+    probing: bool,
 }
 
 /// Everything the supervisor knows about one configured server.
@@ -151,6 +164,12 @@ struct Slot {
     catalog_error: Option<String>,
     /// Kept across restarts so status can show what the server last said.
     identity: Option<ServerIdentity>,
+    /// How the server's era was decided, for status.
+    era_reason: Option<String>,
+    /// The running connection's era came from the cache (so a failed start forgets it).
+    plan_from_cache: bool,
+    /// The server's cache hints from its last tool list.
+    cache: Option<(u64, bool)>,
 }
 
 impl Slot {
@@ -169,6 +188,9 @@ impl Slot {
             stderr_tail: Vec::new(),
             catalog_error: None,
             identity: None,
+            era_reason: None,
+            plan_from_cache: false,
+            cache: None,
             cfg,
         }
     }
@@ -202,7 +224,9 @@ struct Supervisor {
     events_tx: mpsc::Sender<ConnectionEvent>,
     events_rx: mpsc::Receiver<ConnectionEvent>,
     rx: mpsc::Receiver<SupervisorMsg>,
-    conns: JoinSet<(Arc<str>, u64, ConnectionExit)>,
+    conns: JoinSet<(Arc<str>, u64, Finished)>,
+    /// Servers' protocol eras, kept across daemon restarts.
+    eras: eras::EraCache,
     next_instance: u64,
     max_line: usize,
     name_limit: usize,
@@ -229,8 +253,8 @@ impl Supervisor {
                 () = self.cancel.cancelled() => break,
                 Some(()) = recv_signal(&mut sigchld) => self.reap_orphans(),
                 Some(joined) = self.conns.join_next() => match joined {
-                    Ok((name, instance, exit)) => {
-                        self.on_exit(&name, instance, exit);
+                    Ok((name, instance, finished)) => {
+                        self.on_finished(&name, instance, finished);
                         self.reap_orphans();
                     }
                     Err(e) => tracing::error!("a connection task failed: {e}"),
@@ -244,6 +268,20 @@ impl Supervisor {
     }
 
     fn start(&mut self, name: &Arc<str>) {
+        match self.plan(name) {
+            Some(plan) => self.start_connection(name, plan),
+            None => self.start_probe(name),
+        }
+    }
+
+    fn on_finished(&mut self, name: &Arc<str>, instance: u64, finished: Finished) {
+        match finished {
+            Finished::Connection(exit) => self.on_exit(name, instance, exit),
+            Finished::Probe(verdict) => self.on_probe(name, instance, verdict),
+        }
+    }
+
+    fn start_connection(&mut self, name: &Arc<str>, era: EraPlan) {
         let Some(slot) = self.slots.get_mut(name) else {
             return;
         };
@@ -271,6 +309,7 @@ impl Supervisor {
             max_line: self.max_line,
             events: self.events_tx.clone(),
             cancel: cancel.clone(),
+            era,
         };
         slot.running = Some(Running {
             instance,
@@ -279,13 +318,16 @@ impl Supervisor {
             started: Instant::now(),
             handle: None,
             http: None,
+            probing: false,
         });
         slot.state = ServerState::Starting;
         slot.retry_at = None;
         slot.after_exit = AfterExit::Recover;
         let name = name.clone();
-        self.conns
-            .spawn(async move { (name, instance, connection::run(ctx).await) });
+        self.conns.spawn(async move {
+            let exit = connection::run(ctx).await;
+            (name, instance, Finished::Connection(exit))
+        });
     }
 
     fn on_event(&mut self, event: ConnectionEvent) {
@@ -335,6 +377,7 @@ impl Supervisor {
                 server,
                 instance,
                 tools,
+                cache,
             } => {
                 if self.current(&server, instance).is_none() {
                     return;
@@ -349,6 +392,9 @@ impl Supervisor {
                 let Some(slot) = self.slots.get_mut(&server) else {
                     return;
                 };
+                if outcome.is_ok() {
+                    slot.cache = cache;
+                }
                 match outcome {
                     Ok(n) => {
                         slot.catalog_error = None;
@@ -388,6 +434,14 @@ impl Supervisor {
             sentinel.forget(pid);
         }
         let uptime = running.started.elapsed();
+        if exit.era_mismatch && std::mem::take(&mut slot.plan_from_cache) {
+            // The cached era stopped working: probe next time.
+            tracing::info!(upstream = %name, "the cached protocol era no longer works; probing again");
+            self.eras.forget(name);
+        }
+        let Some(slot) = self.slots.get_mut(name) else {
+            return;
+        };
         slot.last_exit = exit.exit_status.clone();
         slot.stderr_tail = exit.stderr_tail;
         slot.ready_since = None;
@@ -511,8 +565,15 @@ impl Supervisor {
             .iter()
             .map(|(n, s)| (n.clone(), s.availability()))
             .collect();
-        self.catalog
-            .send_replace(Arc::new(self.registry.catalog(servers)));
+        let mut catalog = self.registry.catalog(servers);
+        // mcpd's listings are as fresh as the least fresh server's, and private if any
+        // server's are.
+        let hints = self.slots.values().filter_map(|s| s.cache);
+        for (ttl, private) in hints {
+            catalog.cache.ttl_ms = catalog.cache.ttl_ms.min(ttl);
+            catalog.cache.private |= private;
+        }
+        self.catalog.send_replace(Arc::new(catalog));
     }
 
     /// Stops every server and waits for each to be reaped, within a deadline.
@@ -528,8 +589,8 @@ impl Supervisor {
         }
         let drained = tokio::time::timeout(deadline, async {
             while let Some(joined) = self.conns.join_next().await {
-                if let Ok((name, instance, exit)) = joined {
-                    self.on_exit(&name, instance, exit);
+                if let Ok((name, instance, finished)) = joined {
+                    self.on_finished(&name, instance, finished);
                 }
             }
         })

@@ -1,7 +1,8 @@
 //! What `mcpd ctl status` shows about each server, assembled from the supervisor's slots and each connection's live counters.
 
 use super::{Slot, Supervisor};
-use crate::config::Launch;
+use crate::config::{Launch, ProtocolMode};
+use crate::protocol::era::Era;
 use crate::upstream::http::HttpInfo;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -48,6 +49,12 @@ pub struct ServerStatus {
     /// The live HTTP state of a connected remote server.
     pub http: Option<HttpInfo>,
     pub session_renewals: u64,
+    /// The protocol era spoken ("legacy" or "modern"), once known.
+    pub era: Option<String>,
+    /// How the era was decided (probe outcome, cache, config).
+    pub era_reason: Option<String>,
+    /// An era probe is running.
+    pub probing: bool,
     pub protocol_version: Option<String>,
     pub server_info: Option<serde_json::Value>,
     pub pid: Option<u32>,
@@ -84,6 +91,13 @@ impl Slot {
                 (chosen, None, Some(h.display_url()))
             }
         };
+        let era = identity
+            .map(|i| Era::of_version(&i.protocol_version).as_str().to_owned())
+            .or_else(|| match self.cfg.protocol {
+                ProtocolMode::Legacy => Some("legacy".into()),
+                ProtocolMode::Modern => Some("modern".into()),
+                ProtocolMode::Auto => None,
+            });
         ServerStatus {
             name: name.to_owned(),
             state: self.state,
@@ -92,6 +106,12 @@ impl Slot {
             url,
             http,
             session_renewals: 0,
+            era,
+            era_reason: self.era_reason.clone().or_else(|| match self.cfg.protocol {
+                ProtocolMode::Auto => None,
+                other => Some(format!("protocol = \"{}\" in the config", other.as_str())),
+            }),
+            probing: self.running.as_ref().is_some_and(|r| r.probing),
             protocol_version: identity.map(|i| i.protocol_version.clone()),
             server_info: identity.map(|i| i.server_info.clone()),
             pid: self.running.as_ref().and_then(|r| r.pid),

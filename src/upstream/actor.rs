@@ -1,14 +1,17 @@
 //! The serving loop of one upstream connection: owns the pending map, the id counter and the progress-token map.
 
+use super::list::ToolList;
+use super::modern::{self, Dress, ParamHeaders};
 use super::process::StderrTail;
-use super::transport::{Inbound, Outbound, Resume, Sent};
+use super::transport::{Inbound, Outbound, Resume};
 use super::{
     CallId, ConnectionEvent, LiveStatus, ProgressSink, Reply, UpstreamError, UpstreamHandle,
     UpstreamMsg, fetch_tools,
 };
 use crate::config::ServerConfig;
 use crate::framing::Frame;
-use crate::jsonrpc::{self, ErrorObject, Id, Message, Notification, Request, Response, code};
+use crate::jsonrpc::{self, ErrorObject, Message, Notification, Request, Response, code};
+use crate::protocol::era::Era;
 use crate::protocol::method;
 use futures::future::BoxFuture;
 use futures::{FutureExt, Stream, StreamExt};
@@ -26,6 +29,10 @@ use tokio_util::time::{DelayQueue, delay_queue};
 const MAILBOX: usize = 256;
 /// Times one request's broken reply stream is resumed before the request fails.
 const MAX_RESUMES: u8 = 3;
+/// Wait before reopening a modern server's `subscriptions/listen` after it ended.
+const LISTEN_RETRY: Duration = Duration::from_secs(2);
+/// The shortest catalog refresh interval a server's `ttlMs` can cause.
+const MIN_TTL_REFRESH: Duration = Duration::from_secs(1);
 
 /// How a connection's serving loop ended.
 pub enum End {
@@ -46,7 +53,8 @@ struct Pending {
     method: String,
     respond_to: Responder,
     progress: Option<ProgressSink>,
-    deadline: delay_queue::Key,
+    /// None for a request that may stay open forever (a subscription).
+    deadline: Option<delay_queue::Key>,
     /// Times its reply stream has been resumed.
     resumes: u8,
 }
@@ -55,6 +63,18 @@ enum Responder {
     Caller(oneshot::Sender<Reply>),
     /// A liveness probe of our own.
     Ping,
+    /// Our `subscriptions/listen` to a modern server.
+    Listen,
+}
+
+/// mcpd's subscription to a modern server's list changes.
+enum ListenState {
+    /// Not wanted: a legacy server, or one without `tools.listChanged`.
+    Off,
+    /// Open under this request id.
+    Open(u64),
+    /// Ended; reopen at this time.
+    RetryAt(Instant),
 }
 
 pub struct Actor {
@@ -85,8 +105,16 @@ pub struct Actor {
     renewals: u64,
     last_heard: Instant,
     ping: Option<(u64, Instant)>,
-    refresh: Option<BoxFuture<'static, Result<Vec<Value>, String>>>,
+    refresh: Option<BoxFuture<'static, Result<ToolList, String>>>,
     refresh_again: bool,
+    /// The server's era, which decides how requests are dressed.
+    era: Era,
+    /// Whether the transport is HTTP (request-metadata headers, `x-mcp-header`).
+    http: bool,
+    param_headers: ParamHeaders,
+    listen: ListenState,
+    /// When the catalog's TTL (a modern server's `ttlMs`) lapses.
+    refresh_at: Option<Instant>,
 }
 
 impl Actor {
@@ -97,6 +125,7 @@ impl Actor {
         out: mpsc::Sender<Outbound>,
         events: mpsc::Sender<ConnectionEvent>,
         instance: u64,
+        era: Era,
     ) -> (Actor, UpstreamHandle) {
         let (tx, rx) = mpsc::channel(MAILBOX);
         // A backstop beyond the connection's own timeout, which normally fires first and
@@ -129,6 +158,11 @@ impl Actor {
             ping: None,
             refresh: None,
             refresh_again: false,
+            era,
+            http: matches!(cfg.launch, crate::config::Launch::Http(_)),
+            param_headers: ParamHeaders::new(),
+            listen: ListenState::Off,
+            refresh_at: None,
         };
         (actor, handle)
     }
@@ -142,6 +176,7 @@ impl Actor {
         stderr: &mut mpsc::Receiver<String>,
         cancel: &CancellationToken,
         has_tools: bool,
+        wants_listen: bool,
     ) -> (End, StderrTail)
     where
         S: Stream<Item = Inbound> + Unpin,
@@ -149,6 +184,9 @@ impl Actor {
     {
         if has_tools {
             self.start_refresh();
+        }
+        if wants_listen {
+            self.open_listen();
         }
         tokio::pin!(exited);
         let end = loop {
@@ -218,13 +256,14 @@ impl Actor {
                 method,
                 params,
                 progress,
+                caps,
                 respond_to,
-            } => self.send_request(call, method, params, progress, respond_to),
+            } => self.send_request(call, method, params, progress, caps, respond_to),
             UpstreamMsg::Cancel { call, reason } => {
                 if let Some(id) = self.by_call.remove(&call)
                     && let Some(p) = self.pending.remove(&id)
                 {
-                    self.deadlines.remove(&p.deadline);
+                    self.forget_deadline(&p);
                     self.send_cancelled(id, &reason);
                     // The POST of a request mcpd no longer waits for is dropped, which
                     // is also how a modern HTTP server learns of a cancellation.
@@ -249,6 +288,7 @@ impl Actor {
         method: String,
         mut params: Option<Value>,
         progress: Option<ProgressSink>,
+        caps: Option<Value>,
         respond_to: oneshot::Sender<Reply>,
     ) {
         if self.pending.len() >= self.max_in_flight {
@@ -269,11 +309,8 @@ impl Actor {
                 meta.insert("progressToken".into(), json!(id));
             }
         }
-        let line = jsonrpc::request_line(&Id::from(id), &method, params.as_ref());
-        let request = Some(Sent {
-            id,
-            method: method.clone(),
-        });
+        let (line, sent) = self.dress().request(id, &method, params, caps.as_ref());
+        let request = Some(sent);
         if let Err(e) = self.out.try_send(Outbound::Message { line, request }) {
             let err = match e {
                 mpsc::error::TrySendError::Full(_) => UpstreamError::Busy {
@@ -284,7 +321,7 @@ impl Actor {
             let _ = respond_to.send(Err(err)); // the caller may have gone; nothing to do
             return;
         }
-        let deadline = self.deadlines.insert(id, self.timeout);
+        let deadline = Some(self.deadlines.insert(id, self.timeout));
         if let Some(call) = call {
             self.by_call.insert(call, id);
         }
@@ -299,6 +336,58 @@ impl Actor {
                 resumes: 0,
             },
         );
+    }
+
+    fn dress(&self) -> Dress<'_> {
+        Dress {
+            era: self.era,
+            http: self.http,
+            param_headers: &self.param_headers,
+        }
+    }
+
+    fn forget_deadline(&mut self, p: &Pending) {
+        if let Some(key) = &p.deadline {
+            self.deadlines.remove(key);
+        }
+    }
+
+    /// Asks a modern server to tell us of tool-list changes. The request stays open
+    /// without a deadline while the server is up.
+    fn open_listen(&mut self) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let (line, sent) =
+            self.dress()
+                .request(id, method::LISTEN, Some(modern::listen_params()), None);
+        if self
+            .out
+            .try_send(Outbound::Message {
+                line,
+                request: Some(sent),
+            })
+            .is_err()
+        {
+            self.listen = ListenState::RetryAt(Instant::now() + LISTEN_RETRY);
+            return;
+        }
+        self.pending.insert(
+            id,
+            Pending {
+                call: None,
+                method: method::LISTEN.into(),
+                respond_to: Responder::Listen,
+                progress: None,
+                deadline: None,
+                resumes: 0,
+            },
+        );
+        self.listen = ListenState::Open(id);
+    }
+
+    fn listen_ended(&mut self) {
+        tracing::debug!(upstream = %self.server, "the server ended our subscription; reopening it soon");
+        self.listen = ListenState::RetryAt(Instant::now() + LISTEN_RETRY);
     }
 
     fn send_cancelled(&mut self, id: u64, reason: &str) {
@@ -352,16 +441,17 @@ impl Actor {
         let Some(p) = self.pending.remove(&id) else {
             return;
         };
-        self.deadlines.remove(&p.deadline);
+        self.forget_deadline(&p);
         if let Some(call) = p.call {
             self.by_call.remove(&call);
         }
-        tracing::warn!(upstream = %self.server, rpc_id = id, method = %p.method, "request failed: {error}");
         match p.respond_to {
             Responder::Caller(tx) => {
+                tracing::warn!(upstream = %self.server, rpc_id = id, method = %p.method, "request failed: {error}");
                 let _ = tx.send(Err(error)); // the caller may have gone
             }
             Responder::Ping => self.ping = None,
+            Responder::Listen => self.listen_ended(),
         }
     }
 
@@ -395,7 +485,7 @@ impl Actor {
             tracing::debug!(upstream = %self.server, rpc_id = %r.id, "dropped a response with no pending request");
             return;
         };
-        self.deadlines.remove(&p.deadline);
+        self.forget_deadline(&p);
         if let Some(call) = p.call {
             self.by_call.remove(&call);
         }
@@ -404,11 +494,21 @@ impl Actor {
                 let _ = tx.send(Ok(r.outcome)); // the caller may have gone
             }
             Responder::Ping => self.ping = None,
+            Responder::Listen => self.listen_ended(),
         }
     }
 
     fn on_notification(&mut self, n: Notification) {
+        if let Some(sub) = modern::subscription_of(n.params.as_ref())
+            && !matches!(self.listen, ListenState::Open(id) if id == sub)
+        {
+            tracing::debug!(upstream = %self.server, "dropped a notification for an unknown subscription");
+            return;
+        }
         match n.method.as_str() {
+            method::SUBSCRIPTIONS_ACKNOWLEDGED => {
+                tracing::debug!(upstream = %self.server, "the server acknowledged our subscription");
+            }
             method::PROGRESS => self.route_progress(n),
             method::TOOLS_LIST_CHANGED => {
                 tracing::info!(upstream = %self.server, "server says its tools changed");
@@ -466,15 +566,35 @@ impl Actor {
         self.refresh = Some(async move { fetch_tools(&handle).await }.boxed());
     }
 
-    async fn on_tools(&mut self, tools: Result<Vec<Value>, String>) {
+    async fn on_tools(&mut self, list: Result<ToolList, String>) {
         self.refresh = None;
-        if let Err(e) = &tools {
-            tracing::warn!(upstream = %self.server, "could not fetch the tool list: {e}");
-        }
+        let mut cache = None;
+        let tools = match list {
+            Ok(list) => {
+                cache = list.ttl_ms.map(|ttl| (ttl, list.private));
+                // A lapsed TTL means the list may be stale: fetch it again then.
+                self.refresh_at = list
+                    .ttl_ms
+                    .filter(|ttl| *ttl > 0)
+                    .map(|ttl| Instant::now() + Duration::from_millis(ttl).max(MIN_TTL_REFRESH));
+                if self.http && self.era == Era::Modern {
+                    let (kept, headers) = modern::check_tools(&self.server, list.tools);
+                    self.param_headers = headers;
+                    Ok(kept)
+                } else {
+                    Ok(list.tools)
+                }
+            }
+            Err(e) => {
+                tracing::warn!(upstream = %self.server, "could not fetch the tool list: {e}");
+                Err(e)
+            }
+        };
         let event = ConnectionEvent::Tools {
             server: self.server.clone(),
             instance: self.instance,
             tools,
+            cache,
         };
         // The supervisor never waits on us, so this wait is short; if it is gone the
         // daemon is shutting down and the cancel branch ends the loop.
@@ -487,10 +607,27 @@ impl Actor {
     /// When the loop must next look at the clock: a ping's deadline, or the moment the
     /// idle connection is due for a ping.
     fn next_wake(&self) -> Option<Instant> {
+        let listen = match self.listen {
+            ListenState::RetryAt(t) => Some(t),
+            _ => None,
+        };
+        [self.ping_wake(), listen, self.refresh_at]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Requests that count as work in progress: all but our own subscription.
+    fn busy(&self) -> bool {
+        let open_listen = usize::from(matches!(self.listen, ListenState::Open(_)));
+        self.pending.len() > open_listen
+    }
+
+    fn ping_wake(&self) -> Option<Instant> {
         if let Some((_, deadline)) = self.ping {
             return Some(deadline);
         }
-        if self.ping_interval.is_zero() || !self.pending.is_empty() {
+        if self.ping_interval.is_zero() || self.busy() {
             return None;
         }
         Some(self.last_heard + self.ping_interval)
@@ -498,6 +635,14 @@ impl Actor {
 
     fn on_wake(&mut self) -> Option<String> {
         let now = Instant::now();
+        if matches!(self.listen, ListenState::RetryAt(t) if t <= now) {
+            self.open_listen();
+        }
+        if self.refresh_at.is_some_and(|t| t <= now) {
+            self.refresh_at = None;
+            tracing::debug!(upstream = %self.server, "the tool list's TTL lapsed; fetching it again");
+            self.start_refresh();
+        }
         if let Some((_, deadline)) = self.ping {
             if now >= deadline {
                 return Some(format!(
@@ -508,18 +653,24 @@ impl Actor {
             }
             return None;
         }
-        if self.pending.is_empty() && now >= self.last_heard + self.ping_interval {
+        if !self.ping_interval.is_zero()
+            && !self.busy()
+            && now >= self.last_heard + self.ping_interval
+        {
             let id = self.next_id;
             self.next_id += 1;
+            // The modern era has no ping; `server/discover` is the cheapest request.
+            let probe = match self.era {
+                Era::Legacy => method::PING,
+                Era::Modern => method::DISCOVER,
+            };
+            let (line, sent) = self.dress().request(id, probe, None, None);
             let _ = self.out.try_send(Outbound::Message {
-                line: jsonrpc::request_line(&Id::from(id), method::PING, None),
-                request: Some(Sent {
-                    id,
-                    method: method::PING.into(),
-                }),
+                line,
+                request: Some(sent),
             });
             // A far deadline in the queue; the ping's own deadline is `self.ping`.
-            let deadline = self.deadlines.insert(id, self.ping_timeout * 2);
+            let deadline = Some(self.deadlines.insert(id, self.ping_timeout * 2));
             self.pending.insert(
                 id,
                 Pending {
@@ -547,8 +698,8 @@ impl Actor {
 }
 
 async fn poll_refresh(
-    refresh: &mut Option<BoxFuture<'static, Result<Vec<Value>, String>>>,
-) -> Result<Vec<Value>, String> {
+    refresh: &mut Option<BoxFuture<'static, Result<ToolList, String>>>,
+) -> Result<ToolList, String> {
     match refresh {
         Some(f) => f.await,
         None => std::future::pending().await,

@@ -6,6 +6,7 @@ use super::transport::{Inbound, Outbound};
 use super::{ConnectionEvent, ConnectionExit, ServerIdentity, handshake, http, process};
 use crate::config::{Launch, ServerConfig};
 use crate::framing::{self, BoundedLines};
+use crate::protocol::era::Era;
 use futures::{Stream, StreamExt};
 use std::future::Future;
 use std::sync::Arc;
@@ -29,6 +30,19 @@ pub struct ConnectionContext {
     pub events: mpsc::Sender<ConnectionEvent>,
     /// Fired by the supervisor to stop this connection.
     pub cancel: CancellationToken,
+    /// How the connection finds the server's protocol era.
+    pub era: EraPlan,
+}
+
+/// How a connection learns which era to speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EraPlan {
+    /// `initialize` (from the config, the cache or a probe).
+    Legacy,
+    /// `server/discover` and the modern envelope.
+    Modern,
+    /// Probe in place with `server/discover`, falling back to `initialize` (HTTP).
+    Auto,
 }
 
 /// Runs one connection to its end and reports how it ended. Every path stops and reaps
@@ -58,6 +72,7 @@ impl ConnectionExit {
             stderr_tail: Vec::new(),
             was_ready: false,
             fatal: false,
+            era_mismatch: false,
         }
     }
 }
@@ -89,13 +104,13 @@ async fn run_stdio(ctx: ConnectionContext, spawned: process::Spawned) -> Connect
     let startup = ctx.config.health.startup_timeout;
     let mut malformed = 0;
     let handshake = tokio::select! {
-        r = tokio::time::timeout(startup, handshake::initialize(&server, &mut frames, &out_tx, &mut malformed)) => match r {
-            Ok(r) => r.map_err(|e| Some(e.message)),
-            Err(_) => Err(Some(format!(
+        r = tokio::time::timeout(startup, negotiate(ctx.era, &server, &mut frames, &out_tx, &mut malformed)) => match r {
+            Ok(r) => r.map_err(Some),
+            Err(_) => Err(Some(handshake::HandshakeError::from(format!(
                 "the server did not complete initialize within {} (health.startup_timeout){}",
                 humantime::format_duration(startup),
                 if malformed > 0 { format!("; it wrote {malformed} lines that are not JSON-RPC messages") } else { String::new() },
-            ))),
+            )))),
         },
         () = ctx.cancel.cancelled() => Err(None),
     };
@@ -106,12 +121,14 @@ async fn run_stdio(ctx: ConnectionContext, spawned: process::Spawned) -> Connect
             let status = process::stop(&mut child, pid, grace).await;
             let tail = finish_stderr(stderr_task, &mut err_rx).await;
             writer.abort();
+            let era_mismatch = error.as_ref().is_some_and(|e| e.era_mismatch);
             return ConnectionExit {
-                error: error.map(|e| format!("initialize failed: {e}")),
+                error: error.map(|e| format!("initialize failed: {}", e.message)),
                 exit_status: Some(status),
                 stderr_tail: tail,
                 was_ready: false,
                 fatal: false,
+                era_mismatch,
             };
         }
     };
@@ -171,6 +188,26 @@ async fn run_stdio(ctx: ConnectionContext, spawned: process::Spawned) -> Connect
         stderr_tail: tail.lines(),
         was_ready: true,
         fatal: false,
+        era_mismatch: false,
+    }
+}
+
+/// The handshake of the era plan: `initialize`, `server/discover`, or `server/discover`
+/// falling back to `initialize`.
+pub(super) async fn negotiate<S>(
+    plan: EraPlan,
+    server: &str,
+    inbound: &mut S,
+    out: &mpsc::Sender<Outbound>,
+    malformed: &mut u64,
+) -> Result<ServerIdentity, handshake::HandshakeError>
+where
+    S: Stream<Item = Inbound> + Unpin,
+{
+    match plan {
+        EraPlan::Legacy => handshake::initialize(server, inbound, out, malformed).await,
+        EraPlan::Modern => handshake::discover(server, inbound, out, malformed, false).await,
+        EraPlan::Auto => handshake::discover(server, inbound, out, malformed, true).await,
     }
 }
 
@@ -205,6 +242,7 @@ where
     X: Future<Output = String>,
 {
     let server: Arc<str> = Arc::from(ctx.config.name.as_str());
+    let era = Era::of_version(&identity.protocol_version);
     let (mut actor, handle) = Actor::new(
         server.clone(),
         &ctx.config,
@@ -212,9 +250,17 @@ where
         out,
         ctx.events.clone(),
         ctx.instance,
+        era,
     );
     actor.malformed = malformed;
     let has_tools = identity.has_tools();
+    // A modern server tells of list changes only on a subscription.
+    let wants_listen = era == Era::Modern
+        && identity
+            .capabilities
+            .pointer("/tools/listChanged")
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false);
     let connected = ConnectionEvent::Connected {
         server,
         instance: ctx.instance,
@@ -227,7 +273,14 @@ where
         ctx.cancel.cancel();
     }
     actor
-        .run(inbound, exited, stderr, &ctx.cancel, has_tools)
+        .run(
+            inbound,
+            exited,
+            stderr,
+            &ctx.cancel,
+            has_tools,
+            wants_listen,
+        )
         .await
 }
 

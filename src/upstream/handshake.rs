@@ -4,7 +4,7 @@ use super::ServerIdentity;
 use super::transport::{Inbound, Outbound, Sent};
 use crate::framing::Frame;
 use crate::jsonrpc::{self, ErrorObject, Id, Message, code};
-use crate::protocol::{self, method};
+use crate::protocol::{self, era, method};
 use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -26,6 +26,18 @@ pub struct HandshakeError {
     pub message: String,
     /// The server refused our credentials; retrying will not help.
     pub fatal: bool,
+    /// The server does not speak the era mcpd tried (a cached verdict may be stale).
+    pub era_mismatch: bool,
+}
+
+impl HandshakeError {
+    fn era(message: String) -> Self {
+        HandshakeError {
+            message,
+            fatal: false,
+            era_mismatch: true,
+        }
+    }
 }
 
 impl From<String> for HandshakeError {
@@ -33,6 +45,7 @@ impl From<String> for HandshakeError {
         HandshakeError {
             message,
             fatal: false,
+            era_mismatch: false,
         }
     }
 }
@@ -57,10 +70,7 @@ where
 {
     let id = Id::from(INITIALIZE_ID);
     let line = jsonrpc::request_line(&id, method::INITIALIZE, Some(&initialize_params()));
-    let request = Some(Sent {
-        id: INITIALIZE_ID,
-        method: method::INITIALIZE.into(),
-    });
+    let request = Some(Sent::new(INITIALIZE_ID, method::INITIALIZE));
     send(out, Outbound::Message { line, request }).await?;
     loop {
         let line = match inbound.next().await {
@@ -69,6 +79,7 @@ where
                 return Err(HandshakeError {
                     message: error,
                     fatal,
+                    era_mismatch: false,
                 });
             }
             Some(Inbound::Ended { error, .. }) => return Err(error.to_string().into()),
@@ -85,7 +96,7 @@ where
         };
         match jsonrpc::parse(&line) {
             Ok(Message::Response(r)) if r.id == id => {
-                let identity = identity(r.outcome)?;
+                let identity = identity(r.outcome).map_err(HandshakeError::era)?;
                 let version = identity.protocol_version.clone();
                 send(out, Outbound::Negotiated { version }).await?;
                 let line = jsonrpc::notification_line(method::INITIALIZED, None);
@@ -176,4 +187,199 @@ async fn send(out: &mpsc::Sender<Outbound>, msg: Outbound) -> Result<(), String>
     out.send(msg)
         .await
         .map_err(|_| "the connection to the server closed during initialize".to_owned())
+}
+
+/// What a `server/discover` exchange says about a server's era.
+#[derive(Debug, PartialEq)]
+pub enum Discovered {
+    /// A modern server; its identity when it answered with a `DiscoverResult`.
+    Modern(Option<Box<ServerIdentity>>, String),
+    /// A legacy server (or one with no modern version in common): use `initialize`.
+    Legacy(String),
+}
+
+/// The `server/discover` request, with mcpd's modern envelope.
+pub fn discover_line(id: &Id) -> String {
+    let mut params = None;
+    era::add_envelope(&mut params, &json!({}));
+    jsonrpc::request_line(id, method::DISCOVER, params.as_ref())
+}
+
+/// Classifies the answer to `server/discover`, as the spec and the official SDKs do. A
+/// `-32020` or `-32021` is taken as modern evidence (only a modern server knows those
+/// codes); the server's complaint is kept in the reason and shows in `ctl status`.
+pub fn classify(outcome: Result<Value, ErrorObject>) -> Discovered {
+    match outcome {
+        Ok(result) => {
+            let shared = result
+                .get("supportedVersions")
+                .and_then(Value::as_array)
+                .is_some_and(|v| v.iter().any(|s| s == era::MODERN_VERSION));
+            if shared {
+                let identity = discover_identity(&result);
+                Discovered::Modern(Some(Box::new(identity)), "answered server/discover".into())
+            } else if result.get("supportedVersions").is_some() {
+                Discovered::Legacy(format!(
+                    "server/discover lists no version mcpd speaks ({})",
+                    result["supportedVersions"]
+                ))
+            } else {
+                Discovered::Legacy(
+                    "server/discover answered something that is not a DiscoverResult".into(),
+                )
+            }
+        }
+        Err(e) if e.code == era::code::UNSUPPORTED_VERSION => {
+            let lists_modern = e
+                .data
+                .as_ref()
+                .and_then(|d| d.get("supported"))
+                .and_then(Value::as_array)
+                .is_some_and(|v| v.iter().any(|s| s == era::MODERN_VERSION));
+            if lists_modern {
+                Discovered::Modern(
+                    None,
+                    format!(
+                        "server/discover refused with -32022 ({}) but the server lists {}",
+                        e.message,
+                        era::MODERN_VERSION
+                    ),
+                )
+            } else {
+                Discovered::Legacy(format!(
+                    "server/discover refused with -32022 ({}); no modern version in common",
+                    e.message
+                ))
+            }
+        }
+        Err(e)
+            if e.code == era::code::HEADER_MISMATCH
+                || e.code == era::code::MISSING_CLIENT_CAPABILITY =>
+        {
+            Discovered::Modern(
+                None,
+                format!(
+                    "server/discover refused with {} ({}), which only modern servers send",
+                    e.code, e.message
+                ),
+            )
+        }
+        Err(e) => Discovered::Legacy(format!(
+            "server/discover failed with {} ({})",
+            e.code, e.message
+        )),
+    }
+}
+
+/// A modern server's identity from its `DiscoverResult`.
+pub fn discover_identity(result: &Value) -> ServerIdentity {
+    ServerIdentity {
+        protocol_version: era::MODERN_VERSION.to_owned(),
+        server_info: result
+            .pointer("/_meta")
+            .and_then(|m| m.get(era::key::SERVER_INFO))
+            .cloned()
+            .unwrap_or(Value::Null),
+        capabilities: result
+            .get("capabilities")
+            .cloned()
+            .unwrap_or_else(|| json!({})),
+        instructions: result
+            .get("instructions")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        pid: None,
+        transport: None,
+    }
+}
+
+/// Asks a modern server who it is (`server/discover`) on the serving connection. Over
+/// HTTP with `auto`, `legacy_fallback` lets a legacy answer go on to `initialize`.
+pub async fn discover<S>(
+    server: &str,
+    inbound: &mut S,
+    out: &mpsc::Sender<Outbound>,
+    malformed: &mut u64,
+    legacy_fallback: bool,
+) -> Result<ServerIdentity, HandshakeError>
+where
+    S: Stream<Item = Inbound> + Unpin,
+{
+    let id = Id::from(INITIALIZE_ID);
+    let request = Some(Sent::modern(INITIALIZE_ID, method::DISCOVER, None));
+    send(
+        out,
+        Outbound::Message {
+            line: discover_line(&id),
+            request,
+        },
+    )
+    .await?;
+    let outcome = loop {
+        let line = match inbound.next().await {
+            None => return Err("the server closed its output during server/discover".into()),
+            Some(Inbound::Closed { error, fatal }) => {
+                return Err(HandshakeError {
+                    message: error,
+                    fatal,
+                    era_mismatch: false,
+                });
+            }
+            Some(Inbound::Ended { error, .. }) => {
+                // An HTTP 4xx without a modern error body is a legacy server's answer;
+                // anything else (5xx, a broken connection) says nothing about the era.
+                match &error {
+                    super::UpstreamError::Http { status, .. } if (400..500).contains(status) => {
+                        break Err(ErrorObject::new(i64::from(*status), error.to_string()));
+                    }
+                    _ => return Err(error.to_string().into()),
+                }
+            }
+            Some(Inbound::Renewed) => continue,
+            Some(Inbound::Frame(Frame::Line(line))) => line,
+            Some(Inbound::Frame(_)) => {
+                *malformed += 1;
+                continue;
+            }
+        };
+        match jsonrpc::parse(&line) {
+            Ok(Message::Response(r)) if r.id == id => break r.outcome,
+            Ok(_) => tracing::debug!(
+                upstream = server,
+                "ignored a message during server/discover"
+            ),
+            Err(_) => *malformed += 1,
+        }
+    };
+    match classify(outcome) {
+        Discovered::Modern(identity, reason) => {
+            tracing::info!(upstream = server, "modern server: {reason}");
+            let identity = match identity {
+                Some(i) => *i,
+                None => {
+                    return Err(HandshakeError::era(format!(
+                        "the server speaks 2026-07-28 but refused server/discover: {reason}"
+                    )));
+                }
+            };
+            send(
+                out,
+                Outbound::Negotiated {
+                    version: era::MODERN_VERSION.into(),
+                },
+            )
+            .await?;
+            Ok(identity)
+        }
+        Discovered::Legacy(reason) if legacy_fallback => {
+            tracing::info!(
+                upstream = server,
+                "not a modern server ({reason}); using initialize"
+            );
+            initialize(server, inbound, out, malformed).await
+        }
+        Discovered::Legacy(reason) => Err(HandshakeError::era(format!(
+            "the server does not speak 2026-07-28: {reason}"
+        ))),
+    }
 }

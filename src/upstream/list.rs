@@ -8,10 +8,21 @@ use std::collections::HashSet;
 /// Pages fetched at most, so a server that paginates forever cannot keep us busy.
 const MAX_PAGES: usize = 100;
 
+/// A server's whole tool list, with the cache hints of its pages (2026-07-28).
+#[derive(Debug, Default)]
+pub struct ToolList {
+    pub tools: Vec<Value>,
+    /// The shortest `ttlMs` of the pages; None when the server gave none.
+    pub ttl_ms: Option<u64>,
+    /// Whether any page was `cacheScope: "private"`.
+    pub private: bool,
+}
+
 /// Fetches every page of `tools/list`. A repeated cursor, too many pages, an error or a
 /// result without a `tools` array fails the whole fetch: a partial list is never used.
-pub async fn fetch_tools(handle: &UpstreamHandle) -> Result<Vec<Value>, String> {
-    let mut tools = Vec::new();
+pub async fn fetch_tools(handle: &UpstreamHandle) -> Result<ToolList, String> {
+    let mut list = ToolList::default();
+    let tools = &mut list.tools;
     let mut seen = HashSet::new();
     let mut cursor: Option<String> = None;
     for _ in 0..MAX_PAGES {
@@ -30,8 +41,14 @@ pub async fn fetch_tools(handle: &UpstreamHandle) -> Result<Vec<Value>, String> 
             return Err("tools/list result has no \"tools\" array".into());
         };
         tools.extend(page.iter().cloned());
+        if let Some(ttl) = result.get("ttlMs") {
+            // A negative or odd TTL counts as zero, as the spec says.
+            let ttl = ttl.as_u64().unwrap_or(0);
+            list.ttl_ms = Some(list.ttl_ms.map_or(ttl, |t| t.min(ttl)));
+        }
+        list.private |= result.get("cacheScope").and_then(Value::as_str) == Some("private");
         match result.get("nextCursor") {
-            None | Some(Value::Null) => return Ok(tools),
+            None | Some(Value::Null) => return Ok(list),
             Some(Value::String(next)) => {
                 if !seen.insert(next.clone()) {
                     return Err(format!(

@@ -10,6 +10,8 @@ pub mod connection;
 mod handshake;
 pub mod http;
 mod list;
+mod modern;
+pub mod probe;
 pub mod process;
 mod transport;
 
@@ -20,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
-pub use list::fetch_tools;
+pub use list::{ToolList, fetch_tools};
 
 /// Identifies one agent call across mcpd, so it can be cancelled later.
 pub type CallId = u64;
@@ -83,7 +85,7 @@ pub struct LiveStatus {
 }
 
 /// What the server said about itself in the handshake.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ServerIdentity {
     pub protocol_version: String,
     pub server_info: Value,
@@ -125,6 +127,8 @@ pub enum ConnectionEvent {
         server: Arc<str>,
         instance: u64,
         tools: Result<Vec<Value>, String>,
+        /// The server's cache hints (`ttlMs`, private scope), when it gave any.
+        cache: Option<(u64, bool)>,
     },
 }
 
@@ -143,6 +147,8 @@ pub struct ConnectionExit {
     /// The server refused mcpd's credentials: do not retry until the config changes or
     /// someone runs `mcpd ctl restart`.
     pub fatal: bool,
+    /// The handshake showed the server does not speak the era that was tried.
+    pub era_mismatch: bool,
 }
 
 pub(crate) enum UpstreamMsg {
@@ -151,6 +157,8 @@ pub(crate) enum UpstreamMsg {
         method: String,
         params: Option<Value>,
         progress: Option<ProgressSink>,
+        /// The calling agent's client capabilities, for a modern server's envelope.
+        caps: Option<Value>,
         respond_to: oneshot::Sender<Reply>,
     },
     Cancel {
@@ -189,14 +197,15 @@ impl UpstreamHandle {
         method: &str,
         params: Option<Value>,
         progress: Option<ProgressSink>,
+        caps: Option<Value>,
     ) -> Reply {
-        self.send_request(Some(call), method, params, progress)
+        self.send_request(Some(call), method, params, progress, caps)
             .await
     }
 
     /// A request of mcpd's own (catalog fetches).
     pub async fn request(&self, method: &str, params: Option<Value>) -> Reply {
-        self.send_request(None, method, params, None).await
+        self.send_request(None, method, params, None, None).await
     }
 
     async fn send_request(
@@ -205,6 +214,7 @@ impl UpstreamHandle {
         method: &str,
         params: Option<Value>,
         progress: Option<ProgressSink>,
+        caps: Option<Value>,
     ) -> Reply {
         let (respond_to, rx) = oneshot::channel();
         let msg = UpstreamMsg::Request {
@@ -212,6 +222,7 @@ impl UpstreamHandle {
             method: method.to_owned(),
             params,
             progress,
+            caps,
             respond_to,
         };
         self.tx.send(msg).await.map_err(|_| UpstreamError::Gone)?;

@@ -7,6 +7,7 @@
 
 use super::UpstreamError;
 use crate::framing::{Frame, OutLine};
+use crate::protocol::era;
 
 /// A request mcpd sends, as the transport needs to know it.
 #[derive(Debug, Clone)]
@@ -14,6 +15,42 @@ pub struct Sent {
     /// mcpd's id for it on this connection.
     pub id: u64,
     pub method: String,
+    /// Request-metadata headers of the modern HTTP transport (`MCP-Protocol-Version`,
+    /// `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`); empty for legacy requests.
+    pub headers: Vec<(String, String)>,
+}
+
+impl Sent {
+    pub fn new(id: u64, method: &str) -> Sent {
+        Sent {
+            id,
+            method: method.to_owned(),
+            headers: Vec::new(),
+        }
+    }
+
+    /// A modern request: its headers name the version, the method and, for
+    /// `tools/call`, `prompts/get` and `resources/read`, the name or URI.
+    pub fn modern(id: u64, method: &str, name: Option<&str>) -> Sent {
+        let mut headers = vec![
+            (
+                "mcp-protocol-version".to_owned(),
+                era::MODERN_VERSION.to_owned(),
+            ),
+            ("mcp-method".to_owned(), method.to_owned()),
+        ];
+        if let Some(name) = name {
+            headers.push((
+                "mcp-name".to_owned(),
+                crate::protocol::headers::header_value(name),
+            ));
+        }
+        Sent {
+            id,
+            method: method.to_owned(),
+            headers,
+        }
+    }
 }
 
 /// What the actor (or handshake) asks its transport to do.

@@ -69,9 +69,15 @@ async fn remote_tools_are_listed_called_and_shown_in_status_with_secrets_from_th
     assert_eq!(s["protocol_version"], "2025-11-25", "{s}");
     let stats = fx.stats();
     assert_eq!(stats.initializes, 1);
+    // The first POST is the era probe (server/discover, 2026-07-28); every request after
+    // initialize carries the negotiated version.
+    let (probe, rest) = stats
+        .protocol_headers
+        .split_first()
+        .expect("protocol headers recorded");
+    assert_eq!(probe, "2026-07-28", "{:?}", stats.protocol_headers);
     assert!(
-        !stats.protocol_headers.is_empty()
-            && stats.protocol_headers.iter().all(|v| v == "2025-11-25"),
+        !rest.is_empty() && rest.iter().all(|v| v == "2025-11-25"),
         "MCP-Protocol-Version on every request after initialize: {:?}",
         stats.protocol_headers
     );

@@ -136,7 +136,13 @@ impl DaemonBuilder {
     }
 
     pub fn config_text(&self) -> String {
-        let mut t = format!("[daemon]\n{}\n", self.daemon_toml);
+        // Each daemon keeps its state (the era cache) in its own directory.
+        let state = self.dir.path().join("state");
+        let mut t = format!(
+            "[daemon]\nstate_dir = {}\n{}\n",
+            toml_str(&state.to_string_lossy()),
+            self.daemon_toml
+        );
         for s in &self.servers {
             let launch = match &s.launch {
                 Launch::Command { command, args } => format!(
@@ -588,10 +594,33 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
 
 /// The pids in the `starts` file of a fixture `--record` directory, in start order.
 pub fn recorded_starts(dir: &Path) -> Vec<u32> {
+    all_recorded_starts(dir)
+        .into_iter()
+        .filter(|pid| !is_probe(dir, *pid))
+        .collect()
+}
+
+/// Every process a `--record`ed fixture started, era probes included.
+pub fn all_recorded_starts(dir: &Path) -> Vec<u32> {
     read_lines(&dir.join("starts"))
         .iter()
         .map(|l| l.trim().parse().expect("a pid per line in starts"))
         .collect()
+}
+
+/// The era probes among the recorded processes: those whose first request was
+/// `server/discover`.
+pub fn recorded_probes(dir: &Path) -> Vec<u32> {
+    all_recorded_starts(dir)
+        .into_iter()
+        .filter(|pid| is_probe(dir, *pid))
+        .collect()
+}
+
+fn is_probe(dir: &Path, pid: u32) -> bool {
+    recorded_requests(dir, pid)
+        .first()
+        .is_some_and(|r| r["method"] == "server/discover")
 }
 
 /// The grandchild pid a `--spawn-grandchild --record DIR` fixture with `pid` wrote.

@@ -168,10 +168,14 @@ pub async fn read_body(resp: Response, max: usize) -> Result<Body, reqwest::Erro
 
 /// A short, single-line excerpt of an error response's body.
 pub async fn excerpt(resp: Response) -> String {
-    let text = match read_body(resp, ERROR_BODY_MAX).await {
-        Ok(Body::Text(t)) => t,
-        _ => return String::new(),
-    };
+    match read_body(resp, ERROR_BODY_MAX).await {
+        Ok(Body::Text(t)) => one_line(&t),
+        _ => String::new(),
+    }
+}
+
+/// A short, single-line excerpt of a text.
+pub fn one_line(text: &str) -> String {
     let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
     let mut cut: String = one_line.chars().take(EXCERPT).collect();
     if cut.len() < one_line.len() {

@@ -10,7 +10,7 @@ mod sse;
 mod streamable;
 
 use super::actor::End;
-use super::connection::{ConnectionContext, report_lost, serve};
+use super::connection::{ConnectionContext, negotiate, report_lost, serve};
 use super::transport::{Inbound, Outbound};
 use super::{ConnectionExit, handshake};
 use crate::config::{HttpLaunch, HttpTransport};
@@ -68,7 +68,7 @@ pub async fn run(ctx: ConnectionContext, launch: HttpLaunch) -> ConnectionExit {
     let startup = ctx.config.health.startup_timeout;
     let mut malformed = 0;
     let handshake = tokio::select! {
-        r = tokio::time::timeout(startup, handshake::initialize(&server, &mut inbound, &out_tx, &mut malformed)) => match r {
+        r = tokio::time::timeout(startup, negotiate(ctx.era, &server, &mut inbound, &out_tx, &mut malformed)) => match r {
             Ok(r) => r.map_err(Some),
             Err(_) => Err(Some(handshake::HandshakeError::from(format!(
                 "{shown} did not complete initialize within {} (health.startup_timeout)",
@@ -83,12 +83,14 @@ pub async fn run(ctx: ConnectionContext, launch: HttpLaunch) -> ConnectionExit {
             drop(out_tx);
             finish(&server, &mut transport).await;
             let fatal = error.as_ref().is_some_and(|e| e.fatal);
+            let era_mismatch = error.as_ref().is_some_and(|e| e.era_mismatch);
             return ConnectionExit {
                 error: error.map(|e| format!("initialize failed: {}", e.message)),
                 exit_status: None,
                 stderr_tail: Vec::new(),
                 was_ready: false,
                 fatal,
+                era_mismatch,
             };
         }
     };
@@ -143,6 +145,7 @@ pub async fn run(ctx: ConnectionContext, launch: HttpLaunch) -> ConnectionExit {
         stderr_tail: Vec::new(),
         was_ready: true,
         fatal,
+        era_mismatch: false,
     }
 }
 

@@ -46,6 +46,7 @@ enum Outcome {
     SessionExpired {
         line: String,
         id: Option<u64>,
+        extra: Vec<(String, String)>,
         retried: bool,
     },
     Refused(String),
@@ -143,11 +144,17 @@ impl Streamable {
                     self.init_line = Some(line.clone());
                     self.initialize(line, r.id).await?;
                 }
-                request => self.spawn_post(line, request.map(|r| r.id), false),
+                Some(r) => self.spawn_post(line, Some(r.id), r.headers, false),
+                None => self.spawn_post(line, None, Vec::new(), false),
             },
             Outbound::Negotiated { version } => {
+                // A modern server has no sessions and no GET stream: its notifications
+                // come on a subscription the actor opens.
+                let modern = version.as_str() >= crate::protocol::era::MODERN_VERSION;
                 self.version = Some(version);
-                self.start_listener();
+                if !modern {
+                    self.start_listener();
+                }
             }
             Outbound::Abort(id) => {
                 if let Some(h) = self.aborts.remove(&id) {
@@ -183,9 +190,23 @@ impl Streamable {
         }
     }
 
-    fn spawn_post(&mut self, line: String, id: Option<u64>, retried: bool) {
-        let ctx = self.post_ctx();
-        let handle = self.posts.spawn(ctx.post(line, id, retried));
+    fn spawn_post(
+        &mut self,
+        line: String,
+        id: Option<u64>,
+        extra: Vec<(String, String)>,
+        retried: bool,
+    ) {
+        let mut ctx = self.post_ctx();
+        for (name, value) in &extra {
+            if let (Ok(n), Ok(v)) = (
+                reqwest::header::HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                ctx.headers.insert(n, v);
+            }
+        }
+        let handle = self.posts.spawn(ctx.post(line, id, extra, retried));
         if let Some(id) = id {
             self.aborts.insert(id, handle);
         }
@@ -204,7 +225,12 @@ impl Streamable {
         }
         match done.outcome {
             Outcome::Finished => true,
-            Outcome::SessionExpired { line, id, retried } => {
+            Outcome::SessionExpired {
+                line,
+                id,
+                extra,
+                retried,
+            } => {
                 if retried {
                     let why = "the server forgot the session again right after it was renewed";
                     self.close(why.into(), false).await;
@@ -220,7 +246,7 @@ impl Streamable {
                     .await;
                     return false;
                 }
-                self.spawn_post(line, id, true);
+                self.spawn_post(line, id, extra, true);
                 true
             }
             Outcome::Refused(hint) => {
@@ -335,7 +361,7 @@ impl Streamable {
         self.generation += 1;
         let initialized =
             crate::jsonrpc::notification_line(crate::protocol::method::INITIALIZED, None);
-        self.spawn_post(initialized, None, false);
+        self.spawn_post(initialized, None, Vec::new(), false);
         self.info
             .send_modify(|i| i.session = self.session.is_some());
         self.start_listener();
@@ -426,7 +452,13 @@ impl PostCtx {
             .await;
     }
 
-    async fn post(self, line: String, id: Option<u64>, retried: bool) -> Done {
+    async fn post(
+        self,
+        line: String,
+        id: Option<u64>,
+        extra: Vec<(String, String)>,
+        retried: bool,
+    ) -> Done {
         let shown = self.ep.shown_url();
         let sent = self
             .ep
@@ -456,7 +488,15 @@ impl PostCtx {
         };
         let status = resp.status();
         if status == StatusCode::NOT_FOUND && self.headers.contains_key(SESSION_HEADER) {
-            return self.done(id, Outcome::SessionExpired { line, id, retried });
+            return self.done(
+                id,
+                Outcome::SessionExpired {
+                    line,
+                    id,
+                    extra,
+                    retried,
+                },
+            );
         }
         if client::is_auth_failure(status) {
             let hint = client::auth_hint(&resp);
@@ -474,10 +514,29 @@ impl PostCtx {
             return self.done(id, Outcome::Refused(hint));
         }
         if !status.is_success() {
-            let excerpt = client::excerpt(resp).await;
-            let error = UpstreamError::Http {
-                status: status.as_u16(),
-                excerpt,
+            let error = match id {
+                // A JSON-RPC answer to the request in an error response (a modern
+                // server's -32022 in a 400, say) is the server's answer: deliver it.
+                Some(id) if client::content_type(&resp) == "application/json" => {
+                    match client::read_body(resp, ERROR_BODY_MAX).await {
+                        Ok(Body::Text(t)) if answers(&t, id) => {
+                            let _ = self.inbound.send(Inbound::Frame(Frame::Line(t))).await;
+                            return self.done(Some(id), Outcome::Finished);
+                        }
+                        Ok(Body::Text(t)) => UpstreamError::Http {
+                            status: status.as_u16(),
+                            excerpt: client::one_line(&t),
+                        },
+                        _ => UpstreamError::Http {
+                            status: status.as_u16(),
+                            excerpt: String::new(),
+                        },
+                    }
+                }
+                _ => UpstreamError::Http {
+                    status: status.as_u16(),
+                    excerpt: client::excerpt(resp).await,
+                },
             };
             match id {
                 Some(id) => self.ended(id, error).await,
@@ -635,6 +694,21 @@ where
             resume,
         })
         .await;
+}
+
+/// Bytes of an error response read to look for a JSON-RPC answer in it.
+const ERROR_BODY_MAX: usize = 64 * 1024;
+
+/// Whether a body is a JSON-RPC response to request `id`.
+fn answers(text: &str, id: u64) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        id: Option<Value>,
+    }
+    serde_json::from_str::<Head>(text)
+        .ok()
+        .and_then(|h| h.id)
+        .is_some_and(|v| v.as_u64() == Some(id))
 }
 
 /// The JSON-RPC message an event carries, if it carries one.

@@ -1,0 +1,146 @@
+//! The modern (2026-07-28) side of an agent connection: era pinning, `server/discover`, request envelopes, and `subscriptions/listen`.
+
+use super::AgentContext;
+use super::conn::Session;
+use crate::jsonrpc::{self, ErrorObject, Id, Request};
+use crate::protocol::era::{self, Era, RequestEra, key};
+use crate::protocol::method;
+use serde_json::{Value, json};
+
+/// What `handle` should do with a request after looking at its era.
+pub enum Verdict {
+    /// Serve it; `modern` says whether its result gets the modern shape.
+    Serve { modern: bool },
+    /// Refuse it with this line.
+    Refuse(String),
+}
+
+/// Decides a request's era and pins the connection on its first decisive exchange:
+/// `initialize` pins legacy, a valid modern request pins modern; `server/discover` pins
+/// nothing, so a client can still fall back to `initialize`.
+pub fn check(req: &Request, session: &mut Session) -> Verdict {
+    if req.method == method::INITIALIZE {
+        if session.era == Some(Era::Modern) {
+            let requested = req
+                .params
+                .as_ref()
+                .and_then(|p| p.get("protocolVersion"))
+                .and_then(Value::as_str);
+            return Verdict::Refuse(unsupported(
+                &req.id,
+                requested,
+                "this connection already speaks 2026-07-28; initialize is not part of it",
+            ));
+        }
+        return Verdict::Serve { modern: false };
+    }
+    match era::request_era(req.params.as_ref()) {
+        RequestEra::Modern => {
+            if session.era.is_none() {
+                session.era = Some(Era::Modern);
+                tracing::info!(agent = session.agent, "agent speaks 2026-07-28");
+            }
+            Verdict::Serve { modern: true }
+        }
+        RequestEra::UnsupportedVersion(v) => Verdict::Refuse(unsupported(
+            &req.id,
+            Some(&v),
+            "Unsupported protocol version",
+        )),
+        RequestEra::MissingKey(k) => Verdict::Refuse(missing_key(&req.id, k)),
+        RequestEra::Legacy if session.era == Some(Era::Modern) && !is_mcpd_method(&req.method) => {
+            Verdict::Refuse(missing_key(&req.id, key::PROTOCOL_VERSION))
+        }
+        RequestEra::Legacy => Verdict::Serve {
+            // `server/discover` is a modern method even without its envelope.
+            modern: req.method == method::DISCOVER,
+        },
+    }
+}
+
+fn is_mcpd_method(m: &str) -> bool {
+    m.starts_with("mcpd/")
+}
+
+fn unsupported(id: &Id, requested: Option<&str>, message: &str) -> String {
+    let e = ErrorObject::new(era::code::UNSUPPORTED_VERSION, message.to_owned())
+        .with_data(era::unsupported_version_data(requested));
+    jsonrpc::error_line(Some(id), &e)
+}
+
+fn missing_key(id: &Id, k: &str) -> String {
+    let e = ErrorObject::new(
+        jsonrpc::code::INVALID_PARAMS,
+        format!("the request's _meta lacks the required key \"{k}\""),
+    )
+    .with_data(json!({ "missing": k }));
+    jsonrpc::error_line(Some(id), &e)
+}
+
+/// mcpd's own capabilities, the same in both eras.
+pub fn capabilities() -> Value {
+    json!({ "tools": { "listChanged": true } })
+}
+
+pub const INSTRUCTIONS: &str = "mcpd multiplexes several MCP servers. Tool names are SERVER__TOOL: the part before the double underscore names the server that provides the tool.";
+
+/// The cache hints mcpd puts on its listings.
+pub fn cache_hints(ctx: &AgentContext) -> (u64, &'static str) {
+    let c = ctx.catalog.borrow();
+    (
+        c.cache.ttl_ms,
+        if c.cache.private { "private" } else { "public" },
+    )
+}
+
+/// Answers `server/discover`.
+pub fn discover(req: &Request, ctx: &AgentContext) -> String {
+    let (ttl, scope) = cache_hints(ctx);
+    let result = json!({
+        "resultType": "complete",
+        "supportedVersions": era::supported_versions(),
+        "capabilities": capabilities(),
+        "instructions": INSTRUCTIONS,
+        "ttlMs": ttl,
+        "cacheScope": scope,
+        "_meta": { key::SERVER_INFO: era::server_info() },
+    });
+    jsonrpc::result_line(&req.id, &result)
+}
+
+/// Which notifications one `subscriptions/listen` of an agent asked for.
+#[derive(Debug, Clone, Copy)]
+pub struct Listen {
+    pub tools: bool,
+}
+
+/// Starts a subscription: returns the acknowledgement to send. The request itself stays
+/// open (unanswered) until the agent cancels it.
+pub fn listen(req: &Request) -> (Listen, String) {
+    let wanted = req.params.as_ref().and_then(|p| p.get("notifications"));
+    let tools = wanted
+        .and_then(|w| w.get("toolsListChanged"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let honoured = if tools {
+        json!({ "toolsListChanged": true })
+    } else {
+        json!({})
+    };
+    let ack = jsonrpc::notification_line(
+        method::SUBSCRIPTIONS_ACKNOWLEDGED,
+        Some(&json!({
+            "notifications": honoured,
+            "_meta": { key::SUBSCRIPTION_ID: req.id },
+        })),
+    );
+    (Listen { tools }, ack)
+}
+
+/// A list-changed notification for one subscription.
+pub fn list_changed(subscription: &Id) -> String {
+    jsonrpc::notification_line(
+        method::TOOLS_LIST_CHANGED,
+        Some(&json!({ "_meta": { key::SUBSCRIPTION_ID: subscription } })),
+    )
+}

@@ -1,0 +1,218 @@
+//! The two protocol eras: legacy (`initialize`) and modern 2026-07-28 (stateless, `_meta` on every request). No IO.
+
+use super::LEGACY_VERSIONS;
+use serde_json::{Map, Value, json};
+
+/// The one modern protocol version mcpd speaks.
+pub const MODERN_VERSION: &str = "2026-07-28";
+
+/// Reserved `_meta` keys of the modern era.
+pub mod key {
+    pub const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+    pub const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+    pub const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+    pub const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+    pub const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+    pub const LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+}
+
+/// MCP error codes of the modern era.
+pub mod code {
+    pub const HEADER_MISMATCH: i64 = -32020;
+    pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
+    pub const UNSUPPORTED_VERSION: i64 = -32022;
+}
+
+/// Which protocol era a peer speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Era {
+    Legacy,
+    Modern,
+}
+
+impl Era {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Era::Legacy => "legacy",
+            Era::Modern => "modern",
+        }
+    }
+
+    pub fn of_version(version: &str) -> Era {
+        if version >= MODERN_VERSION {
+            Era::Modern
+        } else {
+            Era::Legacy
+        }
+    }
+}
+
+/// Every version mcpd speaks, newest first: what `supportedVersions` and `-32022` list.
+pub fn supported_versions() -> Vec<&'static str> {
+    let mut v = vec![MODERN_VERSION];
+    v.extend(LEGACY_VERSIONS);
+    v
+}
+
+/// The `data` of an unsupported-version error.
+pub fn unsupported_version_data(requested: Option<&str>) -> Value {
+    json!({ "supported": supported_versions(), "requested": requested })
+}
+
+/// What the `_meta` of an agent's request says about its era.
+#[derive(Debug, PartialEq)]
+pub enum RequestEra {
+    /// No modern keys: a legacy request.
+    Legacy,
+    /// A well-formed modern request.
+    Modern,
+    /// Modern, but unusable: the missing key, or the unsupported version.
+    MissingKey(&'static str),
+    UnsupportedVersion(String),
+}
+
+/// Classifies a request by its `params._meta`. A request is modern when it carries the
+/// protocol-version key; it must then also carry the client capabilities.
+pub fn request_era(params: Option<&Value>) -> RequestEra {
+    let meta = params.and_then(|p| p.get("_meta"));
+    let Some(version) = meta.and_then(|m| m.get(key::PROTOCOL_VERSION)) else {
+        return RequestEra::Legacy;
+    };
+    match version.as_str() {
+        Some(MODERN_VERSION) => {}
+        Some(other) => return RequestEra::UnsupportedVersion(other.to_owned()),
+        None => return RequestEra::UnsupportedVersion(version.to_string()),
+    }
+    let caps = meta.and_then(|m| m.get(key::CLIENT_CAPABILITIES));
+    if !caps.is_some_and(Value::is_object) {
+        return RequestEra::MissingKey(key::CLIENT_CAPABILITIES);
+    }
+    RequestEra::Modern
+}
+
+/// The client capabilities a modern request declares.
+pub fn client_capabilities(params: Option<&Value>) -> Option<&Value> {
+    params?.get("_meta")?.get(key::CLIENT_CAPABILITIES)
+}
+
+/// Adds mcpd's modern `_meta` envelope to request params, keeping whatever `_meta` the
+/// params already carry (a progress token, the agent's own capabilities).
+pub fn add_envelope(params: &mut Option<Value>, capabilities: &Value) {
+    let p = params.get_or_insert_with(|| Value::Object(Map::new()));
+    let Some(obj) = p.as_object_mut() else {
+        return;
+    };
+    let meta = obj
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !meta.is_object() {
+        *meta = Value::Object(Map::new());
+    }
+    if let Some(m) = meta.as_object_mut() {
+        m.insert(key::PROTOCOL_VERSION.into(), json!(MODERN_VERSION));
+        m.entry(key::CLIENT_CAPABILITIES)
+            .or_insert_with(|| capabilities.clone());
+        m.insert(key::CLIENT_INFO.into(), client_info());
+    }
+}
+
+/// Removes the modern envelope from params bound for a legacy server, which would not
+/// understand it.
+pub fn strip_envelope(params: &mut Option<Value>) {
+    let Some(meta) = params
+        .as_mut()
+        .and_then(|p| p.get_mut("_meta"))
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    meta.retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
+    if meta.is_empty()
+        && let Some(p) = params.as_mut().and_then(Value::as_object_mut)
+    {
+        p.remove("_meta");
+    }
+}
+
+/// mcpd as a client.
+pub fn client_info() -> Value {
+    json!({ "name": "mcpd", "version": env!("CARGO_PKG_VERSION") })
+}
+
+/// mcpd as a server.
+pub fn server_info() -> Value {
+    json!({ "name": "mcpd", "version": env!("CARGO_PKG_VERSION") })
+}
+
+/// Makes an upstream result a modern one: `resultType` defaults to `complete` (an older
+/// server leaves it out), and mcpd's server info goes in `_meta`.
+pub fn modernize_result(result: &mut Value) {
+    let Some(obj) = result.as_object_mut() else {
+        return;
+    };
+    obj.entry("resultType").or_insert_with(|| json!("complete"));
+    let meta = obj
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Some(m) = meta.as_object_mut() {
+        m.entry(key::SERVER_INFO).or_insert_with(server_info);
+    }
+}
+
+/// The `resultType` of a result; a missing one means `complete`.
+pub fn result_type(result: &Value) -> &str {
+    result
+        .get("resultType")
+        .and_then(Value::as_str)
+        .unwrap_or("complete")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_classified_by_their_meta() {
+        let check = |params: Value, want: RequestEra| {
+            assert_eq!(request_era(Some(&params)), want, "{params}");
+        };
+        check(json!({}), RequestEra::Legacy);
+        check(json!({"_meta": {"progressToken": 1}}), RequestEra::Legacy);
+        check(
+            json!({"_meta": {key::PROTOCOL_VERSION: MODERN_VERSION, key::CLIENT_CAPABILITIES: {}}}),
+            RequestEra::Modern,
+        );
+        check(
+            json!({"_meta": {key::PROTOCOL_VERSION: MODERN_VERSION}}),
+            RequestEra::MissingKey(key::CLIENT_CAPABILITIES),
+        );
+        check(
+            json!({"_meta": {key::PROTOCOL_VERSION: "2030-01-01", key::CLIENT_CAPABILITIES: {}}}),
+            RequestEra::UnsupportedVersion("2030-01-01".into()),
+        );
+        assert_eq!(request_era(None), RequestEra::Legacy);
+    }
+
+    #[test]
+    fn envelopes_are_added_and_stripped_keeping_other_meta() {
+        let mut p = Some(json!({"name": "t", "_meta": {"progressToken": 7}}));
+        add_envelope(&mut p, &json!({"elicitation": {}}));
+        let meta = &p.as_ref().unwrap()["_meta"];
+        assert_eq!(meta["progressToken"], 7);
+        assert_eq!(meta[key::PROTOCOL_VERSION], MODERN_VERSION);
+        assert_eq!(meta[key::CLIENT_CAPABILITIES], json!({"elicitation": {}}));
+        strip_envelope(&mut p);
+        assert_eq!(p, Some(json!({"name": "t", "_meta": {"progressToken": 7}})));
+        let mut q = None;
+        add_envelope(&mut q, &json!({}));
+        strip_envelope(&mut q);
+        assert_eq!(q, Some(json!({})));
+        assert_eq!(Era::of_version("2025-11-25"), Era::Legacy);
+        assert_eq!(Era::of_version(MODERN_VERSION), Era::Modern);
+        let mut r = json!({"content": []});
+        modernize_result(&mut r);
+        assert_eq!(result_type(&r), "complete");
+        assert_eq!(r["_meta"][key::SERVER_INFO]["name"], "mcpd");
+    }
+}

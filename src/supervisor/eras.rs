@@ -1,0 +1,145 @@
+//! The cache of servers' protocol eras, kept in a file so a restarted daemon does not probe again. Owned by the supervisor.
+//!
+//! A verdict is keyed by server name and a fingerprint of everything in the config that
+//! decides how the server is started; any change to that configuration invalidates it.
+
+use crate::config::{Launch, ServerConfig};
+use crate::protocol::era::Era;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// One cached verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub fingerprint: String,
+    pub era: Era,
+    /// Why: the probe's outcome in words, shown in `ctl status`.
+    pub reason: String,
+    /// Seconds since the Unix epoch.
+    pub decided_at: u64,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct File {
+    servers: BTreeMap<String, Verdict>,
+}
+
+pub struct EraCache {
+    path: Option<PathBuf>,
+    file: File,
+}
+
+impl EraCache {
+    /// Loads the cache from `dir/eras.json`. A missing or unreadable file is an empty
+    /// cache: the worst that happens is a probe.
+    pub fn load(dir: Option<PathBuf>) -> EraCache {
+        let path = dir.map(|d| d.join("eras.json"));
+        let file = path
+            .as_ref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .and_then(|text| match serde_json::from_str(&text) {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    tracing::warn!("ignoring the era cache, which cannot be read: {e}");
+                    None
+                }
+            })
+            .unwrap_or_default();
+        EraCache { path, file }
+    }
+
+    /// The cached era of a server, if its configuration has not changed since.
+    pub fn get(&self, cfg: &ServerConfig) -> Option<&Verdict> {
+        self.file
+            .servers
+            .get(&cfg.name)
+            .filter(|v| v.fingerprint == fingerprint(cfg))
+    }
+
+    pub fn put(&mut self, cfg: &ServerConfig, era: Era, reason: String) {
+        let decided_at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let verdict = Verdict {
+            fingerprint: fingerprint(cfg),
+            era,
+            reason,
+            decided_at,
+        };
+        self.file.servers.insert(cfg.name.clone(), verdict);
+        self.save();
+    }
+
+    /// Forgets a verdict that stopped working, so the next start probes again.
+    pub fn forget(&mut self, name: &str) {
+        if self.file.servers.remove(name).is_some() {
+            self.save();
+        }
+    }
+
+    /// Writes the file atomically (a temporary file renamed over it). A failure is
+    /// logged: the cache only saves probes.
+    fn save(&self) {
+        let Some(path) = &self.path else { return };
+        let result = (|| -> std::io::Result<()> {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            let tmp = path.with_extension("json.tmp");
+            let text = serde_json::to_string_pretty(&self.file).map_err(std::io::Error::other)?;
+            std::fs::write(&tmp, text)?;
+            std::fs::rename(&tmp, path)
+        })();
+        if let Err(e) = result {
+            tracing::warn!(path = %path.display(), "could not save the era cache: {e}");
+        }
+    }
+}
+
+/// A stable hash of how a server is started (FNV-1a 64 over a canonical rendering).
+/// Environment values are hashed, never stored.
+pub fn fingerprint(cfg: &ServerConfig) -> String {
+    let mut text = format!("protocol={}\n", cfg.protocol.as_str());
+    match &cfg.launch {
+        Launch::Stdio(s) => {
+            text.push_str(&format!("command={}\n", s.command));
+            for a in &s.args {
+                text.push_str(&format!("arg={a}\n"));
+            }
+            for (k, v) in &s.env {
+                text.push_str(&format!("env={k}={v}\n"));
+            }
+            if let Some(cwd) = &s.cwd {
+                text.push_str(&format!("cwd={}\n", cwd.display()));
+            }
+        }
+        Launch::Http(h) => {
+            text.push_str(&format!(
+                "url={}\ntransport={}\n",
+                h.url,
+                h.transport.as_str()
+            ));
+        }
+    }
+    let mut hash: u64 = 0xcbf29ce484222325;
+    for b in text.bytes() {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x100000001b3);
+    }
+    format!("{hash:016x}")
+}
+
+/// The state directory: the config's `daemon.state_dir`, else `$XDG_STATE_HOME/mcpd`,
+/// else `~/.local/state/mcpd`.
+pub fn state_dir(configured: Option<PathBuf>) -> Option<PathBuf> {
+    if configured.is_some() {
+        return configured;
+    }
+    std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .map(|d| d.join("mcpd"))
+}

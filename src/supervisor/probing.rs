@@ -1,0 +1,111 @@
+//! Deciding a server's protocol era before its connection starts: from the config, the era cache, or a probe process.
+
+use super::{AfterExit, Finished, Running, ServerState, Supervisor};
+use crate::config::{Launch, ProtocolMode};
+use crate::protocol::era::Era;
+use crate::upstream::connection::EraPlan;
+use crate::upstream::probe::{self, Verdict};
+use crate::upstream::process;
+use std::sync::Arc;
+use tokio::time::Instant;
+
+impl Supervisor {
+    /// How the next connection of `name` finds its era; None when a probe must run first.
+    pub(super) fn plan(&mut self, name: &str) -> Option<EraPlan> {
+        let slot = self.slots.get_mut(name)?;
+        match (slot.cfg.protocol, &slot.cfg.launch) {
+            (ProtocolMode::Legacy, _) => Some(EraPlan::Legacy),
+            (ProtocolMode::Modern, _) => Some(EraPlan::Modern),
+            // HTTP servers are probed in place, on the serving connection.
+            (ProtocolMode::Auto, Launch::Http(_)) => Some(EraPlan::Auto),
+            (ProtocolMode::Auto, Launch::Stdio(_)) => {
+                let cached = self.eras.get(&slot.cfg)?;
+                slot.era_reason = Some(format!("cached: {}", cached.reason));
+                slot.plan_from_cache = true;
+                Some(match cached.era {
+                    Era::Legacy => EraPlan::Legacy,
+                    Era::Modern => EraPlan::Modern,
+                })
+            }
+        }
+    }
+
+    /// Starts a disposable probe process for `name`. If it cannot even be spawned, the
+    /// connection is started instead, which reports the same error the usual way.
+    pub(super) fn start_probe(&mut self, name: &Arc<str>) {
+        let Some(slot) = self.slots.get_mut(name) else {
+            return;
+        };
+        let Launch::Stdio(launch) = &slot.cfg.launch else {
+            return;
+        };
+        let spawned = match process::spawn(launch) {
+            Ok(s) => s,
+            Err(_) => return self.start_connection(name, EraPlan::Legacy),
+        };
+        self.next_instance += 1;
+        let instance = self.next_instance;
+        let cancel = self.cancel.child_token();
+        let pid = spawned.pid;
+        self.sentinel.watch(pid);
+        slot.running = Some(Running {
+            instance,
+            pid: Some(pid),
+            cancel: cancel.clone(),
+            started: Instant::now(),
+            handle: None,
+            http: None,
+            probing: true,
+        });
+        slot.state = ServerState::Starting;
+        slot.retry_at = None;
+        slot.after_exit = AfterExit::Recover;
+        let health = slot.cfg.health;
+        let server = name.clone();
+        let max_line = self.max_line;
+        tracing::info!(upstream = %server, pid, "probing the server's protocol era");
+        self.conns.spawn(async move {
+            let verdict =
+                probe::run(&server, spawned, health.probe_timeout, max_line, &cancel).await;
+            (server, instance, Finished::Probe(verdict))
+        });
+    }
+
+    /// A probe ended: remember its verdict, then start the serving connection unless the
+    /// server was stopped meanwhile.
+    pub(super) fn on_probe(&mut self, name: &Arc<str>, instance: u64, verdict: Option<Verdict>) {
+        let sentinel = self.sentinel.clone();
+        let Some(slot) = self.current(name, instance) else {
+            return;
+        };
+        let Some(running) = slot.running.take() else {
+            return;
+        };
+        if let Some(pid) = running.pid {
+            sentinel.forget(pid);
+        }
+        let after = slot.after_exit;
+        let era = match verdict {
+            Some(v) => {
+                slot.era_reason = Some(v.reason.clone());
+                slot.plan_from_cache = false;
+                let cfg = slot.cfg.clone();
+                self.eras.put(&cfg, v.era, v.reason);
+                Some(v.era)
+            }
+            None => None,
+        };
+        match (after, era) {
+            // `ctl restart` during a probe: probe again.
+            (AfterExit::Restart, None) => self.start(name),
+            (AfterExit::Stay, _) | (_, None) => {
+                if let Some(slot) = self.slots.get_mut(name) {
+                    slot.state = ServerState::Stopped;
+                }
+                self.publish();
+            }
+            (_, Some(Era::Legacy)) => self.start_connection(name, EraPlan::Legacy),
+            (_, Some(Era::Modern)) => self.start_connection(name, EraPlan::Modern),
+        }
+    }
+}
