@@ -1,19 +1,24 @@
 //! One agent connection as an actor: reads requests, keeps its calls in flight concurrently, writes through its outbox.
 
 use super::AgentContext;
+use super::bridge;
+use super::calls::{self, InFlight};
 use super::handlers::{self, Pending, Step};
 use crate::errors::AgentError;
 use crate::framing::{self, BoundedLines, Frame};
+use crate::jsonrpc::ErrorObject;
 use crate::jsonrpc::{self, Id, Message};
 use crate::outbox::Outbox;
 use crate::protocol::era::Era;
 use crate::protocol::method;
+use crate::upstream::ServerAsk;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::time::Duration;
 use tokio::net::UnixStream;
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
@@ -23,8 +28,8 @@ const CANCEL_FLUSH: Duration = Duration::from_secs(2);
 /// How long queued replies may take to be written to a closing connection.
 const WRITE_FLUSH: Duration = Duration::from_secs(2);
 
-/// What the agent said in `initialize`.
-#[derive(Debug, Default)]
+/// What the agent said in `initialize`, and the connection's era.
+#[derive(Debug)]
 pub struct Session {
     /// The connection's number, for logs.
     pub agent: u64,
@@ -38,6 +43,34 @@ pub struct Session {
     pub capabilities: Value,
     /// Open `subscriptions/listen` requests of a modern agent, by request id.
     pub listens: HashMap<Id, super::modern::Listen>,
+    /// The actor's service that sends a server's requests to this (legacy) agent.
+    pub asks: mpsc::Sender<ServerAsk>,
+}
+
+/// Server requests queued for a legacy agent.
+const AGENT_ASKS: usize = 16;
+/// Calls of one modern agent parked while waiting for its input, at most.
+const MAX_PARKED: usize = 64;
+/// How long a parked call waits for the agent's retry.
+const PARK_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// A modern agent's call waiting for the agent to retry it with its input.
+struct Parked {
+    respond_to: oneshot::Sender<Result<Value, ErrorObject>>,
+    /// The key of the input request in `inputRequests`.
+    key: String,
+    call: InFlight,
+    since: Instant,
+}
+
+/// The connection's bridge state: requests mcpd sent the agent, and parked calls.
+struct Bridge {
+    binding: bridge::Binding,
+    next_out: u64,
+    /// mcpd's requests to the agent, by the id mcpd gave them.
+    outgoing: HashMap<Id, oneshot::Sender<Result<Value, ErrorObject>>>,
+    next_parked: u64,
+    parked: HashMap<u64, Parked>,
 }
 
 /// Why the loop ended, which decides what in-flight calls are told.
@@ -57,9 +90,26 @@ pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: 
     let max_in_flight = (ctx.queue / 2).max(8);
     let mut catalog = ctx.catalog.clone();
     let mut tools_version = catalog.borrow_and_update().tools_version;
+    let (asks_tx, mut asks_rx) = mpsc::channel(AGENT_ASKS);
     let mut session = Session {
         agent,
-        ..Session::default()
+        protocol_version: None,
+        client_name: None,
+        initialized: false,
+        era: None,
+        capabilities: Value::Null,
+        listens: HashMap::new(),
+        asks: asks_tx,
+    };
+    let mut bridge = Bridge {
+        binding: bridge::Binding {
+            agent,
+            nonce: rand::random(),
+        },
+        next_out: 0,
+        outgoing: HashMap::new(),
+        next_parked: 0,
+        parked: HashMap::new(),
     };
     let mut in_flight: HashMap<Id, CancellationToken> = HashMap::new();
     let mut calls: FuturesUnordered<Pending> = FuturesUnordered::new();
@@ -81,10 +131,16 @@ pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: 
             }
             Some((id, step)) = calls.next() => {
                 in_flight.remove(&id);
-                if let Step::Reply(line) = step {
-                    outbox.send(line);
+                match step {
+                    Step::Reply(line) => {
+                        outbox.send(line);
+                    }
+                    Step::Cancelled => {}
+                    Step::Park { ask, call } => park(&mut bridge, &outbox, ask, call),
                 }
             }
+            Some(ask) = asks_rx.recv() => ask_agent(&mut bridge, &session, &outbox, ask),
+            () = sleep_until(next_expiry(&bridge)) => expire_parked(&mut bridge, &mut calls),
             Ok(()) = catalog.changed() => {
                 let version = catalog.borrow_and_update().tools_version;
                 if version != tools_version {
@@ -96,7 +152,7 @@ pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: 
                 None | Some(Err(_)) => break Close::Gone,
                 Some(Ok(frame)) => {
                     let draining = drain_deadline.is_some();
-                    let reply = on_frame(frame, agent, &ctx, &outbox, &mut session, &mut in_flight, &mut calls, max_in_flight, draining);
+                    let reply = on_frame(frame, agent, &ctx, &outbox, &mut session, &mut bridge, &mut in_flight, &mut calls, max_in_flight, draining);
                     if let Some(line) = reply {
                         outbox.send(line);
                     }
@@ -109,6 +165,12 @@ pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: 
     for token in in_flight.values() {
         token.cancel();
     }
+    for (_, p) in bridge.parked.drain() {
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        let id = p.call.id.clone();
+        calls.push(p.call.resume(id, cancel));
+    }
     let flush = tokio::time::timeout(CANCEL_FLUSH, async {
         while let Some((id, step)) = calls.next().await {
             match step {
@@ -119,7 +181,7 @@ pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: 
                     let e = AgentError::ShuttingDown.to_error_object();
                     outbox.send(jsonrpc::error_line(Some(&id), &e));
                 }
-                Step::Cancelled => {}
+                Step::Cancelled | Step::Park { .. } => {}
             }
         }
     });
@@ -142,6 +204,7 @@ fn on_frame(
     ctx: &AgentContext,
     outbox: &Outbox,
     session: &mut Session,
+    bridge: &mut Bridge,
     in_flight: &mut HashMap<Id, CancellationToken>,
     calls: &mut FuturesUnordered<Pending>,
     max_in_flight: usize,
@@ -194,6 +257,18 @@ fn on_frame(
                 return Some(jsonrpc::error_line(Some(&req.id), &e));
             }
             tracing::debug!(agent, rpc_id = %req.id, method = %req.method, "request");
+            if req.method == method::TOOLS_CALL {
+                match resume_parked(bridge, &req) {
+                    Resumed::NotARetry => {}
+                    Resumed::Refused(line) => return Some(line),
+                    Resumed::Resume(call) => {
+                        let cancel = CancellationToken::new();
+                        in_flight.insert(req.id.clone(), cancel.clone());
+                        calls.push(call.resume(req.id, cancel));
+                        return None;
+                    }
+                }
+            }
             match handlers::handle(req, ctx, outbox, session) {
                 handlers::Handled::Now(line) => Some(line),
                 handlers::Handled::Later { id, cancel, fut } => {
@@ -225,8 +300,156 @@ fn on_frame(
             None
         }
         Message::Response(r) => {
-            tracing::debug!(agent, rpc_id = %r.id, "ignored a response: mcpd sent no request");
+            match bridge.outgoing.remove(&r.id) {
+                // The server may have given up waiting; then no one needs the answer.
+                Some(respond_to) => {
+                    let _ = respond_to.send(r.outcome);
+                }
+                None => {
+                    tracing::debug!(agent, rpc_id = %r.id, "ignored a response to no request of mcpd's")
+                }
+            }
             None
+        }
+    }
+}
+
+/// Sends a server's request to a legacy agent as a real request, if the agent declared
+/// the capability it needs; the answer goes back through `respond_to`.
+fn ask_agent(bridge: &mut Bridge, session: &Session, outbox: &Outbox, ask: ServerAsk) {
+    if let Err(e) = calls::has_capability(&session.capabilities, &ask.method) {
+        let _ = ask.respond_to.send(Err(e)); // the server side may have given up
+        return;
+    }
+    bridge.next_out += 1;
+    let id = Id::Str(format!("mcpd-{}", bridge.next_out));
+    let line = jsonrpc::request_line(&id, &ask.method, ask.params.as_ref());
+    if outbox.send(line) {
+        bridge.outgoing.insert(id, ask.respond_to);
+    } else {
+        let e = ErrorObject::new(
+            jsonrpc::code::INTERNAL_ERROR,
+            "the agent is not reading its connection".to_owned(),
+        );
+        let _ = ask.respond_to.send(Err(e));
+    }
+}
+
+/// A legacy server asked for input during a modern agent's call: answer the agent
+/// `input_required` with a sealed state, and keep the call until it retries. An agent
+/// without the capability gets the error, and the server's request gets it too.
+fn park(bridge: &mut Bridge, outbox: &Outbox, ask: ServerAsk, call: InFlight) {
+    let id = call.id.clone();
+    let refusal = calls::has_capability(&call.caps, &ask.method)
+        .err()
+        .or_else(|| {
+            (bridge.parked.len() >= MAX_PARKED).then(|| {
+                ErrorObject::new(
+                    jsonrpc::code::INTERNAL_ERROR,
+                    format!("{MAX_PARKED} calls already wait for this agent's input"),
+                )
+            })
+        });
+    if let Some(e) = refusal {
+        let _ = ask.respond_to.send(Err(e.clone())); // the server may have given up
+        outbox.send(jsonrpc::error_line(Some(&id), &e));
+        call.cancel.cancel();
+        return;
+    }
+    bridge.next_parked += 1;
+    let n = bridge.next_parked;
+    let key = format!("mcpd-{n}");
+    let result = json!({
+        "resultType": "input_required",
+        "inputRequests": { key.clone(): { "method": ask.method, "params": ask.params } },
+        "requestState": bridge::seal(bridge.binding, n),
+        "_meta": { crate::protocol::era::key::SERVER_INFO: crate::protocol::era::server_info() },
+    });
+    outbox.send(jsonrpc::result_line(&id, &result));
+    bridge.parked.insert(
+        n,
+        Parked {
+            respond_to: ask.respond_to,
+            key,
+            call,
+            since: Instant::now(),
+        },
+    );
+}
+
+enum Resumed {
+    /// An ordinary call (or a retry carrying a server's own state).
+    NotARetry,
+    Refused(String),
+    Resume(InFlight),
+}
+
+/// A modern agent's retry with one of mcpd's `requestState`s: deliver its input to the
+/// waiting server request and resume the parked call under the retry's id.
+fn resume_parked(bridge: &mut Bridge, req: &jsonrpc::Request) -> Resumed {
+    let params = req.params.as_ref();
+    let Some(state) = params
+        .and_then(|p| p.get("requestState"))
+        .and_then(Value::as_str)
+    else {
+        return Resumed::NotARetry;
+    };
+    let refuse = |why: String| {
+        let e = ErrorObject::new(jsonrpc::code::INVALID_PARAMS, why);
+        Resumed::Refused(jsonrpc::error_line(Some(&req.id), &e))
+    };
+    let n = match bridge::open(state, bridge.binding) {
+        bridge::Opened::Foreign => return Resumed::NotARetry,
+        bridge::Opened::Invalid(why) => {
+            return refuse(format!("requestState was not accepted: {why}"));
+        }
+        bridge::Opened::Ours(n) => n,
+    };
+    let Some(p) = bridge.parked.remove(&n) else {
+        return refuse(
+            "requestState refers to a call that is no longer waiting (answered, expired or cancelled)"
+                .into(),
+        );
+    };
+    let answer = params
+        .and_then(|p| p.get("inputResponses"))
+        .and_then(|r| r.get(&p.key))
+        .cloned()
+        .ok_or_else(|| {
+            ErrorObject::new(
+                jsonrpc::code::INVALID_PARAMS,
+                format!("the retry has no inputResponses.{}", p.key),
+            )
+        });
+    // The server may have given up waiting; the call then ends with its error.
+    let _ = p.respond_to.send(answer);
+    Resumed::Resume(p.call)
+}
+
+fn next_expiry(bridge: &Bridge) -> Option<Instant> {
+    bridge.parked.values().map(|p| p.since + PARK_TIMEOUT).min()
+}
+
+/// Parked calls whose agent never retried are cancelled upstream.
+fn expire_parked(bridge: &mut Bridge, calls: &mut FuturesUnordered<Pending>) {
+    let now = Instant::now();
+    let expired: Vec<u64> = bridge
+        .parked
+        .iter()
+        .filter(|(_, p)| p.since + PARK_TIMEOUT <= now)
+        .map(|(n, _)| *n)
+        .collect();
+    for n in expired {
+        if let Some(p) = bridge.parked.remove(&n) {
+            let e = ErrorObject::new(
+                jsonrpc::code::INTERNAL_ERROR,
+                "the agent did not answer in time".to_owned(),
+            );
+            let _ = p.respond_to.send(Err(e));
+            let cancel = CancellationToken::new();
+            cancel.cancel();
+            let id = p.call.id.clone();
+            calls.push(p.call.resume(id, cancel));
         }
     }
 }

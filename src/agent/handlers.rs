@@ -1,33 +1,18 @@
 //! What mcpd does with each request an agent sends: the handshake, listing, routing calls, and the daemon's own methods.
 
 use super::conn::Session;
-use super::{AgentContext, modern};
+use super::{AgentContext, calls, modern};
 use crate::errors::AgentError;
 use crate::jsonrpc::{self, Id, Request};
 use crate::outbox::Outbox;
 use crate::protocol::{self, method};
-use crate::registry::Availability;
 use crate::supervisor::Action;
-use crate::upstream::{ProgressSink, Reply};
 use futures::FutureExt;
-use futures::future::BoxFuture;
 use serde_json::{Value, json};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use tokio_util::sync::CancellationToken;
 
-/// Daemon-wide call ids, so an upstream can tell apart calls from different agents.
-static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
-
-/// An in-flight request of one agent, resolved inside the agent's actor.
-pub type Pending = BoxFuture<'static, (Id, Step)>;
-
-/// How an in-flight request ended.
-pub enum Step {
-    /// A line to send to the agent.
-    Reply(String),
-    /// Cancelled: by the agent (no reply is due) or by the connection closing.
-    Cancelled,
-}
+pub use super::calls::{Pending, Step};
 
 pub enum Handled {
     /// Answered at once.
@@ -59,12 +44,10 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
         }
         method::PING => Handled::Now(jsonrpc::result_line(&req.id, &json!({}))),
         method::TOOLS_LIST => tools_list(&req, ctx, modern),
-        method::TOOLS_CALL => {
-            // A modern agent's capabilities travel in its request; a legacy agent's
-            // come from its `initialize`, for a modern server's envelope.
-            let caps = (!modern).then(|| session.capabilities.clone());
-            tools_call(req, ctx, outbox, modern, caps)
-        }
+        method::TOOLS_CALL => match calls::start(req, ctx, outbox, session, modern) {
+            Ok((id, cancel, fut)) => Handled::Later { id, cancel, fut },
+            Err(line) => Handled::Now(line),
+        },
         method::MCPD_STATUS => status(req, ctx),
         "mcpd/restart" => control(req, ctx, Action::Restart),
         "mcpd/stop" => control(req, ctx, Action::Stop),
@@ -160,110 +143,6 @@ fn invalid(id: &Id, method: &str, reason: &str) -> Handled {
             reason: reason.to_owned(),
         },
     )
-}
-
-fn tools_call(
-    req: Request,
-    ctx: &AgentContext,
-    outbox: &Outbox,
-    modern: bool,
-    caps: Option<Value>,
-) -> Handled {
-    let Request { id, params, .. } = req;
-    let Some(Value::Object(mut params)) = params else {
-        return invalid(
-            &id,
-            method::TOOLS_CALL,
-            "params must be an object with a \"name\"",
-        );
-    };
-    let Some(Value::String(name)) = params.get("name") else {
-        return invalid(&id, method::TOOLS_CALL, "\"name\" must be a string");
-    };
-    let catalog = ctx.catalog.borrow().clone();
-    let Some(tool) = catalog.tool(name) else {
-        // A tool of a server that has not listed its tools yet (it is starting, or has
-        // never been reached) is not unknown: say what is wrong with the server.
-        if let Some((server, availability)) = name
-            .split_once("__")
-            .and_then(|(prefix, _)| catalog.servers.get_key_value(prefix))
-            && !matches!(availability, Availability::Ready(_))
-        {
-            return error(
-                &id,
-                AgentError::Unavailable {
-                    server: server.to_string(),
-                    why: availability.explain(),
-                },
-            );
-        }
-        return error(&id, AgentError::UnknownTool(name.clone()));
-    };
-    let server = tool.server.clone();
-    let handle = match catalog.servers.get(&server) {
-        Some(Availability::Ready(h)) => h.clone(),
-        other => {
-            let why = other.map_or_else(
-                || "not configured any more".to_owned(),
-                Availability::explain,
-            );
-            return error(
-                &id,
-                AgentError::Unavailable {
-                    server: server.to_string(),
-                    why,
-                },
-            );
-        }
-    };
-    params.insert("name".into(), Value::String(tool.original.clone()));
-    let progress = params
-        .get("_meta")
-        .and_then(|m| m.get("progressToken"))
-        .map(|token| ProgressSink {
-            token: token.clone(),
-            outbox: outbox.clone(),
-        });
-    let call = NEXT_CALL.fetch_add(1, Ordering::Relaxed);
-    let cancel = CancellationToken::new();
-    let token = cancel.clone();
-    let reply_id = id.clone();
-    let fut = async move {
-        let reply = tokio::select! {
-            r = handle.call(call, method::TOOLS_CALL, Some(Value::Object(params)), progress, caps) => r,
-            () = token.cancelled() => {
-                handle.cancel(call, "cancelled by the agent").await;
-                return (reply_id, Step::Cancelled);
-            }
-        };
-        let line = render(&reply_id, &server, method::TOOLS_CALL, reply, modern);
-        (reply_id, Step::Reply(line))
-    };
-    Handled::Later {
-        id,
-        cancel,
-        fut: fut.boxed(),
-    }
-}
-
-/// The agent's answer for an upstream reply: the server's own result or error unchanged,
-/// or mcpd's explanation of why there is none.
-fn render(id: &Id, server: &str, method: &str, reply: Reply, modern: bool) -> String {
-    match reply {
-        Ok(Ok(mut result)) if modern => {
-            crate::protocol::era::modernize_result(&mut result);
-            jsonrpc::response_line(id, &Ok(result))
-        }
-        Ok(outcome) => jsonrpc::response_line(id, &outcome),
-        Err(error) => {
-            let e = AgentError::Upstream {
-                server: server.to_owned(),
-                method: method.to_owned(),
-                error,
-            };
-            jsonrpc::error_line(Some(id), &e.to_error_object())
-        }
-    }
 }
 
 fn status(req: Request, ctx: &AgentContext) -> Handled {

@@ -1,5 +1,7 @@
 //! Server side of mcpd: the Unix-socket listener and one actor per agent connection.
 
+mod bridge;
+mod calls;
 mod conn;
 mod handlers;
 pub mod listener;

@@ -5,15 +5,16 @@ use super::modern::{self, Dress, ParamHeaders};
 use super::process::StderrTail;
 use super::transport::{Inbound, Outbound, Resume};
 use super::{
-    CallId, ConnectionEvent, LiveStatus, ProgressSink, Reply, UpstreamError, UpstreamHandle,
-    UpstreamMsg, fetch_tools,
+    CallId, CallOptions, ConnectionEvent, LiveStatus, ProgressSink, Reply, ServerAsk,
+    UpstreamError, UpstreamHandle, UpstreamMsg, fetch_tools,
 };
 use crate::config::ServerConfig;
 use crate::framing::Frame;
-use crate::jsonrpc::{self, ErrorObject, Message, Notification, Request, Response, code};
+use crate::jsonrpc::{self, ErrorObject, Id, Message, Notification, Request, Response, code};
 use crate::protocol::era::Era;
 use crate::protocol::method;
 use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
 use futures::{FutureExt, Stream, StreamExt};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -55,6 +56,8 @@ struct Pending {
     progress: Option<ProgressSink>,
     /// None for a request that may stay open forever (a subscription).
     deadline: Option<delay_queue::Key>,
+    /// Where the server's own requests during this call go.
+    asks: Option<mpsc::Sender<ServerAsk>>,
     /// Times its reply stream has been resumed.
     resumes: u8,
 }
@@ -115,6 +118,8 @@ pub struct Actor {
     listen: ListenState,
     /// When the catalog's TTL (a modern server's `ttlMs`) lapses.
     refresh_at: Option<Instant>,
+    /// Answers to the server's requests, as the agents give them.
+    answers: FuturesUnordered<BoxFuture<'static, (Id, Result<Value, ErrorObject>)>>,
 }
 
 impl Actor {
@@ -163,6 +168,7 @@ impl Actor {
             param_headers: ParamHeaders::new(),
             listen: ListenState::Off,
             refresh_at: None,
+            answers: FuturesUnordered::new(),
         };
         (actor, handle)
     }
@@ -196,7 +202,8 @@ impl Actor {
                 () = cancel.cancelled() => break End::Stopped,
                 status = &mut exited => break End::Exited(status),
                 item = inbound.next() => match item {
-                    Some(Inbound::Frame(frame)) => self.on_frame(frame),
+                    Some(Inbound::Frame(frame)) => self.on_frame(frame, None),
+                    Some(Inbound::Related(frame, request)) => self.on_frame(frame, Some(request)),
                     Some(Inbound::Ended { id, error, resume }) => self.on_ended(id, error, resume),
                     Some(Inbound::Renewed) => {
                         self.renewals += 1;
@@ -218,6 +225,9 @@ impl Actor {
                     self.on_timeout(expired.into_inner());
                 }
                 Some(line) = stderr.recv() => self.tail.push(line),
+                Some((id, answer)) = self.answers.next(), if !self.answers.is_empty() => {
+                    self.answer_server(&id, answer);
+                }
                 tools = poll_refresh(&mut self.refresh) => self.on_tools(tools).await,
                 () = sleep_until(wake) => {
                     if let Some(why) = self.on_wake() {
@@ -255,10 +265,9 @@ impl Actor {
                 call,
                 method,
                 params,
-                progress,
-                caps,
+                opts,
                 respond_to,
-            } => self.send_request(call, method, params, progress, caps, respond_to),
+            } => self.send_request(call, method, params, opts, respond_to),
             UpstreamMsg::Cancel { call, reason } => {
                 if let Some(id) = self.by_call.remove(&call)
                     && let Some(p) = self.pending.remove(&id)
@@ -287,10 +296,14 @@ impl Actor {
         call: Option<CallId>,
         method: String,
         mut params: Option<Value>,
-        progress: Option<ProgressSink>,
-        caps: Option<Value>,
+        opts: CallOptions,
         respond_to: oneshot::Sender<Reply>,
     ) {
+        let CallOptions {
+            progress,
+            caps,
+            asks,
+        } = opts;
         if self.pending.len() >= self.max_in_flight {
             let _ = respond_to.send(Err(UpstreamError::Busy {
                 limit: self.max_in_flight,
@@ -334,6 +347,7 @@ impl Actor {
                 progress,
                 deadline,
                 resumes: 0,
+                asks,
             },
         );
     }
@@ -380,6 +394,7 @@ impl Actor {
                 progress: None,
                 deadline: None,
                 resumes: 0,
+                asks: None,
             },
         );
         self.listen = ListenState::Open(id);
@@ -455,7 +470,7 @@ impl Actor {
         }
     }
 
-    fn on_frame(&mut self, frame: Frame) {
+    fn on_frame(&mut self, frame: Frame, related: Option<u64>) {
         self.last_heard = Instant::now();
         let line = match frame {
             Frame::Line(line) => line,
@@ -469,7 +484,7 @@ impl Actor {
         match jsonrpc::parse(&line) {
             Ok(Message::Response(r)) => self.on_response(r),
             Ok(Message::Notification(n)) => self.on_notification(n),
-            Ok(Message::Request(r)) => self.on_server_request(r),
+            Ok(Message::Request(r)) => self.on_server_request(r, related),
             Err(e) => self.malformed(&e.to_string()),
         }
     }
@@ -540,16 +555,90 @@ impl Actor {
             .send(jsonrpc::notification_line(&n.method, n.params.as_ref()));
     }
 
-    fn on_server_request(&mut self, r: Request) {
-        let line = if r.method == method::PING {
-            jsonrpc::result_line(&r.id, &json!({}))
-        } else {
+    /// A request from the server. `ping` is answered here; a request about an agent's
+    /// call (elicitation, sampling, roots) goes to that call's agent, which must be
+    /// identified without doubt: by the reply stream it came on (HTTP), or by being the
+    /// only call in flight. Anything else gets a clear error.
+    fn on_server_request(&mut self, r: Request, related: Option<u64>) {
+        if r.method == method::PING {
+            return self.answer_server(&r.id, Ok(json!({})));
+        }
+        if !matches!(
+            r.method.as_str(),
+            "elicitation/create" | "sampling/createMessage" | "roots/list"
+        ) {
             let e = ErrorObject::new(
                 code::METHOD_NOT_FOUND,
                 format!("mcpd does not forward {} from servers to agents", r.method),
             );
-            jsonrpc::error_line(Some(&r.id), &e)
+            return self.answer_server(&r.id, Err(e));
+        }
+        let calls: Vec<&Pending> = match related {
+            Some(id) => self.pending.get(&id).into_iter().collect(),
+            None => self.pending.values().filter(|p| p.call.is_some()).collect(),
         };
+        let sink = match calls.as_slice() {
+            [one] => one.asks.clone(),
+            [] => {
+                let e = ErrorObject::new(
+                    code::INVALID_REQUEST,
+                    format!(
+                        "{} arrived while no agent call is in flight; mcpd cannot tell which agent it is for",
+                        r.method
+                    ),
+                );
+                return self.answer_server(&r.id, Err(e));
+            }
+            many => {
+                let e = ErrorObject::new(
+                    code::INVALID_REQUEST,
+                    format!(
+                        "{} arrived while {} agent calls are in flight; mcpd cannot tell which agent it is for",
+                        r.method,
+                        many.len()
+                    ),
+                );
+                return self.answer_server(&r.id, Err(e));
+            }
+        };
+        let Some(sink) = sink else {
+            let e = ErrorObject::new(
+                code::METHOD_NOT_FOUND,
+                format!("{} is not available for this request", r.method),
+            );
+            return self.answer_server(&r.id, Err(e));
+        };
+        let (respond_to, rx) = oneshot::channel();
+        let ask = ServerAsk {
+            method: r.method.clone(),
+            params: r.params,
+            respond_to,
+        };
+        if sink.try_send(ask).is_err() {
+            let e = ErrorObject::new(
+                code::INTERNAL_ERROR,
+                "the agent that owns this call is gone or busy".to_owned(),
+            );
+            return self.answer_server(&r.id, Err(e));
+        }
+        let id = r.id;
+        self.answers.push(
+            async move {
+                let answer = rx.await.unwrap_or_else(|_| {
+                    Err(ErrorObject::new(
+                        code::INTERNAL_ERROR,
+                        "the agent went away before answering".to_owned(),
+                    ))
+                });
+                (id, answer)
+            }
+            .boxed(),
+        );
+    }
+
+    /// Sends the server the answer to one of its requests.
+    fn answer_server(&mut self, id: &Id, answer: Result<Value, ErrorObject>) {
+        let line = jsonrpc::response_line(id, &answer);
         // A server that does not read its input gets no answer.
         let _ = self.out.try_send(Outbound::Message {
             line,
@@ -680,6 +769,7 @@ impl Actor {
                     progress: None,
                     deadline,
                     resumes: 0,
+                    asks: None,
                 },
             );
             self.ping = Some((id, now + self.ping_timeout));

@@ -15,7 +15,10 @@ pub const INITIALIZE_ID: u64 = 0;
 fn initialize_params() -> Value {
     json!({
         "protocolVersion": protocol::LATEST_LEGACY,
-        "capabilities": {},
+        // mcpd forwards these requests to the agent whose call they belong to (or turns
+        // them into input_required for a modern agent). Roots are not declared: one
+        // shared server cannot have each agent's roots.
+        "capabilities": { "elicitation": {}, "sampling": {} },
         "clientInfo": { "name": "mcpd", "version": env!("CARGO_PKG_VERSION") },
     })
 }
@@ -84,8 +87,10 @@ where
             }
             Some(Inbound::Ended { error, .. }) => return Err(error.to_string().into()),
             Some(Inbound::Renewed) => continue,
-            Some(Inbound::Frame(Frame::Line(line))) => line,
-            Some(Inbound::Frame(Frame::TooLong | Frame::NotUtf8)) => {
+            Some(Inbound::Frame(Frame::Line(line)) | Inbound::Related(Frame::Line(line), _)) => {
+                line
+            }
+            Some(Inbound::Frame(_) | Inbound::Related(..)) => {
                 *malformed += 1;
                 tracing::warn!(
                     upstream = server,
@@ -336,8 +341,10 @@ where
                 }
             }
             Some(Inbound::Renewed) => continue,
-            Some(Inbound::Frame(Frame::Line(line))) => line,
-            Some(Inbound::Frame(_)) => {
+            Some(Inbound::Frame(Frame::Line(line)) | Inbound::Related(Frame::Line(line), _)) => {
+                line
+            }
+            Some(Inbound::Frame(_) | Inbound::Related(..)) => {
                 *malformed += 1;
                 continue;
             }

@@ -65,6 +65,25 @@ fn excerpt_suffix(excerpt: &str) -> String {
     }
 }
 
+/// A request a server sent mcpd while handling an agent's call (`elicitation/create`,
+/// `sampling/createMessage`, `roots/list`), for the agent side to answer.
+#[derive(Debug)]
+pub struct ServerAsk {
+    pub method: String,
+    pub params: Option<Value>,
+    pub respond_to: oneshot::Sender<Result<Value, ErrorObject>>,
+}
+
+/// What an agent call brings besides its request: where progress goes, the agent's
+/// capabilities, and where the server's requests during the call go.
+#[derive(Debug, Default)]
+pub struct CallOptions {
+    pub progress: Option<ProgressSink>,
+    /// The calling agent's client capabilities, for a modern server's envelope.
+    pub caps: Option<Value>,
+    pub asks: Option<mpsc::Sender<ServerAsk>>,
+}
+
 /// Where progress notifications for one call go: the calling agent's queue, with the
 /// agent's own progress token restored.
 #[derive(Debug, Clone)]
@@ -156,9 +175,7 @@ pub(crate) enum UpstreamMsg {
         call: Option<CallId>,
         method: String,
         params: Option<Value>,
-        progress: Option<ProgressSink>,
-        /// The calling agent's client capabilities, for a modern server's envelope.
-        caps: Option<Value>,
+        opts: CallOptions,
         respond_to: oneshot::Sender<Reply>,
     },
     Cancel {
@@ -196,16 +213,15 @@ impl UpstreamHandle {
         call: CallId,
         method: &str,
         params: Option<Value>,
-        progress: Option<ProgressSink>,
-        caps: Option<Value>,
+        opts: CallOptions,
     ) -> Reply {
-        self.send_request(Some(call), method, params, progress, caps)
-            .await
+        self.send_request(Some(call), method, params, opts).await
     }
 
     /// A request of mcpd's own (catalog fetches).
     pub async fn request(&self, method: &str, params: Option<Value>) -> Reply {
-        self.send_request(None, method, params, None, None).await
+        self.send_request(None, method, params, CallOptions::default())
+            .await
     }
 
     async fn send_request(
@@ -213,16 +229,14 @@ impl UpstreamHandle {
         call: Option<CallId>,
         method: &str,
         params: Option<Value>,
-        progress: Option<ProgressSink>,
-        caps: Option<Value>,
+        opts: CallOptions,
     ) -> Reply {
         let (respond_to, rx) = oneshot::channel();
         let msg = UpstreamMsg::Request {
             call,
             method: method.to_owned(),
             params,
-            progress,
-            caps,
+            opts,
             respond_to,
         };
         self.tx.send(msg).await.map_err(|_| UpstreamError::Gone)?;

@@ -82,6 +82,9 @@ pub struct Resume {
 pub enum Inbound {
     /// One message from the server (a stdout line, a JSON body, an SSE `data`).
     Frame(Frame),
+    /// A message that came on the reply stream of request `request`, so a server
+    /// request in it belongs to that request's call.
+    Related(Frame, u64),
     /// The reply stream of request `id` ended. Everything it carried was delivered
     /// before this, so if the request is still pending, its answer is not coming:
     /// `error` says why, or `resume` says how to pick the stream up again.

@@ -676,7 +676,7 @@ where
                 }
                 too_long |= ev.too_long;
                 if let Some(frame) = message_frame(ev)
-                    && inbound.send(Inbound::Frame(frame)).await.is_err()
+                    && inbound.send(Inbound::Related(frame, id)).await.is_err()
                 {
                     return;
                 }

@@ -1,0 +1,127 @@
+//! Bridging server→client requests between eras: sealed `requestState` tokens for modern agents, and which capability each request needs.
+//!
+//! When a legacy server asks for input during a modern agent's call, mcpd answers the
+//! agent with `input_required` and keeps the server's request waiting. The agent's retry
+//! carries mcpd's `requestState` back; it is HMAC-sealed with a per-daemon key and bound
+//! to the agent connection, so it cannot be forged or used from another connection.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use std::sync::OnceLock;
+
+/// Marks a `requestState` mcpd issued; any other is the server's own and passes through.
+const PREFIX: &str = "mcpd1.";
+
+/// The per-daemon sealing key, made once from the OS's random source.
+fn key() -> &'static [u8; 32] {
+    static KEY: OnceLock<[u8; 32]> = OnceLock::new();
+    KEY.get_or_init(rand::random)
+}
+
+fn tag(payload: &str) -> Vec<u8> {
+    // HMAC takes keys of any length, so this cannot fail.
+    let mut mac =
+        <Hmac<Sha256> as Mac>::new_from_slice(key()).expect("HMAC accepts any key length");
+    mac.update(payload.as_bytes());
+    mac.finalize().into_bytes().to_vec()
+}
+
+/// Who a sealed state belongs to: one agent connection (its number and a random nonce).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Binding {
+    pub agent: u64,
+    pub nonce: u64,
+}
+
+/// Seals `parked` (a parked call's number) for this connection.
+pub fn seal(binding: Binding, parked: u64) -> String {
+    let payload = format!("{}:{}:{parked}", binding.agent, binding.nonce);
+    format!(
+        "{PREFIX}{}.{}",
+        URL_SAFE_NO_PAD.encode(payload.as_bytes()),
+        URL_SAFE_NO_PAD.encode(tag(&payload))
+    )
+}
+
+/// What a `requestState` from an agent turns out to be.
+#[derive(Debug, PartialEq)]
+pub enum Opened {
+    /// Not one of mcpd's: the server's own, to pass through untouched.
+    Foreign,
+    /// One of mcpd's, for this connection: the parked call's number.
+    Ours(u64),
+    /// Claims to be mcpd's but is forged, damaged, or from another connection.
+    Invalid(&'static str),
+}
+
+pub fn open(state: &str, binding: Binding) -> Opened {
+    let Some(rest) = state.strip_prefix(PREFIX) else {
+        return Opened::Foreign;
+    };
+    let Some((payload, sig)) = rest.split_once('.') else {
+        return Opened::Invalid("it is malformed");
+    };
+    let (Ok(payload), Ok(sig)) = (URL_SAFE_NO_PAD.decode(payload), URL_SAFE_NO_PAD.decode(sig))
+    else {
+        return Opened::Invalid("it is malformed");
+    };
+    let Ok(payload) = String::from_utf8(payload) else {
+        return Opened::Invalid("it is malformed");
+    };
+    let mut mac =
+        <Hmac<Sha256> as Mac>::new_from_slice(key()).expect("HMAC accepts any key length");
+    mac.update(payload.as_bytes());
+    if mac.verify_slice(&sig).is_err() {
+        return Opened::Invalid("its seal does not verify");
+    }
+    let mut parts = payload.split(':').map(str::parse::<u64>);
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(Ok(agent)), Some(Ok(nonce)), Some(Ok(parked)))
+            if agent == binding.agent && nonce == binding.nonce =>
+        {
+            Opened::Ours(parked)
+        }
+        (Some(Ok(_)), Some(Ok(_)), Some(Ok(_))) => {
+            Opened::Invalid("it was issued to another connection")
+        }
+        _ => Opened::Invalid("it is malformed"),
+    }
+}
+
+/// The client capability a server→client request needs.
+pub fn capability_for(method: &str) -> Option<&'static str> {
+    match method {
+        "elicitation/create" => Some("elicitation"),
+        "sampling/createMessage" => Some("sampling"),
+        "roots/list" => Some("roots"),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_open_only_on_the_connection_they_were_sealed_for() {
+        let me = Binding {
+            agent: 3,
+            nonce: 99,
+        };
+        let other = Binding { agent: 4, nonce: 7 };
+        let s = seal(me, 12);
+        assert_eq!(open(&s, me), Opened::Ours(12));
+        assert_eq!(
+            open(&s, other),
+            Opened::Invalid("it was issued to another connection")
+        );
+        assert_eq!(open("server-state-xyz", me), Opened::Foreign);
+        // Change one character of the payload: the seal no longer verifies.
+        let forged = s.replacen("mcpd1.M", "mcpd1.N", 1);
+        assert_ne!(forged, s);
+        assert!(matches!(open(&forged, me), Opened::Invalid(_)));
+        assert_eq!(open("mcpd1.nodot", me), Opened::Invalid("it is malformed"));
+    }
+}

@@ -1,0 +1,359 @@
+//! One agent `tools/call` from routing to answer: progress, the server's requests during the call, and `input_required` across eras.
+//!
+//! A call is a future inside its agent's actor. For a legacy agent it also fulfils a
+//! modern server's `input_required` by asking the agent real requests (through the
+//! actor) and retrying. For a modern agent, a legacy server's request during the call
+//! makes the future yield the call back to the actor, which answers `input_required`
+//! and parks it until the agent retries.
+
+use super::conn::Session;
+use super::{AgentContext, bridge};
+use crate::errors::AgentError;
+use crate::jsonrpc::{self, ErrorObject, Id, Request};
+use crate::outbox::Outbox;
+use crate::protocol::era::{self, Era};
+use crate::protocol::method;
+use crate::registry::Availability;
+use crate::upstream::{CallId, CallOptions, ProgressSink, Reply, ServerAsk, UpstreamHandle};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// Daemon-wide call ids, so an upstream can tell apart calls from different agents.
+static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
+
+/// Rounds of `input_required` mcpd fulfils for a legacy agent before giving up.
+const MAX_INPUT_ROUNDS: usize = 10;
+/// Server requests queued per modern-agent call.
+const CALL_ASKS: usize = 4;
+
+/// An in-flight request of one agent, resolved inside the agent's actor.
+pub type Pending = BoxFuture<'static, (Id, Step)>;
+
+/// How an in-flight request ended, or paused.
+pub enum Step {
+    /// A line to send to the agent.
+    Reply(String),
+    /// Cancelled: by the agent (no reply is due) or by the connection closing.
+    Cancelled,
+    /// The server asked for input during a modern agent's call: the actor answers the
+    /// agent `input_required` and parks the call.
+    Park { ask: ServerAsk, call: InFlight },
+}
+
+/// A modern agent's call that can be paused for input and resumed under a new id.
+pub struct InFlight {
+    /// The agent's request id the call answers now (a retry has a new one).
+    pub id: Id,
+    pub server: Arc<str>,
+    handle: UpstreamHandle,
+    call: CallId,
+    pub cancel: CancellationToken,
+    reply: BoxFuture<'static, Reply>,
+    asks: mpsc::Receiver<ServerAsk>,
+    /// The agent's declared capabilities for this call.
+    pub caps: Value,
+}
+
+impl InFlight {
+    /// Resumes a parked call as the answer to the agent's retry `id`.
+    pub fn resume(mut self, id: Id, cancel: CancellationToken) -> Pending {
+        self.id = id;
+        self.cancel = cancel;
+        drive(self)
+    }
+}
+
+/// Starts a `tools/call`: finds the tool's server and returns the future of its answer.
+pub fn start(
+    req: Request,
+    ctx: &AgentContext,
+    outbox: &Outbox,
+    session: &Session,
+    modern: bool,
+) -> Result<(Id, CancellationToken, Pending), String> {
+    let Request { id, params, .. } = req;
+    let fail = |e: AgentError| jsonrpc::error_line(Some(&id), &e.to_error_object());
+    let Some(Value::Object(mut params)) = params else {
+        return Err(fail(invalid("params must be an object with a \"name\"")));
+    };
+    let Some(Value::String(name)) = params.get("name") else {
+        return Err(fail(invalid("\"name\" must be a string")));
+    };
+    let catalog = ctx.catalog.borrow().clone();
+    let Some(tool) = catalog.tool(name) else {
+        // A tool of a server that has not listed its tools yet (it is starting, or has
+        // never been reached) is not unknown: say what is wrong with the server.
+        if let Some((server, availability)) = name
+            .split_once("__")
+            .and_then(|(prefix, _)| catalog.servers.get_key_value(prefix))
+            && !matches!(availability, Availability::Ready(_))
+        {
+            return Err(fail(AgentError::Unavailable {
+                server: server.to_string(),
+                why: availability.explain(),
+            }));
+        }
+        return Err(fail(AgentError::UnknownTool(name.clone())));
+    };
+    let server = tool.server.clone();
+    let handle = match catalog.servers.get(&server) {
+        Some(Availability::Ready(h)) => h.clone(),
+        other => {
+            let why = other.map_or_else(
+                || "not configured any more".to_owned(),
+                Availability::explain,
+            );
+            return Err(fail(AgentError::Unavailable {
+                server: server.to_string(),
+                why,
+            }));
+        }
+    };
+    params.insert("name".into(), Value::String(tool.original.clone()));
+    let progress = params
+        .get("_meta")
+        .and_then(|m| m.get("progressToken"))
+        .map(|token| ProgressSink {
+            token: token.clone(),
+            outbox: outbox.clone(),
+        });
+    let call = NEXT_CALL.fetch_add(1, Ordering::Relaxed);
+    let cancel = CancellationToken::new();
+    let fut = if modern || session.era == Some(Era::Modern) {
+        let caps = era::client_capabilities(Some(&Value::Object(params.clone())))
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        let (asks_tx, asks) = mpsc::channel(CALL_ASKS);
+        let opts = CallOptions {
+            progress,
+            caps: None,
+            asks: Some(asks_tx),
+        };
+        let h = handle.clone();
+        let reply = async move {
+            h.call(call, method::TOOLS_CALL, Some(Value::Object(params)), opts)
+                .await
+        }
+        .boxed();
+        drive(InFlight {
+            id: id.clone(),
+            server,
+            handle,
+            call,
+            cancel: cancel.clone(),
+            reply,
+            asks,
+            caps,
+        })
+    } else {
+        let legacy = LegacyCall {
+            id: id.clone(),
+            server,
+            handle,
+            call,
+            cancel: cancel.clone(),
+            params,
+            progress,
+            caps: session.capabilities.clone(),
+            asks: session.asks.clone(),
+        };
+        legacy.run().boxed()
+    };
+    Ok((id, cancel, fut))
+}
+
+fn invalid(reason: &str) -> AgentError {
+    AgentError::InvalidParams {
+        method: method::TOOLS_CALL.into(),
+        reason: reason.into(),
+    }
+}
+
+/// Drives a modern agent's call until it answers, is cancelled, or needs input.
+fn drive(mut c: InFlight) -> Pending {
+    async move {
+        enum Next {
+            Reply(Reply),
+            Ask(ServerAsk),
+            Cancelled,
+        }
+        let next = tokio::select! {
+            reply = &mut c.reply => Next::Reply(reply),
+            Some(ask) = c.asks.recv() => Next::Ask(ask),
+            () = c.cancel.cancelled() => Next::Cancelled,
+        };
+        let id = c.id.clone();
+        match next {
+            Next::Reply(reply) => {
+                let line = render(&id, &c.server, reply, true);
+                (id, Step::Reply(line))
+            }
+            Next::Ask(ask) => (id, Step::Park { ask, call: c }),
+            Next::Cancelled => {
+                c.handle.cancel(c.call, "cancelled by the agent").await;
+                (id, Step::Cancelled)
+            }
+        }
+    }
+    .boxed()
+}
+
+/// A legacy agent's call, which fulfils a modern server's `input_required` itself.
+struct LegacyCall {
+    id: Id,
+    server: Arc<str>,
+    handle: UpstreamHandle,
+    call: CallId,
+    cancel: CancellationToken,
+    params: Map<String, Value>,
+    progress: Option<ProgressSink>,
+    /// The capabilities the agent declared in `initialize`.
+    caps: Value,
+    /// The actor's service that sends requests to the agent.
+    asks: mpsc::Sender<ServerAsk>,
+}
+
+impl LegacyCall {
+    async fn run(mut self) -> (Id, Step) {
+        for _ in 0..MAX_INPUT_ROUNDS {
+            let opts = CallOptions {
+                progress: self.progress.clone(),
+                caps: Some(self.caps.clone()),
+                asks: Some(self.asks.clone()),
+            };
+            let params = Some(Value::Object(self.params.clone()));
+            let reply = tokio::select! {
+                r = self.handle.call(self.call, method::TOOLS_CALL, params, opts) => r,
+                () = self.cancel.cancelled() => {
+                    self.handle.cancel(self.call, "cancelled by the agent").await;
+                    return (self.id, Step::Cancelled);
+                }
+            };
+            match reply {
+                Ok(Ok(result)) if era::result_type(&result) == "input_required" => {
+                    match self.fulfil(&result).await {
+                        Ok(responses) => self.prepare_retry(&result, responses),
+                        Err(e) => {
+                            let line = jsonrpc::error_line(Some(&self.id), &e);
+                            return (self.id, Step::Reply(line));
+                        }
+                    }
+                }
+                other => {
+                    let line = render(&self.id, &self.server, other, false);
+                    return (self.id, Step::Reply(line));
+                }
+            }
+        }
+        let e = ErrorObject::new(
+            jsonrpc::code::INTERNAL_ERROR,
+            format!(
+                "server '{}' asked for input more than {MAX_INPUT_ROUNDS} times in one call; mcpd gave up",
+                self.server
+            ),
+        );
+        (
+            self.id.clone(),
+            Step::Reply(jsonrpc::error_line(Some(&self.id), &e)),
+        )
+    }
+
+    /// Asks the agent each of the server's input requests, as real requests.
+    async fn fulfil(&self, result: &Value) -> Result<Map<String, Value>, ErrorObject> {
+        let mut responses = Map::new();
+        let requests = result.get("inputRequests").and_then(Value::as_object);
+        for (key, req) in requests.into_iter().flatten() {
+            let method = req.get("method").and_then(Value::as_str).unwrap_or("");
+            let (respond_to, rx) = oneshot::channel();
+            let ask = ServerAsk {
+                method: method.to_owned(),
+                params: req.get("params").cloned(),
+                respond_to,
+            };
+            let gone = || {
+                ErrorObject::new(
+                    jsonrpc::code::INTERNAL_ERROR,
+                    "the agent connection is closing".to_owned(),
+                )
+            };
+            self.asks.send(ask).await.map_err(|_| gone())?;
+            let answer = tokio::select! {
+                a = rx => a.map_err(|_| gone())?,
+                () = self.cancel.cancelled() => return Err(gone()),
+            };
+            match answer {
+                Ok(v) => {
+                    responses.insert(key.clone(), v);
+                }
+                Err(e) => {
+                    return Err(ErrorObject::new(
+                        e.code,
+                        format!(
+                            "server '{}' needs {method} to finish this call: {}",
+                            self.server, e.message
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(responses)
+    }
+
+    fn prepare_retry(&mut self, result: &Value, responses: Map<String, Value>) {
+        self.params
+            .insert("inputResponses".into(), Value::Object(responses));
+        // The state is echoed byte for byte; without one, none is sent.
+        match result.get("requestState") {
+            Some(state) => {
+                self.params.insert("requestState".into(), state.clone());
+            }
+            None => {
+                self.params.remove("requestState");
+            }
+        }
+    }
+}
+
+/// The agent's answer for an upstream reply: the server's own result or error, or mcpd's
+/// explanation of why there is none. A modern agent's result gets the modern shape.
+pub fn render(id: &Id, server: &str, reply: Reply, modern: bool) -> String {
+    match reply {
+        Ok(Ok(mut result)) if modern => {
+            era::modernize_result(&mut result);
+            jsonrpc::response_line(id, &Ok(result))
+        }
+        Ok(outcome) => jsonrpc::response_line(id, &outcome),
+        Err(error) => {
+            let e = AgentError::Upstream {
+                server: server.to_owned(),
+                method: method::TOOLS_CALL.to_owned(),
+                error,
+            };
+            jsonrpc::error_line(Some(id), &e.to_error_object())
+        }
+    }
+}
+
+/// Whether an agent declared the capability a server request needs.
+pub fn has_capability(caps: &Value, method: &str) -> Result<(), ErrorObject> {
+    let Some(cap) = bridge::capability_for(method) else {
+        return Err(ErrorObject::new(
+            jsonrpc::code::METHOD_NOT_FOUND,
+            format!("mcpd does not forward {method} to agents"),
+        ));
+    };
+    if caps.get(cap).is_some_and(Value::is_object) {
+        Ok(())
+    } else {
+        Err(ErrorObject::new(
+            era::code::MISSING_CLIENT_CAPABILITY,
+            format!("the agent did not declare the {cap} capability, which {method} needs"),
+        )
+        .with_data(json!({ "requiredCapabilities": { cap: {} } })))
+    }
+}
