@@ -35,6 +35,11 @@ pub fn check(req: &Request, session: &mut Session) -> Verdict {
         return Verdict::Serve { modern: false };
     }
     match era::request_era(req.params.as_ref()) {
+        // `server/discover` is answered without pinning, so a client can still fall
+        // back to `initialize` afterwards.
+        RequestEra::Modern | RequestEra::Legacy if req.method == method::DISCOVER => {
+            Verdict::Serve { modern: true }
+        }
         RequestEra::Modern => {
             if session.era.is_none() {
                 session.era = Some(Era::Modern);
@@ -51,10 +56,7 @@ pub fn check(req: &Request, session: &mut Session) -> Verdict {
         RequestEra::Legacy if session.era == Some(Era::Modern) && !is_mcpd_method(&req.method) => {
             Verdict::Refuse(missing_key(&req.id, key::PROTOCOL_VERSION))
         }
-        RequestEra::Legacy => Verdict::Serve {
-            // `server/discover` is a modern method even without its envelope.
-            modern: req.method == method::DISCOVER,
-        },
+        RequestEra::Legacy => Verdict::Serve { modern: false },
     }
 }
 

@@ -4,6 +4,7 @@ mod support;
 
 mod http_fixture;
 
+mod eras;
 mod failure;
 mod foundation;
 mod http;

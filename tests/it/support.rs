@@ -319,6 +319,13 @@ impl Daemon {
         status.code()
     }
 
+    /// Stops the daemon with SIGTERM and starts it again on the same config and state.
+    pub async fn restart_daemon(&mut self) {
+        self.signal(nix::sys::signal::Signal::SIGTERM);
+        assert_eq!(self.wait_exit().await, Some(0), "the daemon stops cleanly");
+        self.spawn().await;
+    }
+
     /// Runs `mcpd ARGS` against this daemon's socket; returns (code, stdout, stderr).
     pub async fn run_cli(&self, args: &[&str]) -> (i32, String, String) {
         run_mcpd(args, Some(&self.socket)).await

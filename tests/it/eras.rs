@@ -1,0 +1,422 @@
+//! Both protocol eras: probing local servers, modern upstreams, dual-era agent connections, and bridging server requests across eras.
+
+use crate::support::*;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+const MODERN: &str = "2026-07-28";
+
+fn record(b: &DaemonBuilder) -> (PathBuf, String) {
+    let dir = b.dir().join("rec");
+    let arg = dir.to_str().expect("utf-8 temp path").to_owned();
+    (dir, arg)
+}
+
+/// The modern `_meta` envelope of an agent's request.
+fn envelope(caps: Value) -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": caps,
+        "io.modelcontextprotocol/clientInfo": { "name": "eras-test", "version": "1" },
+    })
+}
+
+/// A modern agent's `tools/call`.
+async fn modern_call(a: &mut Agent, tool: &str, args: Value, caps: Value) -> Value {
+    let params = json!({ "name": tool, "arguments": args, "_meta": envelope(caps) });
+    a.request("tools/call", Some(params)).await
+}
+
+/// A legacy agent connection that declares `capabilities` in `initialize`.
+async fn legacy_agent(d: &Daemon, capabilities: Value) -> Agent {
+    let mut a = d.agent().await;
+    let r = a
+        .request(
+            "initialize",
+            Some(json!({
+                "protocolVersion": "2025-11-25",
+                "capabilities": capabilities,
+                "clientInfo": { "name": "eras-test", "version": "1" },
+            })),
+        )
+        .await;
+    assert!(r.get("result").is_some(), "{r}");
+    a.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    a
+}
+
+#[tokio::test]
+async fn a_legacy_server_is_probed_once_and_its_serving_process_never_sees_discover() {
+    let b = DaemonBuilder::new();
+    let (rec, arg) = record(&b);
+    let mut d = b.fixture("old", &["--record", &arg]).start().await;
+    d.wait_ready().await;
+    let s = d.server_status("old").await;
+    assert_eq!(s["era"], "legacy", "{s}");
+    assert!(
+        s["era_reason"].as_str().unwrap_or("").contains("-32601"),
+        "{s}"
+    );
+    let probes = recorded_probes(&rec);
+    assert_eq!(probes.len(), 1, "one probe process");
+    let probe = probes[0];
+    eventually("the probe process is reaped", WAIT, || async {
+        (!alive(probe)).then_some(())
+    })
+    .await;
+    let serving = status_pid(&s).expect("pid");
+    let methods: Vec<Value> = recorded_requests(&rec, serving)
+        .iter()
+        .map(|r| r["method"].clone())
+        .collect();
+    assert_eq!(methods.first(), Some(&json!("initialize")), "{methods:?}");
+    assert!(!methods.contains(&json!("server/discover")), "{methods:?}");
+
+    // A restart of the server and of the daemon reuse the cached verdict.
+    let (code, _, err) = d.run_cli(&["ctl", "restart", "old"]).await;
+    assert_eq!(code, 0, "{err}");
+    d.wait_server("old", "a new process is ready", |r| {
+        r["state"] == "ready" && status_pid(r) != Some(serving)
+    })
+    .await;
+    d.restart_daemon().await;
+    d.wait_ready().await;
+    assert_eq!(recorded_probes(&rec).len(), 1, "no probe after restarts");
+    assert_eq!(recorded_starts(&rec).len(), 3, "three serving processes");
+    let s = d.server_status("old").await;
+    assert!(
+        s["era_reason"].as_str().unwrap_or("").starts_with("cached"),
+        "{s}"
+    );
+}
+
+#[tokio::test]
+async fn servers_that_exit_on_or_ignore_discover_are_served_as_legacy() {
+    let d = DaemonBuilder::new()
+        .fixture("exits", &["--discover-exit"])
+        .fixture_with(
+            "silent",
+            &["--discover-silent"],
+            "[servers.silent.health]\nprobe_timeout = \"300ms\"",
+        )
+        .start()
+        .await;
+    d.wait_ready().await;
+    let exits = d.server_status("exits").await;
+    assert_eq!(exits["era"], "legacy", "{exits}");
+    assert!(
+        exits["era_reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("closed its output"),
+        "{exits}"
+    );
+    let silent = d.server_status("silent").await;
+    assert_eq!(silent["era"], "legacy", "{silent}");
+    assert!(
+        silent["era_reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("within 300ms"),
+        "{silent}"
+    );
+    let mut a = d.initialized_agent().await;
+    for tool in ["exits__echo", "silent__echo"] {
+        let r = a.call(tool, json!({"text": "ok"})).await;
+        assert_eq!(text(&r), "ok", "{tool}: {r}");
+    }
+}
+
+#[tokio::test]
+async fn a_modern_server_gets_the_envelope_and_its_subscription_updates_every_agent() {
+    let b = DaemonBuilder::new();
+    let (rec, arg) = record(&b);
+    let d = b
+        .fixture("new", &["--era", "modern", "--record", &arg])
+        .start()
+        .await;
+    d.wait_ready().await;
+    let s = d.server_status("new").await;
+    assert_eq!(s["era"], "modern", "{s}");
+    assert_eq!(s["protocol_version"], MODERN, "{s}");
+    let mut legacy = d.initialized_agent().await;
+    let r = legacy.call("new__echo", json!({"text": "hi"})).await;
+    assert_eq!(text(&r), "hi", "{r}");
+    assert!(
+        r["result"].get("resultType").is_some(),
+        "passed through: {r}"
+    );
+    let serving = status_pid(&s).expect("pid");
+    let call = recorded_requests(&rec, serving)
+        .into_iter()
+        .find(|m| m["method"] == "tools/call")
+        .expect("the call reached the server");
+    assert_eq!(
+        call["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
+        MODERN
+    );
+    assert!(call["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"].is_object());
+
+    // A modern agent subscribes; a tool-list change reaches both agents.
+    let mut modern = d.agent().await;
+    let listen = json!({"notifications": {"toolsListChanged": true}, "_meta": envelope(json!({}))});
+    let listen_id = json!(modern.fresh_id());
+    modern
+        .send(json!({"jsonrpc": "2.0", "id": listen_id, "method": "subscriptions/listen", "params": listen}))
+        .await;
+    let ack = within("the acknowledgement", modern.recv())
+        .await
+        .expect("open");
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        listen_id
+    );
+    let r = legacy
+        .call("new__set_tools", json!({"tools": ["echo", "fresh"]}))
+        .await;
+    assert!(r.get("result").is_some(), "{r}");
+    let note = within("a list change on the subscription", async {
+        loop {
+            let m = modern.recv().await.expect("open");
+            if m["method"] == "notifications/tools/list_changed" {
+                break m;
+            }
+        }
+    })
+    .await;
+    assert_eq!(
+        note["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        listen_id
+    );
+    within("a list change for the legacy agent", async {
+        loop {
+            let m = legacy.recv().await.expect("open");
+            if m["method"] == "notifications/tools/list_changed" {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(legacy.tool_names().await.contains(&"new__fresh".to_owned()));
+}
+
+#[tokio::test]
+async fn agent_connections_are_pinned_by_their_first_decisive_exchange() {
+    let d = DaemonBuilder::new().fixture("x", &[]).start().await;
+    d.wait_ready().await;
+
+    // server/discover pins nothing: initialize still works afterwards.
+    let mut a = d.agent().await;
+    let r = a
+        .request(
+            "server/discover",
+            Some(json!({"_meta": envelope(json!({}))})),
+        )
+        .await;
+    let versions = r["result"]["supportedVersions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        versions.contains(&json!(MODERN)) && versions.contains(&json!("2025-11-25")),
+        "{r}"
+    );
+    assert!(
+        r["result"]["ttlMs"].is_u64() && r["result"]["cacheScope"].is_string(),
+        "{r}"
+    );
+    assert!(a.initialize().await.get("result").is_some());
+
+    // A modern request pins modern: initialize is refused, a bare request too.
+    let mut m = d.agent().await;
+    let r = m
+        .request("tools/list", Some(json!({"_meta": envelope(json!({}))})))
+        .await;
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert!(r["result"]["ttlMs"].is_u64(), "{r}");
+    let r = m.request("initialize", Some(json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}))).await;
+    assert_eq!(error_code(&r), Some(-32022), "{r}");
+    assert!(r["error"]["data"]["supported"].is_array(), "{r}");
+    let r = m.request("tools/list", None).await;
+    assert_eq!(error_code(&r), Some(-32602), "{r}");
+    assert!(
+        error_message(&r).contains("io.modelcontextprotocol/protocolVersion"),
+        "{r}"
+    );
+
+    // Malformed modern requests get the errors the spec names.
+    let mut bad = d.agent().await;
+    let r = bad
+        .request(
+            "tools/list",
+            Some(json!({"_meta": {"io.modelcontextprotocol/protocolVersion": MODERN}})),
+        )
+        .await;
+    assert_eq!(error_code(&r), Some(-32602), "{r}");
+    assert!(error_message(&r).contains("clientCapabilities"), "{r}");
+    let mut meta = envelope(json!({}));
+    meta["io.modelcontextprotocol/protocolVersion"] = json!("2099-01-01");
+    let r = bad
+        .request("tools/list", Some(json!({"_meta": meta})))
+        .await;
+    assert_eq!(error_code(&r), Some(-32022), "{r}");
+    assert_eq!(r["error"]["data"]["requested"], "2099-01-01", "{r}");
+}
+
+#[tokio::test]
+async fn elicitation_crosses_every_pair_of_eras() {
+    let d = DaemonBuilder::new()
+        .fixture("old", &[])
+        .fixture("new", &["--era", "modern"])
+        .start()
+        .await;
+    d.wait_ready().await;
+    let caps = json!({"elicitation": {}});
+    let accept = json!({"action": "accept", "content": {"name": "Ada"}});
+
+    // Legacy agent: both servers' requests arrive as real elicitation/create requests.
+    let mut legacy = legacy_agent(&d, caps.clone()).await;
+    for tool in ["old__ask", "new__ask"] {
+        let id = legacy.start_call(tool, json!({})).await;
+        let ask = within("mcpd's elicitation request", async {
+            loop {
+                let m = legacy.recv().await.expect("open");
+                if m["method"] == "elicitation/create" {
+                    break m;
+                }
+            }
+        })
+        .await;
+        assert!(
+            ask["id"].as_str().unwrap_or("").starts_with("mcpd-"),
+            "{ask}"
+        );
+        legacy
+            .send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": accept}))
+            .await;
+        let r = legacy.response(&id).await;
+        assert_eq!(text(&r), "hello, Ada", "{tool}: {r}");
+    }
+
+    // Modern agent: both servers' requests arrive as input_required; the retry answers.
+    let mut modern = d.agent().await;
+    for tool in ["old__ask", "new__ask"] {
+        let r = modern_call(&mut modern, tool, json!({}), caps.clone()).await;
+        let result = &r["result"];
+        assert_eq!(result["resultType"], "input_required", "{tool}: {r}");
+        let (key, request) = result["inputRequests"]
+            .as_object()
+            .and_then(|m| m.iter().next())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .expect("one input request");
+        assert_eq!(request["method"], "elicitation/create", "{r}");
+        let state = result["requestState"].clone();
+        if tool == "old__ask" {
+            assert!(
+                state.as_str().unwrap_or("").starts_with("mcpd1."),
+                "mcpd's own state: {r}"
+            );
+        }
+        let params = json!({
+            "name": tool, "arguments": {}, "_meta": envelope(caps.clone()),
+            "inputResponses": { key: accept }, "requestState": state,
+        });
+        let r = modern.request("tools/call", Some(params)).await;
+        assert_eq!(text(&r), "hello, Ada", "{tool}: {r}");
+    }
+}
+
+#[tokio::test]
+async fn request_states_cannot_be_forged_or_used_by_another_connection() {
+    let d = DaemonBuilder::new().fixture("old", &[]).start().await;
+    d.wait_ready().await;
+    let caps = json!({"elicitation": {}});
+    let mut a = d.agent().await;
+    let r = modern_call(&mut a, "old__ask", json!({}), caps.clone()).await;
+    let state = r["result"]["requestState"]
+        .as_str()
+        .expect("state")
+        .to_owned();
+    let retry = |state: &str| {
+        json!({
+            "name": "old__ask", "arguments": {}, "_meta": envelope(caps.clone()),
+            "inputResponses": { "mcpd-1": {"action": "accept", "content": {"name": "Eve"}} },
+            "requestState": state,
+        })
+    };
+    let mut other = d.agent().await;
+    let r = other.request("tools/call", Some(retry(&state))).await;
+    assert_eq!(error_code(&r), Some(-32602), "{r}");
+    assert!(error_message(&r).contains("another connection"), "{r}");
+    let forged = format!("{}x", &state[..state.len() - 1]);
+    let r = a.request("tools/call", Some(retry(&forged))).await;
+    assert_eq!(error_code(&r), Some(-32602), "{r}");
+    // The real retry still works afterwards.
+    let r = a.request("tools/call", Some(retry(&state))).await;
+    assert_eq!(text(&r), "hello, Eve", "{r}");
+}
+
+#[tokio::test]
+async fn an_agent_without_the_capability_gets_a_clear_error_and_so_does_the_server() {
+    let d = DaemonBuilder::new()
+        .fixture("old", &[])
+        .fixture("new", &["--era", "modern"])
+        .start()
+        .await;
+    d.wait_ready().await;
+    let mut legacy = legacy_agent(&d, json!({})).await;
+    let r = legacy.call("new__ask", json!({})).await;
+    assert_eq!(error_code(&r), Some(-32021), "{r}");
+    assert!(error_message(&r).contains("elicitation"), "{r}");
+    // The legacy server hears that mcpd cannot ask this agent; its tool says so.
+    let r = legacy.call("old__ask", json!({})).await;
+    assert!(
+        r.to_string().contains("elicitation") && r["result"]["isError"] == true,
+        "{r}"
+    );
+}
+
+#[tokio::test]
+async fn a_server_pinned_to_the_wrong_era_fails_clearly_and_others_keep_working() {
+    let d = DaemonBuilder::new()
+        .fixture_with("new", &["--era", "modern"], "protocol = \"legacy\"")
+        .fixture_with("old", &[], "protocol = \"modern\"")
+        .fixture("fine", &[])
+        .start()
+        .await;
+    let new = d
+        .wait_server("new", "the mismatch is reported", |s| {
+            s["last_error"].is_string()
+        })
+        .await;
+    assert!(
+        new["last_error"].as_str().unwrap_or("").contains("-32022"),
+        "{new}"
+    );
+    let old = d
+        .wait_server("old", "the mismatch is reported", |s| {
+            s["last_error"].is_string()
+        })
+        .await;
+    assert!(
+        old["last_error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("does not speak 2026-07-28"),
+        "{old}"
+    );
+    d.wait_server("fine", "the other server is ready", |s| {
+        s["state"] == "ready"
+    })
+    .await;
+    let mut a = d.initialized_agent().await;
+    assert_eq!(
+        text(&a.call("fine__echo", json!({"text": "ok"})).await),
+        "ok"
+    );
+}
