@@ -125,10 +125,11 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
     }
     writeln!(
         out,
-        "\n{:<20} {:<9} {:<15} {:<11} {:>8} {:>6} {:>9} {:>8} {:>8}",
+        "\n{:<20} {:<9} {:<15} {:<7} {:<11} {:>8} {:>6} {:>9} {:>8} {:>8}",
         "SERVER",
         "STATE",
         "TRANSPORT",
+        "ERA",
         "PROTOCOL",
         "PID",
         "TOOLS",
@@ -139,10 +140,15 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
     for s in &servers {
         writeln!(
             out,
-            "{:<20} {:<9} {:<15} {:<11} {:>8} {:>6} {:>9} {:>8} {:>8}",
+            "{:<20} {:<9} {:<15} {:<7} {:<11} {:>8} {:>6} {:>9} {:>8} {:>8}",
             s.name,
-            s.state.as_str(),
+            if s.probing {
+                "probing"
+            } else {
+                s.state.as_str()
+            },
             s.transport,
+            s.era.as_deref().unwrap_or("-"),
             s.protocol_version.as_deref().unwrap_or("-"),
             s.pid.map_or("-".into(), |p| p.to_string()),
             s.tools,
@@ -164,6 +170,11 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
         }
         if let Some(e) = &s.catalog_error {
             notes.push(format!("catalog: {e}"));
+        }
+        if let Some(r) = &s.era_reason
+            && s.state != crate::supervisor::ServerState::Ready
+        {
+            notes.push(format!("era: {r}"));
         }
         if !notes.is_empty() {
             writeln!(out, "\n{}:", s.name)?;
