@@ -406,6 +406,11 @@ impl Actor {
     }
 
     fn send_cancelled(&mut self, id: u64, reason: &str) {
+        if self.http && self.era == Era::Modern {
+            // Over modern HTTP, dropping the request's stream (`Outbound::Abort`) is the
+            // cancellation; the server expects no notification.
+            return;
+        }
         let params = json!({ "requestId": id, "reason": reason });
         // If stdin is full or closed the server is stuck or gone; the answer is dropped anyway.
         let line = jsonrpc::notification_line(method::CANCELLED, Some(&params));
