@@ -37,6 +37,16 @@ impl Outbox {
         }
     }
 
+    /// Queues a line if there is room, and drops it otherwise without counting the agent
+    /// as not reading: for best-effort messages such as server logs. Keeps a quarter of
+    /// the queue free for replies.
+    pub fn offer(&self, line: String) -> bool {
+        if self.tx.capacity() <= self.tx.max_capacity() / 4 {
+            return false;
+        }
+        self.tx.try_send(line).is_ok()
+    }
+
     /// Fires once the queue has overflowed.
     pub fn overflowed(&self) -> &CancellationToken {
         &self.overflowed

@@ -14,7 +14,9 @@ use crate::outbox::Outbox;
 use crate::protocol::era::{self, Era};
 use crate::protocol::method;
 use crate::registry::Availability;
-use crate::upstream::{CallId, CallOptions, ProgressSink, Reply, ServerAsk, UpstreamHandle};
+use crate::upstream::{
+    CallId, CallOptions, LogRoute, ProgressSink, Reply, ServerAsk, UpstreamHandle,
+};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
@@ -57,6 +59,8 @@ pub struct InFlight {
     asks: mpsc::Receiver<ServerAsk>,
     /// The agent's declared capabilities for this call.
     pub caps: Value,
+    method: &'static str,
+    rewrite: Rewrite,
 }
 
 impl InFlight {
@@ -65,6 +69,49 @@ impl InFlight {
         self.id = id;
         self.cancel = cancel;
         drive(self)
+    }
+}
+
+/// A request routed to a server: where it goes and what it says there.
+pub struct Target {
+    pub server: Arc<str>,
+    pub handle: UpstreamHandle,
+    pub method: &'static str,
+    /// The params with the agent's names replaced by the server's own.
+    pub params: Map<String, Value>,
+    /// How the server's result is changed on the way back.
+    pub rewrite: Rewrite,
+}
+
+/// A change made to a server's result before the agent sees it.
+#[derive(Clone)]
+pub enum Rewrite {
+    None,
+    /// `resources/read`: the contents' URIs become the ones agents see.
+    ContentUris {
+        surface: Arc<crate::registry::Surface>,
+    },
+}
+
+/// The handle of a server that can take requests now, or the error line explaining why not.
+pub fn ready_handle(
+    catalog: &crate::registry::Catalog,
+    server: &Arc<str>,
+    id: &Id,
+) -> Result<UpstreamHandle, String> {
+    match catalog.servers.get(server) {
+        Some(Availability::Ready(h)) => Ok(h.clone()),
+        other => {
+            let why = other.map_or_else(
+                || "not configured any more".to_owned(),
+                Availability::explain,
+            );
+            let e = AgentError::Unavailable {
+                server: server.to_string(),
+                why,
+            };
+            Err(jsonrpc::error_line(Some(id), &e.to_error_object()))
+        }
     }
 }
 
@@ -101,20 +148,34 @@ pub fn start(
         return Err(fail(AgentError::UnknownTool(name.clone())));
     };
     let server = tool.server.clone();
-    let handle = match catalog.servers.get(&server) {
-        Some(Availability::Ready(h)) => h.clone(),
-        other => {
-            let why = other.map_or_else(
-                || "not configured any more".to_owned(),
-                Availability::explain,
-            );
-            return Err(fail(AgentError::Unavailable {
-                server: server.to_string(),
-                why,
-            }));
-        }
-    };
+    let handle = ready_handle(&catalog, &server, &id)?;
     params.insert("name".into(), Value::String(tool.original.clone()));
+    let target = Target {
+        server,
+        handle,
+        method: method::TOOLS_CALL,
+        params,
+        rewrite: Rewrite::None,
+    };
+    Ok(launch(id, target, outbox, session, modern))
+}
+
+/// Sends a routed request and returns the future of its answer: progress goes to the
+/// agent, the server's requests during it are bridged to the agent's era.
+pub fn launch(
+    id: Id,
+    target: Target,
+    outbox: &Outbox,
+    session: &Session,
+    modern: bool,
+) -> (Id, CancellationToken, Pending) {
+    let Target {
+        server,
+        handle,
+        method,
+        params,
+        rewrite,
+    } = target;
     let progress = params
         .get("_meta")
         .and_then(|m| m.get("progressToken"))
@@ -122,10 +183,25 @@ pub fn start(
             token: token.clone(),
             outbox: outbox.clone(),
         });
+    // A modern agent asks for log messages per request; a legacy one sets a level for
+    // its calls (or gets everything).
+    let logs = if modern || session.era == Some(Era::Modern) {
+        super::surface::requested_level(&params).map(|l| LogRoute {
+            outbox: outbox.clone(),
+            threshold: Some(l.to_owned()),
+        })
+    } else {
+        Some(LogRoute {
+            outbox: outbox.clone(),
+            threshold: session.log_level.clone(),
+        })
+    };
     let call = NEXT_CALL.fetch_add(1, Ordering::Relaxed);
     let cancel = CancellationToken::new();
     let fut = if modern || session.era == Some(Era::Modern) {
-        let caps = era::client_capabilities(Some(&Value::Object(params.clone())))
+        let caps = params
+            .get("_meta")
+            .and_then(|m| m.get(era::key::CLIENT_CAPABILITIES))
             .cloned()
             .unwrap_or_else(|| json!({}));
         let (asks_tx, asks) = mpsc::channel(CALL_ASKS);
@@ -133,10 +209,11 @@ pub fn start(
             progress,
             caps: None,
             asks: Some(asks_tx),
+            logs,
         };
         let h = handle.clone();
         let reply = async move {
-            h.call(call, method::TOOLS_CALL, Some(Value::Object(params)), opts)
+            h.call(call, method, Some(Value::Object(params)), opts)
                 .await
         }
         .boxed();
@@ -149,6 +226,8 @@ pub fn start(
             reply,
             asks,
             caps,
+            method,
+            rewrite,
         })
     } else {
         let legacy = LegacyCall {
@@ -161,10 +240,13 @@ pub fn start(
             progress,
             caps: session.capabilities.clone(),
             asks: session.asks.clone(),
+            method,
+            rewrite,
+            logs,
         };
         legacy.run().boxed()
     };
-    Ok((id, cancel, fut))
+    (id, cancel, fut)
 }
 
 fn invalid(reason: &str) -> AgentError {
@@ -190,7 +272,7 @@ fn drive(mut c: InFlight) -> Pending {
         let id = c.id.clone();
         match next {
             Next::Reply(reply) => {
-                let line = render(&id, &c.server, reply, true);
+                let line = render(&id, &c.server, c.method, reply, true, &c.rewrite);
                 (id, Step::Reply(line))
             }
             Next::Ask(ask) => (id, Step::Park { ask, call: c }),
@@ -216,6 +298,9 @@ struct LegacyCall {
     caps: Value,
     /// The actor's service that sends requests to the agent.
     asks: mpsc::Sender<ServerAsk>,
+    method: &'static str,
+    rewrite: Rewrite,
+    logs: Option<LogRoute>,
 }
 
 impl LegacyCall {
@@ -225,10 +310,11 @@ impl LegacyCall {
                 progress: self.progress.clone(),
                 caps: Some(self.caps.clone()),
                 asks: Some(self.asks.clone()),
+                logs: self.logs.clone(),
             };
             let params = Some(Value::Object(self.params.clone()));
             let reply = tokio::select! {
-                r = self.handle.call(self.call, method::TOOLS_CALL, params, opts) => r,
+                r = self.handle.call(self.call, self.method, params, opts) => r,
                 () = self.cancel.cancelled() => {
                     self.handle.cancel(self.call, "cancelled by the agent").await;
                     return (self.id, Step::Cancelled);
@@ -245,7 +331,14 @@ impl LegacyCall {
                     }
                 }
                 other => {
-                    let line = render(&self.id, &self.server, other, false);
+                    let line = render(
+                        &self.id,
+                        &self.server,
+                        self.method,
+                        other,
+                        false,
+                        &self.rewrite,
+                    );
                     return (self.id, Step::Reply(line));
                 }
             }
@@ -321,20 +414,47 @@ impl LegacyCall {
 
 /// The agent's answer for an upstream reply: the server's own result or error, or mcpd's
 /// explanation of why there is none. A modern agent's result gets the modern shape.
-pub fn render(id: &Id, server: &str, reply: Reply, modern: bool) -> String {
+pub fn render(
+    id: &Id,
+    server: &str,
+    method: &str,
+    reply: Reply,
+    modern: bool,
+    rewrite: &Rewrite,
+) -> String {
     match reply {
-        Ok(Ok(mut result)) if modern => {
-            era::modernize_result(&mut result);
+        Ok(Ok(mut result)) => {
+            if let Rewrite::ContentUris { surface } = rewrite {
+                present_contents(&mut result, surface, server);
+            }
+            if modern {
+                era::modernize_result(&mut result);
+            } else {
+                era::legacy_result(&mut result);
+            }
             jsonrpc::response_line(id, &Ok(result))
         }
         Ok(outcome) => jsonrpc::response_line(id, &outcome),
         Err(error) => {
             let e = AgentError::Upstream {
                 server: server.to_owned(),
-                method: method::TOOLS_CALL.to_owned(),
+                method: method.to_owned(),
                 error,
             };
             jsonrpc::error_line(Some(id), &e.to_error_object())
+        }
+    }
+}
+
+/// Gives each `resources/read` content the URI agents know it by.
+fn present_contents(result: &mut Value, surface: &crate::registry::Surface, server: &str) {
+    let Some(contents) = result.get_mut("contents").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for c in contents {
+        if let Some(uri) = c.get("uri").and_then(Value::as_str) {
+            let shown = surface.present_uri(server, uri);
+            c["uri"] = Value::String(shown);
         }
     }
 }

@@ -45,6 +45,10 @@ pub struct Session {
     pub listens: HashMap<Id, super::modern::Listen>,
     /// The actor's service that sends a server's requests to this (legacy) agent.
     pub asks: mpsc::Sender<ServerAsk>,
+    /// Servers this agent subscribed to resources on, to unsubscribe when it goes.
+    pub subscribed: std::collections::HashSet<std::sync::Arc<str>>,
+    /// The logging level a legacy agent set for its own calls.
+    pub log_level: Option<String>,
 }
 
 /// Server requests queued for a legacy agent.
@@ -89,7 +93,10 @@ pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: 
     let mut frames = FramedRead::new(read, BoundedLines::new(ctx.max_line));
     let max_in_flight = (ctx.queue / 2).max(8);
     let mut catalog = ctx.catalog.clone();
-    let mut tools_version = catalog.borrow_and_update().tools_version;
+    let mut seen_versions = {
+        let c = catalog.borrow_and_update();
+        (c.tools_version, c.prompts_version, c.resources_version)
+    };
     let (asks_tx, mut asks_rx) = mpsc::channel(AGENT_ASKS);
     let mut session = Session {
         agent,
@@ -100,6 +107,8 @@ pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: 
         capabilities: Value::Null,
         listens: HashMap::new(),
         asks: asks_tx,
+        subscribed: Default::default(),
+        log_level: None,
     };
     let mut bridge = Bridge {
         binding: bridge::Binding {
@@ -142,11 +151,12 @@ pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: 
             Some(ask) = asks_rx.recv() => ask_agent(&mut bridge, &session, &outbox, ask),
             () = sleep_until(next_expiry(&bridge)) => expire_parked(&mut bridge, &mut calls),
             Ok(()) = catalog.changed() => {
-                let version = catalog.borrow_and_update().tools_version;
-                if version != tools_version {
-                    notify_tools_changed(&session, &outbox);
-                }
-                tools_version = version;
+                let versions = {
+                    let c = catalog.borrow_and_update();
+                    (c.tools_version, c.prompts_version, c.resources_version)
+                };
+                notify_changes(&session, &outbox, seen_versions, versions);
+                seen_versions = versions;
             }
             frame = frames.next() => match frame {
                 None | Some(Err(_)) => break Close::Gone,
@@ -164,6 +174,15 @@ pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: 
     // Whatever is still in flight is cancelled upstream; on shutdown the caller is told.
     for token in in_flight.values() {
         token.cancel();
+    }
+    // Its resource subscriptions end with it.
+    {
+        let catalog = ctx.catalog.borrow();
+        for server in &session.subscribed {
+            if let Some(crate::registry::Availability::Ready(h)) = catalog.servers.get(server) {
+                h.forget(agent);
+            }
+        }
     }
     for (_, p) in bridge.parked.drain() {
         let cancel = CancellationToken::new();
@@ -454,15 +473,26 @@ fn expire_parked(bridge: &mut Bridge, calls: &mut FuturesUnordered<Pending>) {
     }
 }
 
-/// Tells the agent its tool list changed: a legacy agent by the plain notification once
-/// it is initialized, a modern one on each subscription that asked for it.
-fn notify_tools_changed(session: &Session, outbox: &Outbox) {
-    if session.era != Some(Era::Modern) && session.initialized {
-        outbox.send(jsonrpc::notification_line(method::TOOLS_LIST_CHANGED, None));
-    }
-    for (id, listen) in &session.listens {
-        if listen.tools {
-            outbox.send(super::modern::list_changed(id));
+/// Tells the agent which of its lists changed, once per change: a legacy agent by the
+/// plain notifications once it is initialized, a modern one on each subscription that
+/// asked for that kind.
+fn notify_changes(session: &Session, outbox: &Outbox, old: (u64, u64, u64), new: (u64, u64, u64)) {
+    let changed = [
+        (old.0 != new.0, method::TOOLS_LIST_CHANGED),
+        (old.1 != new.1, method::PROMPTS_LIST_CHANGED),
+        (old.2 != new.2, method::RESOURCES_LIST_CHANGED),
+    ];
+    for (did, m) in changed {
+        if !did {
+            continue;
+        }
+        if session.era != Some(Era::Modern) && session.initialized {
+            outbox.send(jsonrpc::notification_line(m, None));
+        }
+        for (id, listen) in &session.listens {
+            if listen.wants(m) {
+                outbox.send(super::modern::list_changed(m, id));
+            }
         }
     }
 }

@@ -1,11 +1,12 @@
 //! What mcpd does with each request an agent sends: the handshake, listing, routing calls, and the daemon's own methods.
 
 use super::conn::Session;
-use super::{AgentContext, calls, modern};
+use super::{AgentContext, calls, modern, surface};
 use crate::errors::AgentError;
 use crate::jsonrpc::{self, Id, Request};
 use crate::outbox::Outbox;
 use crate::protocol::{self, method};
+use crate::registry::Kind;
 use crate::supervisor::Action;
 use futures::FutureExt;
 use serde_json::{Value, json};
@@ -40,8 +41,18 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
         method::LISTEN if modern => {
             let (listen, ack) = modern::listen(&req);
             session.listens.insert(req.id.clone(), listen);
+            surface::listen_resources(&req, ctx, outbox, session);
             Handled::Now(ack)
         }
+        method::PROMPTS_LIST => surface::list(&req, ctx, Kind::Prompts, modern),
+        method::RESOURCES_LIST => surface::list(&req, ctx, Kind::Resources, modern),
+        method::RESOURCE_TEMPLATES_LIST => surface::list(&req, ctx, Kind::Templates, modern),
+        method::PROMPTS_GET => surface::prompts_get(req, ctx, outbox, session, modern),
+        method::RESOURCES_READ => surface::resources_read(req, ctx, outbox, session, modern),
+        method::COMPLETE => surface::complete(req, ctx, outbox, session, modern),
+        method::RESOURCES_SUBSCRIBE => surface::subscribe(req, ctx, outbox, session, true),
+        method::RESOURCES_UNSUBSCRIBE => surface::subscribe(req, ctx, outbox, session, false),
+        method::SET_LEVEL => surface::set_level(&req, session),
         method::PING => Handled::Now(jsonrpc::result_line(&req.id, &json!({}))),
         method::TOOLS_LIST => tools_list(&req, ctx, modern),
         method::TOOLS_CALL => match calls::start(req, ctx, outbox, session, modern) {

@@ -6,6 +6,7 @@ mod conn;
 mod handlers;
 pub mod listener;
 mod modern;
+mod surface;
 
 use crate::registry::Catalog;
 use crate::supervisor::SupervisorHandle;

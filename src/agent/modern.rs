@@ -81,7 +81,13 @@ fn missing_key(id: &Id, k: &str) -> String {
 
 /// mcpd's own capabilities, the same in both eras.
 pub fn capabilities() -> Value {
-    json!({ "tools": { "listChanged": true } })
+    json!({
+        "tools": { "listChanged": true },
+        "prompts": { "listChanged": true },
+        "resources": { "subscribe": true, "listChanged": true },
+        "completions": {},
+        "logging": {},
+    })
 }
 
 pub const INSTRUCTIONS: &str = "mcpd multiplexes several MCP servers. Tool names are SERVER__TOOL: the part before the double underscore names the server that provides the tool.";
@@ -114,21 +120,50 @@ pub fn discover(req: &Request, ctx: &AgentContext) -> String {
 #[derive(Debug, Clone, Copy)]
 pub struct Listen {
     pub tools: bool,
+    pub prompts: bool,
+    pub resources: bool,
+}
+
+impl Listen {
+    /// Whether this subscription asked for a list-changed notification method.
+    pub fn wants(&self, m: &str) -> bool {
+        match m {
+            method::TOOLS_LIST_CHANGED => self.tools,
+            method::PROMPTS_LIST_CHANGED => self.prompts,
+            method::RESOURCES_LIST_CHANGED => self.resources,
+            _ => false,
+        }
+    }
 }
 
 /// Starts a subscription: returns the acknowledgement to send. The request itself stays
 /// open (unanswered) until the agent cancels it.
 pub fn listen(req: &Request) -> (Listen, String) {
     let wanted = req.params.as_ref().and_then(|p| p.get("notifications"));
-    let tools = wanted
-        .and_then(|w| w.get("toolsListChanged"))
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let honoured = if tools {
-        json!({ "toolsListChanged": true })
-    } else {
-        json!({})
+    let flag = |k: &str| {
+        wanted
+            .and_then(|w| w.get(k))
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
     };
+    let listen = Listen {
+        tools: flag("toolsListChanged"),
+        prompts: flag("promptsListChanged"),
+        resources: flag("resourcesListChanged"),
+    };
+    let mut honoured = serde_json::Map::new();
+    for (k, on) in [
+        ("toolsListChanged", listen.tools),
+        ("promptsListChanged", listen.prompts),
+        ("resourcesListChanged", listen.resources),
+    ] {
+        if on {
+            honoured.insert(k.into(), json!(true));
+        }
+    }
+    if let Some(uris) = wanted.and_then(|w| w.get("resourceSubscriptions")) {
+        honoured.insert("resourceSubscriptions".into(), uris.clone());
+    }
     let ack = jsonrpc::notification_line(
         method::SUBSCRIPTIONS_ACKNOWLEDGED,
         Some(&json!({
@@ -136,13 +171,13 @@ pub fn listen(req: &Request) -> (Listen, String) {
             "_meta": { key::SUBSCRIPTION_ID: req.id },
         })),
     );
-    (Listen { tools }, ack)
+    (listen, ack)
 }
 
 /// A list-changed notification for one subscription.
-pub fn list_changed(subscription: &Id) -> String {
+pub fn list_changed(m: &str, subscription: &Id) -> String {
     jsonrpc::notification_line(
-        method::TOOLS_LIST_CHANGED,
+        m,
         Some(&json!({ "_meta": { key::SUBSCRIPTION_ID: subscription } })),
     )
 }

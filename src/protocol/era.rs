@@ -156,7 +156,29 @@ pub fn modernize_result(result: &mut Value) {
         .entry("_meta")
         .or_insert_with(|| Value::Object(Map::new()));
     if let Some(m) = meta.as_object_mut() {
-        m.entry(key::SERVER_INFO).or_insert_with(server_info);
+        // mcpd is the server the agent talks to, whoever answered behind it.
+        m.insert(key::SERVER_INFO.into(), server_info());
+    }
+}
+
+/// Makes an upstream result a legacy one: the modern-only `resultType` and reserved
+/// `_meta` keys are removed (an agent that spoke `initialize` does not know them).
+pub fn legacy_result(result: &mut Value) {
+    let Some(obj) = result.as_object_mut() else {
+        return;
+    };
+    if obj.get("resultType").and_then(Value::as_str) == Some("complete") {
+        obj.remove("resultType");
+    }
+    let empty = match obj.get_mut("_meta").and_then(Value::as_object_mut) {
+        Some(m) => {
+            m.retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
+            m.is_empty()
+        }
+        None => false,
+    };
+    if empty {
+        obj.remove("_meta");
     }
 }
 

@@ -2,7 +2,9 @@
 
 pub mod era;
 pub mod headers;
+pub mod logging;
 pub mod naming;
+pub mod results;
 
 /// Legacy-era protocol versions mcpd speaks, newest first.
 pub const LEGACY_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
@@ -24,6 +26,19 @@ pub mod method {
     pub const CANCELLED: &str = "notifications/cancelled";
     pub const PROGRESS: &str = "notifications/progress";
     pub const TOOLS_LIST_CHANGED: &str = "notifications/tools/list_changed";
+    pub const PROMPTS_LIST_CHANGED: &str = "notifications/prompts/list_changed";
+    pub const RESOURCES_LIST_CHANGED: &str = "notifications/resources/list_changed";
+    pub const RESOURCES_UPDATED: &str = "notifications/resources/updated";
+    pub const PROMPTS_LIST: &str = "prompts/list";
+    pub const PROMPTS_GET: &str = "prompts/get";
+    pub const RESOURCES_LIST: &str = "resources/list";
+    pub const RESOURCE_TEMPLATES_LIST: &str = "resources/templates/list";
+    pub const RESOURCES_READ: &str = "resources/read";
+    pub const RESOURCES_SUBSCRIBE: &str = "resources/subscribe";
+    pub const RESOURCES_UNSUBSCRIBE: &str = "resources/unsubscribe";
+    pub const COMPLETE: &str = "completion/complete";
+    pub const SET_LEVEL: &str = "logging/setLevel";
+    pub const MESSAGE: &str = "notifications/message";
     pub const DISCOVER: &str = "server/discover";
     pub const LISTEN: &str = "subscriptions/listen";
     pub const SUBSCRIPTIONS_ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";

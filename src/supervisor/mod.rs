@@ -373,6 +373,31 @@ impl Supervisor {
                 slot.last_error = Some(error);
                 self.publish();
             }
+            ConnectionEvent::List {
+                server,
+                instance,
+                kind,
+                items,
+            } => {
+                if self.current(&server, instance).is_none() {
+                    return;
+                }
+                match items {
+                    Ok(items) => {
+                        let n = items.len();
+                        if self
+                            .registry
+                            .replace_list(&server, kind, items, self.name_limit)
+                        {
+                            tracing::info!(upstream = %server, list = kind.list().0, items = n, "catalog updated");
+                            self.publish();
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(upstream = %server, "kept the previous {}: {e}", kind.list().1);
+                    }
+                }
+            }
             ConnectionEvent::Tools {
                 server,
                 instance,
@@ -450,10 +475,20 @@ impl Supervisor {
         }
         match slot.after_exit {
             AfterExit::Stay => slot.state = ServerState::Stopped,
-            AfterExit::Recover if exit.fatal => {
-                // Retrying cannot help until the credentials change; hammering the
-                // server with refused requests would not either.
-                let error = exit.error.unwrap_or_else(|| "refused".into());
+            AfterExit::Recover
+                if exit.fatal
+                    || (exit.era_mismatch
+                        && slot.cfg.protocol != crate::config::ProtocolMode::Auto) =>
+            {
+                // Retrying cannot help until the credentials (or the configured era)
+                // change; hammering the server with refused requests would not either.
+                let mut error = exit.error.unwrap_or_else(|| "refused".into());
+                if exit.era_mismatch {
+                    error.push_str(&format!(
+                        "; it does not speak the era set by protocol = \"{}\": fix `protocol` (or use \"auto\") and run `mcpd ctl restart {name}`",
+                        slot.cfg.protocol.as_str()
+                    ));
+                }
                 tracing::error!(upstream = %name, "{error}");
                 slot.last_error = Some(error);
                 slot.state = ServerState::Failed;

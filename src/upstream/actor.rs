@@ -1,22 +1,26 @@
 //! The serving loop of one upstream connection: owns the pending map, the id counter and the progress-token map.
 
+use super::Subscription;
 use super::list::ToolList;
 use super::modern::{self, Dress, ParamHeaders};
 use super::process::StderrTail;
+use super::subscriptions::{self, Subscriptions};
 use super::transport::{Inbound, Outbound, Resume};
 use super::{
-    CallId, CallOptions, ConnectionEvent, LiveStatus, ProgressSink, Reply, ServerAsk,
-    UpstreamError, UpstreamHandle, UpstreamMsg, fetch_tools,
+    CallId, CallOptions, ConnectionEvent, LiveStatus, LogRoute, ProgressSink, Reply, ServerAsk,
+    UpstreamError, UpstreamHandle, UpstreamMsg, fetch_list, fetch_tools,
 };
 use crate::config::ServerConfig;
 use crate::framing::Frame;
 use crate::jsonrpc::{self, ErrorObject, Id, Message, Notification, Request, Response, code};
 use crate::protocol::era::Era;
 use crate::protocol::method;
+use crate::registry::Kind;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, Stream, StreamExt};
 use serde_json::{Value, json};
+use std::collections::BTreeSet;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -25,6 +29,17 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::time::{DelayQueue, delay_queue};
+
+/// A running fetch of some of a server's prompt, resource and template lists.
+type SurfaceFetch = BoxFuture<'static, Vec<(Kind, Result<ToolList, String>)>>;
+
+/// What a server offers that the actor keeps up to date.
+pub struct Offers {
+    pub tools: bool,
+    /// Modern servers announce list changes only on a subscription.
+    pub listen: bool,
+    pub lists: Vec<Kind>,
+}
 
 /// Requests queued in a connection's mailbox.
 const MAILBOX: usize = 256;
@@ -58,6 +73,8 @@ struct Pending {
     deadline: Option<delay_queue::Key>,
     /// Where the server's own requests during this call go.
     asks: Option<mpsc::Sender<ServerAsk>>,
+    /// Where the server's log messages about this call go.
+    logs: Option<LogRoute>,
     /// Times its reply stream has been resumed.
     resumes: u8,
 }
@@ -110,6 +127,13 @@ pub struct Actor {
     ping: Option<(u64, Instant)>,
     refresh: Option<BoxFuture<'static, Result<ToolList, String>>>,
     refresh_again: bool,
+    /// The prompt/resource/template lists the server has (from its capabilities).
+    surface_kinds: Vec<Kind>,
+    /// A running fetch of some of those lists, and the lists to fetch after it.
+    surface_refresh: Option<SurfaceFetch>,
+    surface_wanted: BTreeSet<Kind>,
+    /// Agents' resource subscriptions on this server.
+    subs: Subscriptions,
     /// The server's era, which decides how requests are dressed.
     era: Era,
     /// Whether the transport is HTTP (request-metadata headers, `x-mcp-header`).
@@ -163,6 +187,10 @@ impl Actor {
             ping: None,
             refresh: None,
             refresh_again: false,
+            surface_kinds: Vec::new(),
+            surface_refresh: None,
+            surface_wanted: BTreeSet::new(),
+            subs: Subscriptions::default(),
             era,
             http: matches!(cfg.launch, crate::config::Launch::Http(_)),
             param_headers: ParamHeaders::new(),
@@ -181,17 +209,20 @@ impl Actor {
         exited: X,
         stderr: &mut mpsc::Receiver<String>,
         cancel: &CancellationToken,
-        has_tools: bool,
-        wants_listen: bool,
+        offers: Offers,
     ) -> (End, StderrTail)
     where
         S: Stream<Item = Inbound> + Unpin,
         X: Future<Output = String>,
     {
-        if has_tools {
+        if offers.tools {
             self.start_refresh();
         }
-        if wants_listen {
+        self.surface_kinds = offers.lists;
+        for kind in self.surface_kinds.clone() {
+            self.want_surface(kind);
+        }
+        if offers.listen {
             self.open_listen();
         }
         tokio::pin!(exited);
@@ -229,6 +260,7 @@ impl Actor {
                     self.answer_server(&id, answer);
                 }
                 tools = poll_refresh(&mut self.refresh) => self.on_tools(tools).await,
+                lists = poll_surface(&mut self.surface_refresh) => self.on_surface(lists).await,
                 () = sleep_until(wake) => {
                     if let Some(why) = self.on_wake() {
                         break End::Failed(why);
@@ -279,6 +311,17 @@ impl Actor {
                     let _ = self.out.try_send(Outbound::Abort(id)); // full: the transport is stuck anyway
                 }
             }
+            UpstreamMsg::Subscribe {
+                sub,
+                on,
+                respond_to,
+            } => self.on_subscribe(sub, on, respond_to),
+            UpstreamMsg::Forget { agent } => {
+                let emptied = self.subs.forget(agent);
+                if !emptied.is_empty() {
+                    self.subscriptions_changed(emptied);
+                }
+            }
             UpstreamMsg::Status { respond_to } => {
                 let _ = respond_to.send(LiveStatus {
                     in_flight: self.pending.values().filter(|p| p.call.is_some()).count(),
@@ -303,6 +346,7 @@ impl Actor {
             progress,
             caps,
             asks,
+            logs,
         } = opts;
         if self.pending.len() >= self.max_in_flight {
             let _ = respond_to.send(Err(UpstreamError::Busy {
@@ -348,6 +392,7 @@ impl Actor {
                 deadline,
                 resumes: 0,
                 asks,
+                logs,
             },
         );
     }
@@ -371,9 +416,12 @@ impl Actor {
     fn open_listen(&mut self) {
         let id = self.next_id;
         self.next_id += 1;
-        let (line, sent) =
-            self.dress()
-                .request(id, method::LISTEN, Some(modern::listen_params()), None);
+        let (line, sent) = self.dress().request(
+            id,
+            method::LISTEN,
+            Some(modern::listen_params(&self.subs.uris())),
+            None,
+        );
         if self
             .out
             .try_send(Outbound::Message {
@@ -395,6 +443,7 @@ impl Actor {
                 deadline: None,
                 resumes: 0,
                 asks: None,
+                logs: None,
             },
         );
         self.listen = ListenState::Open(id);
@@ -488,7 +537,7 @@ impl Actor {
         };
         match jsonrpc::parse(&line) {
             Ok(Message::Response(r)) => self.on_response(r),
-            Ok(Message::Notification(n)) => self.on_notification(n),
+            Ok(Message::Notification(n)) => self.on_notification(n, related),
             Ok(Message::Request(r)) => self.on_server_request(r, related),
             Err(e) => self.malformed(&e.to_string()),
         }
@@ -518,7 +567,7 @@ impl Actor {
         }
     }
 
-    fn on_notification(&mut self, n: Notification) {
+    fn on_notification(&mut self, n: Notification, related: Option<u64>) {
         if let Some(sub) = modern::subscription_of(n.params.as_ref())
             && !matches!(self.listen, ListenState::Open(id) if id == sub)
         {
@@ -533,6 +582,17 @@ impl Actor {
             method::TOOLS_LIST_CHANGED => {
                 tracing::info!(upstream = %self.server, "server says its tools changed");
                 self.start_refresh();
+            }
+            method::PROMPTS_LIST_CHANGED => self.want_surface(Kind::Prompts),
+            method::MESSAGE => self.route_log(n, related),
+            method::RESOURCES_UPDATED => {
+                if let Some(uri) = subscriptions::updated_uri(n.params.as_ref()) {
+                    self.subs.deliver(uri);
+                }
+            }
+            method::RESOURCES_LIST_CHANGED => {
+                self.want_surface(Kind::Resources);
+                self.want_surface(Kind::Templates);
             }
             _ => {
                 tracing::debug!(upstream = %self.server, method = %n.method, "ignored a notification")
@@ -558,6 +618,38 @@ impl Actor {
         }
         sink.outbox
             .send(jsonrpc::notification_line(&n.method, n.params.as_ref()));
+    }
+
+    /// A log message reaches only the agent whose call it is about: the call whose reply
+    /// stream carried it, or the only call in flight. Others are logged here and dropped.
+    fn route_log(&mut self, n: Notification, related: Option<u64>) {
+        let route = match related {
+            Some(id) => self.pending.get(&id).and_then(|p| p.logs.as_ref()),
+            None => {
+                let mut calls = self.pending.values().filter(|p| p.call.is_some());
+                match (calls.next(), calls.next()) {
+                    (Some(one), None) => one.logs.as_ref(),
+                    _ => None,
+                }
+            }
+        };
+        let level = n
+            .params
+            .as_ref()
+            .and_then(|p| p.get("level"))
+            .and_then(Value::as_str);
+        match route {
+            Some(r) if crate::protocol::logging::passes(level, r.threshold.as_deref()) => {
+                // Log messages are best effort: one the agent has no room for is dropped
+                // rather than counting against the agent (a flood must not disconnect it).
+                r.outbox
+                    .offer(jsonrpc::notification_line(&n.method, n.params.as_ref()));
+            }
+            Some(_) => {}
+            None => {
+                tracing::debug!(upstream = %self.server, level, "a log message for no single call: {}", n.params.as_ref().map(|p| p.to_string()).unwrap_or_default());
+            }
+        }
     }
 
     /// A request from the server. `ping` is answered here; a request about an agent's
@@ -651,6 +743,118 @@ impl Actor {
         });
     }
 
+    /// An agent subscribes or unsubscribes. A legacy server hears `resources/subscribe`
+    /// for the first subscriber of a URI and `resources/unsubscribe` for the last; a
+    /// modern server gets a new `subscriptions/listen` with the new set of URIs.
+    fn on_subscribe(&mut self, sub: Subscription, on: bool, respond_to: oneshot::Sender<Reply>) {
+        let uri = sub.uri.clone();
+        let changed = if on {
+            self.subs.add(sub)
+        } else {
+            self.subs.remove(&uri, sub.agent)
+        };
+        if !changed {
+            let _ = respond_to.send(Ok(Ok(json!({})))); // the agent may have gone
+            return;
+        }
+        match self.era {
+            Era::Legacy => {
+                let m = if on {
+                    method::RESOURCES_SUBSCRIBE
+                } else {
+                    method::RESOURCES_UNSUBSCRIBE
+                };
+                self.send_request(
+                    None,
+                    m.into(),
+                    Some(json!({ "uri": uri })),
+                    CallOptions::default(),
+                    respond_to,
+                );
+            }
+            Era::Modern => {
+                self.reopen_listen();
+                let _ = respond_to.send(Ok(Ok(json!({}))));
+            }
+        }
+    }
+
+    /// Nobody watches `uris` any more: tell the server.
+    fn subscriptions_changed(&mut self, uris: Vec<String>) {
+        match self.era {
+            Era::Legacy => {
+                for uri in uris {
+                    // Nobody waits for this answer.
+                    let (respond_to, _) = oneshot::channel();
+                    let params = Some(json!({ "uri": uri }));
+                    self.send_request(
+                        None,
+                        method::RESOURCES_UNSUBSCRIBE.into(),
+                        params,
+                        CallOptions::default(),
+                        respond_to,
+                    );
+                }
+            }
+            Era::Modern => self.reopen_listen(),
+        }
+    }
+
+    /// Replaces the modern server's subscription with one for the current filter.
+    fn reopen_listen(&mut self) {
+        if let ListenState::Open(id) = self.listen {
+            self.pending.remove(&id);
+            self.send_cancelled(id, "the subscription changed");
+            let _ = self.out.try_send(Outbound::Abort(id)); // full: the transport is stuck anyway
+        }
+        self.open_listen();
+    }
+
+    /// Asks for a fresh copy of one of the server's other lists, batched with any
+    /// others asked for meanwhile.
+    fn want_surface(&mut self, kind: Kind) {
+        if !self.surface_kinds.contains(&kind) {
+            return;
+        }
+        self.surface_wanted.insert(kind);
+        if self.surface_refresh.is_none() {
+            let kinds = std::mem::take(&mut self.surface_wanted);
+            let handle = self.handle.clone();
+            self.surface_refresh = Some(
+                async move {
+                    let mut out = Vec::new();
+                    for kind in kinds {
+                        let (method, field) = kind.list();
+                        out.push((kind, fetch_list(&handle, method, field).await));
+                    }
+                    out
+                }
+                .boxed(),
+            );
+        }
+    }
+
+    async fn on_surface(&mut self, lists: Vec<(Kind, Result<ToolList, String>)>) {
+        self.surface_refresh = None;
+        for (kind, list) in lists {
+            let items = list.map(|l| l.tools);
+            if let Err(e) = &items {
+                tracing::warn!(upstream = %self.server, "could not fetch {}: {e}", kind.list().0);
+            }
+            let event = ConnectionEvent::List {
+                server: self.server.clone(),
+                instance: self.instance,
+                kind,
+                items,
+            };
+            // As for tools: the supervisor never waits on us.
+            let _ = self.events.send(event).await;
+        }
+        if let Some(kind) = self.surface_wanted.iter().next().copied() {
+            self.want_surface(kind);
+        }
+    }
+
     fn start_refresh(&mut self) {
         if self.refresh.is_some() {
             self.refresh_again = true;
@@ -711,10 +915,11 @@ impl Actor {
             .min()
     }
 
-    /// Requests that count as work in progress: all but our own subscription.
+    /// Whether an agent's request is in progress: then silence may be work, not a hang,
+    /// and each request has its own timeout. mcpd's own requests (catalog fetches, the
+    /// subscription) do not count: a server that stops answering them is probed.
     fn busy(&self) -> bool {
-        let open_listen = usize::from(matches!(self.listen, ListenState::Open(_)));
-        self.pending.len() > open_listen
+        self.pending.values().any(|p| p.call.is_some())
     }
 
     fn ping_wake(&self) -> Option<Instant> {
@@ -775,6 +980,7 @@ impl Actor {
                     deadline,
                     resumes: 0,
                     asks: None,
+                    logs: None,
                 },
             );
             self.ping = Some((id, now + self.ping_timeout));
@@ -789,6 +995,13 @@ impl Actor {
             }
         }
         self.by_call.clear();
+    }
+}
+
+async fn poll_surface(refresh: &mut Option<SurfaceFetch>) -> Vec<(Kind, Result<ToolList, String>)> {
+    match refresh {
+        Some(f) => f.await,
+        None => std::future::pending().await,
     }
 }
 

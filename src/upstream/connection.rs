@@ -1,6 +1,6 @@
 //! The life of one upstream connection — spawn, handshake, serve, stop, reap — as one task; the HTTP variant lives in `http`.
 
-use super::actor::{Actor, End};
+use super::actor::{Actor, End, Offers};
 use super::process::StderrTail;
 use super::transport::{Inbound, Outbound};
 use super::{ConnectionEvent, ConnectionExit, ServerIdentity, handshake, http, process};
@@ -211,6 +211,26 @@ where
     }
 }
 
+/// The lists besides tools a server's capabilities say it has.
+fn surface_kinds(caps: &serde_json::Value) -> Vec<crate::registry::Kind> {
+    use crate::registry::Kind;
+    let mut kinds = Vec::new();
+    if caps
+        .get("prompts")
+        .is_some_and(serde_json::Value::is_object)
+    {
+        kinds.push(Kind::Prompts);
+    }
+    if caps
+        .get("resources")
+        .is_some_and(serde_json::Value::is_object)
+    {
+        kinds.push(Kind::Resources);
+        kinds.push(Kind::Templates);
+    }
+    kinds
+}
+
 /// Tells the supervisor a connection is unusable before the (possibly slow) stop, so no
 /// one routes to it meanwhile.
 pub(super) async fn report_lost(ctx: &ConnectionContext, why: &str) {
@@ -254,13 +274,22 @@ where
     );
     actor.malformed = malformed;
     let has_tools = identity.has_tools();
+    let identity_caps = identity.capabilities.clone();
     // A modern server tells of list changes only on a subscription.
     let wants_listen = era == Era::Modern
-        && identity
-            .capabilities
-            .pointer("/tools/listChanged")
-            .and_then(serde_json::Value::as_bool)
-            .unwrap_or(false);
+        && [
+            "/tools/listChanged",
+            "/prompts/listChanged",
+            "/resources/listChanged",
+        ]
+        .iter()
+        .any(|p| {
+            identity
+                .capabilities
+                .pointer(p)
+                .and_then(serde_json::Value::as_bool)
+                .unwrap_or(false)
+        });
     let connected = ConnectionEvent::Connected {
         server,
         instance: ctx.instance,
@@ -278,8 +307,11 @@ where
             exited,
             stderr,
             &ctx.cancel,
-            has_tools,
-            wants_listen,
+            Offers {
+                tools: has_tools,
+                listen: wants_listen,
+                lists: surface_kinds(&identity_caps),
+            },
         )
         .await
 }

@@ -334,6 +334,17 @@ where
                 // An HTTP 4xx without a modern error body is a legacy server's answer;
                 // anything else (5xx, a broken connection) says nothing about the era.
                 match &error {
+                    // 401/403 are about credentials, never about the era.
+                    super::UpstreamError::Http {
+                        status: 401 | 403,
+                        excerpt,
+                    } => {
+                        return Err(HandshakeError {
+                            message: super::http::refused_message(excerpt),
+                            fatal: true,
+                            era_mismatch: false,
+                        });
+                    }
                     super::UpstreamError::Http { status, .. } if (400..500).contains(status) => {
                         break Err(ErrorObject::new(i64::from(*status), error.to_string()));
                     }

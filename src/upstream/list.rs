@@ -18,27 +18,37 @@ pub struct ToolList {
     pub private: bool,
 }
 
-/// Fetches every page of `tools/list`. A repeated cursor, too many pages, an error or a
-/// result without a `tools` array fails the whole fetch: a partial list is never used.
+/// Fetches every page of `tools/list`.
 pub async fn fetch_tools(handle: &UpstreamHandle) -> Result<ToolList, String> {
+    fetch_list(handle, method::TOOLS_LIST, "tools").await
+}
+
+/// Fetches every page of a list method whose items are in `field`. A repeated cursor,
+/// too many pages, an error or a result without the array fails the whole fetch: a
+/// partial list is never used.
+pub async fn fetch_list(
+    handle: &UpstreamHandle,
+    list_method: &str,
+    field: &str,
+) -> Result<ToolList, String> {
     let mut list = ToolList::default();
     let tools = &mut list.tools;
     let mut seen = HashSet::new();
     let mut cursor: Option<String> = None;
     for _ in 0..MAX_PAGES {
         let params = cursor.as_ref().map(|c| json!({ "cursor": c }));
-        let result = match handle.request(method::TOOLS_LIST, params).await {
+        let result = match handle.request(list_method, params).await {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => {
                 return Err(format!(
-                    "tools/list failed: {} (code {})",
+                    "{list_method} failed: {} (code {})",
                     e.message, e.code
                 ));
             }
-            Err(e) => return Err(format!("tools/list failed: {e}")),
+            Err(e) => return Err(format!("{list_method} failed: {e}")),
         };
-        let Some(page) = result.get("tools").and_then(Value::as_array) else {
-            return Err("tools/list result has no \"tools\" array".into());
+        let Some(page) = result.get(field).and_then(Value::as_array) else {
+            return Err(format!("{list_method} result has no \"{field}\" array"));
         };
         tools.extend(page.iter().cloned());
         if let Some(ttl) = result.get("ttlMs") {
@@ -52,17 +62,19 @@ pub async fn fetch_tools(handle: &UpstreamHandle) -> Result<ToolList, String> {
             Some(Value::String(next)) => {
                 if !seen.insert(next.clone()) {
                     return Err(format!(
-                        "tools/list repeated the cursor {next:?}; the pagination chain is broken"
+                        "{list_method} repeated the cursor {next:?}; the pagination chain is broken"
                     ));
                 }
                 cursor = Some(next.clone());
             }
             Some(other) => {
                 return Err(format!(
-                    "tools/list returned a non-string nextCursor {other}"
+                    "{list_method} returned a non-string nextCursor {other}"
                 ));
             }
         }
     }
-    Err(format!("tools/list returned more than {MAX_PAGES} pages"))
+    Err(format!(
+        "{list_method} returned more than {MAX_PAGES} pages"
+    ))
 }

@@ -13,6 +13,7 @@ mod list;
 mod modern;
 pub mod probe;
 pub mod process;
+mod subscriptions;
 mod transport;
 
 use crate::jsonrpc::ErrorObject;
@@ -22,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
-pub use list::{ToolList, fetch_tools};
+pub use list::{ToolList, fetch_list, fetch_tools};
 
 /// Identifies one agent call across mcpd, so it can be cancelled later.
 pub type CallId = u64;
@@ -82,6 +83,16 @@ pub struct CallOptions {
     /// The calling agent's client capabilities, for a modern server's envelope.
     pub caps: Option<Value>,
     pub asks: Option<mpsc::Sender<ServerAsk>>,
+    /// Where the server's log messages about this call go.
+    pub logs: Option<LogRoute>,
+}
+
+/// Where a call's `notifications/message` go, and from which level.
+#[derive(Debug, Clone)]
+pub struct LogRoute {
+    pub outbox: Outbox,
+    /// The lowest level passed on; None passes everything.
+    pub threshold: Option<String>,
 }
 
 /// Where progress notifications for one call go: the calling agent's queue, with the
@@ -141,6 +152,13 @@ pub enum ConnectionEvent {
         instance: u64,
         error: String,
     },
+    /// A fresh prompt, resource or template list, or why it could not be fetched.
+    List {
+        server: Arc<str>,
+        instance: u64,
+        kind: crate::registry::Kind,
+        items: Result<Vec<Value>, String>,
+    },
     /// A fresh tool list, or why it could not be fetched.
     Tools {
         server: Arc<str>,
@@ -185,6 +203,30 @@ pub(crate) enum UpstreamMsg {
     Status {
         respond_to: oneshot::Sender<LiveStatus>,
     },
+    /// An agent subscribes to (or unsubscribes from) updates of a resource.
+    Subscribe {
+        sub: Subscription,
+        on: bool,
+        respond_to: oneshot::Sender<Reply>,
+    },
+    /// An agent went away: drop all its subscriptions.
+    Forget {
+        agent: u64,
+    },
+}
+
+/// One agent's subscription to one of a server's resources.
+#[derive(Debug, Clone)]
+pub struct Subscription {
+    /// The server's own URI.
+    pub uri: String,
+    /// The URI the agent knows it by.
+    pub presented: String,
+    pub agent: u64,
+    pub outbox: Outbox,
+    /// For a modern agent, the `subscriptions/listen` it came with (its notifications
+    /// carry that id).
+    pub listen: Option<crate::jsonrpc::Id>,
 }
 
 /// The cloneable way to talk to one upstream connection.
@@ -201,6 +243,8 @@ impl std::fmt::Debug for UpstreamMsg {
             UpstreamMsg::Request { method, call, .. } => write!(f, "Request({method}, {call:?})"),
             UpstreamMsg::Cancel { call, .. } => write!(f, "Cancel({call})"),
             UpstreamMsg::Status { .. } => write!(f, "Status"),
+            UpstreamMsg::Subscribe { sub, on, .. } => write!(f, "Subscribe({}, {on})", sub.uri),
+            UpstreamMsg::Forget { agent } => write!(f, "Forget({agent})"),
         }
     }
 }
@@ -257,6 +301,31 @@ impl UpstreamHandle {
         };
         // The connection may have ended already; then there is nothing left to cancel.
         let _ = self.tx.send(msg).await;
+    }
+
+    /// Subscribes an agent to a resource's updates (or ends it). The server hears of the
+    /// first subscriber and of the last one leaving.
+    pub async fn subscribe(&self, sub: Subscription, on: bool) -> Reply {
+        let (respond_to, rx) = oneshot::channel();
+        let msg = UpstreamMsg::Subscribe {
+            sub,
+            on,
+            respond_to,
+        };
+        self.tx.send(msg).await.map_err(|_| UpstreamError::Gone)?;
+        match tokio::time::timeout(self.deadline, rx).await {
+            Ok(reply) => reply.map_err(|_| UpstreamError::Gone)?,
+            Err(_) => Err(UpstreamError::Timeout {
+                after: self.deadline,
+            }),
+        }
+    }
+
+    /// Drops every subscription of an agent that went away.
+    pub fn forget(&self, agent: u64) {
+        // If the mailbox is full or closed, the connection is busy or gone; its
+        // subscriptions go with it in the second case and stay harmless in the first.
+        let _ = self.tx.try_send(UpstreamMsg::Forget { agent });
     }
 
     pub async fn live_status(&self) -> Option<LiveStatus> {

@@ -104,9 +104,18 @@ pub fn check_tools(server: &str, tools: Vec<Value>) -> (Vec<Value>, ParamHeaders
     (kept, map)
 }
 
-/// The `subscriptions/listen` request that asks a modern server for tool-list changes.
-pub fn listen_params() -> Value {
-    json!({ "notifications": { "toolsListChanged": true } })
+/// The `subscriptions/listen` request that asks a modern server for list changes (it
+/// honours the subset it supports).
+pub fn listen_params(resources: &[String]) -> Value {
+    let mut filter = json!({
+        "toolsListChanged": true,
+        "promptsListChanged": true,
+        "resourcesListChanged": true,
+    });
+    if !resources.is_empty() {
+        filter["resourceSubscriptions"] = json!(resources);
+    }
+    json!({ "notifications": filter })
 }
 
 /// The subscription a notification belongs to, if any.

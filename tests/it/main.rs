@@ -9,5 +9,7 @@ mod failure;
 mod foundation;
 mod http;
 mod http_fixture_selftest;
+mod http_modern;
 mod interop;
+mod interop_eras;
 mod interop_http;

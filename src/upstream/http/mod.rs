@@ -9,6 +9,8 @@ mod legacy;
 mod sse;
 mod streamable;
 
+pub use streamable::refused_message;
+
 use super::actor::End;
 use super::connection::{ConnectionContext, negotiate, report_lost, serve};
 use super::transport::{Inbound, Outbound};

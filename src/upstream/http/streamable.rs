@@ -289,22 +289,34 @@ impl Streamable {
             self.close(refused_message(&hint), true).await;
             return Err(InitError::Closed);
         }
-        if self.auto
-            && matches!(
-                status,
-                StatusCode::BAD_REQUEST | StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED
-            )
-        {
-            return Err(InitError::Fallback(format!(
-                "{shown} answered the Streamable HTTP initialize with HTTP {}",
-                status.as_u16()
-            )));
-        }
         if !status.is_success() {
-            let excerpt = client::excerpt(resp).await;
+            // A JSON-RPC answer in the error response (a modern server's -32022, say) is
+            // the server's own word: deliver it, and never take it as a reason to fall
+            // back to HTTP+SSE.
+            let body = match client::read_body(resp, ERROR_BODY_MAX).await {
+                Ok(Body::Text(t)) => t,
+                _ => String::new(),
+            };
+            if answers(&body, id) {
+                let _ = self.inbound.send(Inbound::Frame(Frame::Line(body))).await;
+                return Ok(());
+            }
+            if self.auto
+                && matches!(
+                    status,
+                    StatusCode::BAD_REQUEST
+                        | StatusCode::NOT_FOUND
+                        | StatusCode::METHOD_NOT_ALLOWED
+                )
+            {
+                return Err(InitError::Fallback(format!(
+                    "{shown} answered the Streamable HTTP initialize with HTTP {}",
+                    status.as_u16()
+                )));
+            }
             let e = UpstreamError::Http {
                 status: status.as_u16(),
-                excerpt,
+                excerpt: client::one_line(&body),
             };
             self.close(format!("{shown}: {e}"), false).await;
             return Err(InitError::Closed);

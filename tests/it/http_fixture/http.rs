@@ -2,7 +2,7 @@
 //! helpers for reading headers and building plain responses.
 
 use super::state::Shared;
-use super::{legacy, rpc, streamable};
+use super::{legacy, modern, rpc, streamable};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -32,17 +32,31 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
 
 /// Records the headers every test may ask about, then applies `bearer` and `forbidden`.
 async fn gate(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Response {
-    let authorization = header_str(req.headers(), "authorization");
+    let headers = req.headers();
+    let authorization = header_str(headers, "authorization");
     {
         let mut inner = shared.lock();
         let stats = &mut inner.stats;
-        if req.method() == Method::POST {
-            stats.posts += 1;
+        match *req.method() {
+            Method::POST => stats.posts += 1,
+            Method::GET => stats.get_requests += 1,
+            Method::DELETE => stats.delete_requests += 1,
+            _ => {}
         }
         stats.authorization.extend(authorization.clone());
         stats
             .custom_header
-            .extend(header_str(req.headers(), "x-fixture-key"));
+            .extend(header_str(headers, "x-fixture-key"));
+        stats.methods.extend(header_str(headers, "mcp-method"));
+        if let Some(name) = header_str(headers, "mcp-name") {
+            stats.names.push(modern::decode(&name).unwrap_or(name));
+        }
+        for (name, value) in headers {
+            if let Some(param) = name.as_str().strip_prefix("mcp-param-") {
+                let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+                stats.param_headers.push((param.to_owned(), value));
+            }
+        }
     }
     if let Some(token) = &shared.opts.bearer
         && authorization.as_deref() != Some(format!("Bearer {token}").as_str())

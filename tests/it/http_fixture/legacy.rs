@@ -7,7 +7,7 @@ use super::http::{
 };
 use super::rpc::{self, Message, Request};
 use super::sse::{self, SseWriter};
-use super::state::{Shared, new_session_id};
+use super::state::{ListenerKind, Shared, new_session_id};
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
@@ -28,7 +28,7 @@ pub(super) fn open(shared: &Arc<Shared>, headers: &HeaderMap) -> Response {
     // This transport has no resumability, so its events never carry ids.
     let (writer, resp) = SseWriter::open(shared, None);
     writer.event("endpoint", &format!("/messages?session={session}"));
-    sse::spawn_listener(shared, writer, &session, true);
+    sse::spawn_listener(shared, writer, &session, ListenerKind::Legacy);
     resp
 }
 

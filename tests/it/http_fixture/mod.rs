@@ -1,18 +1,20 @@
-//! An in-process HTTP MCP server for the integration tests: Streamable HTTP or the 2024-11-05
-//! HTTP+SSE transport, with misbehaviour chosen by `FixtureOptions` and counters in `Stats`.
+//! An in-process HTTP MCP server for the integration tests: Streamable HTTP (legacy era or the
+//! stateless 2026-07-28 era) or the 2024-11-05 HTTP+SSE transport, with misbehaviour chosen by
+//! `FixtureOptions` and counters in `Stats`.
 //!
 //! It speaks `serde_json::Value` only and uses no type of the `mcpd` crate, so a bug in mcpd's
 //! types cannot pass on both sides.
 //!
-//! Reading order: `state` (what is shared), `http` (router and auth gate), `streamable` and
-//! `legacy` (the two transports), `rpc` (answering a request), `tools`, `sse` (the wire format
-//! and long-lived streams), `net` (sockets).
+//! Reading order: `state` (what is shared), `http` (router and auth gate), `streamable`,
+//! `modern` and `legacy` (the transports), `rpc` (answering a request), `tools`, `sse` (the
+//! wire format and long-lived streams), `net` (sockets).
 
 // Each test uses the part of this API it needs; no single test uses all of it.
 #![allow(dead_code)]
 
 mod http;
 mod legacy;
+mod modern;
 mod net;
 mod rpc;
 mod sse;
@@ -21,7 +23,7 @@ mod streamable;
 mod tools;
 
 use serde_json::{Value, json};
-use state::Shared;
+use state::{ListenerKind, Shared};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -52,6 +54,14 @@ pub struct FixtureOptions {
     pub retry_ms: Option<u64>,
     /// When set, every POST is answered with this status and a text/plain body.
     pub fail_status: Option<u16>,
+    /// Speak only the stateless 2026-07-28 era over Streamable HTTP: POST only (GET and DELETE
+    /// are 405), no sessions, `initialize` refused with -32022, every request checked for the
+    /// `_meta` envelope and the request-metadata headers (`MCP-Protocol-Version`, `Mcp-Method`,
+    /// `Mcp-Name`, `Mcp-Param-*`), `server/discover`, `subscriptions/listen`, and the tools
+    /// `region` (arguments annotated with `x-mcp-header`) and `badheader` (an invalid annotation).
+    pub modern: bool,
+    /// The `ttlMs` of modern `server/discover` and `tools/list` results.
+    pub ttl_ms: u64,
 }
 
 impl Default for FixtureOptions {
@@ -66,6 +76,8 @@ impl Default for FixtureOptions {
             stall: false,
             retry_ms: None,
             fail_status: None,
+            modern: false,
+            ttl_ms: 60_000,
         }
     }
 }
@@ -108,6 +120,27 @@ pub struct Stats {
     /// Requests whose client went away before the answer (a request's SSE stream, a JSON
     /// reply still being worked on, or a 2024-11-05 session stream with a request in flight).
     pub disconnects: usize,
+    /// GET requests received (any path, any outcome).
+    pub get_requests: usize,
+    /// DELETE requests received (any path, any outcome).
+    pub delete_requests: usize,
+    /// `Mcp-Method` values of every request (any mode, any outcome).
+    pub methods: Vec<String>,
+    /// `Mcp-Name` values of every request, decoded from the `=?base64?…?=` form when wrapped
+    /// (as received when that form does not decode).
+    pub names: Vec<String>,
+    /// `Mcp-Param-{Name}` headers of every request as (`{Name}`, value as received): names
+    /// arrive lowercased (header names are case-insensitive), values possibly base64-wrapped.
+    pub param_headers: Vec<(String, String)>,
+    /// Modern requests refused with 400 and -32020 because a request-metadata header was
+    /// missing or did not match the body.
+    pub header_errors: usize,
+    /// `server/discover` requests answered with a `DiscoverResult` (modern only).
+    pub discovers: usize,
+    /// `tools/list` requests answered (any mode).
+    pub tools_lists: usize,
+    /// Modern `subscriptions/listen` streams opened.
+    pub listens_opened: usize,
 }
 
 /// A running fixture server on 127.0.0.1. Dropping it stops it too, without waiting.
@@ -167,22 +200,36 @@ impl HttpFixture {
     pub fn expire_sessions(&self) {
         let mut inner = self.shared.lock();
         inner.sessions.clear();
-        inner.close_listeners(|l| l.legacy);
+        inner.close_listeners(|l| matches!(l.kind, ListenerKind::Legacy));
     }
 
     /// Adds one tool `extra_N` and sends `notifications/tools/list_changed` on every open
-    /// server-initiated stream (GET streams, or 2024-11-05 session streams).
+    /// server-initiated stream (GET streams, or 2024-11-05 session streams), or in the modern
+    /// era on every `subscriptions/listen` stream that asked for it, tagged with its id.
     pub async fn notify_tools_changed(&self) {
         let mut inner = self.shared.lock();
         inner.extras += 1;
-        let msg = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
         for listener in inner.listeners.values() {
+            let msg = match &listener.kind {
+                ListenerKind::Get | ListenerKind::Legacy => {
+                    json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+                }
+                ListenerKind::Listen { id, tools: true } => modern::list_changed(id),
+                ListenerKind::Listen { tools: false, .. } => continue,
+            };
             // A stream whose client has gone is being removed by its own task.
-            let _ = listener.out.send(msg.clone());
+            let _ = listener.out.send(msg);
         }
     }
 
-    /// Closes every open server-initiated stream from the server side.
+    /// Adds one tool `extra_N` without telling anyone: only a client that fetches the list
+    /// again (a lapsed `ttlMs`, say) sees it.
+    pub fn add_tool_quietly(&self) {
+        self.shared.lock().extras += 1;
+    }
+
+    /// Closes every open server-initiated stream from the server side (modern
+    /// `subscriptions/listen` streams too).
     pub fn drop_get_streams(&self) {
         self.shared.lock().close_listeners(|_| true);
     }

@@ -1,6 +1,7 @@
 //! JSON-RPC without HTTP: classifying a message, building replies, answering a request (ended
 //! early by a cancellation), and answering on a stream in a task of its own.
 
+use super::modern;
 use super::sse::SseWriter;
 use super::state::Shared;
 use super::tools::{self, ToolOutcome};
@@ -117,19 +118,39 @@ impl Drop for Running<'_> {
     }
 }
 
+/// Answers one request. In the modern era (which `modern` has already checked) every result
+/// carries `resultType` and the serverInfo `_meta`, and lists carry cache hints.
 async fn dispatch(shared: &Shared, req: &Request, emit: &(dyn Fn(Value) + Send + Sync)) -> Outcome {
-    let reply = |r| Outcome::Reply(result(&req.id, r));
+    let is_modern = shared.opts.modern;
+    let complete = |r| {
+        if is_modern { modern::decorate(r) } else { r }
+    };
+    let reply = |r| Outcome::Reply(result(&req.id, complete(r)));
     match req.method.as_str() {
         "initialize" => reply(initialize_result(&req.params)),
         "ping" => reply(json!({})),
+        "server/discover" if is_modern => {
+            shared.lock().stats.discovers += 1;
+            reply(modern::discover_result(shared.opts.ttl_ms))
+        }
         "tools/list" => {
-            let extras = shared.lock().extras;
-            reply(json!({"tools": tools::list(extras)}))
+            let extras = {
+                let mut inner = shared.lock();
+                inner.stats.tools_lists += 1;
+                inner.extras
+            };
+            let mut list = json!({"tools": tools::list(extras, is_modern)});
+            if is_modern {
+                modern::cacheable(&mut list, shared.opts.ttl_ms);
+            }
+            reply(list)
         }
         "tools/call" => match tools::call(shared, req, emit).await {
             ToolOutcome::Done(r) => reply(r),
             ToolOutcome::Failed(code, message) => Outcome::Reply(error(&req.id, code, &message)),
-            ToolOutcome::Dropped => Outcome::HoldBack(result(&req.id, tools::text("resumed"))),
+            ToolOutcome::Dropped => {
+                Outcome::HoldBack(result(&req.id, complete(tools::text("resumed"))))
+            }
         },
         other => Outcome::Reply(error(
             &req.id,

@@ -1,7 +1,8 @@
 //! Server-sent events on the wire: the streaming response body, event framing with optional ids,
-//! and the task that keeps a server-initiated stream (GET or 2024-11-05 session stream) open.
+//! and the task that keeps a server-initiated stream (GET, 2024-11-05 session stream or modern
+//! listen stream) open.
 
-use super::state::{History, Shared, StreamKind};
+use super::state::{History, ListenerKind, Shared, StreamKind};
 use axum::body::Body;
 use axum::http::{StatusCode, header};
 use axum::response::Response;
@@ -157,19 +158,22 @@ pub(super) fn spawn_listener(
     shared: &Arc<Shared>,
     writer: SseWriter,
     session: &str,
-    legacy: bool,
+    kind: ListenerKind,
 ) -> UnboundedSender<Value> {
     let (out, out_rx) = mpsc::unbounded_channel();
     let close = CancellationToken::new();
     let number = {
         let mut inner = shared.lock();
-        inner.stats.get_streams_opened += 1;
+        match kind {
+            ListenerKind::Get | ListenerKind::Legacy => inner.stats.get_streams_opened += 1,
+            ListenerKind::Listen { .. } => inner.stats.listens_opened += 1,
+        }
         let number = inner.next_number();
         let listener = super::state::Listener {
             session: session.to_owned(),
             out: out.clone(),
             close: close.clone(),
-            legacy,
+            kind,
         };
         inner.listeners.insert(number, listener);
         number

@@ -24,7 +24,8 @@ pub(super) struct Inner {
     pub stats: Stats,
     /// Streamable HTTP session ids that requests may carry; forgotten by DELETE and `expire_sessions`.
     pub sessions: HashSet<String>,
-    /// Open server-initiated streams (GET streams, or 2024-11-05 session streams), by listener number.
+    /// Open server-initiated streams (GET streams, 2024-11-05 session streams, or modern
+    /// `subscriptions/listen` streams), by listener number.
     pub listeners: HashMap<u64, Listener>,
     /// Every event of every stream whose events carry ids, by stream number, so a GET with
     /// `Last-Event-ID` can replay what the client missed.
@@ -40,14 +41,26 @@ pub(super) struct Inner {
 
 /// One open server-initiated stream, as seen from outside its task.
 pub(super) struct Listener {
-    /// The session the stream belongs to (for 2024-11-05, the stream *is* the session).
+    /// The session the stream belongs to (for 2024-11-05, the stream *is* the session; empty
+    /// for a modern stream).
     pub session: String,
     /// Messages to send on the stream; its task writes them as `message` events.
     pub out: UnboundedSender<Value>,
     /// Cancelled to close the stream from the server side.
     pub close: CancellationToken,
-    /// True for a 2024-11-05 session stream, false for a Streamable HTTP GET stream.
-    pub legacy: bool,
+    pub kind: ListenerKind,
+}
+
+/// What kind of server-initiated stream a listener is.
+#[derive(Clone, Debug)]
+pub(super) enum ListenerKind {
+    /// A Streamable HTTP GET stream.
+    Get,
+    /// A 2024-11-05 session stream.
+    Legacy,
+    /// A 2026-07-28 `subscriptions/listen` stream: the listen request's id (its
+    /// subscriptionId), and whether it asked for tool-list changes.
+    Listen { id: Value, tools: bool },
 }
 
 /// What was sent (or held back) on one stream whose events carry ids.
@@ -95,7 +108,7 @@ impl Inner {
     pub fn legacy_out(&self, session: &str) -> Option<UnboundedSender<Value>> {
         self.listeners
             .values()
-            .find(|l| l.legacy && l.session == session)
+            .find(|l| matches!(l.kind, ListenerKind::Legacy) && l.session == session)
             .map(|l| l.out.clone())
     }
 

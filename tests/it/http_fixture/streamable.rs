@@ -1,5 +1,6 @@
 //! Streamable HTTP (2025-03-26 … 2025-11-25) at `/mcp`: POST answered as JSON or SSE, the GET
-//! stream with resumption by `Last-Event-ID`, DELETE, and sessions.
+//! stream with resumption by `Last-Event-ID`, DELETE, and sessions. In the `modern` option the
+//! POSTs go to `modern` and GET and DELETE are refused.
 
 use super::http::{
     Rejection, SESSION_HEADER, accepted, accepts, caller, failure, header_str, json_body,
@@ -7,8 +8,8 @@ use super::http::{
 };
 use super::rpc::{self, Message, Outcome, Request};
 use super::sse::{self, SseWriter};
-use super::state::{Shared, StreamKind, new_session_id};
-use super::{Reply, legacy};
+use super::state::{ListenerKind, Shared, StreamKind, new_session_id};
+use super::{Reply, legacy, modern};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
@@ -39,6 +40,9 @@ pub(super) async fn post(
         Ok(msg) => msg,
         Err(resp) => return *resp,
     };
+    if shared.opts.modern {
+        return modern::handle(shared, &headers, &msg).await;
+    }
     match rpc::classify(&msg) {
         Message::Request { id, method, params } if method == "initialize" => {
             initialize(shared, id, params, caller(&headers)).await
@@ -103,8 +107,8 @@ async fn initialize(
 }
 
 /// Answers a request as the fixture's `reply` option says: one JSON body, or an SSE stream
-/// with related notifications before the response.
-async fn respond(shared: Arc<Shared>, req: Request) -> Response {
+/// with related notifications before the response (events without ids in the modern era).
+pub(super) async fn respond(shared: Arc<Shared>, req: Request) -> Response {
     match shared.opts.reply {
         Reply::Json => {
             let mut watch = DisconnectWatch {
@@ -125,7 +129,7 @@ async fn respond(shared: Arc<Shared>, req: Request) -> Response {
             }
         }
         Reply::Sse => {
-            let ids = Some((req.session.as_str(), StreamKind::Request));
+            let ids = (!shared.opts.modern).then_some((req.session.as_str(), StreamKind::Request));
             let (writer, resp) = SseWriter::open(&shared, ids);
             writer.prime();
             rpc::spawn_on_stream(shared.clone(), writer, req);
@@ -164,6 +168,9 @@ fn session(shared: &Shared, headers: &HeaderMap) -> Result<String, Rejection> {
 }
 
 pub(super) async fn get(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    if shared.opts.modern {
+        return modern::no_get_or_delete();
+    }
     if shared.opts.legacy_sse {
         return legacy::open(&shared, &headers);
     }
@@ -193,7 +200,7 @@ pub(super) async fn get(State(shared): State<Arc<Shared>>, headers: HeaderMap) -
 /// Opens a server-initiated stream for `session`.
 fn listen(shared: &Arc<Shared>, session: &str) -> Response {
     let (writer, resp) = SseWriter::open(shared, Some((session, StreamKind::Get)));
-    sse::spawn_listener(shared, writer, session, false);
+    sse::spawn_listener(shared, writer, session, ListenerKind::Get);
     resp
 }
 
@@ -213,7 +220,7 @@ fn resume(shared: &Arc<Shared>, session: &str, last: String) -> Response {
             let (writer, resp) = SseWriter::resume(shared, stream);
             writer.replay(seq);
             if kind == StreamKind::Get {
-                sse::spawn_listener(shared, writer, session, false);
+                sse::spawn_listener(shared, writer, session, ListenerKind::Get);
             }
             resp
         }
@@ -226,6 +233,9 @@ fn resume(shared: &Arc<Shared>, session: &str, last: String) -> Response {
 }
 
 pub(super) async fn delete(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    if shared.opts.modern {
+        return modern::no_get_or_delete();
+    }
     if shared.opts.legacy_sse {
         return plain(
             StatusCode::METHOD_NOT_ALLOWED,

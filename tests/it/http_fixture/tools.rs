@@ -14,8 +14,9 @@ pub(super) enum ToolOutcome {
     Dropped,
 }
 
-/// Every tool, with `extras` tools named `extra_1` … `extra_<extras>` at the end.
-pub(super) fn list(extras: usize) -> Vec<Value> {
+/// Every tool (with `region` and `badheader` in the modern era), with `extras` tools named
+/// `extra_1` … `extra_<extras>` at the end.
+pub(super) fn list(extras: usize, modern: bool) -> Vec<Value> {
     let mut tools = vec![
         tool(
             "echo",
@@ -57,11 +58,37 @@ pub(super) fn list(extras: usize) -> Vec<Value> {
             &["bytes"],
         ),
     ];
+    if modern {
+        tools.extend(modern_tools());
+    }
     for n in 1..=extras {
         let name = format!("extra_{n}");
         tools.push(tool(&name, "Added at run time.", json!({}), &[]));
     }
     tools
+}
+
+/// The tools only the modern era lists: `region`, whose arguments travel in `Mcp-Param-Region`
+/// and `Mcp-Param-N` too, and `badheader`, whose `x-mcp-header` sits on a `number` (not
+/// allowed: an HTTP client must drop the tool).
+pub(super) fn modern_tools() -> Vec<Value> {
+    vec![
+        tool(
+            "region",
+            "Names its region and n, which also travel as headers.",
+            json!({
+                "region": {"type": "string", "x-mcp-header": "Region"},
+                "n": {"type": "integer", "x-mcp-header": "N"},
+            }),
+            &["region", "n"],
+        ),
+        tool(
+            "badheader",
+            "Has an invalid x-mcp-header annotation.",
+            json!({"amount": {"type": "number", "x-mcp-header": "Amount"}}),
+            &[],
+        ),
+    ]
 }
 
 fn tool(name: &str, description: &str, properties: Value, required: &[&str]) -> Value {
@@ -118,6 +145,11 @@ pub(super) async fn call(
             let bytes = args["bytes"].as_u64().unwrap_or(0) as usize;
             ToolOutcome::Done(text(&"x".repeat(bytes)))
         }
+        "region" if shared.opts.modern => match (args["region"].as_str(), args["n"].as_i64()) {
+            (Some(region), Some(n)) => ToolOutcome::Done(text(&format!("region={region} n={n}"))),
+            _ => invalid(name),
+        },
+        "badheader" if shared.opts.modern => ToolOutcome::Done(text("badheader")),
         _ if is_extra(shared, name) => ToolOutcome::Done(text("extra")),
         _ => ToolOutcome::Failed(-32602, format!("unknown tool: {name}")),
     }

@@ -4,12 +4,15 @@
 //! `watch` channel; agents read an `Arc<Catalog>` snapshot, so a reader sees one whole
 //! generation of every server, never a mix.
 
+pub mod surface;
+
 use crate::protocol::naming;
 use crate::upstream::UpstreamHandle;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
+pub use surface::{Entry, Kind, Surface};
 
 /// Tools returned per `tools/list` page to agents.
 pub const PAGE_SIZE: usize = 500;
@@ -72,6 +75,11 @@ pub struct Catalog {
     pub servers: BTreeMap<Arc<str>, Availability>,
     /// Changes whenever the set of tools or a definition changes, and only then.
     pub tools_version: u64,
+    /// Every server's prompts, resources and templates.
+    pub surface: Arc<Surface>,
+    /// Change when the prompts, or the resources and templates, change.
+    pub prompts_version: u64,
+    pub resources_version: u64,
     /// The cache hints mcpd puts on its listings for modern agents.
     pub cache: CacheHint,
 }
@@ -126,6 +134,23 @@ impl Catalog {
     }
 }
 
+/// One page of prompts, resources or templates after the cursor, and the next cursor.
+pub fn page_entries<'a>(
+    items: &'a [Arc<Entry>],
+    cursor: Option<&str>,
+) -> Result<(&'a [Arc<Entry>], Option<String>), String> {
+    let start = match cursor {
+        None => 0,
+        Some(c) => {
+            let after = decode_cursor(c).ok_or_else(|| format!("invalid cursor {c:?}"))?;
+            items.partition_point(|e| e.presented.as_str() <= after.as_str())
+        }
+    };
+    let end = (start + PAGE_SIZE).min(items.len());
+    let next = (end < items.len()).then(|| encode_cursor(&items[end - 1].presented));
+    Ok((&items[start..end], next))
+}
+
 /// Cursors name the last tool of the page (hex-encoded to keep them opaque), so a page
 /// boundary stays right even when the catalog changes between pages.
 fn encode_cursor(last: &str) -> String {
@@ -161,6 +186,14 @@ pub enum GenerationError {
 pub struct Registry {
     generations: BTreeMap<Arc<str>, Vec<Arc<ToolEntry>>>,
     version: u64,
+    /// Each server's last good prompt, resource and template lists, as it sent them.
+    lists: BTreeMap<(Arc<str>, Kind), Vec<Value>>,
+    prompts_version: u64,
+    resources_version: u64,
+    /// The presented surface, rebuilt only when a list changed.
+    surface: Arc<Surface>,
+    surface_stale: bool,
+    name_limit: usize,
 }
 
 impl Registry {
@@ -216,15 +249,54 @@ impl Registry {
         self.generations.get(server).map_or(0, |g| g.len())
     }
 
-    /// Forgets a server that is no longer configured.
+    /// Forgets a server's tools (it has none, or is no longer configured).
     pub fn remove(&mut self, server: &str) {
         if self.generations.remove(server).is_some() {
             self.version += 1;
         }
     }
 
+    /// Takes a server's new prompt, resource or template list. Returns whether anything
+    /// agents see changed.
+    pub fn replace_list(
+        &mut self,
+        server: &Arc<str>,
+        kind: Kind,
+        items: Vec<Value>,
+        limit: usize,
+    ) -> bool {
+        let key = (server.clone(), kind);
+        if self.lists.get(&key) == Some(&items) {
+            return false;
+        }
+        if items.is_empty() {
+            self.lists.remove(&key);
+        } else {
+            self.lists.insert(key, items);
+        }
+        match kind {
+            Kind::Prompts => self.prompts_version += 1,
+            Kind::Resources | Kind::Templates => self.resources_version += 1,
+        }
+        self.name_limit = limit;
+        self.surface_stale = true;
+        true
+    }
+
+    /// How many prompts and resources a server has, for status.
+    pub fn list_count(&self, server: &str, kind: Kind) -> usize {
+        self.lists
+            .iter()
+            .filter(|((s, k), _)| &**s == server && *k == kind)
+            .map(|(_, v)| v.len())
+            .sum()
+    }
+
     /// A new snapshot for agents.
-    pub fn catalog(&self, servers: BTreeMap<Arc<str>, Availability>) -> Catalog {
+    pub fn catalog(&mut self, servers: BTreeMap<Arc<str>, Availability>) -> Catalog {
+        if std::mem::take(&mut self.surface_stale) {
+            self.surface = Arc::new(Surface::build(&self.lists, self.name_limit.max(48)));
+        }
         let mut tools: Vec<Arc<ToolEntry>> = self
             .generations
             .values()
@@ -246,6 +318,9 @@ impl Registry {
             servers,
             tools_version: self.version,
             cache: CacheHint::default(),
+            surface: self.surface.clone(),
+            prompts_version: self.prompts_version,
+            resources_version: self.resources_version,
         }
     }
 }

@@ -1,0 +1,365 @@
+//! Prompts, resources, templates, completion, resource subscriptions and logging levels, as an agent asks for them: listing from the catalog, routing to the right server.
+
+use super::AgentContext;
+use super::calls::{self, Rewrite, Target};
+use super::conn::Session;
+use super::handlers::{Handled, Step};
+use crate::errors::AgentError;
+use crate::jsonrpc::{self, ErrorObject, Id, Request};
+use crate::outbox::Outbox;
+use crate::protocol::era::{self, key};
+use crate::protocol::method;
+use crate::registry::{self, Kind};
+use crate::upstream::Subscription;
+use futures::FutureExt;
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+fn invalid(id: &Id, m: &str, reason: impl Into<String>) -> Handled {
+    let e = AgentError::InvalidParams {
+        method: m.to_owned(),
+        reason: reason.into(),
+    };
+    Handled::Now(jsonrpc::error_line(Some(id), &e.to_error_object()))
+}
+
+/// `prompts/list`, `resources/list` and `resources/templates/list`, paginated.
+pub fn list(req: &Request, ctx: &AgentContext, kind: Kind, modern: bool) -> Handled {
+    let cursor = match req.params.as_ref().and_then(|p| p.get("cursor")) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(c)) => Some(c.as_str()),
+        Some(_) => return invalid(&req.id, kind.list().0, "cursor must be a string"),
+    };
+    let catalog = ctx.catalog.borrow().clone();
+    let items = match kind {
+        Kind::Prompts => &catalog.surface.prompts,
+        Kind::Resources => &catalog.surface.resources,
+        Kind::Templates => &catalog.surface.templates,
+    };
+    let (page, next) = match registry::page_entries(items, cursor) {
+        Ok(p) => p,
+        Err(why) => return invalid(&req.id, kind.list().0, why),
+    };
+    let mut result = Map::new();
+    result.insert(
+        kind.list().1.into(),
+        Value::Array(page.iter().map(|e| e.definition.clone()).collect()),
+    );
+    if let Some(next) = next {
+        result.insert("nextCursor".into(), Value::String(next));
+    }
+    let mut result = Value::Object(result);
+    if modern {
+        era::modernize_result(&mut result);
+        result["ttlMs"] = json!(catalog.cache.ttl_ms);
+        result["cacheScope"] = json!(if catalog.cache.private {
+            "private"
+        } else {
+            "public"
+        });
+    }
+    Handled::Now(jsonrpc::result_line(&req.id, &result))
+}
+
+fn params_of(req: &Request) -> Option<Map<String, Value>> {
+    match &req.params {
+        Some(Value::Object(m)) => Some(m.clone()),
+        _ => None,
+    }
+}
+
+/// `prompts/get`: routed by the prompt's qualified name.
+pub fn prompts_get(
+    req: Request,
+    ctx: &AgentContext,
+    outbox: &Outbox,
+    session: &Session,
+    modern: bool,
+) -> Handled {
+    let Some(mut params) = params_of(&req) else {
+        return invalid(
+            &req.id,
+            method::PROMPTS_GET,
+            "params must be an object with a \"name\"",
+        );
+    };
+    let Some(name) = params
+        .get("name")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+    else {
+        return invalid(&req.id, method::PROMPTS_GET, "\"name\" must be a string");
+    };
+    let catalog = ctx.catalog.borrow().clone();
+    let Some(prompt) = catalog.surface.prompt(&name) else {
+        return invalid(
+            &req.id,
+            method::PROMPTS_GET,
+            format!("unknown prompt '{name}'; call prompts/list to see the prompts mcpd offers"),
+        );
+    };
+    let handle = match calls::ready_handle(&catalog, &prompt.server, &req.id) {
+        Ok(h) => h,
+        Err(line) => return Handled::Now(line),
+    };
+    params.insert("name".into(), Value::String(prompt.original.clone()));
+    let target = Target {
+        server: prompt.server.clone(),
+        handle,
+        method: method::PROMPTS_GET,
+        params,
+        rewrite: Rewrite::None,
+    };
+    later(calls::launch(req.id, target, outbox, session, modern))
+}
+
+/// `resources/read`: routed by URI (see `registry::surface` for the scheme).
+pub fn resources_read(
+    req: Request,
+    ctx: &AgentContext,
+    outbox: &Outbox,
+    session: &Session,
+    modern: bool,
+) -> Handled {
+    let Some(mut params) = params_of(&req) else {
+        return invalid(
+            &req.id,
+            method::RESOURCES_READ,
+            "params must be an object with a \"uri\"",
+        );
+    };
+    let Some(uri) = params.get("uri").and_then(Value::as_str).map(str::to_owned) else {
+        return invalid(&req.id, method::RESOURCES_READ, "\"uri\" must be a string");
+    };
+    let catalog = ctx.catalog.borrow().clone();
+    let (server, original) = match route(&catalog, &uri) {
+        Ok(r) => r,
+        Err(why) => return not_found(&req.id, &uri, why),
+    };
+    let handle = match calls::ready_handle(&catalog, &server, &req.id) {
+        Ok(h) => h,
+        Err(line) => return Handled::Now(line),
+    };
+    params.insert("uri".into(), Value::String(original));
+    let target = Target {
+        server,
+        handle,
+        method: method::RESOURCES_READ,
+        params,
+        rewrite: Rewrite::ContentUris {
+            surface: catalog.surface.clone(),
+        },
+    };
+    later(calls::launch(req.id, target, outbox, session, modern))
+}
+
+fn route(catalog: &registry::Catalog, uri: &str) -> Result<(Arc<str>, String), String> {
+    let servers: Vec<&str> = catalog.servers.keys().map(|s| &**s).collect();
+    catalog.surface.route_uri(uri, &servers)
+}
+
+/// A resource no server offers: -32002 (the legacy code; modern clients accept it too).
+fn not_found(id: &Id, uri: &str, why: String) -> Handled {
+    let e = ErrorObject::new(-32002, why).with_data(json!({ "uri": uri }));
+    Handled::Now(jsonrpc::error_line(Some(id), &e))
+}
+
+/// `completion/complete`: routed by the prompt or resource it refers to.
+pub fn complete(
+    req: Request,
+    ctx: &AgentContext,
+    outbox: &Outbox,
+    session: &Session,
+    modern: bool,
+) -> Handled {
+    let Some(mut params) = params_of(&req) else {
+        return invalid(
+            &req.id,
+            method::COMPLETE,
+            "params must be an object with a \"ref\"",
+        );
+    };
+    let catalog = ctx.catalog.borrow().clone();
+    let reference = params.get("ref").cloned().unwrap_or(Value::Null);
+    let (server, rewritten) = match reference.get("type").and_then(Value::as_str) {
+        Some("ref/prompt") => {
+            let name = reference.get("name").and_then(Value::as_str).unwrap_or("");
+            let Some(prompt) = catalog.surface.prompt(name) else {
+                return invalid(
+                    &req.id,
+                    method::COMPLETE,
+                    format!("unknown prompt '{name}'"),
+                );
+            };
+            let mut r = reference.clone();
+            r["name"] = Value::String(prompt.original.clone());
+            (prompt.server.clone(), r)
+        }
+        Some("ref/resource") => {
+            let uri = reference.get("uri").and_then(Value::as_str).unwrap_or("");
+            let found = catalog
+                .surface
+                .templates
+                .iter()
+                .find(|t| t.presented == uri)
+                .map(|t| (t.server.clone(), t.original.clone()));
+            let (server, original) = match found {
+                Some(f) => f,
+                None => match route(&catalog, uri) {
+                    Ok(r) => r,
+                    Err(why) => return not_found(&req.id, uri, why),
+                },
+            };
+            let mut r = reference.clone();
+            r["uri"] = Value::String(original);
+            (server, r)
+        }
+        _ => {
+            return invalid(
+                &req.id,
+                method::COMPLETE,
+                "\"ref\" must be a ref/prompt or ref/resource",
+            );
+        }
+    };
+    let handle = match calls::ready_handle(&catalog, &server, &req.id) {
+        Ok(h) => h,
+        Err(line) => return Handled::Now(line),
+    };
+    params.insert("ref".into(), rewritten);
+    let target = Target {
+        server,
+        handle,
+        method: method::COMPLETE,
+        params,
+        rewrite: Rewrite::None,
+    };
+    later(calls::launch(req.id, target, outbox, session, modern))
+}
+
+/// `resources/subscribe` and `resources/unsubscribe` of a legacy agent.
+pub fn subscribe(
+    req: Request,
+    ctx: &AgentContext,
+    outbox: &Outbox,
+    session: &mut Session,
+    on: bool,
+) -> Handled {
+    let m = if on {
+        method::RESOURCES_SUBSCRIBE
+    } else {
+        method::RESOURCES_UNSUBSCRIBE
+    };
+    let Some(uri) = req
+        .params
+        .as_ref()
+        .and_then(|p| p.get("uri"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+    else {
+        return invalid(&req.id, m, "\"uri\" must be a string");
+    };
+    let catalog = ctx.catalog.borrow().clone();
+    let (server, original) = match route(&catalog, &uri) {
+        Ok(r) => r,
+        Err(why) => return not_found(&req.id, &uri, why),
+    };
+    let handle = match calls::ready_handle(&catalog, &server, &req.id) {
+        Ok(h) => h,
+        Err(line) => return Handled::Now(line),
+    };
+    session.subscribed.insert(server.clone());
+    let sub = Subscription {
+        uri: original,
+        presented: uri,
+        agent: session.agent,
+        outbox: outbox.clone(),
+        listen: None,
+    };
+    let id = req.id;
+    let reply_id = id.clone();
+    let fut = async move {
+        let reply = handle.subscribe(sub, on).await;
+        let line = calls::render(&reply_id, &server, m, reply, false, &Rewrite::None);
+        (reply_id, Step::Reply(line))
+    };
+    Handled::Later {
+        id,
+        cancel: CancellationToken::new(),
+        fut: fut.boxed(),
+    }
+}
+
+/// A modern agent's `subscriptions/listen` with `resourceSubscriptions`: subscribes each
+/// URI on its server; updates come tagged with the listen's id.
+pub fn listen_resources(req: &Request, ctx: &AgentContext, outbox: &Outbox, session: &mut Session) {
+    let uris = req
+        .params
+        .as_ref()
+        .and_then(|p| p.pointer("/notifications/resourceSubscriptions"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let catalog = ctx.catalog.borrow().clone();
+    for uri in uris.iter().filter_map(Value::as_str) {
+        let Ok((server, original)) = route(&catalog, uri) else {
+            tracing::debug!(
+                agent = session.agent,
+                uri,
+                "a subscription to a resource no server offers"
+            );
+            continue;
+        };
+        let Some(crate::registry::Availability::Ready(handle)) =
+            catalog.servers.get(&server).cloned()
+        else {
+            continue;
+        };
+        session.subscribed.insert(server);
+        let sub = Subscription {
+            uri: original,
+            presented: uri.to_owned(),
+            agent: session.agent,
+            outbox: outbox.clone(),
+            listen: Some(req.id.clone()),
+        };
+        // The acknowledgement does not wait for the servers; a failure is only logged.
+        tokio::spawn(async move {
+            if let Err(e) = handle.subscribe(sub, true).await {
+                tracing::debug!("a resource subscription failed: {e}");
+            }
+        });
+    }
+}
+
+/// `logging/setLevel` of a legacy agent: applies to that agent's own calls. A shared
+/// server is not told (other agents share it); mcpd passes on only the messages at or
+/// above the agent's level, and asks modern servers for that level per request.
+pub fn set_level(req: &Request, session: &mut Session) -> Handled {
+    let level = req
+        .params
+        .as_ref()
+        .and_then(|p| p.get("level"))
+        .and_then(Value::as_str);
+    match level {
+        Some(l) if crate::protocol::logging::rank(l).is_some() => {
+            session.log_level = Some(l.to_owned());
+            Handled::Now(jsonrpc::result_line(&req.id, &json!({})))
+        }
+        _ => invalid(
+            &req.id,
+            method::SET_LEVEL,
+            "\"level\" must be one of debug, info, notice, warning, error, critical, alert, emergency",
+        ),
+    }
+}
+
+/// The level a modern agent asks for in its request's `_meta`.
+pub fn requested_level(params: &Map<String, Value>) -> Option<&str> {
+    params.get("_meta")?.get(key::LOG_LEVEL)?.as_str()
+}
+
+fn later((id, cancel, fut): (Id, CancellationToken, super::calls::Pending)) -> Handled {
+    Handled::Later { id, cancel, fut }
+}

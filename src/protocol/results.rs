@@ -1,0 +1,1071 @@
+//! Checks each upstream `tools/call` result before agents see it, and repairs what the spec allows.
+//!
+//! [`check_call_result`] makes three passes over one `CallToolResult`, with no IO:
+//! 1. Shape: an object with a `content` array of typed blocks, a boolean `isError`, and the
+//!    fields that each known block type needs. If a result fails here, it is not a
+//!    `CallToolResult`. It is reported as [`Checked::Invalid`] and left unchanged.
+//! 2. `structuredContent` against the tool's `outputSchema`. If they do not match, the result
+//!    becomes a tool error (`isError: true`, one text block that says why). The agent was
+//!    promised that shape and must not act on anything else.
+//! 3. Image and audio blocks: a known MIME type, valid base64, and a decoded size under a cap.
+//!    A bad block is replaced by a text block that says what was removed. One broken picture
+//!    should not make an agent's model API reject the whole conversation.
+//!
+//! The schema check is a small subset of JSON Schema, written here by hand rather than taken
+//! from a crate. This keeps the dependency set small. A full 2020-12 validator brings regex
+//! engines, format checkers and `$ref` resolution (with network fetching to switch off) into a
+//! daemon that otherwise needs none of them. Tool output schemas in practice use only the
+//! few keywords listed on `validate` below.
+
+use std::cmp::Ordering;
+
+use serde_json::{Map, Number, Value, json};
+
+/// Default for [`Limits::max_media_bytes`]: 10 MiB.
+pub const DEFAULT_MAX_MEDIA_BYTES: usize = 10 * 1024 * 1024;
+
+/// Image MIME types let through: formats that model APIs and MCP clients commonly render.
+/// They are compared case-insensitively, and any `;` parameters are ignored.
+pub const IMAGE_MIME_TYPES: [&str; 9] = [
+    "image/png",
+    "image/jpeg",
+    "image/gif",
+    "image/webp",
+    "image/svg+xml",
+    "image/bmp",
+    "image/tiff",
+    "image/avif",
+    "image/heic",
+];
+
+/// Audio MIME types let through, compared the same way as [`IMAGE_MIME_TYPES`].
+pub const AUDIO_MIME_TYPES: [&str; 10] = [
+    "audio/wav",
+    "audio/x-wav",
+    "audio/mpeg",
+    "audio/mp3",
+    "audio/ogg",
+    "audio/webm",
+    "audio/flac",
+    "audio/aac",
+    "audio/mp4",
+    "audio/x-m4a",
+];
+
+/// The deepest nesting of schema (or of values compared by `enum`/`const`) that is checked.
+/// The limit keeps a hostile schema from overflowing the stack.
+pub const MAX_DEPTH: usize = 64;
+
+/// Work allowed for one schema check. Tree-shaped schemas cannot blow up exponentially,
+/// but a wide `anyOf` applied to a long array still costs |schema| × |value|.
+const MAX_STEPS: usize = 1_000_000;
+
+/// Limits applied to every result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The largest decoded size of one image or audio block. Larger blocks are removed:
+    /// model APIs reject them, and they would fill the agent's context.
+    pub max_media_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_media_bytes: DEFAULT_MAX_MEDIA_BYTES,
+        }
+    }
+}
+
+/// What [`check_call_result`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Checked {
+    /// Nothing was changed. Either the result is a valid `CallToolResult`, or it is a kind of
+    /// result that mcpd does not check (`input_required`, `task`).
+    Ok,
+    /// The result was changed in place. Each note says what changed and why.
+    Fixed(Vec<String>),
+    /// The result is not a `CallToolResult`. The reason names the first problem. Nothing was
+    /// changed.
+    Invalid(String),
+}
+
+/// Checks one `CallToolResult` in place, and repairs it where the spec allows.
+///
+/// If `output_schema` is `Some`, a result that is not an error must have `structuredContent`
+/// that matches it. Results with `isError: true` are not checked against the schema: the
+/// tool failed, so it owes no structured output.
+pub fn check_call_result(
+    result: &mut Value,
+    output_schema: Option<&Value>,
+    limits: &Limits,
+) -> Checked {
+    match check_shape(result) {
+        Err(reason) => return Checked::Invalid(reason),
+        Ok(Shape::NotCallToolResult) => return Checked::Ok,
+        Ok(Shape::CallToolResult) => {}
+    }
+    let is_error = result.get("isError") == Some(&Value::Bool(true));
+    if let Some(schema) = output_schema
+        && !is_error
+    {
+        let verdict = match result.get("structuredContent") {
+            None => Err("structuredContent is missing".to_owned()),
+            Some(value) => validate(schema, value),
+        };
+        if let Err(reason) = verdict {
+            // The content is replaced here, so any media problems in it no longer matter.
+            let note = format!("the result does not match the tool's outputSchema: {reason}");
+            turn_into_error(result, &note);
+            return Checked::Fixed(vec![note]);
+        }
+    }
+    let notes = fix_media(result, limits);
+    if notes.is_empty() {
+        Checked::Ok
+    } else {
+        Checked::Fixed(notes)
+    }
+}
+
+fn turn_into_error(result: &mut Value, note: &str) {
+    if let Some(obj) = result.as_object_mut() {
+        obj.insert("isError".to_owned(), Value::Bool(true));
+        let text = format!("mcpd: {note}");
+        obj.insert(
+            "content".to_owned(),
+            json!([{"type": "text", "text": text}]),
+        );
+        obj.remove("structuredContent");
+    }
+}
+
+enum Shape {
+    CallToolResult,
+    NotCallToolResult,
+}
+
+fn check_shape(result: &Value) -> Result<Shape, String> {
+    let Some(obj) = result.as_object() else {
+        return Err("the result is not an object".to_owned());
+    };
+    match obj.get("resultType") {
+        // A missing resultType (an older server) means "complete".
+        None => {}
+        Some(Value::String(t)) if t == "complete" => {}
+        // `input_required` (MRTR) and `task` (the Tasks extension) results have no content.
+        // mcpd passes on result types it does not know, for the agent to interpret.
+        Some(Value::String(_)) => return Ok(Shape::NotCallToolResult),
+        Some(_) => return Err("\"resultType\" is not a string".to_owned()),
+    }
+    if obj.get("isError").is_some_and(|v| !v.is_boolean()) {
+        return Err("\"isError\" is not a boolean".to_owned());
+    }
+    match obj.get("content") {
+        None if obj.contains_key("structuredContent") => Ok(Shape::CallToolResult),
+        None => Err("the result has no \"content\"".to_owned()),
+        Some(Value::Array(blocks)) => {
+            for (i, block) in blocks.iter().enumerate() {
+                check_block(block).map_err(|problem| format!("content[{i}] {problem}"))?;
+            }
+            Ok(Shape::CallToolResult)
+        }
+        Some(_) => Err("\"content\" is not an array".to_owned()),
+    }
+}
+
+fn check_block(block: &Value) -> Result<(), String> {
+    let Some(obj) = block.as_object() else {
+        return Err("is not an object".to_owned());
+    };
+    let kind = match obj.get("type") {
+        None => return Err("has no \"type\"".to_owned()),
+        Some(Value::String(kind)) => kind.as_str(),
+        Some(_) => return Err("has a \"type\" that is not a string".to_owned()),
+    };
+    let needs = |fields: &Map<String, Value>, field: &str, shown: &str| {
+        if fields.get(field).is_some_and(Value::is_string) {
+            Ok(())
+        } else {
+            Err(format!("({kind}) has no string \"{shown}\""))
+        }
+    };
+    match kind {
+        "text" => needs(obj, "text", "text"),
+        "resource_link" => needs(obj, "uri", "uri").and_then(|()| needs(obj, "name", "name")),
+        "resource" => match obj.get("resource") {
+            Some(Value::Object(resource)) => needs(resource, "uri", "resource.uri"),
+            _ => Err("(resource) has no \"resource\" object".to_owned()),
+        },
+        // Image and audio blocks are repaired rather than rejected (see `fix_media`). Other
+        // types are let through, so that new block types still reach the agent.
+        _ => Ok(()),
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Media {
+    Image,
+    Audio,
+}
+
+impl Media {
+    fn of(block: &Value) -> Option<Media> {
+        match block.get("type").and_then(Value::as_str) {
+            Some("image") => Some(Media::Image),
+            Some("audio") => Some(Media::Audio),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Media::Image => "image",
+            Media::Audio => "audio",
+        }
+    }
+
+    fn mime_types(self) -> &'static [&'static str] {
+        match self {
+            Media::Image => &IMAGE_MIME_TYPES,
+            Media::Audio => &AUDIO_MIME_TYPES,
+        }
+    }
+}
+
+/// Replaces each bad image or audio block with a text block, and returns one note per block.
+fn fix_media(result: &mut Value, limits: &Limits) -> Vec<String> {
+    let mut notes = Vec::new();
+    let Some(blocks) = result.get_mut("content").and_then(Value::as_array_mut) else {
+        return notes;
+    };
+    for (i, block) in blocks.iter_mut().enumerate() {
+        let Some(kind) = Media::of(block) else {
+            continue;
+        };
+        if let Err(reason) = check_media(block, kind, limits) {
+            let what = format!("an {} block: {reason}", kind.name());
+            *block = json!({"type": "text", "text": format!("[mcpd removed {what}]")});
+            notes.push(format!("content[{i}]: removed {what}"));
+        }
+    }
+    notes
+}
+
+fn check_media(block: &Value, kind: Media, limits: &Limits) -> Result<(), String> {
+    let mime = block
+        .get("mimeType")
+        .and_then(Value::as_str)
+        .ok_or("mimeType is missing or not a string")?;
+    let essence = mime.split(';').next().unwrap_or_default().trim();
+    if !kind
+        .mime_types()
+        .iter()
+        .any(|known| known.eq_ignore_ascii_case(essence))
+    {
+        let name = kind.name();
+        return Err(format!(
+            "mimeType {:?} is not a known {name} type",
+            clip(mime)
+        ));
+    }
+    let data = block
+        .get("data")
+        .and_then(Value::as_str)
+        .ok_or("data is missing or not a string")?;
+    // An empty picture or sound is no use to an agent, and some model APIs reject it.
+    if base64_decoded_len(data, limits.max_media_bytes)? == 0 {
+        return Err("data is empty".to_owned());
+    }
+    Ok(())
+}
+
+/// The decoded length of standard base64 `data`, without decoding it. Every character is
+/// checked. Padding may be complete or absent, but not partial. Whitespace is rejected, and so
+/// are non-zero bits after the last byte, as the `base64` crate's standard engine does.
+fn base64_decoded_len(data: &str, max: usize) -> Result<usize, String> {
+    let bytes = data.as_bytes();
+    let body = bytes
+        .strip_suffix(b"==")
+        .or_else(|| bytes.strip_suffix(b"="))
+        .unwrap_or(bytes);
+    let padded = body.len() != bytes.len();
+    let rem = body.len() % 4;
+    if rem == 1 || (padded && !bytes.len().is_multiple_of(4)) {
+        return Err("data is not valid base64 (wrong length or padding)".to_owned());
+    }
+    let decoded = body.len() / 4 * 3 + rem.saturating_sub(1);
+    // The size is checked before the scan, so an oversized block is rejected cheaply.
+    if decoded > max {
+        return Err(format!(
+            "data decodes to {decoded} bytes, over the {max}-byte limit"
+        ));
+    }
+    if let Some(at) = body.iter().position(|&b| sextet(b).is_none()) {
+        let what = match body.get(at) {
+            Some(b) if b.is_ascii_whitespace() => "whitespace".to_owned(),
+            Some(b'=') => "\"=\" before the end".to_owned(),
+            Some(b) => format!("byte 0x{b:02x}"),
+            None => "end".to_owned(),
+        };
+        return Err(format!("data is not valid base64 ({what} at offset {at})"));
+    }
+    let unused_bits = match rem {
+        2 => 0x0f,
+        3 => 0x03,
+        _ => 0,
+    };
+    if body
+        .last()
+        .and_then(|&b| sextet(b))
+        .is_some_and(|s| s & unused_bits != 0)
+    {
+        return Err("data is not valid base64 (non-zero bits after the last byte)".to_owned());
+    }
+    Ok(decoded)
+}
+
+fn sextet(b: u8) -> Option<u8> {
+    match b {
+        b'A'..=b'Z' => Some(b - b'A'),
+        b'a'..=b'z' => Some(b - b'a' + 26),
+        b'0'..=b'9' => Some(b - b'0' + 52),
+        b'+' => Some(62),
+        b'/' => Some(63),
+        _ => None,
+    }
+}
+
+/// Cuts upstream-controlled text that goes into a message to 64 characters.
+fn clip(s: &str) -> String {
+    match s.char_indices().nth(64) {
+        Some((end, _)) => format!("{}…", s.get(..end).unwrap_or_default()),
+        None => s.to_owned(),
+    }
+}
+
+/// Checks `value` against `schema`. On a mismatch, it returns `"<JSON pointer>: <reason>"`.
+///
+/// This is a subset of JSON Schema 2020-12: `type` (a name or an array of names),
+/// `properties`, `required`, `additionalProperties` (a bool or a schema), `items` (a schema),
+/// `enum`, `const`, `minimum`, `maximum`, `minLength`, `maxLength`, `minItems`, `maxItems`,
+/// `anyOf`, `oneOf` and `allOf`, plus boolean schemas. It is lenient about what it does not
+/// know. Other keywords (`$ref`, `pattern`, `format`, `not`, `prefixItems`,
+/// `exclusiveMinimum`, …), unknown type names, and malformed keyword values are ignored, so
+/// it rejects a value only for a reason it fully understands. `additionalProperties` is
+/// skipped when `patternProperties` is present, because patterns are not matched here. As in
+/// 2020-12, `1.0` is an integer, string length counts characters, and `enum`/`const` compare
+/// numbers by value.
+fn validate(schema: &Value, value: &Value) -> Result<(), String> {
+    let mut validator = Validator { steps: 0 };
+    validator.check(schema, value, 0).map_err(|f| {
+        let path = if f.path.is_empty() { "(root)" } else { &f.path };
+        format!("{path}: {}", f.reason)
+    })
+}
+
+/// Why a value failed. `path` is built on the way back up the recursion, so it costs
+/// nothing while values pass.
+struct Failure {
+    path: String,
+    reason: String,
+    /// The depth or step limit was hit. An `anyOf` branch that fails this way must not count
+    /// as "no match": the answer is not known, so the whole check fails.
+    limit: bool,
+}
+
+impl Failure {
+    fn new(reason: String) -> Failure {
+        Failure {
+            path: String::new(),
+            reason,
+            limit: false,
+        }
+    }
+
+    fn under(mut self, segment: &str) -> Failure {
+        let escaped = clip(segment).replace('~', "~0").replace('/', "~1");
+        self.path.insert_str(0, &format!("/{escaped}"));
+        self
+    }
+}
+
+struct Validator {
+    steps: usize,
+}
+
+type Checking = Result<(), Failure>;
+type Schema = Map<String, Value>;
+
+impl Validator {
+    fn spend(&mut self, steps: usize, depth: usize) -> Checking {
+        self.steps = self.steps.saturating_add(steps);
+        let reason = if depth > MAX_DEPTH {
+            format!("nested deeper than {MAX_DEPTH} levels; mcpd does not check further")
+        } else if self.steps > MAX_STEPS {
+            format!("checking needs more than {MAX_STEPS} steps; mcpd does not check further")
+        } else {
+            return Ok(());
+        };
+        Err(Failure {
+            limit: true,
+            ..Failure::new(reason)
+        })
+    }
+
+    fn check(&mut self, schema: &Value, value: &Value, depth: usize) -> Checking {
+        self.spend(1, depth)?;
+        let schema = match schema {
+            Value::Object(schema) => schema,
+            Value::Bool(false) => {
+                return Err(Failure::new(
+                    "no value is allowed here (the schema is false)".into(),
+                ));
+            }
+            // `true` and anything that is not a schema at all accept every value.
+            _ => return Ok(()),
+        };
+        check_type(schema, value)?;
+        self.check_enum_const(schema, value, depth)?;
+        match value {
+            Value::Number(n) => check_number(schema, n)?,
+            Value::String(s) => self.check_string(schema, s, depth)?,
+            Value::Array(items) => self.check_array(schema, items, depth)?,
+            Value::Object(fields) => self.check_object(schema, fields, depth)?,
+            Value::Null | Value::Bool(_) => {}
+        }
+        self.check_combinators(schema, value, depth)
+    }
+
+    fn check_enum_const(&mut self, schema: &Schema, value: &Value, depth: usize) -> Checking {
+        if let Some(expected) = schema.get("const")
+            && !self.equal(expected, value, depth)?
+        {
+            let reason = match expected {
+                Value::Array(_) | Value::Object(_) => "does not equal the const value".to_owned(),
+                _ => format!("expected {}, got {}", show(expected), show(value)),
+            };
+            return Err(Failure::new(reason));
+        }
+        if let Some(Value::Array(options)) = schema.get("enum") {
+            for option in options {
+                if self.equal(option, value, depth)? {
+                    return Ok(());
+                }
+            }
+            let allowed = if options.len() <= 8 {
+                options.iter().map(show).collect::<Vec<_>>().join(", ")
+            } else {
+                format!("the {} enum values", options.len())
+            };
+            return Err(Failure::new(format!(
+                "expected one of {allowed}, got {}",
+                show(value)
+            )));
+        }
+        Ok(())
+    }
+
+    /// JSON equality, with numbers compared by value (`1 == 1.0`) and bounded depth.
+    fn equal(&mut self, a: &Value, b: &Value, depth: usize) -> Result<bool, Failure> {
+        self.spend(1, depth)?;
+        Ok(match (a, b) {
+            (Value::Number(x), Value::Number(y)) => num_cmp(x, y) == Some(Ordering::Equal),
+            (Value::Array(xs), Value::Array(ys)) => {
+                if xs.len() != ys.len() {
+                    return Ok(false);
+                }
+                for (x, y) in xs.iter().zip(ys) {
+                    if !self.equal(x, y, depth + 1)? {
+                        return Ok(false);
+                    }
+                }
+                true
+            }
+            (Value::Object(xs), Value::Object(ys)) => {
+                if xs.len() != ys.len() {
+                    return Ok(false);
+                }
+                for (key, x) in xs {
+                    match ys.get(key) {
+                        Some(y) if self.equal(x, y, depth + 1)? => {}
+                        _ => return Ok(false),
+                    }
+                }
+                true
+            }
+            _ => a == b,
+        })
+    }
+
+    fn check_string(&mut self, schema: &Schema, s: &str, depth: usize) -> Checking {
+        let min = schema.get("minLength").and_then(Value::as_u64);
+        let max = schema.get("maxLength").and_then(Value::as_u64);
+        if min.is_none() && max.is_none() {
+            return Ok(());
+        }
+        // Counting characters reads the whole string, so a long one costs more steps.
+        self.spend(s.len() / 1024, depth)?;
+        let count = u64::try_from(s.chars().count()).unwrap_or(u64::MAX);
+        if let Some(min) = min.filter(|&min| count < min) {
+            let reason = format!("string has {count} characters, fewer than minLength {min}");
+            return Err(Failure::new(reason));
+        }
+        if let Some(max) = max.filter(|&max| count > max) {
+            let reason = format!("string has {count} characters, more than maxLength {max}");
+            return Err(Failure::new(reason));
+        }
+        Ok(())
+    }
+
+    fn check_array(&mut self, schema: &Schema, items: &[Value], depth: usize) -> Checking {
+        let count = u64::try_from(items.len()).unwrap_or(u64::MAX);
+        if let Some(min) = schema.get("minItems").and_then(Value::as_u64)
+            && count < min
+        {
+            let reason = format!("array has {count} items, fewer than minItems {min}");
+            return Err(Failure::new(reason));
+        }
+        if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
+            && count > max
+        {
+            let reason = format!("array has {count} items, more than maxItems {max}");
+            return Err(Failure::new(reason));
+        }
+        // The old tuple form (`items` as an array) is not checked.
+        if let Some(item_schema @ (Value::Object(_) | Value::Bool(_))) = schema.get("items") {
+            for (i, item) in items.iter().enumerate() {
+                self.check(item_schema, item, depth + 1)
+                    .map_err(|f| f.under(&i.to_string()))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn check_object(
+        &mut self,
+        schema: &Schema,
+        fields: &Map<String, Value>,
+        depth: usize,
+    ) -> Checking {
+        if let Some(Value::Array(required)) = schema.get("required") {
+            self.spend(required.len(), depth)?;
+            if let Some(missing) = required
+                .iter()
+                .filter_map(Value::as_str)
+                .find(|name| !fields.contains_key(*name))
+            {
+                let reason = format!("missing required property {:?}", clip(missing));
+                return Err(Failure::new(reason));
+            }
+        }
+        let properties = schema.get("properties").and_then(Value::as_object);
+        // A property that matches `patternProperties` is not "additional", and patterns are
+        // not matched here, so `additionalProperties` is only checked when there are none.
+        let additional = match schema.contains_key("patternProperties") {
+            true => None,
+            false => schema.get("additionalProperties"),
+        };
+        for (key, field) in fields {
+            let result = match (properties.and_then(|p| p.get(key)), additional) {
+                (Some(property_schema), _) => self.check(property_schema, field, depth + 1),
+                (None, Some(Value::Bool(false))) => Err(Failure::new(
+                    "property is not allowed (additionalProperties is false)".to_owned(),
+                )),
+                (None, Some(extra_schema)) => self.check(extra_schema, field, depth + 1),
+                (None, None) => Ok(()),
+            };
+            result.map_err(|f| f.under(key))?;
+        }
+        Ok(())
+    }
+
+    fn check_combinators(&mut self, schema: &Schema, value: &Value, depth: usize) -> Checking {
+        if let Some(Value::Array(all)) = schema.get("allOf") {
+            for branch in all {
+                self.check(branch, value, depth + 1)?;
+            }
+        }
+        // Empty `anyOf`/`oneOf` arrays are malformed schemas, so they are ignored.
+        if let Some(Value::Array(any)) = schema.get("anyOf")
+            && !any.is_empty()
+            && self.count_matches(any, value, depth, 1)? == 0
+        {
+            let reason = format!("matches none of the {} anyOf schemas", any.len());
+            return Err(Failure::new(reason));
+        }
+        if let Some(Value::Array(one)) = schema.get("oneOf")
+            && !one.is_empty()
+        {
+            let reason = match self.count_matches(one, value, depth, 2)? {
+                0 => format!("matches none of the {} oneOf schemas", one.len()),
+                1 => return Ok(()),
+                _ => "matches more than one of the oneOf schemas".to_owned(),
+            };
+            return Err(Failure::new(reason));
+        }
+        Ok(())
+    }
+
+    /// How many `branches` accept `value`. It stops counting at `enough`.
+    fn count_matches(
+        &mut self,
+        branches: &[Value],
+        value: &Value,
+        depth: usize,
+        enough: usize,
+    ) -> Result<usize, Failure> {
+        let mut matched = 0;
+        for branch in branches {
+            match self.check(branch, value, depth + 1) {
+                Ok(()) => matched += 1,
+                Err(f) if f.limit => return Err(f),
+                Err(_) => {}
+            }
+            if matched >= enough {
+                break;
+            }
+        }
+        Ok(matched)
+    }
+}
+
+fn check_type(schema: &Schema, value: &Value) -> Checking {
+    let names: Vec<&str> = match schema.get("type") {
+        Some(Value::String(name)) => vec![name.as_str()],
+        Some(Value::Array(names)) => names.iter().filter_map(Value::as_str).collect(),
+        _ => return Ok(()),
+    };
+    const KNOWN: [&str; 7] = [
+        "null", "boolean", "object", "array", "number", "integer", "string",
+    ];
+    // A type name that is not known might be the value's type, so the check is lenient.
+    let accepted = names.is_empty()
+        || names.iter().any(|name| {
+            !KNOWN.contains(name)
+                || type_name(value) == *name
+                || (*name == "number" && value.is_number())
+        });
+    if accepted {
+        return Ok(());
+    }
+    let reason = format!("expected {}, got {}", names.join(" or "), type_name(value));
+    Err(Failure::new(reason))
+}
+
+fn check_number(schema: &Schema, n: &Number) -> Checking {
+    if let Some(min) = schema.get("minimum").and_then(Value::as_number)
+        && num_cmp(n, min) == Some(Ordering::Less)
+    {
+        return Err(Failure::new(format!("{n} is less than the minimum {min}")));
+    }
+    if let Some(max) = schema.get("maximum").and_then(Value::as_number)
+        && num_cmp(n, max) == Some(Ordering::Greater)
+    {
+        return Err(Failure::new(format!(
+            "{n} is greater than the maximum {max}"
+        )));
+    }
+    Ok(())
+}
+
+/// The JSON Schema type name of `value`. A number with no fractional part is an "integer".
+fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if is_integer(n) => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn is_integer(n: &Number) -> bool {
+    n.is_i64()
+        || n.is_u64()
+        || n.as_f64()
+            .is_some_and(|f| f.is_finite() && f.fract() == 0.0)
+}
+
+/// Compares numbers by value. It is exact when both are integers.
+fn num_cmp(a: &Number, b: &Number) -> Option<Ordering> {
+    let exact = |n: &Number| {
+        n.as_i64()
+            .map(i128::from)
+            .or_else(|| n.as_u64().map(i128::from))
+    };
+    match (exact(a), exact(b)) {
+        (Some(x), Some(y)) => Some(x.cmp(&y)),
+        _ => a.as_f64()?.partial_cmp(&b.as_f64()?),
+    }
+}
+
+/// A short, non-recursive rendering of a value for a message.
+fn show(value: &Value) -> String {
+    match value {
+        Value::String(s) => format!("{:?}", clip(s)),
+        Value::Array(_) => "an array".to_owned(),
+        Value::Object(_) => "an object".to_owned(),
+        scalar => scalar.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small cap, so the media cases stay short.
+    const SMALL: Limits = Limits { max_media_bytes: 8 };
+
+    fn parse(text: &str) -> Value {
+        serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("bad test JSON {text}: {e}"))
+    }
+
+    /// Each line is `result ;; outputSchema or - ;; ok | invalid: reason`. Neither verdict
+    /// may change the result.
+    const UNCHANGED: &str = r##"
+{"content": []} ;; - ;; ok
+{"content": [{"type": "text", "text": "hi"}], "isError": false} ;; - ;; ok
+{"content": [], "resultType": "complete"} ;; - ;; ok
+{"structuredContent": {"a": 1}} ;; - ;; ok
+{"content": [{"type": "resource_link", "uri": "file:///a", "name": "a"}]} ;; - ;; ok
+{"content": [{"type": "resource", "resource": {"uri": "file:///a", "text": "x"}}]} ;; - ;; ok
+{"content": [{"type": "tool_use_v9", "anything": [1]}]} ;; - ;; ok
+{"content": [{"type": "image", "data": "iVBORw==", "mimeType": "image/png"}]} ;; - ;; ok
+{"resultType": "input_required", "requestState": "s"} ;; - ;; ok
+{"resultType": "input_required", "content": 7} ;; {"type": "object"} ;; ok
+{"resultType": "task", "taskId": "t1", "status": "working"} ;; - ;; ok
+{"content": [], "structuredContent": {"count": 2}} ;; {"required": ["count"]} ;; ok
+{"structuredContent": {"count": 2}} ;; {"required": ["count"]} ;; ok
+{"content": [], "isError": true} ;; {"required": ["count"]} ;; ok
+{"content": [], "isError": true, "structuredContent": 1} ;; {"type": "object"} ;; ok
+{"content": [], "structuredContent": "anything"} ;; - ;; ok
+[] ;; - ;; invalid: the result is not an object
+null ;; - ;; invalid: the result is not an object
+{} ;; - ;; invalid: the result has no "content"
+{"content": {}} ;; - ;; invalid: "content" is not an array
+{"content": [], "isError": "yes"} ;; - ;; invalid: "isError" is not a boolean
+{"content": [], "resultType": 1} ;; - ;; invalid: "resultType" is not a string
+{"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}, {"text": "x"}]} ;; - ;; invalid: content[2] has no "type"
+{"content": ["x"]} ;; - ;; invalid: content[0] is not an object
+{"content": [{"type": 3}]} ;; - ;; invalid: content[0] has a "type" that is not a string
+{"content": [{"type": "text"}]} ;; - ;; invalid: content[0] (text) has no string "text"
+{"content": [{"type": "text", "text": 1}]} ;; - ;; invalid: content[0] (text) has no string "text"
+{"content": [{"type": "resource_link", "uri": "file:///a"}]} ;; - ;; invalid: content[0] (resource_link) has no string "name"
+{"content": [{"type": "resource_link", "name": "a"}]} ;; - ;; invalid: content[0] (resource_link) has no string "uri"
+{"content": [{"type": "resource", "uri": "file:///a"}]} ;; - ;; invalid: content[0] (resource) has no "resource" object
+{"content": [{"type": "resource", "resource": {"text": "x"}}]} ;; - ;; invalid: content[0] (resource) has no string "resource.uri"
+{"content": [{"type": "image", "data": "", "mimeType": "image/png"}, {}]} ;; - ;; invalid: content[1] has no "type"
+"##;
+
+    #[test]
+    fn valid_results_pass_and_invalid_ones_are_reported_unchanged() {
+        for line in UNCHANGED.lines().filter(|l| !l.trim().is_empty()) {
+            let [input, schema, expected] = line.split(" ;; ").collect::<Vec<_>>()[..] else {
+                panic!("bad case {line}");
+            };
+            let (input, schema) = (parse(input), (schema != "-").then(|| parse(schema)));
+            let expected = match expected.strip_prefix("invalid: ") {
+                Some(reason) => Checked::Invalid(reason.to_owned()),
+                None => Checked::Ok,
+            };
+            let mut got = input.clone();
+            assert_eq!(
+                check_call_result(&mut got, schema.as_ref(), &SMALL),
+                expected,
+                "{line}"
+            );
+            assert_eq!(got, input, "the result changed without a note: {line}");
+        }
+    }
+
+    /// Each line is `media block => ok | the reason it is removed`.
+    const MEDIA: &str = r##"
+{"type": "image", "mimeType": "image/png", "data": "AAAAAAAAAAA="} => ok
+{"type": "image", "mimeType": "IMAGE/JPEG", "data": "AAAAAAAAAAA"} => ok
+{"type": "image", "mimeType": "image/svg+xml; charset=utf-8", "data": "PHN2Zz4="} => ok
+{"type": "audio", "mimeType": "audio/x-m4a", "data": "AA=="} => ok
+{"type": "audio", "mimeType": "audio/wav", "data": "R0lG"} => ok
+{"type": "image", "mimeType": "image/x-paint", "data": "AAAA"} => mimeType "image/x-paint" is not a known image type
+{"type": "audio", "mimeType": "image/png", "data": "AAAA"} => mimeType "image/png" is not a known audio type
+{"type": "image", "data": "AAAA"} => mimeType is missing or not a string
+{"type": "audio", "mimeType": "audio/ogg", "data": 5} => data is missing or not a string
+{"type": "image", "mimeType": "image/png", "data": ""} => data is empty
+{"type": "image", "mimeType": "image/png", "data": "AAAAAAAAAAAA"} => data decodes to 9 bytes, over the 8-byte limit
+{"type": "image", "mimeType": "image/png", "data": "AAAAAAA$"} => data is not valid base64 (byte 0x24 at offset 7)
+{"type": "image", "mimeType": "image/png", "data": "AA\nA"} => data is not valid base64 (whitespace at offset 2)
+{"type": "image", "mimeType": "image/png", "data": "A=AA"} => data is not valid base64 ("=" before the end at offset 1)
+{"type": "image", "mimeType": "image/png", "data": "AA="} => data is not valid base64 (wrong length or padding)
+{"type": "image", "mimeType": "image/png", "data": "AAAAA"} => data is not valid base64 (wrong length or padding)
+{"type": "image", "mimeType": "image/png", "data": "AB=="} => data is not valid base64 (non-zero bits after the last byte)
+"##;
+
+    #[test]
+    fn bad_media_blocks_are_replaced_by_a_text_note() {
+        let text = json!({"type": "text", "text": "a"});
+        for line in MEDIA.lines().filter(|l| !l.trim().is_empty()) {
+            let Some((block, reason)) = line.split_once(" => ") else {
+                panic!("bad case {line}");
+            };
+            let input = json!({"content": [text, parse(block)]});
+            let mut got = input.clone();
+            let outcome = check_call_result(&mut got, None, &SMALL);
+            if reason == "ok" {
+                assert_eq!((outcome, &got), (Checked::Ok, &input), "{line}");
+                continue;
+            }
+            let kind = if block.contains("\"image\"") {
+                "image"
+            } else {
+                "audio"
+            };
+            let what = format!("an {kind} block: {reason}");
+            let note = format!("content[1]: removed {what}");
+            let replaced = json!({"type": "text", "text": format!("[mcpd removed {what}]")});
+            assert_eq!(outcome, Checked::Fixed(vec![note]), "{line}");
+            assert_eq!(got, json!({"content": [text, replaced]}), "{line}");
+        }
+    }
+
+    #[test]
+    fn every_bad_media_block_gets_its_own_note_and_long_values_are_clipped() {
+        let bad = json!({"type": "audio", "mimeType": "audio/mp3", "data": "!"});
+        let good = json!({"type": "image", "mimeType": "image/gif", "data": "R0lG"});
+        let reason = "removed an audio block: data is not valid base64 (wrong length or padding)";
+        let gone = json!({"type": "text", "text": format!("[mcpd {reason}]")});
+        let mut result = json!({"content": [bad, good, bad], "isError": true});
+        let notes = vec![
+            format!("content[0]: {reason}"),
+            format!("content[2]: {reason}"),
+        ];
+        assert_eq!(
+            check_call_result(&mut result, None, &SMALL),
+            Checked::Fixed(notes)
+        );
+        assert_eq!(
+            result,
+            json!({"content": [gone, good, gone], "isError": true})
+        );
+
+        let block = json!({"type": "image", "mimeType": format!("image/{}", "x".repeat(999))});
+        let mut result = json!({"content": [block]});
+        let outcome = check_call_result(&mut result, None, &SMALL);
+        assert!(
+            matches!(&outcome, Checked::Fixed(n) if n[0].len() < 150),
+            "{outcome:?}"
+        );
+    }
+
+    #[test]
+    fn default_limits_allow_ten_mebibytes() {
+        let cap = DEFAULT_MAX_MEDIA_BYTES;
+        assert_eq!(Limits::default().max_media_bytes, 10 * 1024 * 1024);
+        let at_cap = "A".repeat(cap / 3 * 4);
+        assert_eq!(base64_decoded_len(&at_cap, cap), Ok(cap / 3 * 3));
+        assert!(base64_decoded_len(&"A".repeat(cap / 3 * 4 + 4), cap).is_err());
+    }
+
+    #[test]
+    fn base64_lengths_agree_with_the_base64_crate() {
+        use base64::Engine as _;
+        use base64::engine::{DecodePaddingMode as Mode, GeneralPurpose, GeneralPurposeConfig};
+        let engine = |mode| {
+            let config = GeneralPurposeConfig::new().with_decode_padding_mode(mode);
+            GeneralPurpose::new(&base64::alphabet::STANDARD, config)
+        };
+        let (padded, unpadded) = (engine(Mode::RequireCanonical), engine(Mode::RequireNone));
+        let alphabet = b"AQgw/+=\n -Z";
+        // A fixed linear congruential generator, so every run sees the same inputs.
+        let (mut seed, mut valid): (u32, usize) = (1, 0);
+        for _ in 0..20_000 {
+            seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            let input: String = (0..(seed >> 16) as usize % 11)
+                .map(|i| (seed >> (i % 3 * 4)) as usize + i * 7)
+                .map(|pick| char::from(alphabet[pick % alphabet.len()]))
+                .collect();
+            let reference = padded.decode(&input).or_else(|_| unpadded.decode(&input));
+            let reference = reference.map(|bytes| bytes.len()).ok();
+            let ours = base64_decoded_len(&input, usize::MAX);
+            assert_eq!(ours.clone().ok(), reference, "{input:?}: ours {ours:?}");
+            valid += usize::from(reference.is_some());
+        }
+        // Both verdicts must be common, or the comparison proves little.
+        assert!(
+            (2_000..18_000).contains(&valid),
+            "{valid} of 20000 inputs were valid"
+        );
+    }
+
+    /// Each line is `schema ;; value ;; ok | the mismatch`.
+    const SCHEMA: &str = r##"
+{"type": "integer"} ;; 3 ;; ok
+{"type": "integer"} ;; 3.0 ;; ok
+{"type": "integer"} ;; 3.5 ;; (root): expected integer, got number
+{"type": "number"} ;; 3 ;; ok
+{"type": "number"} ;; "3" ;; (root): expected number, got string
+{"type": ["string", "null"]} ;; null ;; ok
+{"type": ["string", "null"]} ;; 1 ;; (root): expected string or null, got integer
+{"type": "object"} ;; [] ;; (root): expected object, got array
+{"type": "boolean"} ;; false ;; ok
+{"type": "widget"} ;; 1 ;; ok
+{"type": []} ;; 1 ;; ok
+true ;; {"any": 1} ;; ok
+false ;; 1 ;; (root): no value is allowed here (the schema is false)
+"not a schema" ;; 1 ;; ok
+{"pattern": "^a$", "format": "email", "$ref": "#/x", "not": {}} ;; "b" ;; ok
+{"properties": {"count": {"type": "integer"}}, "required": ["count"]} ;; {"count": 1, "extra": true} ;; ok
+{"properties": {"count": {"type": "integer"}}, "required": ["count"]} ;; {"count": "1"} ;; /count: expected integer, got string
+{"properties": {"count": {"type": "integer"}}, "required": ["count"]} ;; {"tags": []} ;; (root): missing required property "count"
+{"properties": {"tags": {"items": {"type": "string"}}}} ;; {"tags": ["a", 2]} ;; /tags/1: expected string, got integer
+{"properties": {"a": {}}, "additionalProperties": false} ;; {"a": 1} ;; ok
+{"properties": {"a": {}}, "additionalProperties": false} ;; {"a": 1, "b/~c": 2} ;; /b~1~0c: property is not allowed (additionalProperties is false)
+{"additionalProperties": {"type": "number"}} ;; {"x": 1.5} ;; ok
+{"additionalProperties": {"type": "number"}} ;; {"x": "1"} ;; /x: expected number, got string
+{"patternProperties": {"^x": {}}, "additionalProperties": false} ;; {"x1": 1} ;; ok
+{"required": ["a"]} ;; "not an object" ;; ok
+{"items": [{"type": "string"}]} ;; [1] ;; ok
+{"enum": ["a", 1, null]} ;; 1.0 ;; ok
+{"enum": ["a", 1, null]} ;; "b" ;; (root): expected one of "a", 1, null, got "b"
+{"enum": [0, 1, 2, 3, 4, 5, 6, 7, 8]} ;; 9 ;; (root): expected one of the 9 enum values, got 9
+{"const": {"a": [1, 2]}} ;; {"a": [1, 2.0]} ;; ok
+{"const": {"a": [1, 2]}} ;; {"a": [1, 3]} ;; (root): does not equal the const value
+{"const": "x"} ;; true ;; (root): expected "x", got true
+{"minimum": 1, "maximum": 9.5} ;; 1 ;; ok
+{"minimum": 1, "maximum": 9.5} ;; 0.5 ;; (root): 0.5 is less than the minimum 1
+{"minimum": 1, "maximum": 9.5} ;; 10 ;; (root): 10 is greater than the maximum 9.5
+{"minimum": -1} ;; 18446744073709551615 ;; ok
+{"maximum": -9223372036854775808} ;; 18446744073709551615 ;; (root): 18446744073709551615 is greater than the maximum -9223372036854775808
+{"minimum": 5} ;; "6" ;; ok
+{"minLength": 2, "maxLength": 3} ;; "éé" ;; ok
+{"minLength": 2} ;; "é" ;; (root): string has 1 characters, fewer than minLength 2
+{"maxLength": 3} ;; "abcd" ;; (root): string has 4 characters, more than maxLength 3
+{"minItems": 1, "maxItems": 2} ;; [1] ;; ok
+{"minItems": 1} ;; [] ;; (root): array has 0 items, fewer than minItems 1
+{"maxItems": 2} ;; [1, 2, 3] ;; (root): array has 3 items, more than maxItems 2
+{"minLength": "two", "minimum": "one", "required": "a", "properties": []} ;; {"a": ""} ;; ok
+{"anyOf": [{"type": "string"}, {"type": "integer"}]} ;; 1 ;; ok
+{"anyOf": [{"type": "string"}, {"type": "integer"}]} ;; 1.5 ;; (root): matches none of the 2 anyOf schemas
+{"oneOf": [{"type": "number"}, {"type": "integer"}]} ;; 1.5 ;; ok
+{"oneOf": [{"type": "number"}, {"type": "integer"}]} ;; 1 ;; (root): matches more than one of the oneOf schemas
+{"oneOf": [{"type": "number"}, {"type": "integer"}]} ;; "1" ;; (root): matches none of the 2 oneOf schemas
+{"properties": {"n": {"allOf": [{"minimum": 0}, {"maximum": 5}]}}} ;; {"n": 3} ;; ok
+{"properties": {"n": {"allOf": [{"minimum": 0}, {"maximum": 5}]}}} ;; {"n": 6} ;; /n: 6 is greater than the maximum 5
+{"anyOf": [], "oneOf": []} ;; 1 ;; ok
+"##;
+
+    #[test]
+    fn the_schema_subset_accepts_and_rejects_as_json_schema_does() {
+        for line in SCHEMA.lines().filter(|l| !l.trim().is_empty()) {
+            let [schema, value, expected] = line.split(" ;; ").collect::<Vec<_>>()[..] else {
+                panic!("bad case {line}");
+            };
+            let expected = if expected == "ok" {
+                Ok(())
+            } else {
+                Err(expected.to_owned())
+            };
+            assert_eq!(validate(&parse(schema), &parse(value)), expected, "{line}");
+        }
+    }
+
+    /// A one-field object, built by hand: `json!` would re-serialize a deep `value`.
+    fn obj(key: &str, value: Value) -> Value {
+        Value::Object(Map::from_iter([(key.to_owned(), value)]))
+    }
+
+    fn nested(depth: usize, leaf: Value, wrap: impl Fn(Value) -> Value) -> Value {
+        (0..depth).fold(leaf, |inner, _| wrap(inner))
+    }
+
+    #[test]
+    fn deep_schemas_and_values_stop_at_the_depth_limit() {
+        let reason = "nested deeper than 64 levels; mcpd does not check further";
+        let too_deep = Err(format!("(root): {reason}"));
+        let all_of = |depth| {
+            nested(depth, json!({"type": "string"}), |s| {
+                obj("allOf", json!([s]))
+            })
+        };
+        assert_eq!(validate(&all_of(60), &json!("ok")), Ok(()));
+        assert_eq!(validate(&all_of(300), &json!("ok")), too_deep);
+        let schema = nested(300, json!({}), |s| obj("properties", obj("a", s)));
+        let value = nested(300, json!(1), |v| obj("a", v));
+        let at_depth_65 = format!("{}: {reason}", "/a".repeat(65));
+        assert_eq!(validate(&schema, &value), Err(at_depth_65));
+        let list = nested(300, json!(1), |v| Value::Array(vec![v]));
+        assert_eq!(validate(&obj("const", list.clone()), &list), too_deep);
+        // A limit hit inside an anyOf branch is reported as the limit, not as "no match".
+        let any = obj("anyOf", Value::Array(vec![all_of(100)]));
+        assert_eq!(validate(&any, &json!(1)), too_deep);
+    }
+
+    #[test]
+    fn wide_schemas_over_long_values_stop_at_the_step_budget() {
+        // Every item matches only the last branch, so each one costs 2000 steps.
+        let mut branches = vec![json!({"type": "string"}); 1999];
+        branches.push(json!({"type": "integer"}));
+        let schema = json!({"items": {"anyOf": branches}});
+        let got = validate(&schema, &json!(vec![1; 1000]));
+        let over = "checking needs more than 1000000 steps; mcpd does not check further";
+        assert!(got.as_ref().is_err_and(|e| e.ends_with(over)), "{got:?}");
+        assert_eq!(validate(&schema, &json!(vec![1; 400])), Ok(()));
+    }
+
+    /// Each line is `result ;; the mismatch`, checked against one outputSchema.
+    const MISMATCHES: &str = r##"
+{"content": [], "structuredContent": {"count": "2"}} ;; /count: expected integer, got string
+{"content": [], "structuredContent": {}} ;; (root): missing required property "count"
+{"content": [], "isError": false} ;; structuredContent is missing
+{"structuredContent": [1], "content": [{"type": "image"}]} ;; (root): expected object, got array
+"##;
+
+    #[test]
+    fn structured_content_that_misses_the_output_schema_becomes_a_tool_error() {
+        let schema = json!({"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]});
+        for line in MISMATCHES.lines().filter(|l| !l.trim().is_empty()) {
+            let Some((input, reason)) = line.split_once(" ;; ") else {
+                panic!("bad case {line}");
+            };
+            let mut got = parse(input);
+            let note = format!("the result does not match the tool's outputSchema: {reason}");
+            let text = format!("mcpd: {note}");
+            let outcome = check_call_result(&mut got, Some(&schema), &SMALL);
+            assert_eq!(outcome, Checked::Fixed(vec![note]), "{line}");
+            let error = json!({"content": [{"type": "text", "text": text}], "isError": true});
+            assert_eq!(got, error, "{line}");
+        }
+    }
+
+    #[test]
+    fn odd_inputs_never_panic() {
+        let odd = [
+            "null",
+            "1",
+            "\"s\"",
+            "[]",
+            "{}",
+            "true",
+            "-1.5",
+            r#"{"type": "image"}"#,
+            r#"{"type": ["object", 1]}"#,
+            r#"{"enum": 1}"#,
+            r#"{"items": 1}"#,
+            r#"{"minLength": -1}"#,
+            r#"{"properties": []}"#,
+            r#"{"required": "a"}"#,
+            r#"{"anyOf": {}}"#,
+            r#"{"content": [{"type": "audio", "data": "====", "mimeType": "audio/mp3"}]}"#,
+            r#"{"content": [{"type": "image", "data": "é", "mimeType": ";"}]}"#,
+            r#"{"content": [], "structuredContent": null}"#,
+        ]
+        .map(parse);
+        for result in &odd {
+            for schema in odd.iter().map(Some).chain([None]) {
+                // Only the absence of a panic matters here, not the verdicts.
+                let _ = check_call_result(&mut result.clone(), schema, &Limits::default());
+                let _ = validate(schema.unwrap_or(&Value::Null), result);
+            }
+        }
+    }
+}
