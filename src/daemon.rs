@@ -47,6 +47,7 @@ pub async fn serve(
         daemon,
         max_line: config.daemon.max_message_bytes,
         queue: config.daemon.agent_queue,
+        limits: mcpd_limits(&config),
         drain_grace: config.daemon.shutdown_grace,
     };
     let agents = TaskTracker::new();
@@ -90,4 +91,10 @@ pub async fn serve(
     }
     tracing::info!("mcpd stopped");
     Ok(())
+}
+
+fn mcpd_limits(config: &Config) -> crate::protocol::results::Limits {
+    crate::protocol::results::Limits {
+        max_media_bytes: config.daemon.max_media_bytes,
+    }
 }

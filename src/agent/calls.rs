@@ -44,7 +44,7 @@ pub enum Step {
     Cancelled,
     /// The server asked for input during a modern agent's call: the actor answers the
     /// agent `input_required` and parks the call.
-    Park { ask: ServerAsk, call: InFlight },
+    Park { ask: ServerAsk, call: Box<InFlight> },
 }
 
 /// A modern agent's call that can be paused for input and resumed under a new id.
@@ -90,6 +90,11 @@ pub enum Rewrite {
     /// `resources/read`: the contents' URIs become the ones agents see.
     ContentUris {
         surface: Arc<crate::registry::Surface>,
+    },
+    /// `tools/call`: the result is checked (shape, media, the tool's `outputSchema`).
+    ToolResult {
+        output_schema: Option<Arc<Value>>,
+        limits: crate::protocol::results::Limits,
     },
 }
 
@@ -150,12 +155,20 @@ pub fn start(
     let server = tool.server.clone();
     let handle = ready_handle(&catalog, &server, &id)?;
     params.insert("name".into(), Value::String(tool.original.clone()));
+    let output_schema = tool
+        .definition
+        .get("outputSchema")
+        .filter(|s| s.is_object())
+        .map(|s| Arc::new(s.clone()));
     let target = Target {
         server,
         handle,
         method: method::TOOLS_CALL,
         params,
-        rewrite: Rewrite::None,
+        rewrite: Rewrite::ToolResult {
+            output_schema,
+            limits: ctx.limits,
+        },
     };
     Ok(launch(id, target, outbox, session, modern))
 }
@@ -275,7 +288,13 @@ fn drive(mut c: InFlight) -> Pending {
                 let line = render(&id, &c.server, c.method, reply, true, &c.rewrite);
                 (id, Step::Reply(line))
             }
-            Next::Ask(ask) => (id, Step::Park { ask, call: c }),
+            Next::Ask(ask) => (
+                id,
+                Step::Park {
+                    ask,
+                    call: Box::new(c),
+                },
+            ),
             Next::Cancelled => {
                 c.handle.cancel(c.call, "cancelled by the agent").await;
                 (id, Step::Cancelled)
@@ -424,8 +443,35 @@ pub fn render(
 ) -> String {
     match reply {
         Ok(Ok(mut result)) => {
-            if let Rewrite::ContentUris { surface } = rewrite {
-                present_contents(&mut result, surface, server);
+            match rewrite {
+                Rewrite::None => {}
+                Rewrite::ContentUris { surface } => present_contents(&mut result, surface, server),
+                Rewrite::ToolResult {
+                    output_schema,
+                    limits,
+                } => {
+                    use crate::protocol::results::{Checked, check_call_result};
+                    match check_call_result(&mut result, output_schema.as_deref(), limits) {
+                        Checked::Ok => {}
+                        Checked::Fixed(notes) => {
+                            tracing::warn!(
+                                upstream = server,
+                                "changed a tool result before passing it on: {}",
+                                notes.join("; ")
+                            );
+                        }
+                        Checked::Invalid(why) => {
+                            let e = AgentError::Upstream {
+                                server: server.to_owned(),
+                                method: method.to_owned(),
+                                error: crate::upstream::UpstreamError::Protocol(format!(
+                                    "the result is not a CallToolResult: {why}"
+                                )),
+                            };
+                            return jsonrpc::error_line(Some(id), &e.to_error_object());
+                        }
+                    }
+                }
             }
             if modern {
                 era::modernize_result(&mut result);

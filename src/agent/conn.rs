@@ -145,7 +145,7 @@ pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: 
                         outbox.send(line);
                     }
                     Step::Cancelled => {}
-                    Step::Park { ask, call } => park(&mut bridge, &outbox, ask, call),
+                    Step::Park { ask, call } => park(&mut bridge, &outbox, ask, *call),
                 }
             }
             Some(ask) = asks_rx.recv() => ask_agent(&mut bridge, &session, &outbox, ask),

@@ -47,6 +47,7 @@ pub mod defaults {
     pub const PING_TIMEOUT: Duration = Duration::from_secs(10);
     pub const STOP_GRACE: Duration = Duration::from_secs(2);
     pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+    pub const MAX_MEDIA_BYTES: usize = 10 * 1024 * 1024;
 }
 
 // ---------------------------------------------------------------- raw file
@@ -67,6 +68,7 @@ struct RawDaemon {
     state_dir: Option<PathBuf>,
     request_timeout: Option<String>,
     max_message_bytes: Option<usize>,
+    max_media_bytes: Option<usize>,
     tool_name_limit: Option<usize>,
     max_agents: Option<usize>,
     agent_queue: Option<usize>,
@@ -147,6 +149,8 @@ pub struct DaemonConfig {
     pub request_timeout: Duration,
     /// Longest line accepted from an agent or a server, in bytes.
     pub max_message_bytes: usize,
+    /// Largest decoded image or audio block passed on to agents, in bytes.
+    pub max_media_bytes: usize,
     /// Longest qualified tool name shown to agents.
     pub tool_name_limit: usize,
     /// Agent connections accepted at once; more are refused with an error.
@@ -253,6 +257,7 @@ impl Default for DaemonConfig {
             state_dir: None,
             request_timeout: defaults::REQUEST_TIMEOUT,
             max_message_bytes: defaults::MAX_MESSAGE_BYTES,
+            max_media_bytes: defaults::MAX_MEDIA_BYTES,
             tool_name_limit: defaults::TOOL_NAME_LIMIT,
             max_agents: defaults::MAX_AGENTS,
             agent_queue: defaults::AGENT_QUEUE,
@@ -370,6 +375,12 @@ impl Validator<'_> {
                 d.max_message_bytes,
                 defaults::MAX_MESSAGE_BYTES,
                 4096,
+            )?,
+            max_media_bytes: self.positive(
+                "daemon.max_media_bytes",
+                d.max_media_bytes,
+                defaults::MAX_MEDIA_BYTES,
+                1,
             )?,
             tool_name_limit: self.positive(
                 "daemon.tool_name_limit",
