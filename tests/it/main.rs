@@ -13,3 +13,4 @@ mod http_modern;
 mod interop;
 mod interop_eras;
 mod interop_http;
+mod surface;
