@@ -40,6 +40,9 @@ pub enum Command {
     Connect {
         #[command(flatten)]
         paths: Paths,
+        /// Show the client only this profile's servers and tools (`[profiles.NAME]`)
+        #[arg(long, value_name = "NAME")]
+        profile: Option<String>,
     },
     /// Inspect and control a running daemon
     Ctl {

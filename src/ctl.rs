@@ -208,9 +208,31 @@ pub async fn control(socket: &Path, method: &str, name: &str) -> Result<(), CtlE
 /// `mcpd connect`: copies stdin to the socket and the socket to stdout until either side
 /// ends. When stdin ends the socket's write side is closed so the daemon sees the agent
 /// leave; replies still in the socket are copied out before exiting.
-pub async fn bridge(socket: &Path) -> Result<(), CtlError> {
+pub async fn bridge(socket: &Path, profile: Option<&str>) -> Result<(), CtlError> {
     let stream = connect_socket(socket).await?;
-    let (mut read, mut write) = stream.into_split();
+    let (read, mut write) = stream.into_split();
+    let mut read = BufReader::new(read);
+    if let Some(name) = profile {
+        // Chosen before the client says anything, so every answer it gets is filtered.
+        let id = Id::Str("mcpd-connect-profile".into());
+        let line = jsonrpc::request_line(
+            &id,
+            "mcpd/profile",
+            Some(&serde_json::json!({ "name": name })),
+        ) + "\n";
+        write.write_all(line.as_bytes()).await?;
+        let mut answer = String::new();
+        read.read_line(&mut answer).await?;
+        match jsonrpc::parse(answer.trim_end()) {
+            Ok(Message::Response(r)) if r.id == id => {
+                r.outcome.map_err(|e| CtlError::Rpc {
+                    code: e.code,
+                    message: e.message,
+                })?;
+            }
+            _ => return Err(CtlError::Unexpected(answer)),
+        }
+    }
     let upstream = async {
         let mut stdin = tokio::io::stdin();
         let r = tokio::io::copy(&mut stdin, &mut write).await;

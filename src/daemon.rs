@@ -48,6 +48,13 @@ pub async fn serve(
         max_line: config.daemon.max_message_bytes,
         queue: config.daemon.agent_queue,
         limits: mcpd_limits(&config),
+        profiles: std::sync::Arc::new(
+            config
+                .profiles
+                .iter()
+                .map(|(k, v)| (k.clone(), std::sync::Arc::new(v.clone())))
+                .collect(),
+        ),
         drain_grace: config.daemon.shutdown_grace,
     };
     let agents = TaskTracker::new();

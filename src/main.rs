@@ -47,10 +47,10 @@ async fn dispatch(command: Command) -> ExitCode {
         }
         Command::CheckConfig { paths } => check_config(paths),
         Command::Sentinel => mcpd::sentinel::run(),
-        Command::Connect { paths } => {
+        Command::Connect { paths, profile } => {
             mcpd::logging::init(None, "warn");
             let socket = socket(&paths);
-            ctl_result(ctl::bridge(&socket).await)
+            ctl_result(ctl::bridge(&socket, profile.as_deref()).await)
         }
         Command::Ctl { paths, command } => {
             mcpd::logging::init(None, "warn");

@@ -137,7 +137,10 @@ pub fn start(
         return Err(fail(invalid("\"name\" must be a string")));
     };
     let catalog = ctx.catalog.borrow().clone();
-    let Some(tool) = catalog.tool(name) else {
+    let tool = catalog
+        .tool(name)
+        .filter(|t| session.sees_tool(&t.server, &t.qualified));
+    let Some(tool) = tool else {
         // A tool of a server that has not listed its tools yet (it is starting, or has
         // never been reached) is not unknown: say what is wrong with the server.
         if let Some((server, availability)) = name

@@ -49,6 +49,24 @@ pub struct Session {
     pub subscribed: std::collections::HashSet<std::sync::Arc<str>>,
     /// The logging level a legacy agent set for its own calls.
     pub log_level: Option<String>,
+    /// The profile the agent chose; None sees everything.
+    pub profile: Option<std::sync::Arc<crate::config::Profile>>,
+}
+
+impl Session {
+    /// Whether the agent's profile includes this server.
+    pub fn sees_server(&self, server: &str) -> bool {
+        self.profile
+            .as_ref()
+            .is_none_or(|p| p.includes_server(server))
+    }
+
+    /// Whether the agent's profile includes this tool.
+    pub fn sees_tool(&self, server: &str, qualified: &str) -> bool {
+        self.profile
+            .as_ref()
+            .is_none_or(|p| p.includes_tool(server, qualified))
+    }
 }
 
 /// Server requests queued for a legacy agent.
@@ -109,6 +127,7 @@ pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: 
         asks: asks_tx,
         subscribed: Default::default(),
         log_level: None,
+        profile: None,
     };
     let mut bridge = Bridge {
         binding: bridge::Binding {

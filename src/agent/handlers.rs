@@ -36,7 +36,38 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
         modern::Verdict::Serve { modern } => modern,
     };
     match req.method.as_str() {
-        method::INITIALIZE => Handled::Now(initialize(&req, session)),
+        method::INITIALIZE => {
+            // A socket client may choose a profile in initialize's `_meta`.
+            let chosen = req
+                .params
+                .as_ref()
+                .and_then(|p| p.pointer("/_meta/mcpd~1profile"))
+                .and_then(Value::as_str);
+            if let Some(name) = chosen
+                && let Err(line) = choose_profile(&req.id, name, ctx, session)
+            {
+                return Handled::Now(line);
+            }
+            Handled::Now(initialize(&req, session))
+        }
+        "mcpd/profile" => {
+            let name = req
+                .params
+                .as_ref()
+                .and_then(|p| p.get("name"))
+                .and_then(Value::as_str);
+            let Some(name) = name else {
+                return invalid(
+                    &req.id,
+                    &req.method,
+                    "\"name\" (a profile name) is required",
+                );
+            };
+            match choose_profile(&req.id, name, ctx, session) {
+                Ok(()) => Handled::Now(jsonrpc::result_line(&req.id, &json!({}))),
+                Err(line) => Handled::Now(line),
+            }
+        }
         method::DISCOVER => Handled::Now(modern::discover(&req, ctx)),
         method::LISTEN if modern => {
             let (listen, ack) = modern::listen(&req);
@@ -44,9 +75,11 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
             surface::listen_resources(&req, ctx, outbox, session);
             Handled::Now(ack)
         }
-        method::PROMPTS_LIST => surface::list(&req, ctx, Kind::Prompts, modern),
-        method::RESOURCES_LIST => surface::list(&req, ctx, Kind::Resources, modern),
-        method::RESOURCE_TEMPLATES_LIST => surface::list(&req, ctx, Kind::Templates, modern),
+        method::PROMPTS_LIST => surface::list(&req, ctx, Kind::Prompts, modern, session),
+        method::RESOURCES_LIST => surface::list(&req, ctx, Kind::Resources, modern, session),
+        method::RESOURCE_TEMPLATES_LIST => {
+            surface::list(&req, ctx, Kind::Templates, modern, session)
+        }
         method::PROMPTS_GET => surface::prompts_get(req, ctx, outbox, session, modern),
         method::RESOURCES_READ => surface::resources_read(req, ctx, outbox, session, modern),
         method::COMPLETE => surface::complete(req, ctx, outbox, session, modern),
@@ -54,7 +87,7 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
         method::RESOURCES_UNSUBSCRIBE => surface::subscribe(req, ctx, outbox, session, false),
         method::SET_LEVEL => surface::set_level(&req, session),
         method::PING => Handled::Now(jsonrpc::result_line(&req.id, &json!({}))),
-        method::TOOLS_LIST => tools_list(&req, ctx, modern),
+        method::TOOLS_LIST => tools_list(&req, ctx, modern, session),
         method::TOOLS_CALL => match calls::start(req, ctx, outbox, session, modern) {
             Ok((id, cancel, fut)) => Handled::Later { id, cancel, fut },
             Err(line) => Handled::Now(line),
@@ -106,7 +139,42 @@ fn initialize(req: &Request, session: &mut Session) -> String {
     jsonrpc::result_line(&req.id, &result)
 }
 
-fn tools_list(req: &Request, ctx: &AgentContext, modern: bool) -> Handled {
+/// Sets the connection's profile, or returns the error line for an unknown one.
+fn choose_profile(
+    id: &Id,
+    name: &str,
+    ctx: &AgentContext,
+    session: &mut Session,
+) -> Result<(), String> {
+    match ctx.profiles.get(name) {
+        Some(p) => {
+            tracing::info!(
+                agent = session.agent,
+                profile = name,
+                "agent chose a profile"
+            );
+            session.profile = Some(p.clone());
+            Ok(())
+        }
+        None => {
+            let known: Vec<&str> = ctx.profiles.keys().map(String::as_str).collect();
+            let e = jsonrpc::ErrorObject::new(
+                jsonrpc::code::INVALID_PARAMS,
+                format!(
+                    "no profile named '{name}' (configured: {})",
+                    if known.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            );
+            Err(jsonrpc::error_line(Some(id), &e))
+        }
+    }
+}
+
+fn tools_list(req: &Request, ctx: &AgentContext, modern: bool, session: &Session) -> Handled {
     let cursor = req.params.as_ref().and_then(|p| p.get("cursor"));
     let cursor = match cursor {
         None | Some(Value::Null) => None,
@@ -136,7 +204,13 @@ fn tools_list(req: &Request, ctx: &AgentContext, modern: bool) -> Handled {
                 })
             });
             let result = Page {
-                tools: page.iter().map(|t| &t.definition).collect(),
+                // A profile filters within each page: pages may come out shorter,
+                // and the cursors stay right.
+                tools: page
+                    .iter()
+                    .filter(|t| session.sees_tool(&t.server, &t.qualified))
+                    .map(|t| &t.definition)
+                    .collect(),
                 next_cursor: next,
                 modern,
             };

@@ -34,6 +34,8 @@ pub struct AgentContext {
     pub daemon: Arc<DaemonInfo>,
     pub max_line: usize,
     pub queue: usize,
+    /// The profiles agents can choose, by name.
+    pub profiles: Arc<std::collections::BTreeMap<String, Arc<crate::config::Profile>>>,
     /// Bounds on the results passed to agents (image and audio sizes).
     pub limits: crate::protocol::results::Limits,
     /// How long in-flight calls may finish once shutdown begins.

@@ -25,7 +25,13 @@ fn invalid(id: &Id, m: &str, reason: impl Into<String>) -> Handled {
 }
 
 /// `prompts/list`, `resources/list` and `resources/templates/list`, paginated.
-pub fn list(req: &Request, ctx: &AgentContext, kind: Kind, modern: bool) -> Handled {
+pub fn list(
+    req: &Request,
+    ctx: &AgentContext,
+    kind: Kind,
+    modern: bool,
+    session: &Session,
+) -> Handled {
     let cursor = match req.params.as_ref().and_then(|p| p.get("cursor")) {
         None | Some(Value::Null) => None,
         Some(Value::String(c)) => Some(c.as_str()),
@@ -44,7 +50,12 @@ pub fn list(req: &Request, ctx: &AgentContext, kind: Kind, modern: bool) -> Hand
     let mut result = Map::new();
     result.insert(
         kind.list().1.into(),
-        Value::Array(page.iter().map(|e| e.definition.clone()).collect()),
+        Value::Array(
+            page.iter()
+                .filter(|e| session.sees_server(&e.server))
+                .map(|e| e.definition.clone())
+                .collect(),
+        ),
     );
     if let Some(next) = next {
         result.insert("nextCursor".into(), Value::String(next));
@@ -92,7 +103,11 @@ pub fn prompts_get(
         return invalid(&req.id, method::PROMPTS_GET, "\"name\" must be a string");
     };
     let catalog = ctx.catalog.borrow().clone();
-    let Some(prompt) = catalog.surface.prompt(&name) else {
+    let prompt = catalog
+        .surface
+        .prompt(&name)
+        .filter(|p| session.sees_server(&p.server));
+    let Some(prompt) = prompt else {
         return invalid(
             &req.id,
             method::PROMPTS_GET,
@@ -133,7 +148,7 @@ pub fn resources_read(
         return invalid(&req.id, method::RESOURCES_READ, "\"uri\" must be a string");
     };
     let catalog = ctx.catalog.borrow().clone();
-    let (server, original) = match route(&catalog, &uri) {
+    let (server, original) = match route(&catalog, &uri, session) {
         Ok(r) => r,
         Err(why) => return not_found(&req.id, &uri, why),
     };
@@ -154,9 +169,18 @@ pub fn resources_read(
     later(calls::launch(req.id, target, outbox, session, modern))
 }
 
-fn route(catalog: &registry::Catalog, uri: &str) -> Result<(Arc<str>, String), String> {
+/// Routes a URI among the servers the agent's profile includes.
+fn route(
+    catalog: &registry::Catalog,
+    uri: &str,
+    session: &Session,
+) -> Result<(Arc<str>, String), String> {
     let servers: Vec<&str> = catalog.servers.keys().map(|s| &**s).collect();
-    catalog.surface.route_uri(uri, &servers)
+    let (server, original) = catalog.surface.route_uri(uri, &servers)?;
+    if !session.sees_server(&server) {
+        return Err(format!("no server in this profile offers {uri:?}"));
+    }
+    Ok((server, original))
 }
 
 /// A resource no server offers: -32002 (the legacy code; modern clients accept it too).
@@ -185,7 +209,11 @@ pub fn complete(
     let (server, rewritten) = match reference.get("type").and_then(Value::as_str) {
         Some("ref/prompt") => {
             let name = reference.get("name").and_then(Value::as_str).unwrap_or("");
-            let Some(prompt) = catalog.surface.prompt(name) else {
+            let prompt = catalog
+                .surface
+                .prompt(name)
+                .filter(|p| session.sees_server(&p.server));
+            let Some(prompt) = prompt else {
                 return invalid(
                     &req.id,
                     method::COMPLETE,
@@ -202,11 +230,11 @@ pub fn complete(
                 .surface
                 .templates
                 .iter()
-                .find(|t| t.presented == uri)
+                .find(|t| t.presented == uri && session.sees_server(&t.server))
                 .map(|t| (t.server.clone(), t.original.clone()));
             let (server, original) = match found {
                 Some(f) => f,
-                None => match route(&catalog, uri) {
+                None => match route(&catalog, uri, session) {
                     Ok(r) => r,
                     Err(why) => return not_found(&req.id, uri, why),
                 },
@@ -261,7 +289,7 @@ pub fn subscribe(
         return invalid(&req.id, m, "\"uri\" must be a string");
     };
     let catalog = ctx.catalog.borrow().clone();
-    let (server, original) = match route(&catalog, &uri) {
+    let (server, original) = match route(&catalog, &uri, session) {
         Ok(r) => r,
         Err(why) => return not_found(&req.id, &uri, why),
     };
@@ -303,7 +331,7 @@ pub fn listen_resources(req: &Request, ctx: &AgentContext, outbox: &Outbox, sess
         .unwrap_or_default();
     let catalog = ctx.catalog.borrow().clone();
     for uri in uris.iter().filter_map(Value::as_str) {
-        let Ok((server, original)) = route(&catalog, uri) else {
+        let Ok((server, original)) = route(&catalog, uri, session) else {
             tracing::debug!(
                 agent = session.agent,
                 uri,

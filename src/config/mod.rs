@@ -1,7 +1,9 @@
 //! Configuration: the raw TOML file, validated once into a `Config` that running code trusts.
 
+mod filter;
 mod remote;
 
+pub use filter::{Profile, ToolFilter, glob};
 pub use remote::{HttpLaunch, HttpTransport, Secret, display_url};
 
 use serde::Deserialize;
@@ -59,6 +61,8 @@ struct RawFile {
     daemon: RawDaemon,
     #[serde(default)]
     servers: BTreeMap<String, RawServer>,
+    #[serde(default)]
+    profiles: BTreeMap<String, filter::RawProfile>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -121,6 +125,7 @@ struct RawServer {
     restart: Option<RawRestart>,
     health: Option<RawHealth>,
     max_in_flight: Option<usize>,
+    tools: Option<filter::RawToolFilter>,
 }
 
 fn yes() -> bool {
@@ -137,6 +142,8 @@ pub struct Config {
     pub daemon: DaemonConfig,
     /// Every configured server, enabled or not, by name.
     pub servers: BTreeMap<String, ServerConfig>,
+    /// Named subsets of servers and tools an agent can choose (`mcpd connect --profile`).
+    pub profiles: BTreeMap<String, Profile>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -174,6 +181,8 @@ pub struct ServerConfig {
     pub health: HealthPolicy,
     /// Requests in flight to this server at once; more fail with "busy".
     pub max_in_flight: usize,
+    /// Which of its tools agents see, and description overrides.
+    pub tools: ToolFilter,
 }
 
 /// Which protocol era mcpd speaks to a server.
@@ -273,6 +282,7 @@ impl Config {
             source: None,
             daemon: DaemonConfig::default(),
             servers: BTreeMap::new(),
+            profiles: BTreeMap::new(),
         }
     }
 
@@ -454,6 +464,7 @@ impl Validator<'_> {
                     defaults::MAX_IN_FLIGHT,
                     1,
                 )?,
+                tools: self.tool_filter(&key, s.tools.clone())?,
                 name: name.clone(),
             };
             if server.timeout.is_zero() {
@@ -464,10 +475,12 @@ impl Validator<'_> {
         if daemon.request_timeout.is_zero() {
             return Err(self.err("daemon.request_timeout", "must be greater than zero"));
         }
+        let profiles = self.profiles(raw.profiles, &servers)?;
         Ok(Config {
             source: Some(self.path.to_owned()),
             daemon,
             servers,
+            profiles,
         })
     }
 

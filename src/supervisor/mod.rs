@@ -404,9 +404,19 @@ impl Supervisor {
                 tools,
                 cache,
             } => {
-                if self.current(&server, instance).is_none() {
+                let Some(slot) = self.current(&server, instance) else {
                     return;
-                }
+                };
+                // The config's allow/deny lists and description overrides apply before
+                // anything else sees the list.
+                let filter = &slot.cfg.tools;
+                let tools = tools.map(|t| {
+                    if filter.is_empty() {
+                        t
+                    } else {
+                        filter.apply(&t)
+                    }
+                });
                 let limit = self.name_limit;
                 let registry = &mut self.registry;
                 let outcome = tools.and_then(|t| {

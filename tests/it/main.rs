@@ -13,4 +13,5 @@ mod http_modern;
 mod interop;
 mod interop_eras;
 mod interop_http;
+mod profiles;
 mod surface;

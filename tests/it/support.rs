@@ -67,6 +67,8 @@ pub struct DaemonBuilder {
     daemon_toml: String,
     servers: Vec<ServerSpec>,
     env: Vec<(String, String)>,
+    /// `[profiles.NAME]` tables: (name, body).
+    profiles: Vec<(String, String)>,
 }
 
 impl DaemonBuilder {
@@ -81,6 +83,7 @@ impl DaemonBuilder {
             daemon_toml: String::new(),
             servers: Vec::new(),
             env: Vec::new(),
+            profiles: Vec::new(),
         }
     }
 
@@ -91,6 +94,12 @@ impl DaemonBuilder {
     /// Sets a variable in the daemon's environment (for `${VAR}` secrets in the config).
     pub fn env(mut self, key: &str, value: &str) -> Self {
         self.env.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Adds a `[profiles.NAME]` table with these lines.
+    pub fn profile(mut self, name: &str, body: &str) -> Self {
+        self.profiles.push((name.to_owned(), body.to_owned()));
         self
     }
 
@@ -153,6 +162,9 @@ impl DaemonBuilder {
                 Launch::Url(url) => format!("url = {}", toml_str(url)),
             };
             t.push_str(&format!("[servers.{}]\n{launch}\n{}\n", s.name, s.extra));
+        }
+        for (name, body) in &self.profiles {
+            t.push_str(&format!("[profiles.{name}]\n{body}\n"));
         }
         t
     }

@@ -1,0 +1,166 @@
+//! What agents see of each server: per-server tool allow/deny lists and description overrides, and named profiles chosen on the socket or with `mcpd connect --profile`.
+
+use crate::support::*;
+use serde_json::{Value, json};
+use std::process::Stdio;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+#[tokio::test]
+async fn allow_and_deny_lists_and_description_overrides_shape_a_servers_tools() {
+    let d = DaemonBuilder::new()
+        .fixture_with(
+            "a",
+            &["--tools", "echo,error,add,sleep"],
+            "[servers.a.tools]\nallow = [\"e*\", \"add\"]\ndeny = [\"error\"]\n[servers.a.tools.descriptions]\necho = \"Says it back.\"",
+        )
+        .start()
+        .await;
+    d.wait_ready().await;
+    let mut agent = d.initialized_agent().await;
+    assert_eq!(agent.tool_names().await, ["a__add", "a__echo"]);
+    let r = agent.request("tools/list", None).await;
+    let echo = r["result"]["tools"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["name"] == "a__echo"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert_eq!(echo["description"], "Says it back.", "{echo}");
+    let r = agent.call("a__sleep", json!({"ms": 1})).await;
+    assert_eq!(
+        error_code(&r),
+        Some(-32602),
+        "a hidden tool is unknown: {r}"
+    );
+}
+
+fn two_servers() -> DaemonBuilder {
+    DaemonBuilder::new()
+        .fixture("a", &["--label", "A"])
+        .fixture("b", &["--label", "B"])
+        .profile(
+            "just-a",
+            "servers = [\"a\"]\ntools = [\"a__echo\", \"a__add\"]",
+        )
+}
+
+#[tokio::test]
+async fn a_profile_chosen_on_the_socket_shows_only_its_servers_and_tools() {
+    let d = two_servers().start().await;
+    d.wait_ready().await;
+    let mut agent = d.agent().await;
+    let r = agent
+        .request("mcpd/profile", Some(json!({"name": "nope"})))
+        .await;
+    assert_eq!(error_code(&r), Some(-32602), "{r}");
+    assert!(error_message(&r).contains("just-a"), "{r}");
+    let r = agent
+        .request("mcpd/profile", Some(json!({"name": "just-a"})))
+        .await;
+    assert!(r.get("result").is_some(), "{r}");
+    agent.initialize().await;
+    assert_eq!(agent.tool_names().await, ["a__add", "a__echo"]);
+    let r = agent.call("b__echo", json!({"text": "x"})).await;
+    assert_eq!(error_code(&r), Some(-32602), "{r}");
+    let r = agent.request("prompts/list", None).await;
+    let names: Vec<&str> = r["result"]["prompts"]
+        .as_array()
+        .map(|p| p.iter().filter_map(|p| p["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(names, ["a__greet", "a__summarize"], "{r}");
+    let r = agent
+        .request(
+            "resources/read",
+            Some(json!({"uri": "mcpd:b:fixture://alpha"})),
+        )
+        .await;
+    assert_eq!(error_code(&r), Some(-32002), "{r}");
+
+    // initialize's _meta can choose it too; without a profile, everything shows.
+    let mut chooser = d.agent().await;
+    let r = chooser
+        .request(
+            "initialize",
+            Some(json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}, "_meta": {"mcpd/profile": "just-a"}})),
+        )
+        .await;
+    assert!(r.get("result").is_some(), "{r}");
+    assert_eq!(chooser.tool_names().await, ["a__add", "a__echo"]);
+    let mut everything = d.initialized_agent().await;
+    assert!(
+        everything
+            .tool_names()
+            .await
+            .contains(&"b__echo".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn mcpd_connect_with_a_profile_filters_what_a_stdio_client_sees() {
+    let d = two_servers().start().await;
+    d.wait_ready().await;
+    let mut child = tokio::process::Command::new(mcpd_bin())
+        .args(["connect", "--profile", "just-a", "--socket"])
+        .arg(&d.socket)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start mcpd connect");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let requests = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    ];
+    for r in requests {
+        stdin
+            .write_all(format!("{r}\n").as_bytes())
+            .await
+            .expect("write");
+    }
+    let list = within("the tools/list answer", async {
+        loop {
+            let line = lines.next_line().await.expect("read").expect("a line");
+            let v: Value = serde_json::from_str(&line).expect("json");
+            assert_ne!(
+                v["id"], "mcpd-connect-profile",
+                "the profile answer leaked: {v}"
+            );
+            if v["id"] == 2 {
+                break v;
+            }
+        }
+    })
+    .await;
+    let names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .map(|t| t.iter().filter_map(|t| t["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(names, ["a__add", "a__echo"], "{list}");
+    drop(stdin);
+
+    let (code, _, err) = run_mcpd(&["connect", "--profile", "missing"], Some(&d.socket)).await;
+    assert_ne!(code, 0);
+    assert!(err.contains("no profile named 'missing'"), "{err}");
+}
+
+#[tokio::test]
+async fn a_profile_naming_an_unknown_server_is_a_config_error() {
+    let b = DaemonBuilder::new()
+        .fixture("a", &[])
+        .profile("p", "servers = [\"zzz\"]");
+    let config = b.dir().join("bad.toml");
+    std::fs::write(&config, b.config_text()).expect("write");
+    let (code, _, err) = run_mcpd(
+        &["check-config", "--config", config.to_str().expect("utf-8")],
+        None,
+    )
+    .await;
+    assert_eq!(code, 78, "{err}");
+    assert!(
+        err.contains("profiles.p.servers") && err.contains("zzz"),
+        "{err}"
+    );
+}
