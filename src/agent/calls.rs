@@ -156,35 +156,132 @@ pub fn start(
         return Err(fail(AgentError::UnknownTool(name.clone())));
     };
     let server = tool.server.clone();
-    let handle = ready_handle(&catalog, &server, &id)?;
     params.insert("name".into(), Value::String(tool.original.clone()));
     let output_schema = tool
         .definition
         .get("outputSchema")
         .filter(|s| s.is_object())
         .map(|s| Arc::new(s.clone()));
+    let rewrite = Rewrite::ToolResult {
+        output_schema,
+        limits: ctx.limits,
+    };
+    let caller = Caller::of(outbox, session, modern);
+    // A server still starting (its tools listed from the cached catalog) is waited for.
+    if let Some(Availability::Starting { wait }) = catalog.servers.get(&server) {
+        let catalog = ctx.catalog.clone();
+        let m = method::TOOLS_CALL;
+        return Ok(deferred(
+            id, server, m, params, rewrite, *wait, catalog, caller,
+        ));
+    }
+    let handle = ready_handle(&catalog, &server, &id)?;
     let target = Target {
         server,
         handle,
         method: method::TOOLS_CALL,
         params,
-        rewrite: Rewrite::ToolResult {
-            output_schema,
-            limits: ctx.limits,
-        },
+        rewrite,
     };
-    Ok(launch(id, target, outbox, session, modern))
+    Ok(launch(id, target, &caller))
 }
 
 /// Sends a routed request and returns the future of its answer: progress goes to the
 /// agent, the server's requests during it are bridged to the agent's era.
-pub fn launch(
-    id: Id,
-    target: Target,
-    outbox: &Outbox,
-    session: &Session,
+/// What a call needs to know about the agent making it, owned so a call can start
+/// later (after its server is ready).
+#[derive(Clone)]
+pub struct Caller {
+    outbox: Outbox,
+    /// The agent speaks the modern era (this request, or the connection).
     modern: bool,
+    /// The capabilities a legacy agent declared in `initialize`.
+    caps: Value,
+    asks: mpsc::Sender<ServerAsk>,
+    log_level: Option<String>,
+}
+
+impl Caller {
+    pub fn of(outbox: &Outbox, session: &Session, modern: bool) -> Caller {
+        Caller {
+            outbox: outbox.clone(),
+            modern: modern || session.era == Some(Era::Modern),
+            caps: session.capabilities.clone(),
+            asks: session.asks.clone(),
+            log_level: session.log_level.clone(),
+        }
+    }
+}
+
+pub fn launch(id: Id, target: Target, caller: &Caller) -> (Id, CancellationToken, Pending) {
+    let cancel = CancellationToken::new();
+    let fut = launch_with(id.clone(), target, caller, cancel.clone());
+    (id, cancel, fut)
+}
+
+/// A call to a server that is still starting: waits (up to `wait`) for it to be ready,
+/// then sends the request; a cancellation meanwhile ends it at once.
+#[allow(clippy::too_many_arguments)] // the pieces of a target whose handle is not known yet
+fn deferred(
+    id: Id,
+    server: Arc<str>,
+    method: &'static str,
+    params: Map<String, Value>,
+    rewrite: Rewrite,
+    wait: std::time::Duration,
+    mut catalog: tokio::sync::watch::Receiver<Arc<crate::registry::Catalog>>,
+    caller: Caller,
 ) -> (Id, CancellationToken, Pending) {
+    let cancel = CancellationToken::new();
+    let token = cancel.clone();
+    let reply_id = id.clone();
+    let fut = async move {
+        let ready = async {
+            loop {
+                let state = catalog.borrow_and_update().servers.get(&server).cloned();
+                match state {
+                    Some(Availability::Starting { .. }) => {}
+                    other => return other,
+                }
+                if catalog.changed().await.is_err() {
+                    return None;
+                }
+            }
+        };
+        let state = tokio::select! {
+            s = tokio::time::timeout(wait, ready) => s.ok().flatten(),
+            () = token.cancelled() => return (reply_id, Step::Cancelled),
+        };
+        let handle = match state {
+            Some(Availability::Ready(h)) => h,
+            other => {
+                let why = other.map_or_else(
+                    || format!("still starting after {}", humantime::format_duration(wait)),
+                    |a| a.explain(),
+                );
+                let e = AgentError::Unavailable {
+                    server: server.to_string(),
+                    why,
+                };
+                let line = jsonrpc::error_line(Some(&reply_id), &e.to_error_object());
+                return (reply_id, Step::Reply(line));
+            }
+        };
+        let target = Target {
+            server,
+            handle,
+            method,
+            params,
+            rewrite,
+        };
+        launch_with(reply_id, target, &caller, token).await
+    };
+    (id, cancel, fut.boxed())
+}
+
+fn launch_with(id: Id, target: Target, caller: &Caller, cancel: CancellationToken) -> Pending {
+    let outbox = &caller.outbox;
+    let modern = caller.modern;
     let Target {
         server,
         handle,
@@ -201,7 +298,7 @@ pub fn launch(
         });
     // A modern agent asks for log messages per request; a legacy one sets a level for
     // its calls (or gets everything).
-    let logs = if modern || session.era == Some(Era::Modern) {
+    let logs = if modern {
         super::surface::requested_level(&params).map(|l| LogRoute {
             outbox: outbox.clone(),
             threshold: Some(l.to_owned()),
@@ -209,12 +306,11 @@ pub fn launch(
     } else {
         Some(LogRoute {
             outbox: outbox.clone(),
-            threshold: session.log_level.clone(),
+            threshold: caller.log_level.clone(),
         })
     };
     let call = NEXT_CALL.fetch_add(1, Ordering::Relaxed);
-    let cancel = CancellationToken::new();
-    let fut = if modern || session.era == Some(Era::Modern) {
+    if modern {
         let caps = params
             .get("_meta")
             .and_then(|m| m.get(era::key::CLIENT_CAPABILITIES))
@@ -234,7 +330,7 @@ pub fn launch(
         }
         .boxed();
         drive(InFlight {
-            id: id.clone(),
+            id,
             server,
             handle,
             call,
@@ -247,22 +343,21 @@ pub fn launch(
         })
     } else {
         let legacy = LegacyCall {
-            id: id.clone(),
+            id,
             server,
             handle,
             call,
             cancel: cancel.clone(),
             params,
             progress,
-            caps: session.capabilities.clone(),
-            asks: session.asks.clone(),
+            caps: caller.caps.clone(),
+            asks: caller.asks.clone(),
             method,
             rewrite,
             logs,
         };
         legacy.run().boxed()
-    };
-    (id, cancel, fut)
+    }
 }
 
 fn invalid(reason: &str) -> AgentError {

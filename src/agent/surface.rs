@@ -126,7 +126,11 @@ pub fn prompts_get(
         params,
         rewrite: Rewrite::None,
     };
-    later(calls::launch(req.id, target, outbox, session, modern))
+    later(calls::launch(
+        req.id,
+        target,
+        &calls::Caller::of(outbox, session, modern),
+    ))
 }
 
 /// `resources/read`: routed by URI (see `registry::surface` for the scheme).
@@ -166,7 +170,11 @@ pub fn resources_read(
             surface: catalog.surface.clone(),
         },
     };
-    later(calls::launch(req.id, target, outbox, session, modern))
+    later(calls::launch(
+        req.id,
+        target,
+        &calls::Caller::of(outbox, session, modern),
+    ))
 }
 
 /// Routes a URI among the servers the agent's profile includes.
@@ -263,7 +271,11 @@ pub fn complete(
         params,
         rewrite: Rewrite::None,
     };
-    later(calls::launch(req.id, target, outbox, session, modern))
+    later(calls::launch(
+        req.id,
+        target,
+        &calls::Caller::of(outbox, session, modern),
+    ))
 }
 
 /// `resources/subscribe` and `resources/unsubscribe` of a legacy agent.

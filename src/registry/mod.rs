@@ -33,9 +33,17 @@ pub struct ToolEntry {
 #[derive(Debug, Clone)]
 pub enum Availability {
     Ready(UpstreamHandle),
-    Starting,
-    Backoff { attempt: u32, retry_at: Instant },
-    Failed { reason: String },
+    /// Starting: a call may wait this long for it to be ready.
+    Starting {
+        wait: std::time::Duration,
+    },
+    Backoff {
+        attempt: u32,
+        retry_at: Instant,
+    },
+    Failed {
+        reason: String,
+    },
     Stopped,
 }
 
@@ -44,7 +52,9 @@ impl Availability {
     pub fn explain(&self) -> String {
         match self {
             Availability::Ready(_) => "ready".into(),
-            Availability::Starting => "starting; retry in a moment".into(),
+            Availability::Starting { .. } => {
+                "still starting and did not become ready in time; retry in a moment".into()
+            }
             Availability::Backoff { attempt, retry_at } => {
                 let wait = retry_at.saturating_duration_since(Instant::now());
                 format!(

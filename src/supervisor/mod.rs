@@ -1,12 +1,13 @@
 //! The supervisor owns every upstream: starts them, restarts them with backoff, stops them, and publishes the catalog.
 
 pub mod backoff;
+mod catalog_cache;
 mod eras;
 mod probing;
 mod status;
 
 use crate::config::{Config, Launch, ServerConfig};
-use crate::registry::{Availability, Catalog, Registry};
+use crate::registry::{Availability, Catalog, Kind, Registry};
 use crate::sentinel::SentinelHandle;
 use crate::upstream::connection::{self, ConnectionContext, EraPlan};
 use crate::upstream::http::HttpInfo;
@@ -83,6 +84,9 @@ impl SupervisorHandle {
             rx,
             conns: JoinSet::new(),
             eras: eras::EraCache::load(eras::state_dir(config.daemon.state_dir.clone())),
+            catalog_cache: catalog_cache::CatalogCache::load(eras::state_dir(
+                config.daemon.state_dir.clone(),
+            )),
             next_instance: 0,
             max_line: config.daemon.max_message_bytes,
             name_limit: config.daemon.tool_name_limit,
@@ -212,7 +216,10 @@ impl Slot {
                 reason: self.last_error.clone().unwrap_or_else(|| "unknown".into()),
             },
             (ServerState::Stopped, _) => Availability::Stopped,
-            _ => Availability::Starting,
+            // A probe may come first, then the handshake.
+            _ => Availability::Starting {
+                wait: self.cfg.health.startup_timeout + self.cfg.health.probe_timeout,
+            },
         }
     }
 }
@@ -227,6 +234,8 @@ struct Supervisor {
     conns: JoinSet<(Arc<str>, u64, Finished)>,
     /// Servers' protocol eras, kept across daemon restarts.
     eras: eras::EraCache,
+    /// Servers' last good lists, kept across daemon restarts.
+    catalog_cache: catalog_cache::CatalogCache,
     next_instance: u64,
     max_line: usize,
     name_limit: usize,
@@ -237,6 +246,7 @@ struct Supervisor {
 
 impl Supervisor {
     async fn run(mut self) {
+        self.load_cached_catalogs();
         let names: Vec<Arc<str>> = self.slots.keys().cloned().collect();
         for name in names {
             if self.slots[&name].cfg.enabled {
@@ -271,6 +281,31 @@ impl Supervisor {
         match self.plan(name) {
             Some(plan) => self.start_connection(name, plan),
             None => self.start_probe(name),
+        }
+    }
+
+    /// Lists every server's cached catalog at once, before any server is up; each is
+    /// replaced when its server reports its real one.
+    fn load_cached_catalogs(&mut self) {
+        let limit = self.name_limit;
+        for (name, slot) in &self.slots {
+            let Some(lists) = self.catalog_cache.get(&slot.cfg) else {
+                continue;
+            };
+            if let Some(tools) = &lists.tools {
+                let tools = slot.cfg.tools.apply(tools);
+                if let Err(e) = self.registry.replace(name, &tools, limit) {
+                    tracing::debug!(upstream = %name, "ignored the cached tool list: {e}");
+                }
+            }
+            for (kind, items) in [
+                (Kind::Prompts, &lists.prompts),
+                (Kind::Resources, &lists.resources),
+                (Kind::Templates, &lists.templates),
+            ] {
+                self.registry.replace_list(name, kind, items.clone(), limit);
+            }
+            tracing::info!(upstream = %name, "listed the cached catalog until the server reports its own");
         }
     }
 
@@ -384,6 +419,10 @@ impl Supervisor {
                 }
                 match items {
                     Ok(items) => {
+                        if let Some(slot) = self.slots.get(&server) {
+                            let cfg = slot.cfg.clone();
+                            self.catalog_cache.put_list(&cfg, kind, &items);
+                        }
                         let n = items.len();
                         if self
                             .registry
@@ -405,6 +444,13 @@ impl Supervisor {
                 cache,
             } => {
                 let Some(slot) = self.current(&server, instance) else {
+                    return;
+                };
+                if let Ok(raw) = &tools {
+                    let cfg = slot.cfg.clone();
+                    self.catalog_cache.put_tools(&cfg, raw);
+                }
+                let Some(slot) = self.slots.get_mut(&server) else {
                     return;
                 };
                 // The config's allow/deny lists and description overrides apply before

@@ -164,3 +164,28 @@ async fn a_profile_naming_an_unknown_server_is_a_config_error() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn a_restarted_daemon_lists_the_cached_catalog_at_once_and_calls_wait_for_the_server() {
+    let mut d = DaemonBuilder::new()
+        .fixture(
+            "slow",
+            &["--startup-delay-ms", "1500", "--tools", "echo,add"],
+        )
+        .start()
+        .await;
+    d.wait_ready().await;
+    d.restart_daemon().await;
+    // The server needs 1.5 s to start; the catalog is there before that.
+    let mut agent = d.initialized_agent().await;
+    assert_eq!(agent.tool_names().await, ["slow__add", "slow__echo"]);
+    assert!(
+        d.log_text().contains("listed the cached catalog"),
+        "the list came from the cache"
+    );
+    // A call waits for the server rather than failing.
+    let r = agent
+        .call("slow__echo", json!({"text": "worth the wait"}))
+        .await;
+    assert_eq!(text(&r), "worth the wait", "{r}");
+}
