@@ -168,11 +168,14 @@ pub fn start(
     };
     let caller = Caller::of(outbox, session, modern);
     // A server still starting (its tools listed from the cached catalog) is waited for.
-    if let Some(Availability::Starting { wait }) = catalog.servers.get(&server) {
-        let catalog = ctx.catalog.clone();
+    // An idle one is started by this call, and waited for the same way.
+    if let Some(Availability::Starting { wait } | Availability::Idle { wait }) =
+        catalog.servers.get(&server)
+    {
+        let (c, s) = (ctx.catalog.clone(), ctx.supervisor.clone());
         let m = method::TOOLS_CALL;
         return Ok(deferred(
-            id, server, m, params, rewrite, *wait, catalog, caller,
+            id, server, m, params, rewrite, *wait, c, caller, s,
         ));
     }
     let handle = ready_handle(&catalog, &server, &id)?;
@@ -231,16 +234,28 @@ fn deferred(
     wait: std::time::Duration,
     mut catalog: tokio::sync::watch::Receiver<Arc<crate::registry::Catalog>>,
     caller: Caller,
+    supervisor: crate::supervisor::SupervisorHandle,
 ) -> (Id, CancellationToken, Pending) {
     let cancel = CancellationToken::new();
     let token = cancel.clone();
     let reply_id = id.clone();
     let fut = async move {
         let ready = async {
+            let mut asked = false;
             loop {
                 let state = catalog.borrow_and_update().servers.get(&server).cloned();
                 match state {
                     Some(Availability::Starting { .. }) => {}
+                    Some(Availability::Idle { .. }) if !asked => {
+                        // An idle server is started by the call that needs it.
+                        asked = true;
+                        let start = crate::supervisor::Action::Start;
+                        if let Err(e) = supervisor.control(&server, start).await {
+                            tracing::warn!(upstream = %server, "could not start an idle server: {e}");
+                        }
+                        continue;
+                    }
+                    Some(Availability::Idle { .. }) => {}
                     other => return other,
                 }
                 if catalog.changed().await.is_err() {

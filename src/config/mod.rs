@@ -126,6 +126,8 @@ struct RawServer {
     health: Option<RawHealth>,
     max_in_flight: Option<usize>,
     tools: Option<filter::RawToolFilter>,
+    start: Option<String>,
+    idle_timeout: Option<String>,
 }
 
 fn yes() -> bool {
@@ -183,6 +185,10 @@ pub struct ServerConfig {
     pub max_in_flight: usize,
     /// Which of its tools agents see, and description overrides.
     pub tools: ToolFilter,
+    /// Started with the daemon, or on its first call.
+    pub lazy: bool,
+    /// Stopped after this long without agent calls (started again on the next one).
+    pub idle_timeout: Option<Duration>,
 }
 
 /// Which protocol era mcpd speaks to a server.
@@ -465,6 +471,21 @@ impl Validator<'_> {
                     1,
                 )?,
                 tools: self.tool_filter(&key, s.tools.clone())?,
+                lazy: match s.start.as_deref() {
+                    None | Some("eager") => false,
+                    Some("lazy") => true,
+                    Some(other) => {
+                        return Err(self.err(
+                            format!("{key}.start"),
+                            format!("{other:?} is not a start mode; use \"eager\" or \"lazy\""),
+                        ));
+                    }
+                },
+                idle_timeout: match &s.idle_timeout {
+                    None => None,
+                    v => Some(self.duration(&format!("{key}.idle_timeout"), v, Duration::ZERO)?)
+                        .filter(|d| !d.is_zero()),
+                },
                 name: name.clone(),
             };
             if server.timeout.is_zero() {

@@ -45,6 +45,11 @@ pub enum Availability {
         reason: String,
     },
     Stopped,
+    /// Not running until a call needs it (`start = "lazy"` or `idle_timeout`); a call
+    /// starts it and may wait this long.
+    Idle {
+        wait: std::time::Duration,
+    },
 }
 
 impl Availability {
@@ -70,6 +75,7 @@ impl Availability {
             Availability::Stopped => {
                 "stopped (disabled in the config or by `mcpd ctl stop`)".into()
             }
+            Availability::Idle { .. } => "idle and could not be started".into(),
         }
     }
 }

@@ -135,6 +135,8 @@ enum AfterExit {
     Restart,
     /// `ctl stop` or shutdown: stay stopped.
     Stay,
+    /// Idle (lazy start or idle timeout): stopped until a call needs it.
+    Idle,
 }
 
 struct Running {
@@ -174,6 +176,8 @@ struct Slot {
     plan_from_cache: bool,
     /// The server's cache hints from its last tool list.
     cache: Option<(u64, bool)>,
+    /// A lazy server started only to learn its catalog: it goes idle once it has.
+    fill_only: bool,
 }
 
 impl Slot {
@@ -195,6 +199,7 @@ impl Slot {
             era_reason: None,
             plan_from_cache: false,
             cache: None,
+            fill_only: false,
             cfg,
         }
     }
@@ -216,6 +221,9 @@ impl Slot {
                 reason: self.last_error.clone().unwrap_or_else(|| "unknown".into()),
             },
             (ServerState::Stopped, _) => Availability::Stopped,
+            (ServerState::Idle, _) => Availability::Idle {
+                wait: self.cfg.health.startup_timeout + self.cfg.health.probe_timeout,
+            },
             // A probe may come first, then the handshake.
             _ => Availability::Starting {
                 wait: self.cfg.health.startup_timeout + self.cfg.health.probe_timeout,
@@ -249,9 +257,23 @@ impl Supervisor {
         self.load_cached_catalogs();
         let names: Vec<Arc<str>> = self.slots.keys().cloned().collect();
         for name in names {
-            if self.slots[&name].cfg.enabled {
-                self.start(&name);
+            let slot = &self.slots[&name];
+            if !slot.cfg.enabled {
+                continue;
             }
+            // A lazy server with a cached catalog waits for its first call; without one
+            // it is started once to learn its tools, and goes idle afterwards.
+            let cached = self.catalog_cache.get(&slot.cfg).is_some();
+            if slot.cfg.lazy
+                && let Some(slot) = self.slots.get_mut(&name)
+            {
+                if cached {
+                    slot.state = ServerState::Idle;
+                    continue;
+                }
+                slot.fill_only = true;
+            }
+            self.start(&name);
         }
         self.publish();
         let mut sigchld =
@@ -408,6 +430,16 @@ impl Supervisor {
                 slot.last_error = Some(error);
                 self.publish();
             }
+            ConnectionEvent::Idle { server, instance } => {
+                let Some(slot) = self.current(&server, instance) else {
+                    return;
+                };
+                if let Some(r) = &slot.running {
+                    tracing::info!(upstream = %server, "no calls for idle_timeout; stopping it");
+                    slot.after_exit = AfterExit::Idle;
+                    r.cancel.cancel();
+                }
+            }
             ConnectionEvent::List {
                 server,
                 instance,
@@ -491,6 +523,13 @@ impl Supervisor {
                     slot.state = ServerState::Ready;
                     slot.ready_since = Some(Instant::now());
                 }
+                if std::mem::take(&mut slot.fill_only)
+                    && let Some(r) = &slot.running
+                {
+                    // Its catalog is known (and cached) now: rest until a call comes.
+                    slot.after_exit = AfterExit::Idle;
+                    r.cancel.cancel();
+                }
                 self.publish();
             }
         }
@@ -531,6 +570,10 @@ impl Supervisor {
         }
         match slot.after_exit {
             AfterExit::Stay => slot.state = ServerState::Stopped,
+            AfterExit::Idle => {
+                tracing::info!(upstream = %name, "stopped while idle; the next call starts it");
+                slot.state = ServerState::Idle;
+            }
             AfterExit::Recover
                 if exit.fatal
                     || (exit.era_mismatch

@@ -20,6 +20,8 @@ pub enum ServerState {
     Backoff,
     Failed,
     Stopped,
+    /// Not running; started by the next call that needs it.
+    Idle,
 }
 
 impl ServerState {
@@ -30,6 +32,7 @@ impl ServerState {
             ServerState::Backoff => "backoff",
             ServerState::Failed => "failed",
             ServerState::Stopped => "stopped",
+            ServerState::Idle => "idle",
         }
     }
 }

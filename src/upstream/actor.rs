@@ -142,6 +142,12 @@ pub struct Actor {
     listen: ListenState,
     /// When the catalog's TTL (a modern server's `ttlMs`) lapses.
     refresh_at: Option<Instant>,
+    /// Stop asking for calls after this long without any (`idle_timeout`).
+    idle_timeout: Option<Duration>,
+    /// When an agent call last started or ended.
+    last_call: Instant,
+    /// The supervisor was told the server is idle.
+    idle_told: bool,
     /// Answers to the server's requests, as the agents give them.
     answers: FuturesUnordered<BoxFuture<'static, (Id, Result<Value, ErrorObject>)>>,
 }
@@ -197,6 +203,9 @@ impl Actor {
             listen: ListenState::Off,
             refresh_at: None,
             answers: FuturesUnordered::new(),
+            idle_timeout: cfg.idle_timeout,
+            last_call: Instant::now(),
+            idle_told: false,
         };
         (actor, handle)
     }
@@ -379,6 +388,10 @@ impl Actor {
             return;
         }
         let deadline = Some(self.deadlines.insert(id, self.timeout));
+        if call.is_some() {
+            self.last_call = Instant::now();
+            self.idle_told = false;
+        }
         if let Some(call) = call {
             self.by_call.insert(call, id);
         }
@@ -557,6 +570,7 @@ impl Actor {
         self.forget_deadline(&p);
         if let Some(call) = p.call {
             self.by_call.remove(&call);
+            self.last_call = Instant::now();
         }
         match p.respond_to {
             Responder::Caller(tx) => {
@@ -909,7 +923,11 @@ impl Actor {
             ListenState::RetryAt(t) => Some(t),
             _ => None,
         };
-        [self.ping_wake(), listen, self.refresh_at]
+        let idle = match self.idle_timeout {
+            Some(t) if !self.idle_told && !self.busy() => Some(self.last_call + t),
+            _ => None,
+        };
+        [self.ping_wake(), listen, self.refresh_at, idle]
             .into_iter()
             .flatten()
             .min()
@@ -934,6 +952,18 @@ impl Actor {
 
     fn on_wake(&mut self) -> Option<String> {
         let now = Instant::now();
+        if let Some(t) = self.idle_timeout
+            && !self.idle_told
+            && !self.busy()
+            && now >= self.last_call + t
+        {
+            let event = ConnectionEvent::Idle {
+                server: self.server.clone(),
+                instance: self.instance,
+            };
+            // A full queue means the supervisor is busy: try again at the next wake.
+            self.idle_told = self.events.try_send(event).is_ok();
+        }
         if matches!(self.listen, ListenState::RetryAt(t) if t <= now) {
             self.open_listen();
         }

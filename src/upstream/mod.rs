@@ -152,6 +152,8 @@ pub enum ConnectionEvent {
         instance: u64,
         error: String,
     },
+    /// No agent call for the server's `idle_timeout`: the supervisor may stop it.
+    Idle { server: Arc<str>, instance: u64 },
     /// A fresh prompt, resource or template list, or why it could not be fetched.
     List {
         server: Arc<str>,

@@ -189,3 +189,54 @@ async fn a_restarted_daemon_lists_the_cached_catalog_at_once_and_calls_wait_for_
         .await;
     assert_eq!(text(&r), "worth the wait", "{r}");
 }
+
+#[tokio::test]
+async fn a_lazy_server_learns_its_tools_once_then_starts_on_its_first_call() {
+    let b = DaemonBuilder::new();
+    let rec = b.dir().join("rec");
+    let rec_arg = rec.to_str().expect("utf-8").to_owned();
+    let mut d = b
+        .fixture_with(
+            "lazy",
+            &["--tools", "echo", "--record", &rec_arg],
+            "start = \"lazy\"",
+        )
+        .start()
+        .await;
+    // Started once to fill the catalog cache, then idle.
+    d.wait_server("lazy", "the server goes idle", |s| s["state"] == "idle")
+        .await;
+    assert_eq!(recorded_starts(&rec).len(), 1);
+    d.restart_daemon().await;
+    d.wait_server("lazy", "idle again after a restart", |s| {
+        s["state"] == "idle"
+    })
+    .await;
+    let mut agent = d.initialized_agent().await;
+    assert_eq!(agent.tool_names().await, ["lazy__echo"]);
+    assert_eq!(recorded_starts(&rec).len(), 1, "not started before a call");
+    let r = agent.call("lazy__echo", json!({"text": "wake up"})).await;
+    assert_eq!(text(&r), "wake up", "{r}");
+    assert_eq!(recorded_starts(&rec).len(), 2);
+    assert_eq!(d.server_status("lazy").await["state"], "ready");
+}
+
+#[tokio::test]
+async fn an_idle_timeout_stops_a_server_and_the_next_call_starts_it_again() {
+    let d = DaemonBuilder::new()
+        .fixture_with("nap", &["--tools", "echo"], "idle_timeout = \"300ms\"")
+        .start()
+        .await;
+    d.wait_ready().await;
+    let mut agent = d.initialized_agent().await;
+    let first = d.server_status("nap").await;
+    d.wait_server("nap", "the server is stopped while idle", |s| {
+        s["state"] == "idle"
+    })
+    .await;
+    let r = agent.call("nap__echo", json!({"text": "again"})).await;
+    assert_eq!(text(&r), "again", "{r}");
+    let now = d.server_status("nap").await;
+    assert_eq!(now["state"], "ready", "{now}");
+    assert_ne!(status_pid(&now), status_pid(&first), "a new process");
+}
