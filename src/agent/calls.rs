@@ -168,6 +168,12 @@ pub fn start(
     };
     let caller = Caller::of(outbox, session, modern);
     // A server still starting (its tools listed from the cached catalog) is waited for.
+    // A server shared per agent: the call goes to this agent's own instance.
+    if let Some(Availability::PerAgent { wait }) = catalog.servers.get(&server) {
+        let s = ctx.supervisor.clone();
+        let target = (server, method::TOOLS_CALL, params, rewrite);
+        return Ok(instance_call(id, target, *wait, caller, s, session.agent));
+    }
     // An idle one is started by this call, and waited for the same way.
     if let Some(Availability::Starting { wait } | Availability::Idle { wait }) =
         catalog.servers.get(&server)
@@ -292,6 +298,56 @@ fn deferred(
         launch_with(reply_id, target, &caller, token).await
     };
     (id, cancel, fut.boxed())
+}
+
+/// A call to the agent's own instance of a `share = "agent"` server: the supervisor
+/// starts it on first use (waited for up to `wait`), then the call goes to it.
+fn instance_call(
+    id: Id,
+    (server, method, params, rewrite): (Arc<str>, &'static str, Map<String, Value>, Rewrite),
+    wait: std::time::Duration,
+    caller: Caller,
+    supervisor: crate::supervisor::SupervisorHandle,
+    agent: u64,
+) -> (Id, CancellationToken, Pending) {
+    let cancel = CancellationToken::new();
+    let token = cancel.clone();
+    let reply_id = id.clone();
+    let fut = async move {
+        let got = tokio::select! {
+            r = tokio::time::timeout(wait, supervisor.instance(&server, agent)) => r,
+            () = token.cancelled() => return (reply_id, Step::Cancelled),
+        };
+        let handle = match got {
+            Ok(Ok(h)) => h,
+            Ok(Err(why)) => return unavailable(reply_id, &server, why),
+            Err(_) => {
+                let why = format!(
+                    "still starting this agent's instance after {}",
+                    humantime::format_duration(wait)
+                );
+                return unavailable(reply_id, &server, why);
+            }
+        };
+        let target = Target {
+            server,
+            handle,
+            method,
+            params,
+            rewrite,
+        };
+        launch_with(reply_id, target, &caller, token).await
+    };
+    (id, cancel, fut.boxed())
+}
+
+fn unavailable(id: Id, server: &str, why: String) -> (Id, Step) {
+    let e = AgentError::Unavailable {
+        server: server.to_owned(),
+        why,
+    };
+    let line = jsonrpc::error_line(Some(&id), &e.to_error_object());
+    (id, Step::Reply(line))
 }
 
 fn launch_with(id: Id, target: Target, caller: &Caller, cancel: CancellationToken) -> Pending {

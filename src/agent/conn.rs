@@ -194,6 +194,8 @@ pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: 
     for token in in_flight.values() {
         token.cancel();
     }
+    // Its own server instances (`share = "agent"`) go after a grace period.
+    ctx.supervisor.agent_gone(agent);
     // Its resource subscriptions end with it.
     {
         let catalog = ctx.catalog.borrow();

@@ -128,6 +128,7 @@ struct RawServer {
     tools: Option<filter::RawToolFilter>,
     start: Option<String>,
     idle_timeout: Option<String>,
+    share: Option<String>,
 }
 
 fn yes() -> bool {
@@ -189,6 +190,8 @@ pub struct ServerConfig {
     pub lazy: bool,
     /// Stopped after this long without agent calls (started again on the next one).
     pub idle_timeout: Option<Duration>,
+    /// Each agent connection gets its own instance (`share = "agent"`).
+    pub per_agent: bool,
 }
 
 /// Which protocol era mcpd speaks to a server.
@@ -471,6 +474,16 @@ impl Validator<'_> {
                     1,
                 )?,
                 tools: self.tool_filter(&key, s.tools.clone())?,
+                per_agent: match s.share.as_deref() {
+                    None | Some("shared") => false,
+                    Some("agent") => true,
+                    Some(other) => {
+                        return Err(self.err(
+                            format!("{key}.share"),
+                            format!("{other:?} is not a share mode; use \"shared\" or \"agent\""),
+                        ));
+                    }
+                },
                 lazy: match s.start.as_deref() {
                     None | Some("eager") => false,
                     Some("lazy") => true,

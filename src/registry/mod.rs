@@ -50,6 +50,11 @@ pub enum Availability {
     Idle {
         wait: std::time::Duration,
     },
+    /// Each agent gets its own instance (`share = "agent"`); a call starts the caller's
+    /// and may wait this long.
+    PerAgent {
+        wait: std::time::Duration,
+    },
 }
 
 impl Availability {
@@ -76,6 +81,7 @@ impl Availability {
                 "stopped (disabled in the config or by `mcpd ctl stop`)".into()
             }
             Availability::Idle { .. } => "idle and could not be started".into(),
+            Availability::PerAgent { .. } => "run per agent".into(),
         }
     }
 }

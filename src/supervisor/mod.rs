@@ -3,6 +3,7 @@
 pub mod backoff;
 mod catalog_cache;
 mod eras;
+mod instances;
 mod probing;
 mod status;
 
@@ -37,6 +38,14 @@ enum SupervisorMsg {
         action: Action,
         respond_to: oneshot::Sender<Result<(), String>>,
     },
+    /// An agent's own instance of a `share = "agent"` server.
+    Instance {
+        server: String,
+        agent: u64,
+        respond_to: instances::Waiter,
+    },
+    /// An agent disconnected; its instances may go.
+    AgentGone { agent: u64 },
 }
 
 /// Control actions on one server.
@@ -104,6 +113,25 @@ impl SupervisorHandle {
             .await
             .ok()?;
         rx.await.ok()
+    }
+
+    /// The caller's own instance of a `share = "agent"` server, once it is ready.
+    pub async fn instance(&self, server: &str, agent: u64) -> Result<UpstreamHandle, String> {
+        let (respond_to, rx) = oneshot::channel();
+        let msg = SupervisorMsg::Instance {
+            server: server.to_owned(),
+            agent,
+            respond_to,
+        };
+        let gone = || "the supervisor is shutting down".to_owned();
+        self.tx.send(msg).await.map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
+    /// Tells the supervisor an agent disconnected.
+    pub fn agent_gone(&self, agent: u64) {
+        // A full mailbox drops this; the instances then stay until the daemon stops.
+        let _ = self.tx.try_send(SupervisorMsg::AgentGone { agent });
     }
 
     pub async fn control(&self, name: &str, action: Action) -> Result<(), String> {
@@ -178,6 +206,14 @@ struct Slot {
     cache: Option<(u64, bool)>,
     /// A lazy server started only to learn its catalog: it goes idle once it has.
     fill_only: bool,
+    /// For an agent's instance of a `share = "agent"` server: whose it is.
+    owner: Option<instances::Owner>,
+    /// Agents waiting for this instance to be ready.
+    waiters: Vec<instances::Waiter>,
+    /// When this instance stops, its agent having left.
+    linger_until: Option<Instant>,
+    /// The slot goes away once its process has stopped.
+    removing: bool,
 }
 
 impl Slot {
@@ -200,11 +236,19 @@ impl Slot {
             plan_from_cache: false,
             cache: None,
             fill_only: false,
+            owner: None,
+            waiters: Vec::new(),
+            linger_until: None,
+            removing: false,
             cfg,
         }
     }
 
     fn availability(&self) -> Availability {
+        let wait = self.cfg.health.startup_timeout + self.cfg.health.probe_timeout;
+        if self.cfg.per_agent && self.owner.is_none() {
+            return Availability::PerAgent { wait };
+        }
         match (
             self.state,
             self.running.as_ref().and_then(|r| r.handle.as_ref()),
@@ -264,7 +308,7 @@ impl Supervisor {
             // A lazy server with a cached catalog waits for its first call; without one
             // it is started once to learn its tools, and goes idle afterwards.
             let cached = self.catalog_cache.get(&slot.cfg).is_some();
-            if slot.cfg.lazy
+            if (slot.cfg.lazy || slot.cfg.per_agent)
                 && let Some(slot) = self.slots.get_mut(&name)
             {
                 if cached {
@@ -279,7 +323,12 @@ impl Supervisor {
         let mut sigchld =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()).ok();
         loop {
-            let next_retry = self.slots.values().filter_map(|s| s.retry_at).min();
+            let next_retry = self
+                .slots
+                .values()
+                .flat_map(|s| [s.retry_at, s.linger_until])
+                .flatten()
+                .min();
             tokio::select! {
                 biased;
                 () = self.cancel.cancelled() => break,
@@ -405,11 +454,15 @@ impl Supervisor {
                     r.http = http;
                 }
                 slot.identity = Some(identity);
-                if !has_tools {
-                    // A server without the tools capability publishes no tools.
+                if !has_tools || slot.owner.is_some() {
+                    // A server without the tools capability publishes no tools; an
+                    // agent's instance serves the tools its server already lists.
                     slot.state = ServerState::Ready;
                     slot.ready_since = Some(Instant::now());
-                    self.registry.remove(&server);
+                    if slot.owner.is_none() {
+                        self.registry.remove(&server);
+                    }
+                    self.settle_waiters(&server);
                     self.publish();
                 }
             }
@@ -446,7 +499,10 @@ impl Supervisor {
                 kind,
                 items,
             } => {
-                if self.current(&server, instance).is_none() {
+                if self
+                    .current(&server, instance)
+                    .is_none_or(|s| s.owner.is_some())
+                {
                     return;
                 }
                 match items {
@@ -478,6 +534,9 @@ impl Supervisor {
                 let Some(slot) = self.current(&server, instance) else {
                     return;
                 };
+                if slot.owner.is_some() {
+                    return; // an agent's instance: its server's catalog is the one listed
+                }
                 if let Ok(raw) = &tools {
                     let cfg = slot.cfg.clone();
                     self.catalog_cache.put_tools(&cfg, raw);
@@ -620,10 +679,21 @@ impl Supervisor {
                 }
             }
         }
+        // Agents waiting for an instance hear that it failed; a stopped instance whose
+        // agent has left goes away.
+        self.settle_waiters(name);
+        if self
+            .slots
+            .get(name)
+            .is_some_and(|s| s.removing && s.running.is_none())
+        {
+            self.slots.remove(name);
+        }
         self.publish();
     }
 
     fn retry_due(&mut self) {
+        self.linger_due();
         let now = Instant::now();
         let due: Vec<Arc<str>> = self
             .slots
@@ -650,6 +720,15 @@ impl Supervisor {
             } => {
                 let _ = respond_to.send(self.control(&name, action)); // the asker may have left
             }
+            SupervisorMsg::Instance {
+                server,
+                agent,
+                respond_to,
+            } => {
+                self.instance(&server, agent, respond_to);
+                self.publish();
+            }
+            SupervisorMsg::AgentGone { agent } => self.agent_gone(agent),
         }
     }
 
@@ -694,9 +773,11 @@ impl Supervisor {
     }
 
     fn publish(&mut self) {
+        // Agents' own instances are reached through their server, not listed.
         let servers = self
             .slots
             .iter()
+            .filter(|(_, s)| s.owner.is_none())
             .map(|(n, s)| (n.clone(), s.availability()))
             .collect();
         let mut catalog = self.registry.catalog(servers);

@@ -12,7 +12,23 @@ use tokio::time::Instant;
 impl Supervisor {
     /// How the next connection of `name` finds its era; None when a probe must run first.
     pub(super) fn plan(&mut self, name: &str) -> Option<EraPlan> {
+        // An agent's instance speaks its server's era, probed once for all instances.
+        let template = self
+            .slots
+            .get(name)?
+            .owner
+            .as_ref()
+            .and_then(|o| self.slots.get(&o.template))
+            .map(|t| t.cfg.clone());
         let slot = self.slots.get_mut(name)?;
+        if let Some(t) = template
+            && let Some(v) = self.eras.get(&t)
+        {
+            return Some(match v.era {
+                Era::Legacy => EraPlan::Legacy,
+                Era::Modern => EraPlan::Modern,
+            });
+        }
         match (slot.cfg.protocol, &slot.cfg.launch) {
             (ProtocolMode::Legacy, _) => Some(EraPlan::Legacy),
             (ProtocolMode::Modern, _) => Some(EraPlan::Modern),

@@ -58,6 +58,10 @@ pub struct ServerStatus {
     pub era_reason: Option<String>,
     /// An era probe is running.
     pub probing: bool,
+    /// For a `share = "agent"` server: the agents' instances running now.
+    pub instances: usize,
+    /// For an agent's instance: the agent's connection number.
+    pub agent: Option<u64>,
     pub protocol_version: Option<String>,
     pub server_info: Option<serde_json::Value>,
     pub pid: Option<u32>,
@@ -115,6 +119,8 @@ impl Slot {
                 other => Some(format!("protocol = \"{}\" in the config", other.as_str())),
             }),
             probing: self.running.as_ref().is_some_and(|r| r.probing),
+            instances: 0,
+            agent: self.owner.as_ref().map(|o| o.agent),
             protocol_version: identity.map(|i| i.protocol_version.clone()),
             server_info: identity.map(|i| i.server_info.clone()),
             pid: self.running.as_ref().and_then(|r| r.pid),
@@ -144,7 +150,9 @@ impl Supervisor {
         let mut rows = Vec::new();
         let mut live = Vec::new();
         for (name, slot) in &self.slots {
-            rows.push(slot.status(name, self.registry.tool_count(name)));
+            let mut row = slot.status(name, self.registry.tool_count(name));
+            row.instances = self.instance_count(name);
+            rows.push(row);
             if let Some(h) = slot.running.as_ref().and_then(|r| r.handle.clone()) {
                 live.push((rows.len() - 1, h));
             }

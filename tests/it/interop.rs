@@ -403,3 +403,276 @@ async fn python_and_typescript_clients_at_once_share_one_process_per_server() {
         assert_eq!(s["restarts"], 0, "{s}");
     }
 }
+
+/// The last `lines` lines of the daemon's log, for failure messages.
+fn log_tail(d: &Daemon, lines: usize) -> String {
+    let log = d.log_text();
+    let all: Vec<&str> = log.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Runs `tests/interop/py_surface_client.py` with `mcpd connect` to `d` as its server and
+/// `args` as its own arguments (prompts to get, resources to read). Returns its one line
+/// of JSON; on failure, shows its output and the end of the daemon's log.
+async fn run_py_surface_client(peers: &Peers, d: &Daemon, args: &[&str]) -> Value {
+    let mut cmd = tokio::process::Command::new(peers.python());
+    cmd.arg(repo().join("tests/interop/py_surface_client.py"))
+        .arg("--timeout")
+        .arg(CLIENT_TIMEOUT_SECS.to_string())
+        .args(args)
+        .arg("--")
+        .arg(mcpd_bin())
+        .arg("connect")
+        .arg("--socket")
+        .arg(&d.socket)
+        .current_dir(repo())
+        .env("MCPD_PEERS_DIR", &peers.dir)
+        .env_remove("MCPD_SOCKET")
+        .env_remove("MCPD_CONFIG")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    let what = format!("Python surface client {args:?}");
+    let out = match tokio::time::timeout(CLIENT_WAIT, cmd.output()).await {
+        Ok(out) => out.unwrap_or_else(|e| panic!("{what}: cannot start: {e}")),
+        Err(_) => panic!(
+            "{what}: timed out after {CLIENT_WAIT:?}\n--- daemon log ---\n{}",
+            log_tail(d, 60)
+        ),
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let shown = || {
+        format!(
+            "--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}\n--- daemon log ---\n{}",
+            log_tail(d, 60)
+        )
+    };
+    assert!(
+        out.status.success(),
+        "{what}: exited with {}\n{}",
+        out.status,
+        shown()
+    );
+    assert_eq!(
+        stdout.lines().count(),
+        1,
+        "{what}: expected one line of JSON\n{}",
+        shown()
+    );
+    serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("{what}: stdout is not JSON ({e})\n{}", shown()))
+}
+
+/// The `field` of every item of the array `out[key]`, as strings.
+fn strings_at<'a>(out: &'a Value, key: &str, field: &str) -> Vec<&'a str> {
+    out[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {key} in {out}"))
+        .iter()
+        .map(|v| {
+            v[field]
+                .as_str()
+                .unwrap_or_else(|| panic!("no {field} in {v}"))
+        })
+        .collect()
+}
+
+/// The one content item of a `resources/read` result the client printed, after checking
+/// that it was read by `uri` and answered under that same URI.
+fn read_content<'a>(out: &'a Value, i: usize, uri: &str) -> &'a Value {
+    let read = &out["reads"][i];
+    assert_eq!(read["uri"], uri, "read {i}: {out}");
+    let contents = read["result"]["contents"]
+        .as_array()
+        .unwrap_or_else(|| panic!("read {i}: no contents in {read}"));
+    assert_eq!(contents.len(), 1, "read {i}: one content item: {read}");
+    assert_eq!(
+        contents[0]["uri"], uri,
+        "read {i}: the URI the agent asked for: {read}"
+    );
+    &contents[0]
+}
+
+#[tokio::test]
+async fn the_python_sdk_client_gets_prompts_and_reads_resources_of_a_published_server_through_mcpd_connect()
+ {
+    let Some(peers) = peers(
+        "the_python_sdk_client_gets_prompts_and_reads_resources_of_a_published_server_through_mcpd_connect",
+    ) else {
+        return;
+    };
+    let d = peers.daemon().await;
+    let docs = peers
+        .everything_server()
+        .parent()
+        .expect("dist/")
+        .join("docs");
+    let features = "demo://resource/static/document/features.md";
+    let text_42 = "demo://resource/dynamic/text/42";
+    let blob_7 = "demo://resource/dynamic/blob/7";
+    let out = run_py_surface_client(
+        &peers,
+        &d,
+        &[
+            "--get-prompt",
+            "everything__args-prompt",
+            r#"{"city":"Paris","state":"Texas"}"#,
+            "--get-prompt",
+            "everything__simple-prompt",
+            "{}",
+            "--get-prompt",
+            "everything__resource-prompt",
+            r#"{"resourceType":"Text","resourceId":"3"}"#,
+            "--read-listed",
+            "/features.md",
+            "--read",
+            text_42,
+            "--read",
+            blob_7,
+        ],
+    )
+    .await;
+
+    assert_eq!(out["protocolVersion"], SDK_PROTOCOL, "{out}");
+    assert_eq!(out["serverInfo"]["name"], "mcpd", "{out}");
+    for cap in ["prompts", "resources"] {
+        assert!(
+            out["capabilities"][cap].is_object(),
+            "no {cap} capability: {out}"
+        );
+    }
+
+    // Prompts: server-everything's four, qualified; mcp-server-time has none.
+    let mut prompts = strings_at(&out, "prompts", "name");
+    prompts.sort_unstable();
+    assert_eq!(
+        prompts,
+        [
+            "everything__args-prompt",
+            "everything__completable-prompt",
+            "everything__resource-prompt",
+            "everything__simple-prompt",
+        ],
+        "{out}"
+    );
+    let args_prompt = out["prompts"]
+        .as_array()
+        .and_then(|a| a.iter().find(|p| p["name"] == "everything__args-prompt"))
+        .unwrap_or_else(|| panic!("no args-prompt in {out}"));
+    assert_eq!(
+        (
+            &args_prompt["arguments"][0]["name"],
+            &args_prompt["arguments"][0]["required"],
+            &args_prompt["arguments"][1]["name"],
+        ),
+        (&json!("city"), &json!(true), &json!("state")),
+        "{args_prompt}"
+    );
+    assert_ne!(
+        args_prompt["arguments"][1]["required"], true,
+        "{args_prompt}"
+    );
+
+    let user_text =
+        |text: &str| json!([{ "role": "user", "content": { "type": "text", "text": text } }]);
+    assert_eq!(out["gets"][0]["name"], "everything__args-prompt", "{out}");
+    assert_eq!(
+        out["gets"][0]["result"]["messages"],
+        user_text("What's weather in Paris, Texas?"),
+        "{out}"
+    );
+    assert_eq!(out["gets"][1]["name"], "everything__simple-prompt", "{out}");
+    assert_eq!(
+        out["gets"][1]["result"]["messages"],
+        user_text("This is a simple prompt without arguments."),
+        "{out}"
+    );
+    // A prompt that embeds a resource: the resource arrives whole, under its own URI.
+    let messages = &out["gets"][2]["result"]["messages"];
+    assert_eq!(
+        messages[0]["content"]["text"],
+        "This prompt includes the Text resource with id: 3. Please analyze the following resource:",
+        "{out}"
+    );
+    let embedded = &messages[1]["content"];
+    assert_eq!(embedded["type"], "resource", "{out}");
+    assert_eq!(
+        embedded["resource"]["uri"], "demo://resource/dynamic/text/3",
+        "{out}"
+    );
+    let embedded_text = embedded["resource"]["text"].as_str().unwrap_or_default();
+    assert!(
+        embedded_text.starts_with("Resource 3: This is a plaintext resource created at "),
+        "{out}"
+    );
+
+    // Resources: one per file in server-everything's docs/, URIs kept as they are since
+    // only one server lists them; and its two templates.
+    let mut expected: Vec<String> = std::fs::read_dir(&docs)
+        .unwrap_or_else(|e| panic!("{}: {e}", docs.display()))
+        .map(|e| e.expect("docs entry"))
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| {
+            format!(
+                "demo://resource/static/document/{}",
+                e.file_name().to_str().expect("UTF-8 file name")
+            )
+        })
+        .collect();
+    expected.sort();
+    assert!(expected.iter().any(|u| u == features), "{expected:?}");
+    let mut listed = strings_at(&out, "resources", "uri");
+    listed.sort_unstable();
+    assert_eq!(listed, expected, "{out}");
+    let mut templates = strings_at(&out, "resourceTemplates", "uriTemplate");
+    templates.sort_unstable();
+    assert_eq!(
+        templates,
+        [
+            "demo://resource/dynamic/blob/{resourceId}",
+            "demo://resource/dynamic/text/{resourceId}",
+        ],
+        "{out}"
+    );
+
+    // Read by the URI mcpd listed: the file's text, under that URI.
+    assert_eq!(out["reads"][0]["listed"], "/features.md", "{out}");
+    let content = read_content(&out, 0, features);
+    assert_eq!(content["mimeType"], "text/markdown", "{out}");
+    let on_disk = std::fs::read_to_string(docs.join("features.md")).expect("features.md");
+    assert!(!on_disk.is_empty());
+    assert_eq!(content["text"], on_disk.as_str(), "{out}");
+
+    // Read through the templates: URIs no server lists, routed by the templates.
+    for uri in [text_42, blob_7] {
+        assert!(!listed.contains(&uri), "{uri} is not listed: {listed:?}");
+    }
+    let content = read_content(&out, 1, text_42);
+    let text = content["text"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("Resource 42: This is a plaintext resource created at "),
+        "{out}"
+    );
+    let content = read_content(&out, 2, blob_7);
+    let blob = content["blob"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no blob in {content}"));
+    let decoded = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, blob)
+        .unwrap_or_else(|e| panic!("blob is not base64 ({e}): {content}"));
+    assert!(
+        String::from_utf8_lossy(&decoded)
+            .starts_with("Resource 7: This is a base64 blob created at "),
+        "{}",
+        String::from_utf8_lossy(&decoded)
+    );
+
+    // Neither server was restarted on the way.
+    for name in ["time", "everything"] {
+        let s = d.server_status(name).await;
+        assert_eq!(
+            (s["state"].as_str(), s["restarts"].as_u64()),
+            (Some("ready"), Some(0)),
+            "{s}"
+        );
+    }
+}

@@ -240,3 +240,42 @@ async fn an_idle_timeout_stops_a_server_and_the_next_call_starts_it_again() {
     assert_eq!(now["state"], "ready", "{now}");
     assert_ne!(status_pid(&now), status_pid(&first), "a new process");
 }
+
+#[tokio::test]
+async fn a_server_shared_per_agent_gives_each_agent_its_own_process_and_stops_it_after_disconnect()
+{
+    let d = DaemonBuilder::new()
+        .fixture_with("own", &["--tools", "pid,echo"], "share = \"agent\"")
+        .start()
+        .await;
+    // It is started once to learn its tools, then waits for agents.
+    d.wait_server("own", "the server learned its tools", |s| {
+        s["state"] == "idle"
+    })
+    .await;
+    let pid_of = |r: &Value| text(r).parse::<u32>().expect("a pid");
+    let mut a = d.initialized_agent().await;
+    let mut b = d.initialized_agent().await;
+    assert_eq!(a.tool_names().await, ["own__echo", "own__pid"]);
+    let pa = pid_of(&a.call("own__pid", json!({})).await);
+    let pb = pid_of(&b.call("own__pid", json!({})).await);
+    assert_ne!(pa, pb, "two agents, two processes");
+    assert_eq!(
+        pid_of(&a.call("own__pid", json!({})).await),
+        pa,
+        "the same one again"
+    );
+    let s = d.server_status("own").await;
+    assert_eq!(s["instances"], 2, "{s}");
+    drop(a);
+    eventually(
+        "the first agent's process stops after it leaves",
+        WAIT,
+        || async { (!alive(pa)).then_some(()) },
+    )
+    .await;
+    assert!(alive(pb), "the other agent's process keeps running");
+    d.wait_server("own", "one instance left", |s| s["instances"] == 1)
+        .await;
+    assert_eq!(pid_of(&b.call("own__pid", json!({})).await), pb);
+}
