@@ -18,8 +18,22 @@ pub async fn serve(
     socket: PathBuf,
     shutdown: CancellationToken,
 ) -> Result<(), listener::BindError> {
-    let listener = listener::bind(&socket).await?;
-    tracing::info!(socket = %socket.display(), servers = config.servers.len(), "mcpd listening");
+    // Under socket activation systemd owns the socket file; otherwise mcpd binds it.
+    let activated =
+        crate::systemd::activated_listener().map_err(listener::BindError::Activation)?;
+    let owns_socket = activated.is_none();
+    let listener = match activated {
+        Some(std_listener) => {
+            tokio::net::UnixListener::from_std(std_listener).map_err(|source| {
+                listener::BindError::Bind {
+                    path: socket.clone(),
+                    source,
+                }
+            })?
+        }
+        None => listener::bind(&socket).await?,
+    };
+    tracing::info!(socket = %socket.display(), activated = !owns_socket, servers = config.servers.len(), "mcpd listening");
     if config.servers.is_empty() {
         tracing::warn!(
             "no servers configured; add a [servers.NAME] table with a `command` to {} and restart mcpd",
@@ -58,6 +72,7 @@ pub async fn serve(
         drain_grace: config.daemon.shutdown_grace,
     };
     let agents = TaskTracker::new();
+    let status = (ctx.catalog.clone(), ctx.daemon.clone());
     let listen = tokio::spawn(listener::run(
         listener,
         ctx,
@@ -66,7 +81,13 @@ pub async fn serve(
         shutdown.clone(),
     ));
 
+    // Ready: the socket listens and the (cached) catalog is published.
+    crate::systemd::ready(&summary(&status.0.borrow(), &status.1));
+    crate::systemd::watchdog(shutdown.clone());
+    tokio::spawn(report_status(status.0, status.1, shutdown.clone()));
+
     shutdown.cancelled().await;
+    crate::systemd::stopping();
     tracing::info!("shutting down");
     let _ = listen.await; // the listener only ends by the token; a panic there is logged by tokio
     agents.close();
@@ -93,11 +114,46 @@ pub async fn serve(
     }
     // The supervisor held the last sentinel handle: its IO task now ends and reaps it.
     let _ = tokio::time::timeout(Duration::from_secs(3), sentinel_task).await;
-    if let Err(e) = std::fs::remove_file(&socket) {
+    if owns_socket && let Err(e) = std::fs::remove_file(&socket) {
         tracing::warn!(socket = %socket.display(), "could not remove the socket: {e}");
     }
     tracing::info!("mcpd stopped");
     Ok(())
+}
+
+/// The one-line summary systemd shows (`STATUS=`).
+fn summary(catalog: &crate::registry::Catalog, daemon: &DaemonInfo) -> String {
+    let total = catalog.servers.len();
+    let ready = catalog
+        .servers
+        .values()
+        .filter(|a| matches!(a, crate::registry::Availability::Ready(_)))
+        .count();
+    let agents = daemon.agents.load(std::sync::atomic::Ordering::Relaxed);
+    format!("{ready}/{total} servers ready, {agents} agents")
+}
+
+/// Keeps systemd's status line current: on every catalog change, and every few seconds
+/// for the agent count.
+async fn report_status(
+    mut catalog: tokio::sync::watch::Receiver<Arc<crate::registry::Catalog>>,
+    daemon: Arc<DaemonInfo>,
+    shutdown: CancellationToken,
+) {
+    let mut last = String::new();
+    let mut tick = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        tokio::select! {
+            r = catalog.changed() => if r.is_err() { break },
+            _ = tick.tick() => {}
+            () = shutdown.cancelled() => break,
+        }
+        let now = summary(&catalog.borrow(), &daemon);
+        if now != last {
+            crate::systemd::status(&now);
+            last = now;
+        }
+    }
 }
 
 fn mcpd_limits(config: &Config) -> crate::protocol::results::Limits {

@@ -16,4 +16,5 @@ pub mod reaper;
 pub mod registry;
 pub mod sentinel;
 pub mod supervisor;
+pub mod systemd;
 pub mod upstream;

@@ -29,6 +29,8 @@ pub enum BindError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("{0}")]
+    Activation(String),
 }
 
 /// Binds the agent socket: its directory is created 0700, the socket made 0600. A socket

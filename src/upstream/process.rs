@@ -42,6 +42,13 @@ pub fn spawn(cfg: &StdioLaunch) -> Result<Spawned, String> {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        // systemd's variables are mcpd's: a server must not talk to systemd in its name.
+        .env_remove(crate::systemd::PRIVATE_ENV[0])
+        .env_remove(crate::systemd::PRIVATE_ENV[1])
+        .env_remove(crate::systemd::PRIVATE_ENV[2])
+        .env_remove(crate::systemd::PRIVATE_ENV[3])
+        .env_remove(crate::systemd::PRIVATE_ENV[4])
+        .env_remove(crate::systemd::PRIVATE_ENV[5])
         .process_group(0)
         // A backstop only: every path through the connection task stops and reaps the
         // child itself.

@@ -15,3 +15,4 @@ mod interop_eras;
 mod interop_http;
 mod profiles;
 mod surface;
+mod systemd;

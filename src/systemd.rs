@@ -1,0 +1,79 @@
+//! systemd integration: the socket passed by socket activation, and readiness, status, stopping and watchdog notifications.
+//!
+//! All of it is a no-op outside systemd: with no `LISTEN_FDS` mcpd binds its own socket,
+//! and with no `NOTIFY_SOCKET` notifications go nowhere.
+
+use std::os::fd::FromRawFd;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Environment variables of systemd's protocols, which server processes must not see
+/// (a server could otherwise talk to systemd in mcpd's name).
+pub const PRIVATE_ENV: [&str; 6] = [
+    "NOTIFY_SOCKET",
+    "LISTEN_FDS",
+    "LISTEN_PID",
+    "LISTEN_FDNAMES",
+    "WATCHDOG_USEC",
+    "WATCHDOG_PID",
+];
+
+/// The listening socket systemd passed (socket activation), if any.
+pub fn activated_listener() -> Result<Option<std::os::unix::net::UnixListener>, String> {
+    let mut fds = sd_notify::listen_fds()
+        .map_err(|e| format!("cannot read the sockets systemd passed (LISTEN_FDS): {e}"))?;
+    let Some(fd) = fds.next() else {
+        return Ok(None);
+    };
+    if fds.len() > 0 {
+        tracing::warn!("systemd passed several sockets; mcpd uses the first");
+    }
+    // SAFETY: systemd hands this descriptor to this process (LISTEN_PID is ours) for it
+    // to own; nothing else in mcpd uses it.
+    let listener = unsafe { std::os::unix::net::UnixListener::from_raw_fd(fd) };
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("cannot use the socket systemd passed: {e}"))?;
+    Ok(Some(listener))
+}
+
+/// Tells systemd something; failures only matter to systemd, so they are logged.
+fn notify(states: &[sd_notify::NotifyState]) {
+    if let Err(e) = sd_notify::notify(states) {
+        tracing::debug!("sd_notify failed: {e}");
+    }
+}
+
+pub fn ready(status: &str) {
+    notify(&[
+        sd_notify::NotifyState::Ready,
+        sd_notify::NotifyState::Status(status),
+    ]);
+}
+
+pub fn status(status: &str) {
+    notify(&[sd_notify::NotifyState::Status(status)]);
+}
+
+pub fn stopping() {
+    notify(&[sd_notify::NotifyState::Stopping]);
+}
+
+/// Pings systemd's watchdog at half its interval until `cancel` fires, when
+/// `WATCHDOG_USEC` asks for it. The pings come from the runtime, so a wedged runtime
+/// stops them and systemd restarts mcpd.
+pub fn watchdog(cancel: CancellationToken) {
+    let Some(interval) = sd_notify::watchdog_enabled() else {
+        return;
+    };
+    let every = (interval / 2).max(Duration::from_millis(100));
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => notify(&[sd_notify::NotifyState::Watchdog]),
+                () = cancel.cancelled() => break,
+            }
+        }
+    });
+}

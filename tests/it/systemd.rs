@@ -1,0 +1,180 @@
+//! systemd integration: readiness and stopping on a NOTIFY_SOCKET the test binds, socket activation with a listening socket passed as fd 3, and the shipped units verified by systemd-analyze.
+
+use crate::support::*;
+use serde_json::json;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::{UnixDatagram, UnixListener};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+/// Reads notifications until one contains `what`, within a deadline.
+fn wait_notification(sock: &UnixDatagram, what: &str) -> String {
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut seen = Vec::new();
+    let mut buf = vec![0u8; 4096];
+    while std::time::Instant::now() < deadline {
+        if let Ok(n) = sock.recv(&mut buf) {
+            let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+            if msg.contains(what) {
+                return msg;
+            }
+            seen.push(msg);
+        }
+    }
+    panic!("no {what} notification within {WAIT:?}; saw {seen:?}");
+}
+
+/// Starts `mcpd serve` with extra environment and an optional fd 3, outside the harness
+/// (the harness binds its own socket).
+fn spawn_mcpd(
+    config: &Path,
+    socket: &Path,
+    env: &[(&str, String)],
+    fd3: Option<i32>,
+    log: &Path,
+) -> tokio::process::Child {
+    let log = std::fs::File::create(log).expect("log");
+    let mut cmd = tokio::process::Command::new("sh");
+    // `exec` keeps the shell's pid, so LISTEN_PID=$$ names mcpd itself.
+    let script = format!(
+        "LISTEN_PID=$$ exec {} serve --config {} --socket {}",
+        mcpd_bin(),
+        config.display(),
+        socket.display()
+    );
+    cmd.arg("-c").arg(script);
+    if fd3.is_none() {
+        cmd.env("LISTEN_FDS", "0");
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    if let Some(fd) = fd3 {
+        // SAFETY: dup2 is async-signal-safe; it runs in the child before exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if nix::libc::dup2(fd, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    cmd.env("RUST_LOG", "mcpd=debug")
+        .env_remove("MCPD_SOCKET")
+        .env_remove("MCPD_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log))
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start mcpd")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mcpd_tells_systemd_it_is_ready_with_a_status_line_and_that_it_is_stopping() {
+    let b = DaemonBuilder::new().fixture("x", &[]);
+    let dir = b.dir().to_owned();
+    let config = dir.join("mcpd.toml");
+    std::fs::write(&config, b.config_text()).expect("config");
+    let notify_path = dir.join("notify.sock");
+    let notify = UnixDatagram::bind(&notify_path).expect("bind the notify socket");
+    notify
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    let socket = dir.join("mcpd.sock");
+    let env = [("NOTIFY_SOCKET", notify_path.display().to_string())];
+    let mut child = spawn_mcpd(&config, &socket, &env, None, &dir.join("log"));
+    let ready = tokio::task::block_in_place(|| wait_notification(&notify, "READY=1"));
+    assert!(ready.contains("STATUS="), "{ready}");
+    assert!(ready.contains("servers ready"), "{ready}");
+    // The socket accepts connections by then.
+    let mut agent = Agent::connect(&socket).await;
+    agent.initialize().await;
+    let pid = child.id().expect("pid");
+    send_signal(pid, nix::sys::signal::Signal::SIGTERM);
+    tokio::task::block_in_place(|| wait_notification(&notify, "STOPPING=1"));
+    let status = within("mcpd exits", child.wait()).await.expect("wait");
+    assert_eq!(status.code(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_socket_passed_by_systemd_is_served_and_left_in_place_at_exit() {
+    let b = DaemonBuilder::new().fixture("x", &[]);
+    let dir = b.dir().to_owned();
+    let config = dir.join("mcpd.toml");
+    std::fs::write(&config, b.config_text()).expect("config");
+    let socket = dir.join("activated.sock");
+    // The listening socket exists before mcpd does, as with systemd's mcpd.socket.
+    let listener = UnixListener::bind(&socket).expect("bind");
+    let fd = listener.as_raw_fd();
+    let env = [("LISTEN_FDS", "1".to_owned())];
+    let log = dir.join("log");
+    let mut child = spawn_mcpd(&config, &socket, &env, Some(fd), &log);
+    // An agent may connect before mcpd runs: the kernel queues it on the socket.
+    let mut agent = Agent::connect(&socket).await;
+    agent.initialize().await;
+    let agent = std::sync::Arc::new(tokio::sync::Mutex::new(agent));
+    eventually("the server's tools are listed", WAIT, || {
+        let agent = agent.clone();
+        async move {
+            let names = agent.lock().await.tool_names().await;
+            names.contains(&"x__echo".to_owned()).then_some(())
+        }
+    })
+    .await;
+    let r = agent
+        .lock()
+        .await
+        .call("x__echo", json!({"text": "activated"}))
+        .await;
+    assert_eq!(text(&r), "activated", "{r}");
+    let text_log = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(text_log.contains("activated=true"), "{text_log}");
+    send_signal(child.id().expect("pid"), nix::sys::signal::Signal::SIGTERM);
+    let status = within("mcpd exits", child.wait()).await.expect("wait");
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        socket.exists(),
+        "systemd owns the socket file; mcpd leaves it"
+    );
+    drop(listener);
+}
+
+#[tokio::test]
+async fn the_shipped_units_pass_systemd_analyze_verify() {
+    let Ok(which) = std::process::Command::new("sh")
+        .args(["-c", "command -v systemd-analyze"])
+        .output()
+    else {
+        eprintln!("skipped: cannot run sh");
+        return;
+    };
+    if !which.status.success() {
+        eprintln!("skipped: systemd-analyze is not installed on this machine");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("systemd");
+    for unit in ["mcpd.service", "mcpd.socket"] {
+        let text = std::fs::read_to_string(repo.join(unit)).expect("unit");
+        // The unit names the installed binary; verify against the one just built.
+        let text = text.replace("%h/.cargo/bin/mcpd", mcpd_bin());
+        std::fs::write(dir.path().join(unit), text).expect("write");
+    }
+    let out = tokio::process::Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(dir.path().join("mcpd.service"))
+        .arg(dir.path().join("mcpd.socket"))
+        .output();
+    let out = within("systemd-analyze", out)
+        .await
+        .expect("run systemd-analyze");
+    assert!(
+        out.status.success(),
+        "systemd-analyze verify failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
