@@ -69,6 +69,16 @@ pub enum CtlCommand {
         #[arg(long)]
         json: bool,
     },
+    /// List the tools agents see (qualified names and descriptions), optionally of one server
+    Tools { server: Option<String> },
+    /// Call a tool and print its result; exits 1 when the tool reports an error
+    Call {
+        /// The qualified tool name, e.g. files__read_file
+        tool: String,
+        /// The arguments as a JSON object
+        #[arg(default_value = "{}")]
+        args: String,
+    },
     /// Restart one server now (also clears a crash loop)
     Restart { name: String },
     /// Stop one server until `mcpd ctl start`

@@ -31,6 +31,8 @@ pub enum CtlError {
     Rpc { code: i64, message: String },
     #[error("unexpected answer from the daemon: {0}")]
     Unexpected(String),
+    #[error("the tool reported an error")]
+    ToolError,
 }
 
 pub async fn connect_socket(path: &Path) -> Result<UnixStream, CtlError> {
@@ -48,11 +50,24 @@ pub async fn request(
     method: &str,
     params: Option<Value>,
 ) -> Result<Value, CtlError> {
-    let stream = connect_socket(socket).await?;
-    tokio::time::timeout(CTL_TIMEOUT, exchange(stream, method, params))
-        .await
-        .map_err(|_| CtlError::Timeout(CTL_TIMEOUT))?
+    request_within(socket, method, params, CTL_TIMEOUT).await
 }
+
+/// Sends one request and waits at most `wait` for its result.
+async fn request_within(
+    socket: &Path,
+    method: &str,
+    params: Option<Value>,
+    wait: Duration,
+) -> Result<Value, CtlError> {
+    let stream = connect_socket(socket).await?;
+    tokio::time::timeout(wait, exchange(stream, method, params))
+        .await
+        .map_err(|_| CtlError::Timeout(wait))?
+}
+
+/// A tool call may take as long as its server's `timeout`, which the daemon enforces.
+const CALL_WAIT: Duration = Duration::from_secs(3600);
 
 async fn exchange(
     stream: UnixStream,
@@ -253,6 +268,79 @@ pub async fn bridge(socket: &Path, profile: Option<&str>) -> Result<(), CtlError
             // Stdin ended: the daemon now closes its side; wait for that, bounded.
             let _ = tokio::time::timeout(Duration::from_secs(5), downstream).await;
         }
+    }
+    Ok(())
+}
+
+/// `mcpd ctl tools [SERVER]`: every tool agents see, with the first line of its
+/// description.
+pub async fn tools(socket: &Path, server: Option<&str>) -> Result<(), CtlError> {
+    let mut out = std::io::stdout().lock();
+    let mut cursor: Option<String> = None;
+    let prefix = server.map(|s| format!("{s}__"));
+    let mut shown = 0;
+    loop {
+        let params = cursor.as_ref().map(|c| json!({ "cursor": c }));
+        let result = request(socket, crate::protocol::method::TOOLS_LIST, params).await?;
+        for t in result["tools"].as_array().into_iter().flatten() {
+            let name = t["name"].as_str().unwrap_or("?");
+            if prefix
+                .as_ref()
+                .is_some_and(|p| !name.starts_with(p.as_str()))
+            {
+                continue;
+            }
+            let description = t["description"]
+                .as_str()
+                .unwrap_or("")
+                .lines()
+                .next()
+                .unwrap_or("");
+            let description: String = description.chars().take(100).collect();
+            writeln!(out, "{name:<40} {description}")?;
+            shown += 1;
+        }
+        match result["nextCursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => break,
+        }
+    }
+    if shown == 0 {
+        match server {
+            Some(s) => writeln!(out, "no tools of server '{s}' (see `mcpd ctl status`)")?,
+            None => writeln!(out, "no tools yet (see `mcpd ctl status`)")?,
+        }
+    }
+    Ok(())
+}
+
+/// `mcpd ctl call TOOL ARGS`: calls a tool as an agent would and prints the result's text
+/// blocks (other blocks as JSON).
+pub async fn call(
+    socket: &Path,
+    tool: &str,
+    args: serde_json::Map<String, Value>,
+) -> Result<(), CtlError> {
+    let params = json!({ "name": tool, "arguments": args });
+    let result = request_within(
+        socket,
+        crate::protocol::method::TOOLS_CALL,
+        Some(params),
+        CALL_WAIT,
+    )
+    .await?;
+    let mut out = std::io::stdout().lock();
+    for block in result["content"].as_array().into_iter().flatten() {
+        match block["text"].as_str() {
+            Some(text) if block["type"] == "text" => writeln!(out, "{text}")?,
+            _ => writeln!(out, "{block}")?,
+        }
+    }
+    if let Some(structured) = result.get("structuredContent") {
+        writeln!(out, "{structured}")?;
+    }
+    if result["isError"] == Value::Bool(true) {
+        return Err(CtlError::ToolError);
     }
     Ok(())
 }

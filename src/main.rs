@@ -57,6 +57,16 @@ async fn dispatch(command: Command) -> ExitCode {
             let socket = socket(&paths);
             let r = match command {
                 CtlCommand::Status { json } => ctl::status(&socket, json).await,
+                CtlCommand::Tools { server } => ctl::tools(&socket, server.as_deref()).await,
+                CtlCommand::Call { tool, args } => match serde_json::from_str(&args) {
+                    Ok(serde_json::Value::Object(args)) => ctl::call(&socket, &tool, args).await,
+                    _ => {
+                        eprintln!(
+                            "error: the arguments must be a JSON object, e.g. '{{\"path\": \"/tmp\"}}'"
+                        );
+                        return ExitCode::from(exit::USAGE);
+                    }
+                },
                 CtlCommand::Restart { name } => ctl::control(&socket, "mcpd/restart", &name).await,
                 CtlCommand::Stop { name } => ctl::control(&socket, "mcpd/stop", &name).await,
                 CtlCommand::Start { name } => ctl::control(&socket, "mcpd/start", &name).await,

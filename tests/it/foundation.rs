@@ -710,3 +710,34 @@ async fn mcpd_connect_bridges_stdio_to_the_socket() {
         .unwrap();
     assert!(status.success());
 }
+
+#[tokio::test]
+async fn ctl_tools_lists_qualified_names_and_ctl_call_prints_results_with_exit_codes() {
+    let d = DaemonBuilder::new()
+        .fixture("a", &["--tools", "echo,error"])
+        .fixture("b", &["--tools", "add"])
+        .start()
+        .await;
+    d.wait_ready().await;
+    let (code, out, err) = d.run_cli(&["ctl", "tools"]).await;
+    assert_eq!(code, 0, "{err}");
+    let names: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(names, ["a__echo", "a__error", "b__add"], "{out}");
+    let (code, out, _) = d.run_cli(&["ctl", "tools", "b"]).await;
+    assert_eq!(code, 0);
+    assert!(out.starts_with("b__add"), "{out}");
+    let (code, out, err) = d
+        .run_cli(&["ctl", "call", "a__echo", r#"{"text": "from the shell"}"#])
+        .await;
+    assert_eq!((code, out.trim()), (0, "from the shell"), "{err}");
+    let (code, _, err) = d.run_cli(&["ctl", "call", "a__error", "{}"]).await;
+    assert_eq!(code, 1, "a tool error exits 1: {err}");
+    let (code, _, err) = d.run_cli(&["ctl", "call", "a__echo", "not json"]).await;
+    assert_eq!(code, 64, "{err}");
+    let (code, _, err) = d.run_cli(&["ctl", "call", "nope__x", "{}"]).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("unknown tool"), "{err}");
+}
