@@ -5,6 +5,7 @@ pub mod headers;
 pub mod logging;
 pub mod naming;
 pub mod results;
+mod schema;
 
 /// Legacy-era protocol versions mcpd speaks, newest first.
 pub const LEGACY_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];

@@ -2,7 +2,8 @@
 
 use super::HttpInfo;
 use super::client::{self, Endpoint};
-use super::streamable::{message_frame, refused_message};
+use super::post::message_frame;
+use super::streamable::refused_message;
 use crate::upstream::UpstreamError;
 use crate::upstream::transport::{Inbound, Outbound};
 use futures::StreamExt;

@@ -6,6 +6,8 @@
 
 mod client;
 mod legacy;
+mod listen;
+mod post;
 mod sse;
 mod streamable;
 

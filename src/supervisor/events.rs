@@ -1,0 +1,165 @@
+//! Handling the events a running connection reports: connected, lost, idle, and its tool and other lists.
+
+use super::{AfterExit, ServerState, Supervisor};
+use crate::upstream::ConnectionEvent;
+use tokio::time::Instant;
+
+impl Supervisor {
+    pub(super) fn on_event(&mut self, event: ConnectionEvent) {
+        match event {
+            ConnectionEvent::Connected {
+                server,
+                instance,
+                handle,
+                identity,
+                http,
+            } => {
+                let Some(slot) = self.current(&server, instance) else {
+                    return;
+                };
+                let has_tools = identity.has_tools();
+                if let Some(r) = slot.running.as_mut() {
+                    r.handle = Some(handle);
+                    r.http = http;
+                }
+                slot.identity = Some(identity);
+                if !has_tools || slot.owner.is_some() {
+                    // A server without the tools capability publishes no tools; an
+                    // agent's instance serves the tools its server already lists.
+                    slot.state = ServerState::Ready;
+                    slot.ready_since = Some(Instant::now());
+                    if slot.owner.is_none() {
+                        self.registry.remove(&server);
+                    }
+                    self.settle_waiters(&server);
+                    self.publish();
+                }
+            }
+            ConnectionEvent::Lost {
+                server,
+                instance,
+                error,
+            } => {
+                let Some(slot) = self.current(&server, instance) else {
+                    return;
+                };
+                tracing::warn!(upstream = %server, "connection lost, stopping the process: {error}");
+                if let Some(r) = slot.running.as_mut() {
+                    r.handle = None;
+                }
+                slot.state = ServerState::Backoff;
+                slot.ready_since = None;
+                slot.last_error = Some(error);
+                self.publish();
+            }
+            ConnectionEvent::Idle { server, instance } => {
+                let Some(slot) = self.current(&server, instance) else {
+                    return;
+                };
+                if let Some(r) = &slot.running {
+                    tracing::info!(upstream = %server, "no calls for idle_timeout; stopping it");
+                    slot.after_exit = AfterExit::Idle;
+                    r.cancel.cancel();
+                }
+            }
+            ConnectionEvent::List {
+                server,
+                instance,
+                kind,
+                items,
+            } => {
+                if self
+                    .current(&server, instance)
+                    .is_none_or(|s| s.owner.is_some())
+                {
+                    return;
+                }
+                match items {
+                    Ok(items) => {
+                        if let Some(slot) = self.slots.get(&server) {
+                            let cfg = slot.cfg.clone();
+                            self.catalog_cache.put_list(&cfg, kind, &items);
+                        }
+                        let n = items.len();
+                        if self
+                            .registry
+                            .replace_list(&server, kind, items, self.name_limit)
+                        {
+                            tracing::info!(upstream = %server, list = kind.list().0, items = n, "catalog updated");
+                            self.publish();
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(upstream = %server, "kept the previous {}: {e}", kind.list().1);
+                    }
+                }
+            }
+            ConnectionEvent::Tools {
+                server,
+                instance,
+                tools,
+                cache,
+            } => {
+                let Some(slot) = self.current(&server, instance) else {
+                    return;
+                };
+                if slot.owner.is_some() {
+                    return; // an agent's instance: its server's catalog is the one listed
+                }
+                if let Ok(raw) = &tools {
+                    let cfg = slot.cfg.clone();
+                    self.catalog_cache.put_tools(&cfg, raw);
+                }
+                let Some(slot) = self.slots.get_mut(&server) else {
+                    return;
+                };
+                // The config's allow/deny lists and description overrides apply before
+                // anything else sees the list.
+                let filter = &slot.cfg.tools;
+                let tools = tools.map(|t| {
+                    if filter.is_empty() {
+                        t
+                    } else {
+                        filter.apply(&t)
+                    }
+                });
+                let limit = self.name_limit;
+                let registry = &mut self.registry;
+                let outcome = tools.and_then(|t| {
+                    registry
+                        .replace(&server, &t, limit)
+                        .map_err(|e| e.to_string())
+                });
+                let Some(slot) = self.slots.get_mut(&server) else {
+                    return;
+                };
+                if outcome.is_ok() {
+                    slot.cache = cache;
+                }
+                match outcome {
+                    Ok(n) => {
+                        slot.catalog_error = None;
+                        tracing::info!(upstream = %server, tools = n, "catalog updated");
+                    }
+                    Err(e) => {
+                        tracing::warn!(upstream = %server, "kept the previous tool list: {e}");
+                        slot.catalog_error =
+                            Some(format!("new tool list rejected, previous kept: {e}"));
+                    }
+                }
+                if slot.state == ServerState::Starting {
+                    slot.state = ServerState::Ready;
+                    slot.ready_since = Some(Instant::now());
+                }
+                if std::mem::take(&mut slot.fill_only)
+                    && let Some(r) = &slot.running
+                {
+                    // Its catalog is known (and cached) now: rest until a call comes.
+                    slot.after_exit = AfterExit::Idle;
+                    r.cancel.cancel();
+                }
+                self.publish();
+            }
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! The exit and restart policy: what happens when a connection ends, retries that fall due, and `ctl` start/stop/restart.
+
+use super::{Action, AfterExit, ServerState, Supervisor};
+use crate::upstream::ConnectionExit;
+use std::sync::Arc;
+use tokio::time::Instant;
+
+impl Supervisor {
+    pub(super) fn on_exit(&mut self, name: &Arc<str>, instance: u64, exit: ConnectionExit) {
+        let sentinel = self.sentinel.clone();
+        let Some(slot) = self.current(name, instance) else {
+            return;
+        };
+        let Some(running) = slot.running.take() else {
+            return;
+        };
+        if let Some(pid) = running.pid {
+            sentinel.forget(pid);
+        }
+        let uptime = running.started.elapsed();
+        if exit.era_mismatch && std::mem::take(&mut slot.plan_from_cache) {
+            // The cached era stopped working: probe next time.
+            tracing::info!(upstream = %name, "the cached protocol era no longer works; probing again");
+            self.eras.forget(name);
+        }
+        let Some(slot) = self.slots.get_mut(name) else {
+            return;
+        };
+        slot.last_exit = exit.exit_status.clone();
+        slot.stderr_tail = exit.stderr_tail;
+        slot.ready_since = None;
+        if let Some(e) = &exit.error {
+            slot.last_error = Some(e.clone());
+        }
+        match slot.after_exit {
+            AfterExit::Stay => slot.state = ServerState::Stopped,
+            AfterExit::Idle => {
+                tracing::info!(upstream = %name, "stopped while idle; the next call starts it");
+                slot.state = ServerState::Idle;
+            }
+            AfterExit::Recover
+                if exit.fatal
+                    || (exit.era_mismatch
+                        && slot.cfg.protocol != crate::config::ProtocolMode::Auto) =>
+            {
+                // Retrying cannot help until the credentials (or the configured era)
+                // change; hammering the server with refused requests would not either.
+                let mut error = exit.error.unwrap_or_else(|| "refused".into());
+                if exit.era_mismatch {
+                    error.push_str(&format!(
+                        "; it does not speak the era set by protocol = \"{}\": fix `protocol` (or use \"auto\") and run `mcpd ctl restart {name}`",
+                        slot.cfg.protocol.as_str()
+                    ));
+                }
+                tracing::error!(upstream = %name, "{error}");
+                slot.last_error = Some(error);
+                slot.state = ServerState::Failed;
+            }
+            AfterExit::Restart => {
+                slot.budget.clear();
+                slot.backoff.reset();
+                slot.restarts += 1;
+                self.start(name);
+            }
+            AfterExit::Recover => {
+                if uptime >= slot.cfg.restart.stable_after {
+                    slot.backoff.reset();
+                }
+                let error = exit.error.unwrap_or_else(|| "the server ended".into());
+                if slot.budget.record(Instant::now()) {
+                    let reason = format!(
+                        "crashed {} times within {} (last: {error}); not restarting until `mcpd ctl restart {name}` or a config change",
+                        slot.budget.recent(),
+                        humantime::format_duration(slot.cfg.restart.window)
+                    );
+                    tracing::error!(upstream = %name, "{reason}");
+                    slot.last_error = Some(reason);
+                    slot.state = ServerState::Failed;
+                } else {
+                    let delay = slot.backoff.next_delay(rand::random::<f64>());
+                    tracing::warn!(upstream = %name, delay = ?delay, "restarting after: {error}");
+                    slot.retry_at = Some(Instant::now() + delay);
+                    slot.state = ServerState::Backoff;
+                }
+            }
+        }
+        // Agents waiting for an instance hear that it failed; a stopped instance whose
+        // agent has left goes away.
+        self.settle_waiters(name);
+        if self
+            .slots
+            .get(name)
+            .is_some_and(|s| s.removing && s.running.is_none())
+        {
+            self.slots.remove(name);
+        }
+        self.publish();
+    }
+
+    pub(super) fn retry_due(&mut self) {
+        self.linger_due();
+        let now = Instant::now();
+        let due: Vec<Arc<str>> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| s.retry_at.is_some_and(|t| t <= now))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in due {
+            if let Some(slot) = self.slots.get_mut(&name) {
+                slot.restarts += 1;
+            }
+            self.start(&name);
+        }
+        self.publish();
+    }
+
+    pub(super) fn control(&mut self, name: &str, action: Action) -> Result<(), String> {
+        let Some(key) = self.slots.keys().find(|k| &***k == name).cloned() else {
+            let known: Vec<&str> = self.slots.keys().map(|k| &**k).collect();
+            return Err(format!(
+                "no server named '{name}' (configured: {})",
+                known.join(", ")
+            ));
+        };
+        let Some(slot) = self.slots.get_mut(&key) else {
+            return Ok(());
+        };
+        tracing::info!(upstream = %key, ?action, "control request");
+        match (action, slot.running.as_ref()) {
+            (Action::Restart, Some(r)) => {
+                slot.after_exit = AfterExit::Restart;
+                r.cancel.cancel();
+            }
+            (Action::Stop, Some(r)) => {
+                slot.after_exit = AfterExit::Stay;
+                slot.retry_at = None;
+                r.cancel.cancel();
+            }
+            (Action::Stop, None) => {
+                slot.retry_at = None;
+                slot.state = ServerState::Stopped;
+            }
+            (Action::Start, Some(_)) => {}
+            (Action::Restart | Action::Start, None) => {
+                slot.budget.clear();
+                slot.backoff.reset();
+                if action == Action::Restart {
+                    slot.restarts += 1;
+                }
+                self.start(&key);
+            }
+        }
+        self.publish();
+        Ok(())
+    }
+}

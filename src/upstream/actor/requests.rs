@@ -1,0 +1,174 @@
+//! Requests mcpd sends the server: dressing and sending them, deadlines, cancellation, and failing them when their reply stream or the connection ends.
+
+use super::{Actor, MAX_RESUMES, Pending, Responder};
+use crate::jsonrpc;
+use crate::protocol::era::Era;
+use crate::protocol::method;
+use crate::upstream::modern::Dress;
+use crate::upstream::transport::{Outbound, Resume};
+use crate::upstream::{CallId, CallOptions, Reply, UpstreamError};
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+impl Actor {
+    pub(super) fn send_request(
+        &mut self,
+        call: Option<CallId>,
+        method: String,
+        mut params: Option<Value>,
+        opts: CallOptions,
+        respond_to: oneshot::Sender<Reply>,
+    ) {
+        let CallOptions {
+            progress,
+            caps,
+            asks,
+            logs,
+        } = opts;
+        if self.pending.len() >= self.max_in_flight {
+            let _ = respond_to.send(Err(UpstreamError::Busy {
+                limit: self.max_in_flight,
+            }));
+            return;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        if progress.is_some() {
+            // The server sees a token unique on this connection: our own request id.
+            if let Some(meta) = params
+                .as_mut()
+                .and_then(|p| p.get_mut("_meta"))
+                .and_then(Value::as_object_mut)
+            {
+                meta.insert("progressToken".into(), json!(id));
+            }
+        }
+        let (line, sent) = self.dress().request(id, &method, params, caps.as_ref());
+        let request = Some(sent);
+        if let Err(e) = self.out.try_send(Outbound::Message { line, request }) {
+            let err = match e {
+                mpsc::error::TrySendError::Full(_) => UpstreamError::Busy {
+                    limit: self.max_in_flight,
+                },
+                mpsc::error::TrySendError::Closed(_) => UpstreamError::Gone,
+            };
+            let _ = respond_to.send(Err(err)); // the caller may have gone; nothing to do
+            return;
+        }
+        let deadline = Some(self.deadlines.insert(id, self.timeout));
+        if call.is_some() {
+            self.last_call = Instant::now();
+            self.idle_told = false;
+        }
+        if let Some(call) = call {
+            self.by_call.insert(call, id);
+        }
+        self.pending.insert(
+            id,
+            Pending {
+                call,
+                method,
+                respond_to: Responder::Caller(respond_to),
+                progress,
+                deadline,
+                resumes: 0,
+                asks,
+                logs,
+            },
+        );
+    }
+
+    pub(super) fn dress(&self) -> Dress<'_> {
+        Dress {
+            era: self.era,
+            http: self.http,
+            param_headers: &self.param_headers,
+        }
+    }
+
+    pub(super) fn forget_deadline(&mut self, p: &Pending) {
+        if let Some(key) = &p.deadline {
+            self.deadlines.remove(key);
+        }
+    }
+
+    pub(super) fn send_cancelled(&mut self, id: u64, reason: &str) {
+        if self.http && self.era == Era::Modern {
+            // Over modern HTTP, dropping the request's stream (`Outbound::Abort`) is the
+            // cancellation; the server expects no notification.
+            return;
+        }
+        let params = json!({ "requestId": id, "reason": reason });
+        // If stdin is full or closed the server is stuck or gone; the answer is dropped anyway.
+        let line = jsonrpc::notification_line(method::CANCELLED, Some(&params));
+        let _ = self.out.try_send(Outbound::Message {
+            line,
+            request: None,
+        });
+    }
+
+    pub(super) fn on_timeout(&mut self, id: u64) {
+        let Some(p) = self.pending.remove(&id) else {
+            return;
+        };
+        if let Some(call) = p.call {
+            self.by_call.remove(&call);
+        }
+        tracing::warn!(upstream = %self.server, rpc_id = id, method = %p.method, "request timed out");
+        self.send_cancelled(
+            id,
+            &format!(
+                "timed out after {}",
+                humantime::format_duration(self.timeout)
+            ),
+        );
+        let _ = self.out.try_send(Outbound::Abort(id)); // full: the transport is stuck anyway
+        if let Responder::Caller(tx) = p.respond_to {
+            let _ = tx.send(Err(UpstreamError::Timeout {
+                after: self.timeout,
+            }));
+        }
+    }
+
+    /// A request's reply stream ended. If the answer came on it, the request is no
+    /// longer pending and there is nothing to do; otherwise resume or fail it.
+    pub(super) fn on_ended(&mut self, id: u64, error: UpstreamError, resume: Option<Resume>) {
+        let Some(p) = self.pending.get_mut(&id) else {
+            return;
+        };
+        if let Some(resume) = resume
+            && p.resumes < MAX_RESUMES
+        {
+            p.resumes += 1;
+            tracing::debug!(upstream = %self.server, rpc_id = id, "resuming a broken reply stream");
+            if self.out.try_send(Outbound::Resume { id, resume }).is_ok() {
+                return;
+            }
+        }
+        let Some(p) = self.pending.remove(&id) else {
+            return;
+        };
+        self.forget_deadline(&p);
+        if let Some(call) = p.call {
+            self.by_call.remove(&call);
+        }
+        match p.respond_to {
+            Responder::Caller(tx) => {
+                tracing::warn!(upstream = %self.server, rpc_id = id, method = %p.method, "request failed: {error}");
+                let _ = tx.send(Err(error)); // the caller may have gone
+            }
+            Responder::Ping => self.ping = None,
+            Responder::Listen => self.listen_ended(),
+        }
+    }
+
+    pub(super) fn fail_all(&mut self, error: UpstreamError) {
+        for (_, p) in self.pending.drain() {
+            if let Responder::Caller(tx) = p.respond_to {
+                let _ = tx.send(Err(error.clone()));
+            }
+        }
+        self.by_call.clear();
+    }
+}
