@@ -79,6 +79,9 @@ pub enum CtlCommand {
         #[arg(default_value = "{}")]
         args: String,
     },
+    /// Re-read the config file and apply what changed (added, removed and changed servers);
+    /// exits 78 with the reason when the new config is invalid
+    Reload,
     /// Restart one server now (also clears a crash loop)
     Restart { name: String },
     /// Stop one server until `mcpd ctl start`

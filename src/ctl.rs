@@ -33,6 +33,8 @@ pub enum CtlError {
     Unexpected(String),
     #[error("the tool reported an error")]
     ToolError,
+    #[error("the new configuration was rejected; the previous one stays in force:\n{0}")]
+    Rejected(String),
 }
 
 pub async fn connect_socket(path: &Path) -> Result<UnixStream, CtlError> {
@@ -213,6 +215,37 @@ fn human_secs(secs: Option<f64>) -> String {
         Some(s) if s < 3600.0 => format!("{}m{}s", (s / 60.0) as u64, (s % 60.0) as u64),
         Some(s) => format!("{}h{}m", (s / 3600.0) as u64, ((s % 3600.0) / 60.0) as u64),
     }
+}
+
+/// `mcpd ctl reload`: the daemon re-reads its config file and applies what changed.
+pub async fn reload(socket: &Path) -> Result<(), CtlError> {
+    let summary = match request(socket, "mcpd/reload", None).await {
+        Ok(s) => s,
+        Err(CtlError::Rpc { message, .. }) => return Err(CtlError::Rejected(message)),
+        Err(e) => return Err(e),
+    };
+    let names = |k: &str| {
+        summary[k]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "none".into())
+    };
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "reloaded: added {}; removed {}; changed {}; {} unchanged",
+        names("added"),
+        names("removed"),
+        names("changed"),
+        summary["unchanged"]
+    )?;
+    Ok(())
 }
 
 pub async fn control(socket: &Path, method: &str, name: &str) -> Result<(), CtlError> {

@@ -58,6 +58,7 @@ async fn dispatch(command: Command) -> ExitCode {
             let r = match command {
                 CtlCommand::Status { json } => ctl::status(&socket, json).await,
                 CtlCommand::Tools { server } => ctl::tools(&socket, server.as_deref()).await,
+                CtlCommand::Reload => ctl::reload(&socket).await,
                 CtlCommand::Call { tool, args } => match serde_json::from_str(&args) {
                     Ok(serde_json::Value::Object(args)) => ctl::call(&socket, &tool, args).await,
                     _ => {
@@ -112,10 +113,25 @@ async fn serve(paths: Paths) -> ExitCode {
     };
     let socket = mcpd::paths::socket_path(paths.socket.clone(), config.daemon.socket.clone());
     let shutdown = CancellationToken::new();
+    let (reload_tx, reload_rx) = tokio::sync::mpsc::channel(1);
     tokio::spawn(signals(shutdown.clone()));
-    match mcpd::daemon::serve(config, socket, shutdown).await {
+    tokio::spawn(hangups(reload_tx));
+    match mcpd::daemon::serve(config, socket, shutdown, reload_rx).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(exit::RUNTIME, &e),
+    }
+}
+
+/// SIGHUP asks for a reload of the config file. A reload already queued absorbs more.
+async fn hangups(reload: tokio::sync::mpsc::Sender<()>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        tracing::error!("cannot install the SIGHUP handler; use `mcpd ctl reload`");
+        return;
+    };
+    while hup.recv().await.is_some() {
+        tracing::info!("SIGHUP: reloading the configuration");
+        let _ = reload.try_send(()); // full: a reload is already on its way
     }
 }
 
@@ -173,6 +189,7 @@ fn ctl_result(r: Result<(), CtlError>) -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e @ CtlError::NotRunning { .. }) => fail(exit::UNAVAILABLE, &e),
+        Err(e @ CtlError::Rejected(_)) => fail(exit::CONFIG, &e),
         Err(e) => fail(exit::RUNTIME, &e),
     }
 }

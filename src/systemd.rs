@@ -55,6 +55,19 @@ pub fn status(status: &str) {
     notify(&[sd_notify::NotifyState::Status(status)]);
 }
 
+/// Around a reload: `RELOADING=1` with the monotonic time (systemd 253 wants it), then
+/// `READY=1` when done.
+pub fn reloading() {
+    match sd_notify::NotifyState::monotonic_usec_now() {
+        Ok(now) => notify(&[sd_notify::NotifyState::Reloading, now]),
+        Err(_) => notify(&[sd_notify::NotifyState::Reloading]),
+    }
+}
+
+pub fn reloaded() {
+    notify(&[sd_notify::NotifyState::Ready]);
+}
+
 pub fn stopping() {
     notify(&[sd_notify::NotifyState::Stopping]);
 }

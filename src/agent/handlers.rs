@@ -93,6 +93,7 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
             Err(line) => Handled::Now(line),
         },
         method::MCPD_STATUS => status(req, ctx),
+        "mcpd/reload" => reload(req, ctx),
         "mcpd/restart" => control(req, ctx, Action::Restart),
         "mcpd/stop" => control(req, ctx, Action::Stop),
         "mcpd/start" => control(req, ctx, Action::Start),
@@ -252,6 +253,27 @@ fn status(req: Request, ctx: &AgentContext) -> Handled {
             reply_id.clone(),
             Step::Reply(jsonrpc::result_line(&reply_id, &result)),
         )
+    };
+    Handled::Later {
+        id,
+        cancel: CancellationToken::new(),
+        fut: fut.boxed(),
+    }
+}
+
+fn reload(req: Request, ctx: &AgentContext) -> Handled {
+    let reloader = ctx.reloader.clone();
+    let id = req.id;
+    let reply_id = id.clone();
+    let fut = async move {
+        let line = match reloader.reload().await {
+            Ok(summary) => jsonrpc::result_line(&reply_id, &summary),
+            Err(why) => {
+                let e = jsonrpc::ErrorObject::new(jsonrpc::code::INVALID_PARAMS, why);
+                jsonrpc::error_line(Some(&reply_id), &e)
+            }
+        };
+        (reply_id, Step::Reply(line))
     };
     Handled::Later {
         id,

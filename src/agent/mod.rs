@@ -31,6 +31,8 @@ pub struct DaemonInfo {
 pub struct AgentContext {
     pub catalog: watch::Receiver<Arc<Catalog>>,
     pub supervisor: SupervisorHandle,
+    /// Applies a re-read config (`mcpd/reload`).
+    pub reloader: crate::daemon::Reloader,
     pub daemon: Arc<DaemonInfo>,
     pub max_line: usize,
     pub queue: usize,

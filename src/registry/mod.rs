@@ -278,6 +278,18 @@ impl Registry {
         }
     }
 
+    /// Forgets everything a server listed (it was removed from the config).
+    pub fn forget_server(&mut self, server: &str) {
+        self.remove(server);
+        let before = self.lists.len();
+        self.lists.retain(|(s, _), _| &**s != server);
+        if self.lists.len() != before {
+            self.prompts_version += 1;
+            self.resources_version += 1;
+            self.surface_stale = true;
+        }
+    }
+
     /// Takes a server's new prompt, resource or template list. Returns whether anything
     /// agents see changed.
     pub fn replace_list(

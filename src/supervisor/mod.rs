@@ -5,6 +5,9 @@ mod catalog_cache;
 mod eras;
 mod events;
 mod instances;
+mod reload;
+
+pub use reload::ReloadSummary;
 mod lifecycle;
 mod probing;
 mod status;
@@ -48,6 +51,11 @@ enum SupervisorMsg {
     },
     /// An agent disconnected; its instances may go.
     AgentGone { agent: u64 },
+    /// Apply a new, already validated configuration's servers.
+    Reload {
+        config: Box<Config>,
+        respond_to: oneshot::Sender<ReloadSummary>,
+    },
 }
 
 /// Control actions on one server.
@@ -128,6 +136,18 @@ impl SupervisorHandle {
         let gone = || "the supervisor is shutting down".to_owned();
         self.tx.send(msg).await.map_err(|_| gone())?;
         rx.await.map_err(|_| gone())?
+    }
+
+    /// Applies a new configuration's servers; returns what changed.
+    pub async fn reload(&self, config: Config) -> Result<ReloadSummary, String> {
+        let (respond_to, rx) = oneshot::channel();
+        let msg = SupervisorMsg::Reload {
+            config: Box::new(config),
+            respond_to,
+        };
+        let gone = || "the supervisor is shutting down".to_owned();
+        self.tx.send(msg).await.map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())
     }
 
     /// Tells the supervisor an agent disconnected.
@@ -464,6 +484,10 @@ impl Supervisor {
                 self.publish();
             }
             SupervisorMsg::AgentGone { agent } => self.agent_gone(agent),
+            SupervisorMsg::Reload { config, respond_to } => {
+                let summary = self.reload(&config);
+                let _ = respond_to.send(summary); // the asker may have left
+            }
         }
     }
 

@@ -279,3 +279,92 @@ async fn a_server_shared_per_agent_gives_each_agent_its_own_process_and_stops_it
         .await;
     assert_eq!(pid_of(&b.call("own__pid", json!({})).await), pb);
 }
+
+/// A config with these `[servers.NAME]` fixture entries (name, args), in `dir`'s state.
+fn fixture_config(dir: &std::path::Path, servers: &[(&str, &[&str])]) -> String {
+    let mut t = format!(
+        "[daemon]\nstate_dir = {:?}\n",
+        dir.join("state").to_string_lossy()
+    );
+    for (name, args) in servers {
+        t.push_str(&format!(
+            "[servers.{name}]\ncommand = {:?}\nargs = {}\n",
+            fixture_bin(),
+            serde_json::to_string(args).expect("args")
+        ));
+    }
+    t
+}
+
+#[tokio::test]
+async fn reload_applies_added_removed_and_changed_servers_without_touching_the_rest() {
+    let d = DaemonBuilder::new()
+        .fixture("keep", &["--tools", "sleep,echo"])
+        .fixture("change", &["--tools", "echo"])
+        .fixture("gone", &["--tools", "echo"])
+        .start()
+        .await;
+    d.wait_ready().await;
+    let keep_pid = status_pid(&d.server_status("keep").await);
+    let mut agent = d.initialized_agent().await;
+    let call = agent.start_call("keep__sleep", json!({"ms": 1500})).await;
+    let text_cfg = fixture_config(
+        d.dir(),
+        &[
+            ("keep", &["--tools", "sleep,echo"]),
+            ("change", &["--tools", "echo,add"]),
+            ("fresh", &["--tools", "echo"]),
+        ],
+    );
+    std::fs::write(&d.config, text_cfg).expect("write config");
+    let (code, out, err) = d.run_cli(&["ctl", "reload"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("added fresh")
+            && out.contains("removed gone")
+            && out.contains("changed change"),
+        "{out}"
+    );
+    // The call on the unchanged server finishes normally, on the same process.
+    let r = agent.response(&call).await;
+    assert!(r.get("result").is_some(), "{r}");
+    assert_eq!(status_pid(&d.server_status("keep").await), keep_pid);
+    eventually("the catalog follows the new config", WAIT, || async {
+        let mut a = d.initialized_agent().await;
+        let names = a.tool_names().await;
+        (names.contains(&"fresh__echo".to_owned())
+            && names.contains(&"change__add".to_owned())
+            && !names.iter().any(|n| n.starts_with("gone__")))
+        .then_some(())
+    })
+    .await;
+
+    // An invalid config is refused with the check-config error; the old one stays.
+    std::fs::write(&d.config, "[servers.bad]\nbogus = 1\n").expect("write config");
+    let (code, _, err) = d.run_cli(&["ctl", "reload"]).await;
+    assert_eq!(code, 78, "{err}");
+    assert!(err.contains("unknown field `bogus`"), "{err}");
+    let mut a = d.initialized_agent().await;
+    assert_eq!(
+        text(&a.call("fresh__echo", json!({"text": "still"})).await),
+        "still"
+    );
+
+    // SIGHUP reloads too.
+    let text_cfg = fixture_config(
+        d.dir(),
+        &[
+            ("keep", &["--tools", "sleep,echo"]),
+            ("hup", &["--tools", "echo"]),
+        ],
+    );
+    std::fs::write(&d.config, text_cfg).expect("write config");
+    d.signal(nix::sys::signal::Signal::SIGHUP);
+    d.wait_status("the SIGHUP added server is ready", |s| {
+        s["servers"].as_array().is_some_and(|v| {
+            v.iter()
+                .any(|r| r["name"] == "hup" && r["state"] == "ready")
+        })
+    })
+    .await;
+}
