@@ -79,8 +79,16 @@ async fn exchange(
     let (read, mut write) = stream.into_split();
     let id = Id::from(1);
     let line = jsonrpc::request_line(&id, method, params.as_ref()) + "\n";
-    write.write_all(line.as_bytes()).await?;
+    // A daemon that refuses the connection (too many agents, a user it does not serve)
+    // says why and closes at once, which can break this write: read its reason anyway.
+    let written = write.write_all(line.as_bytes()).await;
     let mut lines = BufReader::new(read).lines();
+    if let Err(e) = written {
+        return match lines.next_line().await {
+            Ok(Some(line)) => Err(refusal(&line).unwrap_or(CtlError::Io(e))),
+            _ => Err(CtlError::Io(e)),
+        };
+    }
     while let Some(line) = lines.next_line().await? {
         match jsonrpc::parse(&line) {
             Ok(Message::Response(r)) if r.id == id => {
@@ -215,6 +223,20 @@ fn human_secs(secs: Option<f64>) -> String {
         Some(s) if s < 3600.0 => format!("{}m{}s", (s / 60.0) as u64, (s % 60.0) as u64),
         Some(s) => format!("{}h{}m", (s / 3600.0) as u64, ((s % 3600.0) / 60.0) as u64),
     }
+}
+
+/// The error a daemon sent instead of an answer (a refused connection), if the line is one.
+fn refusal(line: &str) -> Option<CtlError> {
+    let v: Value = serde_json::from_str(line).ok()?;
+    let e = v.get("error")?;
+    Some(CtlError::Rpc {
+        code: e.get("code").and_then(Value::as_i64).unwrap_or(0),
+        message: e
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned(),
+    })
 }
 
 /// `mcpd ctl reload`: the daemon re-reads its config file and applies what changed.

@@ -68,6 +68,11 @@ pub async fn serve(
         catalog,
         supervisor,
         reloader,
+        access: crate::agent::Access {
+            own: nix::unistd::getuid().as_raw(),
+            allowed: config.daemon.allow_uids.clone(),
+        },
+        peer_uid: None,
         daemon,
         max_line: config.daemon.max_message_bytes,
         queue: config.daemon.agent_queue,

@@ -23,6 +23,8 @@ pub mod mcpd_code {
     pub const TOO_MANY_AGENTS: i64 = -32016;
     /// A remote server answered with an HTTP error status.
     pub const SERVER_HTTP_ERROR: i64 = -32017;
+    /// The connecting user may not use this daemon, or may not control it.
+    pub const ACCESS_DENIED: i64 = -32018;
 }
 
 /// Why a request from an agent could not be served. Named by cause, so an agent is never

@@ -35,6 +35,18 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
         modern::Verdict::Refuse(line) => return Handled::Now(line),
         modern::Verdict::Serve { modern } => modern,
     };
+    // Controlling the daemon is for its own user and root, even when others may use it.
+    if matches!(
+        req.method.as_str(),
+        "mcpd/reload" | "mcpd/restart" | "mcpd/stop" | "mcpd/start"
+    ) && !ctx.access.controls(ctx.peer_uid)
+    {
+        let e = jsonrpc::ErrorObject::new(
+            crate::errors::mcpd_code::ACCESS_DENIED,
+            "only the daemon's own user or root may control it".to_owned(),
+        );
+        return Handled::Now(jsonrpc::error_line(Some(&req.id), &e));
+    }
     match req.method.as_str() {
         method::INITIALIZE => {
             // A socket client may choose a profile in initialize's `_meta`.

@@ -98,6 +98,27 @@ pub async fn run(
             .peer_cred()
             .map(|c| (c.pid(), Some(c.uid())))
             .unwrap_or((None, None));
+        // Only the daemon's own user (and root, and the users in daemon.allow_uids)
+        // may connect; the socket's permissions say the same, this holds even if they
+        // are loosened.
+        if !ctx.access.allows(uid) {
+            tracing::warn!(
+                agent,
+                ?pid,
+                ?uid,
+                "refused an agent from a user that may not use this daemon (daemon.allow_uids)"
+            );
+            let e = ErrorObject::new(
+                mcpd_code::ACCESS_DENIED,
+                format!(
+                    "uid {} may not use this mcpd (it serves uid {}; see daemon.allow_uids)",
+                    uid.map_or("?".into(), |u| u.to_string()),
+                    ctx.access.own
+                ),
+            );
+            tracker.spawn(refuse_with(stream, e));
+            continue;
+        }
         let Ok(permit) = permits.clone().try_acquire_owned() else {
             tracing::warn!(
                 agent,
@@ -109,7 +130,8 @@ pub async fn run(
             continue;
         };
         tracing::info!(agent, ?pid, ?uid, "agent connected");
-        let ctx = ctx.clone();
+        let mut ctx = ctx.clone();
+        ctx.peer_uid = uid;
         let cancel = cancel.clone();
         tracker.spawn(async move {
             ctx.daemon.agents.fetch_add(1, Ordering::Relaxed);
@@ -121,13 +143,17 @@ pub async fn run(
     }
 }
 
-async fn refuse(mut stream: UnixStream, max: usize) {
+async fn refuse(stream: UnixStream, max: usize) {
     let e = ErrorObject::new(
         mcpd_code::TOO_MANY_AGENTS,
         format!(
             "mcpd already serves {max} agents (daemon.max_agents); close another agent or raise the limit"
         ),
     );
+    refuse_with(stream, e).await;
+}
+
+async fn refuse_with(mut stream: UnixStream, e: ErrorObject) {
     let line = jsonrpc::error_line(None, &e) + "\n";
     // The refused agent may already have gone; nothing else to do for it.
     let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(line.as_bytes())).await;

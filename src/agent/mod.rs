@@ -26,11 +26,34 @@ pub struct DaemonInfo {
     pub agents: AtomicUsize,
 }
 
+/// Who may use the daemon: its own user, root, and `daemon.allow_uids`.
+#[derive(Debug, Clone)]
+pub struct Access {
+    pub own: u32,
+    pub allowed: Vec<u32>,
+}
+
+impl Access {
+    /// Whether a connecting user may use the daemon.
+    pub fn allows(&self, uid: Option<u32>) -> bool {
+        uid.is_some_and(|u| u == self.own || u == 0 || self.allowed.contains(&u))
+    }
+
+    /// Whether a user may control it (restart, stop, start, reload): its own user or root.
+    pub fn controls(&self, uid: Option<u32>) -> bool {
+        uid.is_some_and(|u| u == self.own || u == 0)
+    }
+}
+
 /// What every agent connection needs; cloned per connection.
 #[derive(Clone)]
 pub struct AgentContext {
     pub catalog: watch::Receiver<Arc<Catalog>>,
     pub supervisor: SupervisorHandle,
+    /// Who may connect and control the daemon.
+    pub access: Access,
+    /// The connecting agent's uid, from its peer credentials (set per connection).
+    pub peer_uid: Option<u32>,
     /// Applies a re-read config (`mcpd/reload`).
     pub reloader: crate::daemon::Reloader,
     pub daemon: Arc<DaemonInfo>,

@@ -74,6 +74,8 @@ struct RawDaemon {
     request_timeout: Option<String>,
     max_message_bytes: Option<usize>,
     max_media_bytes: Option<usize>,
+    #[serde(default)]
+    allow_uids: Vec<u32>,
     tool_name_limit: Option<usize>,
     max_agents: Option<usize>,
     agent_queue: Option<usize>,
@@ -162,6 +164,8 @@ pub struct DaemonConfig {
     pub max_message_bytes: usize,
     /// Largest decoded image or audio block passed on to agents, in bytes.
     pub max_media_bytes: usize,
+    /// Users besides the daemon's own (and root) who may connect (a system-wide daemon).
+    pub allow_uids: Vec<u32>,
     /// Longest qualified tool name shown to agents.
     pub tool_name_limit: usize,
     /// Agent connections accepted at once; more are refused with an error.
@@ -277,6 +281,7 @@ impl Default for DaemonConfig {
             request_timeout: defaults::REQUEST_TIMEOUT,
             max_message_bytes: defaults::MAX_MESSAGE_BYTES,
             max_media_bytes: defaults::MAX_MEDIA_BYTES,
+            allow_uids: Vec::new(),
             tool_name_limit: defaults::TOOL_NAME_LIMIT,
             max_agents: defaults::MAX_AGENTS,
             agent_queue: defaults::AGENT_QUEUE,
@@ -402,6 +407,7 @@ impl Validator<'_> {
                 defaults::MAX_MEDIA_BYTES,
                 1,
             )?,
+            allow_uids: d.allow_uids.clone(),
             tool_name_limit: self.positive(
                 "daemon.tool_name_limit",
                 d.tool_name_limit,

@@ -4,6 +4,7 @@ use crate::support::*;
 use serde_json::json;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixDatagram, UnixListener};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -177,4 +178,58 @@ async fn the_shipped_units_pass_systemd_analyze_verify() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Runs `mcpd ARGS` as another user against `socket`; returns (code, stderr).
+async fn run_as(uid: u32, args: &[&str], socket: &Path) -> (i32, String) {
+    let out = tokio::process::Command::new(mcpd_bin())
+        .args(args)
+        .arg("--socket")
+        .arg(socket)
+        .uid(uid)
+        .gid(uid)
+        .env_remove("MCPD_SOCKET")
+        .env_remove("MCPD_CONFIG")
+        .stdin(Stdio::null())
+        .output();
+    let out = within("mcpd as another user", out).await.expect("run mcpd");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn other_users_are_refused_unless_allowed_and_never_control_the_daemon() {
+    if !nix::unistd::getuid().is_root() {
+        eprintln!("skipped: switching users needs root (CI runs as root)");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let nobody: u32 = 65534;
+    for allowed in [false, true] {
+        let mut b = DaemonBuilder::new().fixture("x", &[]);
+        if allowed {
+            b = b.daemon(&format!("allow_uids = [{nobody}]"));
+        }
+        let d = b.start().await;
+        d.wait_ready().await;
+        // Loosen the permissions so the check that remains is mcpd's own.
+        std::fs::set_permissions(d.dir(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+        let (code, err) = run_as(nobody, &["ctl", "status"], &d.socket).await;
+        if allowed {
+            assert_eq!(code, 0, "an allowed user may use it: {err}");
+            let (code, err) = run_as(nobody, &["ctl", "restart", "x"], &d.socket).await;
+            assert_ne!(code, 0);
+            assert!(err.contains("only the daemon's own user or root"), "{err}");
+        } else {
+            assert_ne!(code, 0);
+            assert!(err.contains("uid 65534 may not use this mcpd"), "{err}");
+            assert!(d.log_text().contains("refused an agent from a user"));
+        }
+        // The daemon's own user controls it as before.
+        let (code, _, err) = d.run_cli(&["ctl", "restart", "x"]).await;
+        assert_eq!(code, 0, "{err}");
+    }
 }
