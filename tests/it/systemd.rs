@@ -4,7 +4,6 @@ use crate::support::*;
 use serde_json::json;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixDatagram, UnixListener};
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
