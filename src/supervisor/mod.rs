@@ -112,6 +112,10 @@ impl SupervisorHandle {
             cancel,
             sentinel,
         };
+        let mut sup = sup;
+        // The first catalog (cached lists, servers starting) is published before this
+        // returns, so an agent accepted at once never sees an empty daemon.
+        sup.boot();
         let task = tokio::spawn(sup.run());
         (SupervisorHandle { tx }, catalog_rx, task)
     }
@@ -319,7 +323,9 @@ struct Supervisor {
 }
 
 impl Supervisor {
-    async fn run(mut self) {
+    /// Lists the cached catalogs, starts every server that starts with the daemon, and
+    /// publishes the first catalog.
+    fn boot(&mut self) {
         self.load_cached_catalogs();
         let names: Vec<Arc<str>> = self.slots.keys().cloned().collect();
         for name in names {
@@ -342,6 +348,9 @@ impl Supervisor {
             self.start(&name);
         }
         self.publish();
+    }
+
+    async fn run(mut self) {
         let mut sigchld =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()).ok();
         loop {
