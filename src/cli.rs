@@ -1,4 +1,4 @@
-//! The command-line model: `mcpd serve | connect | ctl | check-config`.
+//! The command-line model: `mcpd serve | connect | ctl | check-config | import`.
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -56,10 +56,46 @@ pub enum Command {
         #[command(flatten)]
         paths: Paths,
     },
+    /// Copy the MCP servers of other clients (Claude Desktop, Claude Code, Cursor, VS Code)
+    /// into mcpd's config
+    #[command(long_about = IMPORT_HELP)]
+    Import {
+        /// A client (claude-desktop, claude-code, cursor, vscode) or a JSON file to read;
+        /// repeatable [default: every known client file that exists]
+        #[arg(long, value_name = "CLIENT|FILE")]
+        from: Vec<String>,
+        /// mcpd's config file to append to; created if missing [default: $XDG_CONFIG_HOME/mcpd/mcpd.toml, else ~/.config/mcpd/mcpd.toml]
+        #[arg(long, env = "MCPD_CONFIG")]
+        config: Option<PathBuf>,
+        /// Print the text that would be appended; write nothing
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Internal: the helper that stops servers' process groups if the daemon dies
     #[command(name = "__sentinel", hide = true)]
     Sentinel,
 }
+
+const IMPORT_HELP: &str = "\
+Copy the MCP servers of other clients into mcpd's config.
+
+Reads Claude Desktop (claude_desktop_config.json), Claude Code (~/.claude.json and the
+project's .mcp.json), Cursor (~/.cursor/mcp.json and .cursor/mcp.json) and VS Code (user
+mcp.json and .vscode/mcp.json) files; a FILE's format is detected by its top-level key
+(\"mcpServers\", \"servers\" or \"projects\"). Names are made valid for mcpd (lowercase, other
+characters to '-', at most 32 characters, -2, -3... on collisions) and the mapping is printed.
+
+New [servers.NAME] tables are appended to the end of the config file under a
+'# imported from SOURCE' comment; the rest of the file is kept as it is. A server whose
+name is already configured is never overwritten: it is reported as already present (same
+definition) or skipped (different definition; rename one and import again). Literal
+header values are not copied: they become ${IMPORTED_NAME_KEY} references and the
+variables to set are printed. A local server's env values are copied as they are (mcpd
+does not expand ${VAR} there). The merged config is validated before anything is written.
+
+Exit codes: 0 success (also when entries were skipped), 64 usage error, 78 a source file
+that cannot be read or is not valid JSON, or a merged config that would be invalid, 1
+otherwise.";
 
 #[derive(Debug, Subcommand)]
 pub enum CtlCommand {
@@ -78,6 +114,22 @@ pub enum CtlCommand {
         /// The arguments as a JSON object
         #[arg(default_value = "{}")]
         args: String,
+    },
+    /// The connected agents: pid and executable, client name and version, era, calls in flight
+    Agents {
+        /// Print the raw `mcpd/agents` result as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// A server's lifecycle events and captured stderr
+    Logs {
+        name: String,
+        /// How many of the latest lines of each to show
+        #[arg(short = 'n', long, default_value_t = 20)]
+        lines: usize,
+        /// Keep printing new lines as they come (until interrupted)
+        #[arg(long)]
+        follow: bool,
     },
     /// Re-read the config file and apply what changed (added, removed and changed servers);
     /// exits 78 with the reason when the new config is invalid

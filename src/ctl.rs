@@ -399,3 +399,117 @@ pub async fn call(
     }
     Ok(())
 }
+
+/// One server's status row, or a clear error naming the configured servers.
+async fn server_row(socket: &Path, name: &str) -> Result<ServerStatus, CtlError> {
+    let result = request(socket, crate::protocol::method::MCPD_STATUS, None).await?;
+    let servers: Vec<ServerStatus> = serde_json::from_value(result["servers"].clone())
+        .map_err(|e| CtlError::Unexpected(format!("status servers: {e}")))?;
+    let names: Vec<String> = servers.iter().map(|s| s.name.clone()).collect();
+    servers
+        .into_iter()
+        .find(|s| s.name == name)
+        .ok_or_else(|| CtlError::Rpc {
+            code: crate::jsonrpc::code::INVALID_PARAMS,
+            message: format!(
+                "no server named '{name}' (configured: {})",
+                names.join(", ")
+            ),
+        })
+}
+
+/// The lines of `new` after the last of `seen` (both are windows of one growing log).
+fn fresh<'a>(seen: &[String], new: &'a [String]) -> &'a [String] {
+    match seen.last() {
+        None => new,
+        Some(last) => match new.iter().rposition(|l| l == last) {
+            Some(i) => &new[i + 1..],
+            None => new,
+        },
+    }
+}
+
+/// `mcpd ctl logs NAME [-n N] [--follow]`: the server's lifecycle events and stderr.
+pub async fn logs(socket: &Path, name: &str, lines: usize, follow: bool) -> Result<(), CtlError> {
+    let row = server_row(socket, name).await?;
+    let last = |v: &[String]| v[v.len().saturating_sub(lines)..].to_vec();
+    let mut events = last(&row.history);
+    let mut stderr = last(&row.stderr_tail);
+    {
+        let mut out = std::io::stdout().lock();
+        for e in &events {
+            writeln!(out, "event | {e}")?;
+        }
+        for l in &stderr {
+            writeln!(out, "stderr| {l}")?;
+        }
+    }
+    if !follow {
+        return Ok(());
+    }
+    // Until interrupted (Ctrl-C ends the process).
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let row = server_row(socket, name).await?;
+        let mut out = std::io::stdout().lock();
+        for e in fresh(&events, &row.history) {
+            writeln!(out, "event | {e}")?;
+        }
+        for l in fresh(&stderr, &row.stderr_tail) {
+            writeln!(out, "stderr| {l}")?;
+        }
+        out.flush()?;
+        events = row.history;
+        stderr = row.stderr_tail;
+    }
+}
+
+/// `mcpd ctl agents [--json]`: who is connected, and doing what.
+pub async fn agents(socket: &Path, as_json: bool) -> Result<(), CtlError> {
+    let result = request(socket, "mcpd/agents", None).await?;
+    let mut out = std::io::stdout().lock();
+    if as_json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&result).unwrap_or_default()
+        )?;
+        return Ok(());
+    }
+    let agents: Vec<crate::agent::registry::AgentInfo> =
+        serde_json::from_value(result["agents"].clone())
+            .map_err(|e| CtlError::Unexpected(format!("agents: {e}")))?;
+    writeln!(
+        out,
+        "{:>5} {:>8} {:<28} {:<24} {:<7} {:>9} PROFILE",
+        "AGENT", "PID", "EXECUTABLE", "CLIENT", "ERA", "IN-FLIGHT"
+    )?;
+    for a in &agents {
+        let client = match (&a.client, &a.client_version) {
+            (Some(c), Some(v)) => format!("{c} {v}"),
+            (Some(c), None) => c.clone(),
+            _ => "-".into(),
+        };
+        let exe = a.exe.as_deref().unwrap_or("-");
+        let exe: String = exe
+            .chars()
+            .rev()
+            .take(28)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        writeln!(
+            out,
+            "{:>5} {:>8} {:<28} {:<24} {:<7} {:>9} {}",
+            a.agent,
+            a.pid.map_or("-".into(), |p| p.to_string()),
+            exe,
+            client,
+            a.era.as_deref().unwrap_or("-"),
+            a.in_flight,
+            a.profile.as_deref().unwrap_or("-"),
+        )?;
+    }
+    Ok(())
+}

@@ -73,6 +73,8 @@ pub async fn serve(
             allowed: config.daemon.allow_uids.clone(),
         },
         peer_uid: None,
+        peer_pid: None,
+        agents: crate::agent::registry::AgentRegistry::spawn(),
         daemon,
         max_line: config.daemon.max_message_bytes,
         queue: config.daemon.agent_queue,

@@ -7,6 +7,7 @@ pub mod ctl;
 pub mod daemon;
 pub mod errors;
 pub mod framing;
+pub mod import;
 pub mod jsonrpc;
 pub mod logging;
 pub mod outbox;

@@ -47,6 +47,21 @@ async fn dispatch(command: Command) -> ExitCode {
         }
         Command::CheckConfig { paths } => check_config(paths),
         Command::Sentinel => mcpd::sentinel::run(),
+        Command::Import {
+            from,
+            config,
+            dry_run,
+        } => {
+            let opts = mcpd::import::Options {
+                from,
+                config,
+                dry_run,
+            };
+            match mcpd::import::run(&opts) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(e.exit_code(), &e),
+            }
+        }
         Command::Connect { paths, profile } => {
             mcpd::logging::init(None, "warn");
             let socket = socket(&paths);
@@ -59,6 +74,12 @@ async fn dispatch(command: Command) -> ExitCode {
                 CtlCommand::Status { json } => ctl::status(&socket, json).await,
                 CtlCommand::Tools { server } => ctl::tools(&socket, server.as_deref()).await,
                 CtlCommand::Reload => ctl::reload(&socket).await,
+                CtlCommand::Agents { json } => ctl::agents(&socket, json).await,
+                CtlCommand::Logs {
+                    name,
+                    lines,
+                    follow,
+                } => ctl::logs(&socket, &name, lines, follow).await,
                 CtlCommand::Call { tool, args } => match serde_json::from_str(&args) {
                     Ok(serde_json::Value::Object(args)) => ctl::call(&socket, &tool, args).await,
                     _ => {

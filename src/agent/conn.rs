@@ -35,6 +35,7 @@ pub struct Session {
     pub agent: u64,
     pub protocol_version: Option<String>,
     pub client_name: Option<String>,
+    pub client_version: Option<String>,
     /// True after `notifications/initialized`: list-change notifications may be sent.
     pub initialized: bool,
     /// The era the connection is pinned to by its first decisive exchange.
@@ -120,6 +121,7 @@ pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: 
         agent,
         protocol_version: None,
         client_name: None,
+        client_version: None,
         initialized: false,
         era: None,
         capabilities: Value::Null,
@@ -142,6 +144,21 @@ pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: 
     let mut in_flight: HashMap<Id, CancellationToken> = HashMap::new();
     let mut calls: FuturesUnordered<Pending> = FuturesUnordered::new();
     let mut drain_deadline: Option<Instant> = None;
+    let (ask_tx, mut ask_rx) = mpsc::channel(4);
+    let exe = ctx
+        .peer_pid
+        .and_then(|p| std::fs::read_link(format!("/proc/{p}/exe")).ok())
+        .map(|p| p.display().to_string());
+    ctx.agents.join(
+        super::registry::AgentInfo {
+            agent,
+            pid: ctx.peer_pid,
+            uid: ctx.peer_uid,
+            exe,
+            ..Default::default()
+        },
+        ask_tx,
+    );
 
     let close = loop {
         if drain_deadline.is_some() && calls.is_empty() {
@@ -168,6 +185,9 @@ pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: 
                 }
             }
             Some(ask) = asks_rx.recv() => ask_agent(&mut bridge, &session, &outbox, ask),
+            Some(respond_to) = ask_rx.recv() => {
+                let _ = respond_to.send(describe(&session, in_flight.len())); // the asker may have left
+            }
             () = sleep_until(next_expiry(&bridge)) => expire_parked(&mut bridge, &mut calls),
             Ok(()) = catalog.changed() => {
                 let versions = {
@@ -194,6 +214,7 @@ pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: 
     for token in in_flight.values() {
         token.cancel();
     }
+    ctx.agents.leave(agent);
     // Its own server instances (`share = "agent"`) go after a grace period.
     ctx.supervisor.agent_gone(agent);
     // Its resource subscriptions end with it.
@@ -351,6 +372,19 @@ fn on_frame(
             }
             None
         }
+    }
+}
+
+/// What this connection says about itself for `mcpd ctl agents`.
+fn describe(session: &Session, in_flight: usize) -> super::registry::AgentInfo {
+    super::registry::AgentInfo {
+        agent: session.agent,
+        client: session.client_name.clone(),
+        client_version: session.client_version.clone(),
+        era: session.era.map(|e| e.as_str().to_owned()),
+        in_flight,
+        profile: session.profile.as_ref().map(|p| p.name.clone()),
+        ..Default::default()
     }
 }
 

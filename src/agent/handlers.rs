@@ -106,6 +106,21 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
         },
         method::MCPD_STATUS => status(req, ctx),
         "mcpd/reload" => reload(req, ctx),
+        "mcpd/agents" => {
+            let agents = ctx.agents.clone();
+            let id = req.id;
+            let reply_id = id.clone();
+            let fut = async move {
+                let list = agents.list().await;
+                let line = jsonrpc::result_line(&reply_id, &json!({ "agents": list }));
+                (reply_id, Step::Reply(line))
+            };
+            Handled::Later {
+                id,
+                cancel: CancellationToken::new(),
+                fut: fut.boxed(),
+            }
+        }
         "mcpd/restart" => control(req, ctx, Action::Restart),
         "mcpd/stop" => control(req, ctx, Action::Stop),
         "mcpd/start" => control(req, ctx, Action::Start),
@@ -135,6 +150,10 @@ fn initialize(req: &Request, session: &mut Session) -> String {
         .unwrap_or_else(|| json!({}));
     session.client_name = params
         .and_then(|p| p.pointer("/clientInfo/name"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    session.client_version = params
+        .and_then(|p| p.pointer("/clientInfo/version"))
         .and_then(Value::as_str)
         .map(str::to_owned);
     tracing::info!(

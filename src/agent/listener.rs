@@ -132,6 +132,7 @@ pub async fn run(
         tracing::info!(agent, ?pid, ?uid, "agent connected");
         let mut ctx = ctx.clone();
         ctx.peer_uid = uid;
+        ctx.peer_pid = pid;
         let cancel = cancel.clone();
         tracker.spawn(async move {
             ctx.daemon.agents.fetch_add(1, Ordering::Relaxed);

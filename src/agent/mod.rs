@@ -6,6 +6,7 @@ mod conn;
 mod handlers;
 pub mod listener;
 mod modern;
+pub mod registry;
 mod surface;
 
 use crate::registry::Catalog;
@@ -54,6 +55,10 @@ pub struct AgentContext {
     pub access: Access,
     /// The connecting agent's uid, from its peer credentials (set per connection).
     pub peer_uid: Option<u32>,
+    /// The connecting agent's pid, from its peer credentials (set per connection).
+    pub peer_pid: Option<i32>,
+    /// Every connected agent, for `mcpd ctl agents`.
+    pub agents: registry::AgentRegistry,
     /// Applies a re-read config (`mcpd/reload`).
     pub reloader: crate::daemon::Reloader,
     pub daemon: Arc<DaemonInfo>,

@@ -43,6 +43,18 @@ pub fn check(req: &Request, session: &mut Session) -> Verdict {
         RequestEra::Modern => {
             if session.era.is_none() {
                 session.era = Some(Era::Modern);
+                let info = req
+                    .params
+                    .as_ref()
+                    .and_then(|p| p.get("_meta"))
+                    .and_then(|m| m.get(key::CLIENT_INFO));
+                let field = |k: &str| {
+                    info.and_then(|i| i.get(k))
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                };
+                session.client_name = field("name");
+                session.client_version = field("version");
                 tracing::info!(agent = session.agent, "agent speaks 2026-07-28");
             }
             Verdict::Serve { modern: true }

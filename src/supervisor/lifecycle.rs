@@ -28,6 +28,13 @@ impl Supervisor {
         };
         slot.last_exit = exit.exit_status.clone();
         slot.stderr_tail = exit.stderr_tail;
+        let how = match (&exit.exit_status, &exit.error) {
+            (Some(s), Some(e)) => format!("ended ({s}): {e}"),
+            (Some(s), None) => format!("ended ({s})"),
+            (None, Some(e)) => format!("ended: {e}"),
+            (None, None) => "ended".to_owned(),
+        };
+        slot.note(how);
         slot.ready_since = None;
         if let Some(e) = &exit.error {
             slot.last_error = Some(e.clone());

@@ -240,6 +240,47 @@ struct Slot {
     linger_until: Option<Instant>,
     /// The slot goes away once its process has stopped.
     removing: bool,
+    /// Lifecycle events (state changes, exits), newest last, for `mcpd ctl logs`.
+    history: std::collections::VecDeque<String>,
+    /// The state the history last recorded.
+    noted: Option<ServerState>,
+}
+
+/// Lifecycle events kept per server.
+const HISTORY: usize = 100;
+
+impl Slot {
+    /// Records a lifecycle event with the time.
+    fn note(&mut self, event: String) {
+        let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
+        if self.history.len() == HISTORY {
+            self.history.pop_front();
+        }
+        self.history.push_back(format!("{now} {event}"));
+    }
+
+    /// Records a state change, with what explains it.
+    fn note_state(&mut self) {
+        if self.noted == Some(self.state) {
+            return;
+        }
+        self.noted = Some(self.state);
+        let detail = match self.state {
+            ServerState::Ready => self
+                .running
+                .as_ref()
+                .and_then(|r| r.pid)
+                .map(|p| format!(" (pid {p})"))
+                .unwrap_or_default(),
+            ServerState::Backoff | ServerState::Failed => self
+                .last_error
+                .as_ref()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default(),
+            _ => String::new(),
+        };
+        self.note(format!("{}{detail}", self.state.as_str()));
+    }
 }
 
 impl Slot {
@@ -266,6 +307,8 @@ impl Slot {
             waiters: Vec::new(),
             linger_until: None,
             removing: false,
+            history: std::collections::VecDeque::new(),
+            noted: None,
             cfg,
         }
     }
@@ -501,6 +544,9 @@ impl Supervisor {
     }
 
     fn publish(&mut self) {
+        for slot in self.slots.values_mut() {
+            slot.note_state();
+        }
         // Agents' own instances are reached through their server, not listed.
         let servers = self
             .slots

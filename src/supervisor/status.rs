@@ -76,6 +76,9 @@ pub struct ServerStatus {
     pub malformed_lines: u64,
     pub oversized_lines: u64,
     pub stderr_tail: Vec<String>,
+    /// Lifecycle events (state changes, exits) with times, newest last.
+    #[serde(default)]
+    pub history: Vec<String>,
 }
 
 impl Slot {
@@ -139,6 +142,7 @@ impl Slot {
             malformed_lines: 0,
             oversized_lines: 0,
             stderr_tail: self.stderr_tail.clone(),
+            history: self.history.iter().cloned().collect(),
         }
     }
 }

@@ -741,3 +741,77 @@ async fn ctl_tools_lists_qualified_names_and_ctl_call_prints_results_with_exit_c
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("unknown tool"), "{err}");
 }
+
+#[tokio::test]
+async fn ctl_logs_shows_a_servers_lifecycle_and_stderr() {
+    let d = DaemonBuilder::new()
+        .fixture("a", &["--stderr-noise", "3"])
+        .start()
+        .await;
+    d.wait_ready().await;
+    let (code, _, err) = d.run_cli(&["ctl", "restart", "a"]).await;
+    assert_eq!(code, 0, "{err}");
+    d.wait_server("a", "a is ready again", |s| {
+        s["state"] == "ready" && s["restarts"] == 1
+    })
+    .await;
+    let (code, out, err) = d.run_cli(&["ctl", "logs", "a", "-n", "50"]).await;
+    assert_eq!(code, 0, "{err}");
+    let events: Vec<&str> = out.lines().filter(|l| l.starts_with("event |")).collect();
+    assert!(
+        events.iter().filter(|l| l.contains(" ready (pid ")).count() >= 2,
+        "{out}"
+    );
+    assert!(events.iter().any(|l| l.contains(" ended (")), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("stderr|")), "{out}");
+    let (code, _, err) = d.run_cli(&["ctl", "logs", "nope"]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("no server named 'nope'"), "{err}");
+}
+
+#[tokio::test]
+async fn ctl_agents_lists_each_connection_with_its_client_era_and_calls() {
+    let d = DaemonBuilder::new().fixture("a", &[]).start().await;
+    d.wait_ready().await;
+    let mut legacy = d.initialized_agent().await;
+    let _busy = legacy.start_call("a__sleep", json!({"ms": 3000})).await;
+    let mut modern = d.agent().await;
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "modern-client", "version": "9"},
+    });
+    let r = modern
+        .request("tools/list", Some(json!({"_meta": meta})))
+        .await;
+    assert!(r.get("result").is_some(), "{r}");
+    let listed = eventually("both agents are listed, one with a call", WAIT, || async {
+        let (code, out, _) = d.run_cli(&["ctl", "agents", "--json"]).await;
+        let v: Value = serde_json::from_str(&out).ok()?;
+        let agents = v["agents"].as_array()?.clone();
+        let busy = agents
+            .iter()
+            .any(|a| a["in_flight"] == 1 && a["era"] == "legacy");
+        (code == 0 && busy && agents.iter().any(|a| a["client"] == "modern-client"))
+            .then_some(agents)
+    })
+    .await;
+    let me = std::process::id() as i64;
+    assert!(
+        listed.iter().any(|a| a["pid"] == me),
+        "peer pids: {listed:?}"
+    );
+    let modern_row = listed
+        .iter()
+        .find(|a| a["client"] == "modern-client")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(modern_row["era"], "modern", "{modern_row}");
+    assert_eq!(modern_row["client_version"], "9", "{modern_row}");
+    let (code, table, err) = d.run_cli(&["ctl", "agents"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        table.contains("modern-client 9") && table.contains("EXECUTABLE"),
+        "{table}"
+    );
+}

@@ -1,0 +1,114 @@
+//! Who is connected: an actor that knows every agent connection and asks each for its live details when `mcpd ctl agents` wants them.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// How long a busy agent connection may take to describe itself.
+const ASK_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// One agent as `ctl agents` shows it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct AgentInfo {
+    pub agent: u64,
+    pub pid: Option<i32>,
+    pub uid: Option<u32>,
+    /// The executable of the connecting process, from `/proc/PID/exe`.
+    pub exe: Option<String>,
+    pub client: Option<String>,
+    pub client_version: Option<String>,
+    /// "legacy", "modern", or none before the first decisive exchange.
+    pub era: Option<String>,
+    pub in_flight: usize,
+    pub profile: Option<String>,
+}
+
+/// How a connection is asked for its live details.
+pub type Asker = mpsc::Sender<oneshot::Sender<AgentInfo>>;
+
+enum Msg {
+    Join {
+        info: AgentInfo,
+        ask: Asker,
+    },
+    Leave {
+        agent: u64,
+    },
+    List {
+        respond_to: oneshot::Sender<Vec<AgentInfo>>,
+    },
+}
+
+/// The cloneable way to the registry.
+#[derive(Clone)]
+pub struct AgentRegistry {
+    tx: mpsc::Sender<Msg>,
+}
+
+impl AgentRegistry {
+    pub fn spawn() -> AgentRegistry {
+        let (tx, mut rx) = mpsc::channel::<Msg>(256);
+        tokio::spawn(async move {
+            let mut agents: BTreeMap<u64, (AgentInfo, Asker)> = BTreeMap::new();
+            while let Some(msg) = rx.recv().await {
+                match msg {
+                    Msg::Join { info, ask } => {
+                        agents.insert(info.agent, (info, ask));
+                    }
+                    Msg::Leave { agent } => {
+                        agents.remove(&agent);
+                    }
+                    Msg::List { respond_to } => {
+                        // Asked from a task of its own, so a slow agent never holds
+                        // up joins and leaves.
+                        let known: Vec<(AgentInfo, Asker)> = agents.values().cloned().collect();
+                        tokio::spawn(async move {
+                            let mut out = Vec::new();
+                            for (base, ask) in known {
+                                out.push(describe(base, ask).await);
+                            }
+                            let _ = respond_to.send(out); // the asker may have left
+                        });
+                    }
+                }
+            }
+        });
+        AgentRegistry { tx }
+    }
+
+    pub fn join(&self, info: AgentInfo, ask: Asker) {
+        // A full registry mailbox only costs this agent its line in `ctl agents`.
+        let _ = self.tx.try_send(Msg::Join { info, ask });
+    }
+
+    pub fn leave(&self, agent: u64) {
+        let _ = self.tx.try_send(Msg::Leave { agent });
+    }
+
+    pub async fn list(&self) -> Vec<AgentInfo> {
+        let (respond_to, rx) = oneshot::channel();
+        if self.tx.send(Msg::List { respond_to }).await.is_err() {
+            return Vec::new();
+        }
+        rx.await.unwrap_or_default()
+    }
+}
+
+/// What an agent says about itself, on top of what was known when it connected.
+async fn describe(base: AgentInfo, ask: Asker) -> AgentInfo {
+    let (respond_to, rx) = oneshot::channel();
+    if ask.try_send(respond_to).is_err() {
+        return base;
+    }
+    match tokio::time::timeout(ASK_TIMEOUT, rx).await {
+        Ok(Ok(live)) => AgentInfo {
+            agent: base.agent,
+            pid: base.pid,
+            uid: base.uid,
+            exe: base.exe,
+            ..live
+        },
+        _ => base,
+    }
+}

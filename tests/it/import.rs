@@ -1,0 +1,238 @@
+//! `mcpd import`: client config fixtures in `import_fixtures/` merged into a temp config by the real binary.
+
+use crate::support::{mcpd_bin, run_mcpd};
+use std::path::{Path, PathBuf};
+
+fn fixture(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/it/import_fixtures")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn temp() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("mcpd-import")
+        .tempdir()
+        .expect("temp dir")
+}
+
+/// Runs `mcpd import --from FIXTURE... --config CONFIG EXTRA...`.
+async fn import(fixtures: &[&str], config: &Path, extra: &[&str]) -> (i32, String, String) {
+    let paths: Vec<String> = fixtures.iter().map(|f| fixture(f)).collect();
+    let mut args = vec!["import"];
+    for p in &paths {
+        args.extend(["--from", p.as_str()]);
+    }
+    let config = config.display().to_string();
+    args.extend(["--config", config.as_str()]);
+    args.extend(extra);
+    run_mcpd(&args, None).await
+}
+
+/// `mcpd check-config --config F` with the variables imported headers refer to set.
+async fn check_config(config: &Path) -> (i32, String, String) {
+    let out = tokio::process::Command::new(mcpd_bin())
+        .arg("check-config")
+        .arg("--config")
+        .arg(config)
+        .env_remove("MCPD_CONFIG")
+        .env("SENTRY_TOKEN", "t")
+        .env("TEAM_ID", "t")
+        .env("IMPORTED_LEGACY_EVENTS_X_API_KEY", "t")
+        .output()
+        .await
+        .expect("run mcpd check-config");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).expect("read config")
+}
+
+const EXISTING: &str = "# my hand-written servers; keep this comment\n[servers.time]\ncommand = \"uvx\"\nargs = [\"mcp-server-time\", \"--local-timezone\", \"UTC\"]\n";
+
+#[tokio::test]
+async fn every_format_imports_into_a_valid_config() {
+    let dir = temp();
+    let config = dir.path().join("sub/dir/mcpd.toml");
+    let (code, out, err) = import(
+        &[
+            "claude_desktop_config.json",
+            "mcp.json",
+            "claude.json",
+            "cursor_mcp.json",
+            "vscode_mcp.json",
+        ],
+        &config,
+        &[],
+    )
+    .await;
+    assert_eq!(code, 0, "stdout {out}\nstderr {err}");
+    let text = read(&config);
+    for name in [
+        "filesystem",
+        "github-tools",
+        "time",
+        "memory",
+        "sentry",
+        "legacy-events",
+        "everything",
+        "db",
+        "docs",
+        "playwright",
+        "remote",
+    ] {
+        assert!(
+            text.contains(&format!("[servers.{name}]\n")),
+            "{name} missing in:\n{text}"
+        );
+    }
+    assert!(text.contains("# imported from "), "{text}");
+    // Remote entries: transport, references copied, literal header values referenced.
+    assert!(text.contains("transport = \"sse\""), "{text}");
+    assert!(
+        text.contains("Authorization = \"Bearer ${SENTRY_TOKEN}\""),
+        "{text}"
+    );
+    assert!(text.contains("X-Team = \"${TEAM_ID}\""), "{text}");
+    assert!(
+        !text.contains("literal-key-123"),
+        "a literal header value leaked:\n{text}"
+    );
+    assert!(
+        text.contains("X-Api-Key = \"${IMPORTED_LEGACY_EVENTS_X_API_KEY}\""),
+        "{text}"
+    );
+    assert!(err.contains("IMPORTED_LEGACY_EVENTS_X_API_KEY"), "{err}");
+    // VS Code inputs cannot be resolved: skipped with a warning.
+    assert!(!text.contains("input:"), "{text}");
+    assert!(err.contains("X-Key skipped"), "{err}");
+    // stdio env values are copied as they are, with a note.
+    assert!(text.contains("GITHUB_PERSONAL_ACCESS_TOKEN = \"ghp_literal_secret\""));
+    assert!(err.contains("copied as they are"), "{err}");
+
+    let (code, out, err) = check_config(&config).await;
+    assert_eq!(code, 0, "check-config: {out}{err}\n{text}");
+    assert!(out.contains("server legacy-events: https://events.example.com/sse (transport sse)"));
+    assert!(out.contains("server db: uvx mcp-server-sqlite --db-path app.db"));
+}
+
+#[tokio::test]
+async fn existing_servers_and_comments_are_kept_and_collisions_skipped() {
+    let dir = temp();
+    let config = dir.path().join("mcpd.toml");
+    std::fs::write(&config, EXISTING).unwrap();
+    let (code, out, err) = import(&["claude_desktop_config.json"], &config, &[]).await;
+    assert_eq!(code, 0, "stdout {out}\nstderr {err}");
+    let text = read(&config);
+    assert!(
+        text.starts_with(EXISTING),
+        "the existing text changed:\n{text}"
+    );
+    assert_eq!(text.matches("[servers.time]").count(), 1, "{text}");
+    assert!(
+        err.contains("skipped server \"time\"") && err.contains("already exists"),
+        "{err}"
+    );
+    assert!(err.contains("rename"), "{err}");
+    assert!(text.contains("[servers.filesystem]"), "{text}");
+    let (code, out, err) = check_config(&config).await;
+    assert_eq!(code, 0, "{out}{err}");
+
+    // Importing again changes nothing: every server is already present.
+    let (code, _, err) = import(&["claude_desktop_config.json"], &config, &[]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("already present"), "{err}");
+    assert_eq!(read(&config), text);
+}
+
+#[tokio::test]
+async fn odd_names_are_sanitized_and_the_mapping_printed() {
+    let dir = temp();
+    let config = dir.path().join("mcpd.toml");
+    let (code, out, err) = import(
+        &["cursor_mcp.json", "claude_desktop_config.json"],
+        &config,
+        &[],
+    )
+    .await;
+    assert_eq!(code, 0, "stdout {out}\nstderr {err}");
+    let text = read(&config);
+    assert!(
+        text.contains("[servers.a-very-long-name-that-certainly]\n"),
+        "{text}"
+    );
+    assert!(text.contains("[servers.github-tools]\n"), "{text}");
+    assert!(
+        err.contains("\"GitHub Tools\" becomes [servers.github-tools]"),
+        "{err}"
+    );
+    let (code, out, err) = check_config(&config).await;
+    assert_eq!(code, 0, "{out}{err}");
+}
+
+#[tokio::test]
+async fn dry_run_prints_and_writes_nothing() {
+    let dir = temp();
+    let config = dir.path().join("mcpd.toml");
+    std::fs::write(&config, EXISTING).unwrap();
+    let (code, out, err) = import(&["mcp.json"], &config, &["--dry-run"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("[servers.memory]"), "{out}");
+    assert!(out.contains("# imported from "), "{out}");
+    assert_eq!(read(&config), EXISTING);
+
+    let fresh = dir.path().join("new/mcpd.toml");
+    let (code, _, err) = import(&["mcp.json"], &fresh, &["--dry-run"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(!fresh.exists() && !dir.path().join("new").exists());
+}
+
+#[tokio::test]
+async fn broken_json_exits_78_naming_the_file() {
+    let dir = temp();
+    let config = dir.path().join("mcpd.toml");
+    std::fs::write(&config, EXISTING).unwrap();
+    let (code, _, err) = import(&["mcp.json", "broken.json"], &config, &[]).await;
+    assert_eq!(code, 78, "{err}");
+    assert!(err.contains("broken.json"), "{err}");
+    assert_eq!(read(&config), EXISTING, "nothing is written");
+}
+
+#[tokio::test]
+async fn an_invalid_merged_config_writes_nothing() {
+    let dir = temp();
+    let config = dir.path().join("mcpd.toml");
+    // An unknown key: the existing file is already invalid, so the merge is refused.
+    let bad = "[daemon]\nno_such_key = 1\n";
+    std::fs::write(&config, bad).unwrap();
+    let (code, _, err) = import(&["mcp.json"], &config, &[]).await;
+    assert_eq!(code, 78, "{err}");
+    assert!(err.contains("nothing was written"), "{err}");
+    assert_eq!(read(&config), bad);
+}
+
+#[tokio::test]
+async fn usage_errors_exit_64() {
+    let dir = temp();
+    let config = dir.path().join("mcpd.toml");
+    let c = config.display().to_string();
+    let (code, _, err) = run_mcpd(&["import", "--from", "emacs", "--config", &c], None).await;
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("claude-desktop"), "{err}");
+    let (code, _, _) = run_mcpd(&["import", "--bogus"], None).await;
+    assert_eq!(code, 64);
+    let (code, out, _) = run_mcpd(&["import", "--help"], None).await;
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("Exit codes") && out.contains("--dry-run"),
+        "{out}"
+    );
+    assert!(!config.exists());
+}
