@@ -121,6 +121,9 @@ pub enum CtlCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Counters in Prometheus text format: calls, errors and latency per server and method,
+    /// restarts, in-flight requests, agents, bytes to and from agents
+    Metrics,
     /// A server's lifecycle events and captured stderr
     Logs {
         name: String,

@@ -513,3 +513,11 @@ pub async fn agents(socket: &Path, as_json: bool) -> Result<(), CtlError> {
     }
     Ok(())
 }
+
+/// `mcpd ctl metrics`: the daemon's counters in Prometheus text format.
+pub async fn metrics(socket: &Path) -> Result<(), CtlError> {
+    let result = request(socket, "mcpd/metrics", None).await?;
+    let mut out = std::io::stdout().lock();
+    write!(out, "{}", result["text"].as_str().unwrap_or(""))?;
+    Ok(())
+}

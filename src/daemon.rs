@@ -75,6 +75,7 @@ pub async fn serve(
         peer_uid: None,
         peer_pid: None,
         agents: crate::agent::registry::AgentRegistry::spawn(),
+        metrics: crate::metrics::Metrics::spawn(),
         daemon,
         max_line: config.daemon.max_message_bytes,
         queue: config.daemon.agent_queue,

@@ -79,12 +79,14 @@ impl OutLine for String {
 
 /// Writes each queued line followed by a newline. Everything already queued is written
 /// before one flush, so a burst of messages costs one syscall, not one each. Returns when
-/// the queue closes (every sender dropped) or a write fails (the peer went away).
+/// the queue closes (every sender dropped) or a write fails (the peer went away), with the
+/// bytes written.
 pub async fn write_lines<W: AsyncWrite + Unpin, T: OutLine>(
     mut out: W,
     mut rx: mpsc::Receiver<T>,
-) -> std::io::Result<()> {
+) -> std::io::Result<u64> {
     let mut buf = Vec::with_capacity(8 * 1024);
+    let mut written = 0u64;
     while let Some(item) = rx.recv().await {
         buf.clear();
         push_line(&mut buf, item.line());
@@ -99,9 +101,10 @@ pub async fn write_lines<W: AsyncWrite + Unpin, T: OutLine>(
         }
         out.write_all(&buf).await?;
         out.flush().await?;
+        written += buf.len() as u64;
     }
     let _ = out.shutdown().await; // the peer may already be gone; nothing left to tell it
-    Ok(())
+    Ok(written)
 }
 
 fn push_line(buf: &mut Vec<u8>, line: Option<&str>) {

@@ -293,6 +293,24 @@ pub fn error_line(id: Option<&Id>, error: &ErrorObject) -> String {
     })
 }
 
+/// Whether a line written by `error_line`/`result_line` is an error response: the
+/// envelope's keys come first (`jsonrpc`, `id`, then `result` or `error`), and a quote
+/// inside a JSON string is escaped, so the first of the two keys decides.
+pub fn is_error_line(line: &str) -> bool {
+    // Only the head is looked at: the envelope key follows the id, and a result may be
+    // megabytes long.
+    let end = (0..=line.len().min(512))
+        .rev()
+        .find(|i| line.is_char_boundary(*i))
+        .unwrap_or(0);
+    let head = &line[..end];
+    match (head.find("\"error\":"), head.find("\"result\":")) {
+        (Some(e), Some(r)) => e < r,
+        (Some(_), None) => true,
+        _ => false,
+    }
+}
+
 pub fn response_line(id: &Id, outcome: &Result<Value, ErrorObject>) -> String {
     match outcome {
         Ok(v) => result_line(id, v),

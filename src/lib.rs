@@ -10,6 +10,7 @@ pub mod framing;
 pub mod import;
 pub mod jsonrpc;
 pub mod logging;
+pub mod metrics;
 pub mod outbox;
 pub mod paths;
 pub mod protocol;

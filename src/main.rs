@@ -75,6 +75,7 @@ async fn dispatch(command: Command) -> ExitCode {
                 CtlCommand::Tools { server } => ctl::tools(&socket, server.as_deref()).await,
                 CtlCommand::Reload => ctl::reload(&socket).await,
                 CtlCommand::Agents { json } => ctl::agents(&socket, json).await,
+                CtlCommand::Metrics => ctl::metrics(&socket).await,
                 CtlCommand::Logs {
                     name,
                     lines,

@@ -208,11 +208,13 @@ pub struct Caller {
     caps: Value,
     asks: mpsc::Sender<ServerAsk>,
     log_level: Option<String>,
+    metrics: crate::metrics::Metrics,
 }
 
 impl Caller {
     pub fn of(outbox: &Outbox, session: &Session, modern: bool) -> Caller {
         Caller {
+            metrics: session.metrics.clone(),
             outbox: outbox.clone(),
             modern: modern || session.era == Some(Era::Modern),
             caps: session.capabilities.clone(),
@@ -351,6 +353,25 @@ fn unavailable(id: Id, server: &str, why: String) -> (Id, Step) {
 }
 
 fn launch_with(id: Id, target: Target, caller: &Caller, cancel: CancellationToken) -> Pending {
+    // Every routed request is timed for `mcpd ctl metrics`, whatever its outcome.
+    let (metrics, server, method) = (caller.metrics.clone(), target.server.clone(), target.method);
+    let started = std::time::Instant::now();
+    call_future(id, target, caller, cancel)
+        .map(move |(id, step)| {
+            let error = match &step {
+                Step::Reply(line) => jsonrpc::is_error_line(line),
+                Step::Cancelled => true,
+                Step::Park { .. } => false,
+            };
+            if !matches!(step, Step::Park { .. }) {
+                metrics.call(&server, method, started.elapsed(), error);
+            }
+            (id, step)
+        })
+        .boxed()
+}
+
+fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToken) -> Pending {
     let outbox = &caller.outbox;
     let modern = caller.modern;
     let Target {

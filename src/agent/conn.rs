@@ -50,6 +50,8 @@ pub struct Session {
     pub subscribed: std::collections::HashSet<std::sync::Arc<str>>,
     /// The logging level a legacy agent set for its own calls.
     pub log_level: Option<String>,
+    /// Call and byte counters.
+    pub metrics: crate::metrics::Metrics,
     /// The profile the agent chose; None sees everything.
     pub profile: Option<std::sync::Arc<crate::config::Profile>>,
 }
@@ -129,6 +131,7 @@ pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: 
         asks: asks_tx,
         subscribed: Default::default(),
         log_level: None,
+        metrics: ctx.metrics.clone(),
         profile: None,
     };
     let mut bridge = Bridge {
@@ -144,6 +147,8 @@ pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: 
     let mut in_flight: HashMap<Id, CancellationToken> = HashMap::new();
     let mut calls: FuturesUnordered<Pending> = FuturesUnordered::new();
     let mut drain_deadline: Option<Instant> = None;
+    // Bytes read from the agent not yet reported to the metrics.
+    let mut received = 0u64;
     let (ask_tx, mut ask_rx) = mpsc::channel(4);
     let exe = ctx
         .peer_pid
@@ -200,6 +205,13 @@ pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: 
             frame = frames.next() => match frame {
                 None | Some(Err(_)) => break Close::Gone,
                 Some(Ok(frame)) => {
+                    if let Frame::Line(l) = &frame {
+                        received += l.len() as u64 + 1;
+                        // Reported in batches: one message per call would be wasteful.
+                        if received >= 1 << 20 {
+                            ctx.metrics.bytes(std::mem::take(&mut received), 0);
+                        }
+                    }
                     let draining = drain_deadline.is_some();
                     let reply = on_frame(frame, agent, &ctx, &outbox, &mut session, &mut bridge, &mut in_flight, &mut calls, max_in_flight, draining);
                     if let Some(line) = reply {
@@ -253,9 +265,15 @@ pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: 
         );
     }
     drop(outbox);
-    if tokio::time::timeout(WRITE_FLUSH, writer).await.is_err() {
-        tracing::debug!(agent, "dropped replies to an agent that stopped reading");
-    }
+    let sent = match tokio::time::timeout(WRITE_FLUSH, writer).await {
+        Ok(Ok(Ok(n))) => n,
+        Ok(_) => 0,
+        Err(_) => {
+            tracing::debug!(agent, "dropped replies to an agent that stopped reading");
+            0
+        }
+    };
+    ctx.metrics.bytes(received, sent);
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -106,6 +106,27 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
         },
         method::MCPD_STATUS => status(req, ctx),
         "mcpd/reload" => reload(req, ctx),
+        "mcpd/metrics" => {
+            let (metrics, supervisor, daemon) = (
+                ctx.metrics.clone(),
+                ctx.supervisor.clone(),
+                ctx.daemon.clone(),
+            );
+            let id = req.id;
+            let reply_id = id.clone();
+            let fut = async move {
+                let mut text = metrics.render().await;
+                let servers = supervisor.status().await.unwrap_or_default();
+                gauges(&mut text, &servers, daemon.agents.load(Ordering::Relaxed));
+                let line = jsonrpc::result_line(&reply_id, &json!({ "text": text }));
+                (reply_id, Step::Reply(line))
+            };
+            Handled::Later {
+                id,
+                cancel: CancellationToken::new(),
+                fut: fut.boxed(),
+            }
+        }
         "mcpd/agents" => {
             let agents = ctx.agents.clone();
             let id = req.id;
@@ -169,6 +190,45 @@ fn initialize(req: &Request, session: &mut Session) -> String {
         "instructions": modern::INSTRUCTIONS,
     });
     jsonrpc::result_line(&req.id, &result)
+}
+
+/// The metrics that are states rather than counts, from the supervisor and the daemon.
+fn gauges(out: &mut String, servers: &[crate::supervisor::ServerStatus], agents: usize) {
+    use std::fmt::Write as _;
+    let _ = writeln!(
+        out,
+        "# HELP mcpd_agents Agent connections now.\n# TYPE mcpd_agents gauge\nmcpd_agents {agents}"
+    );
+    let _ = writeln!(
+        out,
+        "# HELP mcpd_server_up Whether a server is ready (1) or not (0).\n# TYPE mcpd_server_up gauge"
+    );
+    for s in servers {
+        let up = u8::from(s.state == crate::supervisor::ServerState::Ready);
+        let _ = writeln!(out, "mcpd_server_up{{server=\"{}\"}} {up}", s.name);
+    }
+    let _ = writeln!(
+        out,
+        "# HELP mcpd_server_restarts_total Processes (or sessions) started after the first.\n# TYPE mcpd_server_restarts_total counter"
+    );
+    for s in servers {
+        let _ = writeln!(
+            out,
+            "mcpd_server_restarts_total{{server=\"{}\"}} {}",
+            s.name, s.restarts
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP mcpd_server_in_flight Requests in flight to a server.\n# TYPE mcpd_server_in_flight gauge"
+    );
+    for s in servers {
+        let _ = writeln!(
+            out,
+            "mcpd_server_in_flight{{server=\"{}\"}} {}",
+            s.name, s.in_flight
+        );
+    }
 }
 
 /// Sets the connection's profile, or returns the error line for an unknown one.

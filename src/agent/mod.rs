@@ -57,6 +57,8 @@ pub struct AgentContext {
     pub peer_uid: Option<u32>,
     /// The connecting agent's pid, from its peer credentials (set per connection).
     pub peer_pid: Option<i32>,
+    /// Call and byte counters, for `mcpd ctl metrics`.
+    pub metrics: crate::metrics::Metrics,
     /// Every connected agent, for `mcpd ctl agents`.
     pub agents: registry::AgentRegistry,
     /// Applies a re-read config (`mcpd/reload`).

@@ -815,3 +815,39 @@ async fn ctl_agents_lists_each_connection_with_its_client_era_and_calls() {
         "{table}"
     );
 }
+
+#[tokio::test]
+async fn ctl_metrics_counts_calls_errors_and_bytes_in_prometheus_format() {
+    let d = DaemonBuilder::new()
+        .fixture("a", &["--tools", "echo,error"])
+        .start()
+        .await;
+    d.wait_ready().await;
+    let mut agent = d.initialized_agent().await;
+    for _ in 0..3 {
+        agent.call("a__echo", json!({"text": "m"})).await;
+    }
+    let r = agent.call("a__nope", json!({})).await;
+    assert_eq!(error_code(&r), Some(-32602));
+    drop(agent);
+    let text = eventually("the counters include the calls and bytes", WAIT, || async {
+        let (code, out, _) = d.run_cli(&["ctl", "metrics"]).await;
+        let calls = out.contains("mcpd_calls_total{server=\"a\",method=\"tools/call\"} 3");
+        let bytes = out
+            .lines()
+            .find(|l| l.starts_with("mcpd_agent_bytes_received_total "))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .is_some_and(|n| n > 0);
+        (code == 0 && calls && bytes).then_some(out)
+    })
+    .await;
+    assert!(
+        text.contains("mcpd_call_duration_seconds_count{server=\"a\",method=\"tools/call\"} 3"),
+        "{text}"
+    );
+    assert!(text.contains("mcpd_server_up{server=\"a\"} 1"), "{text}");
+    assert!(
+        text.contains("# TYPE mcpd_call_duration_seconds histogram"),
+        "{text}"
+    );
+}

@@ -1,0 +1,182 @@
+//! Counters for `mcpd ctl metrics`: calls, errors and latency per server and method, bytes to and from agents. An actor owns them; the call path only does a `try_send`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// Latency histogram bucket bounds, in seconds.
+const BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0, 120.0,
+];
+
+#[derive(Debug)]
+enum Msg {
+    Call {
+        server: String,
+        method: &'static str,
+        took: Duration,
+        error: bool,
+    },
+    Bytes {
+        received: u64,
+        sent: u64,
+    },
+    Render {
+        respond_to: oneshot::Sender<String>,
+    },
+}
+
+#[derive(Default)]
+struct Series {
+    calls: u64,
+    errors: u64,
+    /// Cumulative counts per bucket, then the sum of seconds.
+    buckets: [u64; BUCKETS.len()],
+    seconds: f64,
+}
+
+/// The cloneable way to record and read metrics.
+#[derive(Clone, Debug)]
+pub struct Metrics {
+    tx: mpsc::Sender<Msg>,
+}
+
+impl Metrics {
+    pub fn spawn() -> Metrics {
+        let (tx, mut rx) = mpsc::channel::<Msg>(4096);
+        tokio::spawn(async move {
+            let mut series: BTreeMap<(String, &'static str), Series> = BTreeMap::new();
+            let (mut received, mut sent) = (0u64, 0u64);
+            while let Some(msg) = rx.recv().await {
+                match msg {
+                    Msg::Call {
+                        server,
+                        method,
+                        took,
+                        error,
+                    } => {
+                        let s = series.entry((server, method)).or_default();
+                        s.calls += 1;
+                        s.errors += u64::from(error);
+                        let secs = took.as_secs_f64();
+                        s.seconds += secs;
+                        for (i, bound) in BUCKETS.iter().enumerate() {
+                            if secs <= *bound {
+                                s.buckets[i] += 1;
+                            }
+                        }
+                    }
+                    Msg::Bytes {
+                        received: r,
+                        sent: w,
+                    } => {
+                        received += r;
+                        sent += w;
+                    }
+                    Msg::Render { respond_to } => {
+                        let _ = respond_to.send(render(&series, received, sent)); // the asker may have left
+                    }
+                }
+            }
+        });
+        Metrics { tx }
+    }
+
+    /// Records one finished call. Dropped when the recorder is behind: metrics must
+    /// never slow a call down.
+    pub fn call(&self, server: &str, method: &'static str, took: Duration, error: bool) {
+        let _ = self.tx.try_send(Msg::Call {
+            server: server.to_owned(),
+            method,
+            took,
+            error,
+        });
+    }
+
+    pub fn bytes(&self, received: u64, sent: u64) {
+        if received + sent > 0 {
+            let _ = self.tx.try_send(Msg::Bytes { received, sent });
+        }
+    }
+
+    /// The call and byte metrics in Prometheus text format.
+    pub async fn render(&self) -> String {
+        let (respond_to, rx) = oneshot::channel();
+        if self.tx.send(Msg::Render { respond_to }).await.is_err() {
+            return String::new();
+        }
+        rx.await.unwrap_or_default()
+    }
+}
+
+fn render(series: &BTreeMap<(String, &'static str), Series>, received: u64, sent: u64) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# HELP mcpd_calls_total Requests agents sent to servers."
+    );
+    let _ = writeln!(out, "# TYPE mcpd_calls_total counter");
+    for ((server, method), s) in series {
+        let _ = writeln!(
+            out,
+            "mcpd_calls_total{{server=\"{server}\",method=\"{method}\"}} {}",
+            s.calls
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP mcpd_call_errors_total Requests that ended in an error (the server's or mcpd's)."
+    );
+    let _ = writeln!(out, "# TYPE mcpd_call_errors_total counter");
+    for ((server, method), s) in series {
+        let _ = writeln!(
+            out,
+            "mcpd_call_errors_total{{server=\"{server}\",method=\"{method}\"}} {}",
+            s.errors
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP mcpd_call_duration_seconds Time from an agent's request to its answer."
+    );
+    let _ = writeln!(out, "# TYPE mcpd_call_duration_seconds histogram");
+    for ((server, method), s) in series {
+        let labels = format!("server=\"{server}\",method=\"{method}\"");
+        for (i, bound) in BUCKETS.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "mcpd_call_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {}",
+                s.buckets[i]
+            );
+        }
+        let _ = writeln!(
+            out,
+            "mcpd_call_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}",
+            s.calls
+        );
+        let _ = writeln!(
+            out,
+            "mcpd_call_duration_seconds_sum{{{labels}}} {}",
+            s.seconds
+        );
+        let _ = writeln!(
+            out,
+            "mcpd_call_duration_seconds_count{{{labels}}} {}",
+            s.calls
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP mcpd_agent_bytes_received_total Bytes read from agents."
+    );
+    let _ = writeln!(out, "# TYPE mcpd_agent_bytes_received_total counter");
+    let _ = writeln!(out, "mcpd_agent_bytes_received_total {received}");
+    let _ = writeln!(
+        out,
+        "# HELP mcpd_agent_bytes_sent_total Bytes written to agents."
+    );
+    let _ = writeln!(out, "# TYPE mcpd_agent_bytes_sent_total counter");
+    let _ = writeln!(out, "mcpd_agent_bytes_sent_total {sent}");
+    out
+}
