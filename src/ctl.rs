@@ -162,16 +162,20 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
         "RESTARTS",
         "UPTIME"
     )?;
+    // Colour only for a person at a terminal; pipes and files get plain text.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stdout());
     for s in &servers {
+        let state = if s.probing {
+            "probing"
+        } else {
+            s.state.as_str()
+        };
+        let state = paint(state, s.state, colour);
         writeln!(
             out,
-            "{:<20} {:<9} {:<15} {:<7} {:<11} {:>8} {:>6} {:>9} {:>8} {:>8}",
+            "{:<20} {} {:<15} {:<7} {:<11} {:>8} {:>6} {:>9} {:>8} {:>8}",
             s.name,
-            if s.probing {
-                "probing"
-            } else {
-                s.state.as_str()
-            },
+            state,
             s.transport,
             s.era.as_deref().unwrap_or("-"),
             s.protocol_version.as_deref().unwrap_or("-"),
@@ -237,6 +241,23 @@ fn refusal(line: &str) -> Option<CtlError> {
             .unwrap_or("")
             .to_owned(),
     })
+}
+
+/// The state column, padded to 9 columns, coloured when `colour` is on.
+fn paint(text: &str, state: crate::supervisor::ServerState, colour: bool) -> String {
+    use crate::supervisor::ServerState as S;
+    let padded = format!("{text:<9}");
+    if !colour {
+        return padded;
+    }
+    let code = match state {
+        S::Ready => "32",
+        S::Starting | S::Idle => "36",
+        S::Backoff => "33",
+        S::Failed => "31",
+        S::Stopped => "2",
+    };
+    format!("\x1b[{code}m{padded}\x1b[0m")
 }
 
 /// `mcpd ctl reload`: the daemon re-reads its config file and applies what changed.

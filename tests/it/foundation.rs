@@ -851,3 +851,23 @@ async fn ctl_metrics_counts_calls_errors_and_bytes_in_prometheus_format() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn ctl_status_shows_eras_and_transports_without_colour_when_piped() {
+    let d = DaemonBuilder::new().fixture("a", &[]).start().await;
+    d.wait_ready().await;
+    let (code, out, err) = d.run_cli(&["ctl", "status"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !out.contains('\u{1b}'),
+        "no escape codes in a pipe: {out:?}"
+    );
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("a "))
+        .unwrap_or_default();
+    assert!(
+        row.contains("ready") && row.contains("stdio") && row.contains("legacy"),
+        "{out}"
+    );
+}
