@@ -92,6 +92,12 @@ async fn mcpd_tells_systemd_it_is_ready_with_a_status_line_and_that_it_is_stoppi
     // The socket accepts connections by then.
     let mut agent = Agent::connect(&socket).await;
     agent.initialize().await;
+    // A reload is bracketed by RELOADING=1 and READY=1.
+    let (code, _, err) = run_mcpd(&["ctl", "reload"], Some(&socket)).await;
+    assert_eq!(code, 0, "{err}");
+    let reloading = tokio::task::block_in_place(|| wait_notification(&notify, "RELOADING=1"));
+    assert!(reloading.contains("MONOTONIC_USEC="), "{reloading}");
+    tokio::task::block_in_place(|| wait_notification(&notify, "READY=1"));
     let pid = child.id().expect("pid");
     send_signal(pid, nix::sys::signal::Signal::SIGTERM);
     tokio::task::block_in_place(|| wait_notification(&notify, "STOPPING=1"));
