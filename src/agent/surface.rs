@@ -114,23 +114,16 @@ pub fn prompts_get(
             format!("unknown prompt '{name}'; call prompts/list to see the prompts mcpd offers"),
         );
     };
-    let handle = match calls::ready_handle(&catalog, &prompt.server, &req.id) {
-        Ok(h) => h,
-        Err(line) => return Handled::Now(line),
-    };
     params.insert("name".into(), Value::String(prompt.original.clone()));
-    let target = Target {
-        server: prompt.server.clone(),
-        handle,
-        method: method::PROMPTS_GET,
+    let server = prompt.server.clone();
+    let target = (
+        catalog.clone(),
+        server,
+        method::PROMPTS_GET,
         params,
-        rewrite: Rewrite::None,
-    };
-    later(calls::launch(
-        req.id,
-        target,
-        &calls::Caller::of(outbox, session, modern),
-    ))
+        Rewrite::None,
+    );
+    send(req.id, target, outbox, session, modern)
 }
 
 /// `resources/read`: routed by URI (see `registry::surface` for the scheme).
@@ -156,25 +149,17 @@ pub fn resources_read(
         Ok(r) => r,
         Err(why) => return not_found(&req.id, &uri, why),
     };
-    let handle = match calls::ready_handle(&catalog, &server, &req.id) {
-        Ok(h) => h,
-        Err(line) => return Handled::Now(line),
-    };
     params.insert("uri".into(), Value::String(original));
-    let target = Target {
+    let target = (
+        catalog.clone(),
         server,
-        handle,
-        method: method::RESOURCES_READ,
+        method::RESOURCES_READ,
         params,
-        rewrite: Rewrite::ContentUris {
+        Rewrite::ContentUris {
             surface: catalog.surface.clone(),
         },
-    };
-    later(calls::launch(
-        req.id,
-        target,
-        &calls::Caller::of(outbox, session, modern),
-    ))
+    );
+    send(req.id, target, outbox, session, modern)
 }
 
 /// Routes a URI among the servers the agent's profile includes.
@@ -259,23 +244,9 @@ pub fn complete(
             );
         }
     };
-    let handle = match calls::ready_handle(&catalog, &server, &req.id) {
-        Ok(h) => h,
-        Err(line) => return Handled::Now(line),
-    };
     params.insert("ref".into(), rewritten);
-    let target = Target {
-        server,
-        handle,
-        method: method::COMPLETE,
-        params,
-        rewrite: Rewrite::None,
-    };
-    later(calls::launch(
-        req.id,
-        target,
-        &calls::Caller::of(outbox, session, modern),
-    ))
+    let target = (catalog, server, method::COMPLETE, params, Rewrite::None);
+    send(req.id, target, outbox, session, modern)
 }
 
 /// `resources/subscribe` and `resources/unsubscribe` of a legacy agent.
@@ -402,4 +373,37 @@ pub fn requested_level(params: &Map<String, Value>) -> Option<&str> {
 
 fn later((id, cancel, fut): (Id, CancellationToken, super::calls::Pending)) -> Handled {
     Handled::Later { id, cancel, fut }
+}
+
+/// Sends a routed request to its server (if it can take requests now) and returns its
+/// answer as a call of the agent's.
+fn send(
+    id: Id,
+    (catalog, server, method, params, rewrite): (
+        Arc<registry::Catalog>,
+        Arc<str>,
+        &'static str,
+        Map<String, Value>,
+        Rewrite,
+    ),
+    outbox: &Outbox,
+    session: &Session,
+    modern: bool,
+) -> Handled {
+    let handle = match calls::ready_handle(&catalog, &server, &id) {
+        Ok(h) => h,
+        Err(line) => return Handled::Now(line),
+    };
+    let target = Target {
+        server,
+        handle,
+        method,
+        params,
+        rewrite,
+    };
+    later(calls::launch(
+        id,
+        target,
+        &calls::Caller::of(outbox, session, modern),
+    ))
 }
