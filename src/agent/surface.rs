@@ -80,6 +80,25 @@ fn params_of(req: &Request) -> Option<Map<String, Value>> {
     }
 }
 
+/// The params object and its required string `field`, or the error to answer.
+fn params_with(
+    req: &Request,
+    m: &str,
+    field: &str,
+) -> Result<(Map<String, Value>, String), Handled> {
+    let Some(params) = params_of(req) else {
+        return Err(invalid(
+            &req.id,
+            m,
+            format!("params must be an object with a \"{field}\""),
+        ));
+    };
+    match params.get(field).and_then(Value::as_str).map(str::to_owned) {
+        Some(v) => Ok((params, v)),
+        None => Err(invalid(&req.id, m, format!("\"{field}\" must be a string"))),
+    }
+}
+
 /// `prompts/get`: routed by the prompt's qualified name.
 pub fn prompts_get(
     req: Request,
@@ -88,19 +107,9 @@ pub fn prompts_get(
     session: &Session,
     modern: bool,
 ) -> Handled {
-    let Some(mut params) = params_of(&req) else {
-        return invalid(
-            &req.id,
-            method::PROMPTS_GET,
-            "params must be an object with a \"name\"",
-        );
-    };
-    let Some(name) = params
-        .get("name")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-    else {
-        return invalid(&req.id, method::PROMPTS_GET, "\"name\" must be a string");
+    let (mut params, name) = match params_with(&req, method::PROMPTS_GET, "name") {
+        Ok(p) => p,
+        Err(refusal) => return refusal,
     };
     let catalog = ctx.catalog.borrow().clone();
     let prompt = catalog
@@ -134,15 +143,9 @@ pub fn resources_read(
     session: &Session,
     modern: bool,
 ) -> Handled {
-    let Some(mut params) = params_of(&req) else {
-        return invalid(
-            &req.id,
-            method::RESOURCES_READ,
-            "params must be an object with a \"uri\"",
-        );
-    };
-    let Some(uri) = params.get("uri").and_then(Value::as_str).map(str::to_owned) else {
-        return invalid(&req.id, method::RESOURCES_READ, "\"uri\" must be a string");
+    let (mut params, uri) = match params_with(&req, method::RESOURCES_READ, "uri") {
+        Ok(p) => p,
+        Err(refusal) => return refusal,
     };
     let catalog = ctx.catalog.borrow().clone();
     let (server, original) = match route(&catalog, &uri, session) {
