@@ -143,4 +143,10 @@ pub enum CtlCommand {
     Stop { name: String },
     /// Start a stopped or failed server
     Start { name: String },
+    /// Print the HTTP listener's bearer token (and, with --url, its URL) for HTTP clients
+    HttpToken {
+        /// Also print the URL, as `URL TOKEN`
+        #[arg(long)]
+        url: bool,
+    },
 }

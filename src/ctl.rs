@@ -511,7 +511,14 @@ pub async fn agents(socket: &Path, as_json: bool) -> Result<(), CtlError> {
             (Some(c), None) => c.clone(),
             _ => "-".into(),
         };
-        let exe = a.exe.as_deref().unwrap_or("-");
+        // HTTP agents have no process to show; their transport and address stand in.
+        let exe = match (&a.exe, &a.remote) {
+            (Some(exe), _) => exe.clone(),
+            (None, Some(remote)) => {
+                format!("{} {remote}", a.transport.as_deref().unwrap_or("http"))
+            }
+            (None, None) => "-".into(),
+        };
         let exe: String = exe
             .chars()
             .rev()
@@ -531,6 +538,23 @@ pub async fn agents(socket: &Path, as_json: bool) -> Result<(), CtlError> {
             a.in_flight,
             a.profile.as_deref().unwrap_or("-"),
         )?;
+    }
+    Ok(())
+}
+
+/// `mcpd ctl http-token`: the HTTP listener's bearer token (with `url`, its URL first).
+pub async fn http_token(socket: &Path, url: bool) -> Result<(), CtlError> {
+    let result = request(socket, "mcpd/http-token", None).await?;
+    let mut out = std::io::stdout().lock();
+    let token = result["token"].as_str().unwrap_or_default();
+    if url {
+        writeln!(
+            out,
+            "{} {token}",
+            result["url"].as_str().unwrap_or_default()
+        )?;
+    } else {
+        writeln!(out, "{token}")?;
     }
     Ok(())
 }

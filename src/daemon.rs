@@ -50,11 +50,45 @@ pub async fn serve(
     let (sentinel, sentinel_task) = SentinelHandle::start();
     let (supervisor, catalog, supervisor_task) =
         SupervisorHandle::spawn(&config, upstreams.clone(), sentinel);
+    // The HTTP listener binds before anything is reported ready, so a taken port is a
+    // startup error, not a surprise later.
+    let http = match &config.daemon.http {
+        None => None,
+        Some(cfg) => {
+            let tcp = crate::agent::http::bind(cfg).await?;
+            let token = match &cfg.auth {
+                crate::config::HttpAuth::None => {
+                    tracing::warn!(addr = %cfg.addr, "the HTTP listener requires no token (daemon.http_auth = \"none\"); any local process can use it");
+                    None
+                }
+                crate::config::HttpAuth::Token(Some(t)) => Some(t.clone()),
+                crate::config::HttpAuth::Token(None) => {
+                    Some(crate::agent::http::token::load_or_create(
+                        &crate::agent::http::token::path(&socket),
+                    )?)
+                }
+            };
+            if !cfg.addr.ip().is_loopback() {
+                tracing::warn!(addr = %cfg.addr, "the HTTP listener serves other hosts WITHOUT encryption (daemon.http_allow_remote); the bearer token and all traffic cross the network in clear text; put a TLS proxy in front or use an SSH tunnel");
+            }
+            let addr = tcp.local_addr().unwrap_or(cfg.addr);
+            tracing::info!(url = %format!("http://{addr}{}", crate::agent::http::PATH), "serving HTTP");
+            Some((tcp, cfg.clone(), token, addr))
+        }
+    };
     let daemon = Arc::new(DaemonInfo {
         started: Instant::now(),
         socket: socket.clone(),
         config: config.source.clone(),
         agents: Default::default(),
+        next_agent: Default::default(),
+        max_agents: config.daemon.max_agents,
+        http: http
+            .as_ref()
+            .map(|(_, _, token, addr)| crate::agent::HttpInfo {
+                url: format!("http://{addr}{}", crate::agent::http::PATH),
+                token: token.clone(),
+            }),
     });
     let reloader = Reloader::spawn(config.source.clone(), config.clone(), supervisor.clone());
     let hup = reloader.clone();
@@ -91,6 +125,16 @@ pub async fn serve(
     };
     let agents = TaskTracker::new();
     let status = (ctx.catalog.clone(), ctx.daemon.clone());
+    let http_task = http.map(|(tcp, cfg, token, _)| {
+        tokio::spawn(crate::agent::http::run(
+            tcp,
+            cfg,
+            token,
+            ctx.clone(),
+            agents.clone(),
+            shutdown.clone(),
+        ))
+    });
     let listen = tokio::spawn(listener::run(
         listener,
         ctx,
@@ -108,6 +152,11 @@ pub async fn serve(
     crate::systemd::stopping();
     tracing::info!("shutting down");
     let _ = listen.await; // the listener only ends by the token; a panic there is logged by tokio
+    if let Some(t) = http_task {
+        // Ends by the token too, once open responses finish; the agents' drain bounds that.
+        let _ =
+            tokio::time::timeout(config.daemon.shutdown_grace + Duration::from_secs(5), t).await;
+    }
     agents.close();
     let agent_deadline = config.daemon.shutdown_grace + Duration::from_secs(5);
     if tokio::time::timeout(agent_deadline, agents.wait())

@@ -76,6 +76,7 @@ async fn dispatch(command: Command) -> ExitCode {
                 CtlCommand::Reload => ctl::reload(&socket).await,
                 CtlCommand::Agents { json } => ctl::agents(&socket, json).await,
                 CtlCommand::Metrics => ctl::metrics(&socket).await,
+                CtlCommand::HttpToken { url } => ctl::http_token(&socket, url).await,
                 CtlCommand::Logs {
                     name,
                     lines,

@@ -1,7 +1,24 @@
 //! The bounded outbound queue of one agent connection, shared by everything that writes to that agent.
 
+use crate::framing::OutLine;
+use crate::jsonrpc::Id;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+/// One queued message to an agent, with the request it belongs to when there is one: the
+/// reply to that request, or its progress and log messages. A byte-stream writer ignores
+/// `about`; the HTTP listener uses it to put each message on its request's response stream.
+#[derive(Debug)]
+pub struct Out {
+    pub line: String,
+    pub about: Option<Id>,
+}
+
+impl OutLine for Out {
+    fn line(&self) -> Option<&str> {
+        Some(&self.line)
+    }
+}
 
 /// A cloneable sender of lines to one agent. Sending never waits: an agent whose queue is
 /// full is not reading its socket, and waiting for it would let it stall an upstream or
@@ -9,25 +26,57 @@ use tokio_util::sync::CancellationToken;
 /// disconnects it.
 #[derive(Clone, Debug)]
 pub struct Outbox {
-    tx: mpsc::Sender<String>,
+    tx: mpsc::Sender<Out>,
     overflowed: CancellationToken,
+    /// The request everything sent through this handle belongs to, if any.
+    about: Option<Id>,
 }
 
 impl Outbox {
-    pub fn new(capacity: usize) -> (Outbox, mpsc::Receiver<String>) {
+    pub fn new(capacity: usize) -> (Outbox, mpsc::Receiver<Out>) {
         let (tx, rx) = mpsc::channel(capacity);
         (
             Outbox {
                 tx,
                 overflowed: CancellationToken::new(),
+                about: None,
             },
             rx,
         )
     }
 
+    /// The same queue, with everything sent through the copy marked as belonging to the
+    /// agent's request `id`.
+    pub fn about(&self, id: &Id) -> Outbox {
+        Outbox {
+            tx: self.tx.clone(),
+            overflowed: self.overflowed.clone(),
+            about: Some(id.clone()),
+        }
+    }
+
+    fn out(&self, line: String) -> Out {
+        Out {
+            line,
+            about: self.about.clone(),
+        }
+    }
+
     /// Queues a line. Returns false when it was dropped: the agent is gone or not reading.
     pub fn send(&self, line: String) -> bool {
-        match self.tx.try_send(line) {
+        self.push(self.out(line))
+    }
+
+    /// Queues the reply to the agent's request `id`.
+    pub fn reply(&self, id: &Id, line: String) -> bool {
+        self.push(Out {
+            line,
+            about: Some(id.clone()),
+        })
+    }
+
+    fn push(&self, out: Out) -> bool {
+        match self.tx.try_send(out) {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(_)) => {
                 self.overflowed.cancel();
@@ -44,7 +93,7 @@ impl Outbox {
         if self.tx.capacity() <= self.tx.max_capacity() / 4 {
             return false;
         }
-        self.tx.try_send(line).is_ok()
+        self.tx.try_send(self.out(line)).is_ok()
     }
 
     /// Fires once the queue has overflowed.

@@ -372,7 +372,7 @@ fn launch_with(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
 }
 
 fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToken) -> Pending {
-    let outbox = &caller.outbox;
+    let outbox = &caller.outbox.about(&id);
     let modern = caller.modern;
     let Target {
         server,

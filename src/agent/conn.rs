@@ -12,13 +12,14 @@ use crate::outbox::Outbox;
 use crate::protocol::era::Era;
 use crate::protocol::method;
 use crate::upstream::ServerAsk;
-use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::time::Duration;
 use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
@@ -107,11 +108,41 @@ enum Close {
     Shutdown,
 }
 
+/// Serves one agent on a Unix-socket connection.
 pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: CancellationToken) {
     let (read, write) = stream.into_split();
     let (outbox, out_rx) = Outbox::new(ctx.queue);
     let writer = tokio::spawn(framing::write_lines(write, out_rx));
-    let mut frames = FramedRead::new(read, BoundedLines::new(ctx.max_line));
+    let frames = FramedRead::new(read, BoundedLines::new(ctx.max_line));
+    let exe = ctx
+        .peer_pid
+        .and_then(|p| std::fs::read_link(format!("/proc/{p}/exe")).ok())
+        .map(|p| p.display().to_string());
+    let seed = super::registry::AgentInfo {
+        agent,
+        pid: ctx.peer_pid,
+        uid: ctx.peer_uid,
+        exe,
+        transport: Some("unix".into()),
+        ..Default::default()
+    };
+    run(frames, outbox, writer, seed, ctx, shutdown).await;
+}
+
+/// Serves one agent whose messages arrive on `frames` and whose queued messages a task
+/// of the transport's writes (`writer`, which ends once `outbox` and its copies are
+/// dropped). `seed` is what `ctl agents` shows before the agent says who it is.
+pub async fn run<S>(
+    mut frames: S,
+    outbox: Outbox,
+    writer: JoinHandle<std::io::Result<u64>>,
+    seed: super::registry::AgentInfo,
+    ctx: AgentContext,
+    shutdown: CancellationToken,
+) where
+    S: Stream<Item = std::io::Result<Frame>> + Unpin,
+{
+    let agent = seed.agent;
     let max_in_flight = (ctx.queue / 2).max(8);
     let mut catalog = ctx.catalog.clone();
     let mut seen_versions = {
@@ -150,20 +181,7 @@ pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: 
     // Bytes read from the agent not yet reported to the metrics.
     let mut received = 0u64;
     let (ask_tx, mut ask_rx) = mpsc::channel(4);
-    let exe = ctx
-        .peer_pid
-        .and_then(|p| std::fs::read_link(format!("/proc/{p}/exe")).ok())
-        .map(|p| p.display().to_string());
-    ctx.agents.join(
-        super::registry::AgentInfo {
-            agent,
-            pid: ctx.peer_pid,
-            uid: ctx.peer_uid,
-            exe,
-            ..Default::default()
-        },
-        ask_tx,
-    );
+    ctx.agents.join(seed, ask_tx);
 
     let close = loop {
         if drain_deadline.is_some() && calls.is_empty() {
@@ -183,7 +201,7 @@ pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: 
                 in_flight.remove(&id);
                 match step {
                     Step::Reply(line) => {
-                        outbox.send(line);
+                        outbox.reply(&id, line);
                     }
                     Step::Cancelled => {}
                     Step::Park { ask, call } => park(&mut bridge, &outbox, ask, *call),

@@ -38,7 +38,7 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
     // Controlling the daemon is for its own user and root, even when others may use it.
     if matches!(
         req.method.as_str(),
-        "mcpd/reload" | "mcpd/restart" | "mcpd/stop" | "mcpd/start"
+        "mcpd/reload" | "mcpd/restart" | "mcpd/stop" | "mcpd/start" | "mcpd/http-token"
     ) && !ctx.access.controls(ctx.peer_uid)
     {
         let e = jsonrpc::ErrorObject::new(
@@ -142,6 +142,7 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
                 fut: fut.boxed(),
             }
         }
+        "mcpd/http-token" => Handled::Now(http_token(&req.id, ctx)),
         "mcpd/restart" => control(req, ctx, Action::Restart),
         "mcpd/stop" => control(req, ctx, Action::Stop),
         "mcpd/start" => control(req, ctx, Action::Start),
@@ -399,5 +400,20 @@ fn control(req: Request, ctx: &AgentContext, action: Action) -> Handled {
         id,
         cancel: CancellationToken::new(),
         fut: fut.boxed(),
+    }
+}
+
+/// `mcpd/http-token`: the HTTP listener's URL and bearer token, for its own user only.
+fn http_token(id: &jsonrpc::Id, ctx: &AgentContext) -> String {
+    let refuse = |why: &str| {
+        let e = jsonrpc::ErrorObject::new(jsonrpc::code::INVALID_REQUEST, why.to_owned());
+        jsonrpc::error_line(Some(id), &e)
+    };
+    match &ctx.daemon.http {
+        None => refuse("no HTTP listener is configured; set daemon.http_listen and restart mcpd"),
+        Some(h) => match &h.token {
+            None => refuse("the HTTP listener needs no token (daemon.http_auth = \"none\")"),
+            Some(t) => jsonrpc::result_line(id, &json!({ "url": h.url, "token": t.expose() })),
+        },
     }
 }

@@ -31,6 +31,8 @@ pub enum BindError {
     },
     #[error("{0}")]
     Activation(String),
+    #[error(transparent)]
+    Http(#[from] super::http::HttpError),
 }
 
 /// Binds the agent socket: its directory is created 0700, the socket made 0600. A socket
@@ -77,7 +79,6 @@ pub async fn run(
     cancel: CancellationToken,
 ) {
     let permits = Arc::new(Semaphore::new(max_agents));
-    let mut next_agent: u64 = 0;
     loop {
         let accepted = tokio::select! {
             () = cancel.cancelled() => break,
@@ -92,8 +93,7 @@ pub async fn run(
                 continue;
             }
         };
-        next_agent += 1;
-        let agent = next_agent;
+        let agent = ctx.daemon.next_agent.fetch_add(1, Ordering::Relaxed) + 1;
         let (pid, uid) = stream
             .peer_cred()
             .map(|c| (c.pid(), Some(c.uid())))

@@ -4,6 +4,7 @@ mod bridge;
 mod calls;
 mod conn;
 mod handlers;
+pub mod http;
 pub mod listener;
 mod modern;
 pub mod registry;
@@ -13,7 +14,7 @@ use crate::registry::Catalog;
 use crate::supervisor::SupervisorHandle;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
@@ -23,8 +24,22 @@ pub struct DaemonInfo {
     pub started: Instant,
     pub socket: PathBuf,
     pub config: Option<PathBuf>,
-    /// Agents connected now. A gauge, written only by the listener's connection tasks.
+    /// Agents connected now. A gauge, written only by the listeners' connection tasks.
     pub agents: AtomicUsize,
+    /// The last agent number given out, by either listener.
+    pub next_agent: AtomicU64,
+    /// The most agents served at once (`daemon.max_agents`), per listener.
+    pub max_agents: usize,
+    /// The HTTP listener, when one is configured.
+    pub http: Option<HttpInfo>,
+}
+
+/// The HTTP listener as `mcpd ctl http-token` tells it.
+#[derive(Debug)]
+pub struct HttpInfo {
+    pub url: String,
+    /// None when `http_auth = "none"`.
+    pub token: Option<crate::config::Secret>,
 }
 
 /// Who may use the daemon: its own user, root, and `daemon.allow_uids`.

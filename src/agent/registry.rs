@@ -22,6 +22,12 @@ pub struct AgentInfo {
     pub era: Option<String>,
     pub in_flight: usize,
     pub profile: Option<String>,
+    /// How the agent is connected: "unix", "http session" or "http stateless".
+    #[serde(default)]
+    pub transport: Option<String>,
+    /// The peer's address, for agents connected over HTTP.
+    #[serde(default)]
+    pub remote: Option<String>,
 }
 
 /// How a connection is asked for its live details.
@@ -107,6 +113,8 @@ async fn describe(base: AgentInfo, ask: Asker) -> AgentInfo {
             pid: base.pid,
             uid: base.uid,
             exe: base.exe,
+            transport: base.transport,
+            remote: base.remote,
             ..live
         },
         _ => base,

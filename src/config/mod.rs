@@ -1,10 +1,12 @@
 //! Configuration: the raw TOML file, validated once into a `Config` that running code trusts.
 
 mod filter;
+mod http;
 mod remote;
 mod server;
 
 pub use filter::{Profile, ToolFilter, glob};
+pub use http::{HttpAuth, HttpListen};
 pub use remote::{HttpLaunch, HttpTransport, Secret, display_url};
 
 use serde::Deserialize;
@@ -80,6 +82,13 @@ struct RawDaemon {
     max_agents: Option<usize>,
     agent_queue: Option<usize>,
     shutdown_grace: Option<String>,
+    http_listen: Option<String>,
+    #[serde(default)]
+    http_allow_remote: bool,
+    http_auth: Option<String>,
+    http_token_env: Option<String>,
+    #[serde(default)]
+    http_allowed_hosts: Vec<String>,
     #[serde(default)]
     restart: RawRestart,
     #[serde(default)]
@@ -174,6 +183,8 @@ pub struct DaemonConfig {
     pub agent_queue: usize,
     /// How long in-flight calls may finish after a shutdown signal.
     pub shutdown_grace: Duration,
+    /// The optional Streamable HTTP listener (`http_listen`).
+    pub http: Option<HttpListen>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -286,6 +297,7 @@ impl Default for DaemonConfig {
             max_agents: defaults::MAX_AGENTS,
             agent_queue: defaults::AGENT_QUEUE,
             shutdown_grace: defaults::SHUTDOWN_GRACE,
+            http: None,
         }
     }
 }
@@ -431,6 +443,13 @@ impl Validator<'_> {
                 &d.shutdown_grace,
                 defaults::SHUTDOWN_GRACE,
             )?,
+            http: self.http(http::RawHttp {
+                listen: d.http_listen.as_deref(),
+                allow_remote: d.http_allow_remote,
+                auth: d.http_auth.as_deref(),
+                token_env: d.http_token_env.as_deref(),
+                allowed_hosts: &d.http_allowed_hosts,
+            })?,
         };
         let restart_default = self.restart("daemon.restart", &d.restart, None)?;
         let health_default = self.health("daemon.health", &d.health, None)?;

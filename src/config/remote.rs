@@ -29,6 +29,10 @@ const RESERVED_HEADERS: &[&str] = &[
 pub struct Secret(String);
 
 impl Secret {
+    pub fn new(value: String) -> Secret {
+        Secret(value)
+    }
+
     pub fn expose(&self) -> &str {
         &self.0
     }

@@ -1,0 +1,363 @@
+//! The optional Streamable HTTP listener (`[daemon] http_listen`): one `/mcp` endpoint serving legacy sessions and stateless 2026-07-28 requests to the same agent connections as the socket.
+//!
+//! - Every request first passes `security::check`: `Host` and `Origin` must name this
+//!   machine (DNS-rebinding defence, 403), then the bearer token (401).
+//! - A legacy `initialize` opens a session (`Mcp-Session-Id`): an agent connection
+//!   (`conn::run`) with a relay (`relay.rs`) in front of it. Later POSTs, the GET stream
+//!   and DELETE find it by id (`sessions.rs`).
+//! - A 2026-07-28 request (its `_meta` or its `MCP-Protocol-Version` says so) is
+//!   stateless: its headers are checked against its body (`modern.rs`) and it goes to the
+//!   one shared stateless agent connection, whose relay renames ids.
+//! - A POST's reply goes back as JSON when it is the first message ready, or else as an
+//!   SSE stream of the messages about the request followed by the reply. A client that
+//!   closes the response cancels the request upstream.
+
+mod modern;
+mod relay;
+mod security;
+mod sessions;
+mod sse;
+pub mod token;
+
+use super::AgentContext;
+use crate::config::HttpListen;
+use crate::jsonrpc::{self, ErrorObject};
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use relay::Posted;
+use serde_json::Value;
+use sessions::Sessions;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// The endpoint path.
+pub const PATH: &str = "/mcp";
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+
+/// Why the HTTP listener could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error("cannot listen for HTTP on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot keep the HTTP token in {path}: {source}")]
+    Token {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// What every HTTP request handler shares.
+struct Shared {
+    sessions: Sessions,
+    security: security::Policy,
+    max_body: usize,
+}
+
+/// Binds the listener's address; done before the daemon reports ready.
+pub async fn bind(cfg: &HttpListen) -> Result<TcpListener, HttpError> {
+    TcpListener::bind(cfg.addr)
+        .await
+        .map_err(|source| HttpError::Bind {
+            addr: cfg.addr,
+            source,
+        })
+}
+
+/// Serves HTTP agents until `shutdown` fires. Agent connections run in `tracker`, like
+/// socket agents, and drain the same way.
+pub async fn run(
+    listener: TcpListener,
+    cfg: HttpListen,
+    token: Option<crate::config::Secret>,
+    ctx: AgentContext,
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+) {
+    let max_body = ctx.max_line;
+    let max_sessions = ctx.daemon.max_agents;
+    let shared = Arc::new(Shared {
+        security: security::Policy::new(&cfg, token),
+        sessions: Sessions::spawn(ctx, tracker, shutdown.clone(), max_sessions),
+        max_body,
+    });
+    let app = Router::new()
+        .route(PATH, axum::routing::post(post).get(get).delete(delete))
+        .fallback(not_found)
+        .with_state(shared);
+    let served = axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown.cancelled_owned());
+    if let Err(e) = served.await {
+        tracing::error!("the HTTP listener failed: {e}");
+    }
+}
+
+async fn not_found() -> Response {
+    plain(
+        StatusCode::NOT_FOUND,
+        "mcpd serves MCP at /mcp only".to_owned(),
+    )
+}
+
+async fn post(
+    State(shared): State<Arc<Shared>>,
+    ConnectInfo(remote): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Err(refused) = shared.security.check(&headers) {
+        return refused;
+    }
+    if body.len() > shared.max_body {
+        return rpc_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            crate::errors::AgentError::MessageTooLarge(shared.max_body).to_error_object(),
+        );
+    }
+    let message: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                ErrorObject::new(
+                    jsonrpc::code::PARSE_ERROR,
+                    format!("the body is not JSON: {e}"),
+                ),
+            );
+        }
+    };
+    let kind = match modern::kind(&message) {
+        Ok(k) => k,
+        Err(e) => return rpc_error(StatusCode::BAD_REQUEST, e),
+    };
+    let version = header_str(&headers, VERSION_HEADER);
+    if modern::is_modern(&message, version) {
+        return stateless(&shared, &headers, message, kind, remote).await;
+    }
+    let sse = accepts_sse(&headers);
+    let is_initialize =
+        message.get("method").and_then(Value::as_str) == Some(crate::protocol::method::INITIALIZE);
+    let (relay, new_session) = if is_initialize {
+        match shared.sessions.open(remote).await {
+            Some((id, relay)) => (relay, Some(id)),
+            None => {
+                return plain(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "mcpd serves as many HTTP sessions as daemon.max_agents allows; end one (DELETE) and retry".to_owned(),
+                );
+            }
+        }
+    } else {
+        let Some(id) = header_str(&headers, SESSION_HEADER) else {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                ErrorObject::new(
+                    jsonrpc::code::INVALID_REQUEST,
+                    "no Mcp-Session-Id header: send initialize first, or use 2026-07-28 with per-request _meta".to_owned(),
+                ),
+            );
+        };
+        match shared.sessions.find(id).await {
+            Some(relay) => (relay, None),
+            None => return session_not_found(),
+        }
+    };
+    let Some(posted) = relay.post(vec![message], sse).await else {
+        return session_not_found();
+    };
+    let mut response = answer(posted, false).await;
+    if let Some(id) = new_session
+        && let Ok(v) = HeaderValue::from_str(&id)
+    {
+        response.headers_mut().insert(SESSION_HEADER, v);
+    }
+    response
+}
+
+/// A 2026-07-28 request: no session; checked headers; the shared stateless connection.
+async fn stateless(
+    shared: &Shared,
+    headers: &HeaderMap,
+    message: Value,
+    kind: modern::Kind,
+    remote: SocketAddr,
+) -> Response {
+    match kind {
+        modern::Kind::Response => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                ErrorObject::new(
+                    jsonrpc::code::INVALID_REQUEST,
+                    "2026-07-28 clients send no responses; answer input requests by retrying with inputResponses".to_owned(),
+                ),
+            );
+        }
+        // No client notification means anything over stateless HTTP (closing the
+        // response stream is the cancellation).
+        modern::Kind::Notification => return StatusCode::ACCEPTED.into_response(),
+        modern::Kind::Request => {}
+    }
+    if let Err((status, e)) = modern::check_headers(headers, &message) {
+        return rpc_error(status, e);
+    }
+    let Some(relay) = shared.sessions.stateless(remote).await else {
+        return plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "mcpd is shutting down".into(),
+        );
+    };
+    match relay.post(vec![message], accepts_sse(headers)).await {
+        Some(posted) => answer(posted, true).await,
+        None => plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "mcpd is shutting down".to_owned(),
+        ),
+    }
+}
+
+/// Turns what the relay gave a POST into the HTTP response: 202, JSON when the reply is
+/// the first message ready, else an SSE stream.
+async fn answer(posted: Posted, modern: bool) -> Response {
+    let (mut rx, guard) = match posted {
+        Posted::Accepted => return StatusCode::ACCEPTED.into_response(),
+        Posted::Unavailable(why) => return plain(StatusCode::SERVICE_UNAVAILABLE, why.into()),
+        Posted::Stream { rx, guard } => (rx, guard),
+    };
+    // While this waits, `guard` is held: a client that disconnects drops this future
+    // and with it the guard, which cancels the request upstream.
+    let Some(first) = rx.recv().await else {
+        return rpc_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorObject::new(
+                jsonrpc::code::INTERNAL_ERROR,
+                "the agent connection ended before answering".to_owned(),
+            ),
+        );
+    };
+    if first.last {
+        drop(guard);
+        let status = if modern {
+            modern::status_of(&first.line)
+        } else {
+            StatusCode::OK
+        };
+        return json_response(status, first.line);
+    }
+    sse::response(first, rx, guard)
+}
+
+async fn get(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    if let Err(refused) = shared.security.check(&headers) {
+        return refused;
+    }
+    if header_str(&headers, VERSION_HEADER).is_some_and(modern::is_modern_version) {
+        return method_not_allowed("2026-07-28 has no GET stream; use POST");
+    }
+    let Some(id) = header_str(&headers, SESSION_HEADER) else {
+        return method_not_allowed(
+            "GET needs an Mcp-Session-Id from initialize (2026-07-28 has no GET stream)",
+        );
+    };
+    if !accepts_sse(&headers) {
+        return plain(
+            StatusCode::NOT_ACCEPTABLE,
+            "the GET stream is text/event-stream; send Accept: text/event-stream".to_owned(),
+        );
+    }
+    let Some(relay) = shared.sessions.find(id).await else {
+        return session_not_found();
+    };
+    match relay.listen().await {
+        None => session_not_found(),
+        Some(None) => plain(
+            StatusCode::CONFLICT,
+            "this session already has a GET stream open".to_owned(),
+        ),
+        Some(Some(rx)) => sse::listen_response(rx),
+    }
+}
+
+async fn delete(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    if let Err(refused) = shared.security.check(&headers) {
+        return refused;
+    }
+    if header_str(&headers, VERSION_HEADER).is_some_and(modern::is_modern_version) {
+        return method_not_allowed("2026-07-28 has no sessions to delete");
+    }
+    let Some(id) = header_str(&headers, SESSION_HEADER) else {
+        return method_not_allowed("DELETE needs an Mcp-Session-Id");
+    };
+    match shared.sessions.find(id).await {
+        Some(relay) => {
+            relay.close().await;
+            shared.sessions.forget(id).await;
+            StatusCode::NO_CONTENT.into_response()
+        }
+        None => session_not_found(),
+    }
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+fn accepts_sse(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("text/event-stream") || v.contains("*/*"))
+}
+
+fn session_not_found() -> Response {
+    rpc_error(
+        StatusCode::NOT_FOUND,
+        ErrorObject::new(
+            jsonrpc::code::INVALID_REQUEST,
+            "no such session (it ended or expired); send initialize again without Mcp-Session-Id"
+                .to_owned(),
+        ),
+    )
+}
+
+fn method_not_allowed(why: &str) -> Response {
+    let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, why.to_owned());
+    r.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("POST"));
+    r
+}
+
+fn json_response(status: StatusCode, body: String) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        Body::from(body),
+    )
+        .into_response()
+}
+
+/// A JSON-RPC error with no id, for requests refused before reaching a connection.
+fn rpc_error(status: StatusCode, e: ErrorObject) -> Response {
+    json_response(status, jsonrpc::error_line(None, &e))
+}
+
+fn plain(status: StatusCode, text: String) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        text,
+    )
+        .into_response()
+}

@@ -1,0 +1,183 @@
+//! Who owns the HTTP agents: an actor holding the legacy sessions by id and the one shared stateless connection, and starting their connections.
+
+use super::relay::{Relay, RelayHandle, SESSION_IDLE};
+use crate::agent::AgentContext;
+use crate::agent::registry::AgentInfo;
+use crate::outbox::Outbox;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// Frames queued from HTTP requests to one connection.
+const FRAMES: usize = 64;
+
+enum Msg {
+    Open {
+        remote: SocketAddr,
+        reply: oneshot::Sender<Option<(String, RelayHandle)>>,
+    },
+    Find {
+        id: String,
+        reply: oneshot::Sender<Option<RelayHandle>>,
+    },
+    Forget {
+        id: String,
+    },
+    Stateless {
+        remote: SocketAddr,
+        reply: oneshot::Sender<RelayHandle>,
+    },
+}
+
+/// The cloneable way to the sessions actor.
+#[derive(Clone)]
+pub struct Sessions {
+    tx: mpsc::Sender<Msg>,
+}
+
+impl Sessions {
+    pub fn spawn(
+        ctx: AgentContext,
+        tracker: TaskTracker,
+        shutdown: CancellationToken,
+        max: usize,
+    ) -> Sessions {
+        let (tx, mut rx) = mpsc::channel(64);
+        let me = Sessions { tx: tx.clone() };
+        let starter = Starter {
+            ctx,
+            tracker,
+            shutdown,
+            sessions: Sessions { tx },
+        };
+        tokio::spawn(async move {
+            let mut open: HashMap<String, RelayHandle> = HashMap::new();
+            let mut stateless: Option<RelayHandle> = None;
+            while let Some(msg) = rx.recv().await {
+                match msg {
+                    Msg::Open { remote, reply } => {
+                        open.retain(|_, r| !r.is_closed());
+                        let made = (open.len() < max).then(|| {
+                            let id = new_session_id();
+                            let relay = starter.start(remote, Some(id.clone()));
+                            open.insert(id.clone(), relay.clone());
+                            (id, relay)
+                        });
+                        let _ = reply.send(made); // the client may have gone
+                    }
+                    Msg::Find { id, reply } => {
+                        let found = open.get(&id).filter(|r| !r.is_closed()).cloned();
+                        let _ = reply.send(found); // the client may have gone
+                    }
+                    Msg::Forget { id } => {
+                        open.remove(&id);
+                    }
+                    Msg::Stateless { remote, reply } => {
+                        let relay = match &stateless {
+                            Some(r) if !r.is_closed() => r.clone(),
+                            _ => {
+                                let r = starter.start(remote, None);
+                                stateless = Some(r.clone());
+                                r
+                            }
+                        };
+                        let _ = reply.send(relay); // the client may have gone
+                    }
+                }
+            }
+        });
+        me
+    }
+
+    /// Starts a new legacy session; None when `max` are open.
+    pub async fn open(&self, remote: SocketAddr) -> Option<(String, RelayHandle)> {
+        let (reply, rx) = oneshot::channel();
+        self.tx.send(Msg::Open { remote, reply }).await.ok()?;
+        rx.await.ok().flatten()
+    }
+
+    pub async fn find(&self, id: &str) -> Option<RelayHandle> {
+        let (reply, rx) = oneshot::channel();
+        let id = id.to_owned();
+        self.tx.send(Msg::Find { id, reply }).await.ok()?;
+        rx.await.ok().flatten()
+    }
+
+    pub async fn forget(&self, id: &str) {
+        let id = id.to_owned();
+        // A stopped actor has forgotten everything already.
+        let _ = self.tx.send(Msg::Forget { id }).await;
+    }
+
+    /// The shared connection for stateless requests, started again if it ended.
+    pub async fn stateless(&self, remote: SocketAddr) -> Option<RelayHandle> {
+        let (reply, rx) = oneshot::channel();
+        self.tx.send(Msg::Stateless { remote, reply }).await.ok()?;
+        rx.await.ok()
+    }
+}
+
+/// Starts agent connections for the sessions actor.
+struct Starter {
+    ctx: AgentContext,
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+    sessions: Sessions,
+}
+
+impl Starter {
+    /// Starts one agent connection with its relay: a session's when `session` is
+    /// given, else the shared stateless one.
+    fn start(&self, remote: SocketAddr, session: Option<String>) -> RelayHandle {
+        let mut ctx = self.ctx.clone();
+        // HTTP agents have no peer credentials: they may use the daemon (they showed
+        // the token) but not control it.
+        ctx.peer_uid = None;
+        ctx.peer_pid = None;
+        let agent = ctx.daemon.next_agent.fetch_add(1, Ordering::Relaxed) + 1;
+        let (outbox, out_rx) = Outbox::new(ctx.queue);
+        let (frames_tx, mut frames_rx) = mpsc::channel(FRAMES);
+        let stateless = session.is_none();
+        let (relay, handle) = Relay::new(agent, stateless, frames_tx, out_rx);
+        let writer = tokio::spawn(relay.run((!stateless).then_some(SESSION_IDLE)));
+        let frames = futures::stream::poll_fn(move |cx| {
+            frames_rx
+                .poll_recv(cx)
+                .map(|f| f.map(Ok::<_, std::io::Error>))
+        });
+        let seed = AgentInfo {
+            agent,
+            transport: Some(
+                if stateless {
+                    "http stateless"
+                } else {
+                    "http session"
+                }
+                .into(),
+            ),
+            remote: (!stateless).then(|| remote.to_string()),
+            ..Default::default()
+        };
+        let sessions = self.sessions.clone();
+        let shutdown = self.shutdown.clone();
+        tracing::info!(agent, %remote, stateless, "HTTP agent connected");
+        self.tracker.spawn(async move {
+            ctx.daemon.agents.fetch_add(1, Ordering::Relaxed);
+            crate::agent::conn::run(frames, outbox, writer, seed, ctx.clone(), shutdown).await;
+            ctx.daemon.agents.fetch_sub(1, Ordering::Relaxed);
+            if let Some(id) = session {
+                sessions.forget(&id).await;
+            }
+            tracing::info!(agent, "HTTP agent disconnected");
+        });
+        handle
+    }
+}
+
+/// 128 random bits as hex: visible ASCII, as the spec requires, and unguessable.
+fn new_session_id() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
