@@ -338,6 +338,7 @@ fn status(req: Request, ctx: &AgentContext) -> Handled {
                 "socket": daemon.socket,
                 "config": daemon.config,
                 "agents": daemon.agents.load(Ordering::Relaxed),
+                "http": daemon.http.as_ref().map(|h| &h.url),
             },
             "servers": servers,
         });
