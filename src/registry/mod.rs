@@ -288,7 +288,7 @@ impl Registry {
         if self.namings.get(server) == Some(&naming) {
             return Ok(false);
         }
-        let unchanged = self.namings.get(server).is_none() && naming == Naming::prefixed(server);
+        let unchanged = !self.namings.contains_key(server) && naming == Naming::prefixed(server);
         self.namings.insert(server.clone(), naming);
         if unchanged {
             return Ok(false);
