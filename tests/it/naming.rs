@@ -345,10 +345,14 @@ async fn bad_prefixes_and_renames_are_config_errors_naming_the_key() {
         format!("{base}prefix = \"\"\n[servers.gh.tools]\nrename = {{ search_repositories = \"search\" }}\n"),
     )
     .expect("write config");
-    let (code, _, err) = run_mcpd(
+    let (code, out, err) = run_mcpd(
         &["check-config", "--config", good.to_str().expect("utf-8")],
         None,
     )
     .await;
     assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("names: prefix \"\", 1 tool and 0 prompt renames"),
+        "{out}"
+    );
 }
