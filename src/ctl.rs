@@ -200,6 +200,12 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
         if let Some(e) = &s.catalog_error {
             notes.push(format!("catalog: {e}"));
         }
+        for c in &s.name_conflicts {
+            notes.push(format!(
+                "name conflict: {} {} is held by '{}'; this server's is not listed",
+                c.kind, c.name, c.held_by
+            ));
+        }
         if let Some(r) = &s.era_reason
             && s.state != crate::supervisor::ServerState::Ready
         {
@@ -282,10 +288,11 @@ pub async fn reload(socket: &Path) -> Result<(), CtlError> {
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
-        "reloaded: added {}; removed {}; changed {}; {} unchanged",
+        "reloaded: added {}; removed {}; changed {}; renamed {}; {} unchanged",
         names("added"),
         names("removed"),
         names("changed"),
+        names("renamed"),
         summary["unchanged"]
     )?;
     Ok(())

@@ -204,6 +204,15 @@ fn check_config(paths: Paths) -> ExitCode {
             }
         };
         println!("server {}{state}: {}", s.name, what.trim_end());
+        let n = &s.naming;
+        if n.prefix != s.name || !n.tools.is_empty() || !n.prompts.is_empty() {
+            println!(
+                "  names: prefix {:?}, {} tool and {} prompt renames",
+                n.prefix,
+                n.tools.len(),
+                n.prompts.len()
+            );
+        }
     }
     ExitCode::SUCCESS
 }

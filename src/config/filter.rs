@@ -14,6 +14,9 @@ pub(super) struct RawToolFilter {
     deny: Vec<String>,
     #[serde(default)]
     descriptions: BTreeMap<String, String>,
+    /// The server's tool name → the name after the prefix; validated with the naming.
+    #[serde(default)]
+    pub(super) rename: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -27,7 +30,7 @@ pub(super) struct RawProfile {
 /// A server's tool filter, applied before agents see its catalog.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct ToolFilter {
-    /// Globs over the server's own tool names; empty allows all.
+    /// Globs over the server's own tool names (before any rename); empty allows all.
     pub allow: Vec<String>,
     /// Globs over the server's own tool names; a match hides the tool.
     pub deny: Vec<String>,

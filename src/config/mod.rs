@@ -2,9 +2,11 @@
 
 mod filter;
 mod http;
+mod naming;
 mod remote;
 mod server;
 
+pub use crate::protocol::naming::Naming;
 pub use filter::{Profile, ToolFilter, glob};
 pub use http::{HttpAuth, HttpListen};
 pub use remote::{HttpLaunch, HttpTransport, Secret, display_url};
@@ -138,6 +140,9 @@ struct RawServer {
     health: Option<RawHealth>,
     max_in_flight: Option<usize>,
     tools: Option<filter::RawToolFilter>,
+    prompts: Option<naming::RawPrompts>,
+    /// What agents see before each tool and prompt name; the server's name if unset.
+    prefix: Option<String>,
     start: Option<String>,
     idle_timeout: Option<String>,
     share: Option<String>,
@@ -202,6 +207,8 @@ pub struct ServerConfig {
     pub max_in_flight: usize,
     /// Which of its tools agents see, and description overrides.
     pub tools: ToolFilter,
+    /// The prefix and renames of its tools and prompts.
+    pub naming: Naming,
     /// Started with the daemon, or on its first call.
     pub lazy: bool,
     /// Stopped after this long without agent calls (started again on the next one).
@@ -249,6 +256,14 @@ pub struct StdioLaunch {
 }
 
 impl ServerConfig {
+    /// Whether `other` differs from this one in its naming at most, so the running
+    /// process can stay and only the names agents see change.
+    pub fn same_but_naming(&self, other: &ServerConfig) -> bool {
+        let mut renamed = self.clone();
+        renamed.naming = other.naming.clone();
+        renamed == *other
+    }
+
     /// What the server runs or where it is, safe to show: the command, or the URL without
     /// user info or query.
     pub fn target(&self) -> String {
@@ -455,12 +470,20 @@ impl Validator<'_> {
         let health_default = self.health("daemon.health", &d.health, None)?;
         let mut servers = BTreeMap::new();
         for (name, s) in raw.servers {
-            let server = self.server(
+            let mut server = self.server(
                 &name,
                 &s,
                 daemon.request_timeout,
                 restart_default,
                 health_default,
+            )?;
+            let no_renames = BTreeMap::new();
+            server.naming = self.naming(
+                &name,
+                s.prefix.as_deref(),
+                s.tools.as_ref().map_or(&no_renames, |t| &t.rename),
+                s.prompts.as_ref().map_or(&no_renames, |p| &p.rename),
+                daemon.tool_name_limit,
             )?;
             servers.insert(name, server);
         }

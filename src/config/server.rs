@@ -60,6 +60,8 @@ impl Validator<'_> {
                 1,
             )?,
             tools: self.tool_filter(&key, s.tools.clone())?,
+            // Replaced by the validated naming once the name limit is known.
+            naming: crate::protocol::naming::Naming::prefixed(name),
             per_agent: match s.share.as_deref() {
                 None | Some("shared") => false,
                 Some("agent") => true,

@@ -1,37 +1,106 @@
-//! Server-qualified tool names: `SERVER__tool`, with a stable mapping for names that are too long or use other characters.
+//! Names agents see for servers' tools and prompts: `PREFIX__name` (the prefix defaults to the server's name), renames, and a stable mapping for names that are too long or use other characters.
 //!
-//! The mapping, documented in README ("Tool names"):
-//! 1. `SERVER__TOOL` when TOOL uses only `[A-Za-z0-9_-]` and the whole fits the limit.
-//! 2. Otherwise every other character becomes `_`, the result is cut to fit, and
-//!    `_` plus eight hex digits of the FNV-1a hash of the original TOOL is appended, so two
-//!    tools that differ only in the removed part still get different names.
+//! The mapping, documented in README ("Naming"):
+//! 1. A renamed tool or prompt is `PREFIX__TARGET` (just `TARGET` with an empty prefix);
+//!    the config checked at load that it fits the limit and uses only `[A-Za-z0-9_-]`.
+//! 2. Otherwise `PREFIX__NAME` when NAME uses only `[A-Za-z0-9_-]` and the whole fits.
+//! 3. Otherwise every other character becomes `_`, the result is cut to fit, and
+//!    `_` plus eight hex digits of the FNV-1a hash of the original NAME is appended, so two
+//!    names that differ only in the removed part still get different names.
 //!
 //! The reverse direction is a table lookup in the registry, never string surgery.
 
-/// The separator between the server name and the tool name.
+use std::collections::BTreeMap;
+
+/// The separator between the prefix and the name; absent when the prefix is empty.
 pub const SEPARATOR: &str = "__";
+
+/// The longest prefix, the same as the longest server name.
+pub const MAX_PREFIX: usize = 32;
 
 /// Length of the `_xxxxxxxx` suffix added to mapped names.
 const SUFFIX_LEN: usize = 9;
 
-fn allowed(c: char) -> bool {
+/// Whether `c` may appear in a name agents see.
+pub fn allowed(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == '-'
 }
 
-/// The name agents see for `tool` of `server`. `limit` is at least 48 (config enforces it)
-/// and server names at most 32 bytes, so there is always room for part of the tool name.
-pub fn qualify(server: &str, tool: &str, limit: usize) -> String {
-    let plain_len = server.len() + SEPARATOR.len() + tool.len();
-    if plain_len <= limit && !tool.is_empty() && tool.chars().all(allowed) {
-        return format!("{server}{SEPARATOR}{tool}");
+/// How one server's tools and prompts are presented.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Naming {
+    /// Put before every name, followed by the separator; empty shows names as they are.
+    pub prefix: String,
+    /// The server's tool name → the name after the prefix.
+    pub tools: BTreeMap<String, String>,
+    /// The server's prompt name → the name after the prefix.
+    pub prompts: BTreeMap<String, String>,
+}
+
+impl Naming {
+    /// Names under `prefix`, nothing renamed.
+    pub fn prefixed(prefix: &str) -> Naming {
+        Naming {
+            prefix: prefix.to_owned(),
+            tools: BTreeMap::new(),
+            prompts: BTreeMap::new(),
+        }
     }
-    let room = limit.saturating_sub(server.len() + SEPARATOR.len() + SUFFIX_LEN);
-    let kept: String = tool
+
+    /// The name agents see for the server's tool `original`.
+    pub fn tool(&self, original: &str, limit: usize) -> String {
+        match self.tools.get(original) {
+            Some(target) => join(&self.prefix, target),
+            None => qualify(&self.prefix, original, limit),
+        }
+    }
+
+    /// The name agents see for the server's prompt `original`.
+    pub fn prompt(&self, original: &str, limit: usize) -> String {
+        match self.prompts.get(original) {
+            Some(target) => join(&self.prefix, target),
+            None => qualify(&self.prefix, original, limit),
+        }
+    }
+}
+
+/// `PREFIX__name`, or `name` alone when the prefix is empty.
+pub fn join(prefix: &str, name: &str) -> String {
+    if prefix.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{prefix}{SEPARATOR}{name}")
+    }
+}
+
+/// The length of `join(prefix, name)` without building it.
+pub fn joined_len(prefix: &str, name: &str) -> usize {
+    let sep = if prefix.is_empty() {
+        0
+    } else {
+        SEPARATOR.len()
+    };
+    prefix.len() + sep + name.len()
+}
+
+/// Whether `prefix` can be a prefix: at most 32 characters of `[A-Za-z0-9_-]`, or empty.
+pub fn valid_prefix(prefix: &str) -> bool {
+    prefix.len() <= MAX_PREFIX && prefix.chars().all(allowed)
+}
+
+/// The name agents see for `name` under `prefix`. `limit` is at least 48 (config enforces
+/// it) and prefixes at most 32 bytes, so there is always room for part of the name.
+pub fn qualify(prefix: &str, name: &str, limit: usize) -> String {
+    if joined_len(prefix, name) <= limit && !name.is_empty() && name.chars().all(allowed) {
+        return join(prefix, name);
+    }
+    let room = limit.saturating_sub(joined_len(prefix, "") + SUFFIX_LEN);
+    let kept: String = name
         .chars()
         .map(|c| if allowed(c) { c } else { '_' })
         .take(room)
         .collect();
-    format!("{server}{SEPARATOR}{kept}_{:08x}", fnv1a32(tool.as_bytes()))
+    join(prefix, &format!("{kept}_{:08x}", fnv1a32(name.as_bytes())))
 }
 
 /// FNV-1a, 32 bits. Written out here because the mapping must stay the same across
@@ -71,6 +140,48 @@ mod tests {
             64,
             &format!("srv__{}_0a0bb1d9", "a".repeat(50)),
         );
+    }
+
+    #[test]
+    fn empty_prefixes_drop_the_separator() {
+        check("", "read_file", 64, "read_file");
+        check("", "read.file", 64, "read_file_2d6f0437");
+        let long = "b".repeat(100);
+        check(
+            "",
+            &long,
+            48,
+            &format!("{}_{:08x}", "b".repeat(39), fnv1a32(long.as_bytes())),
+        );
+    }
+
+    #[test]
+    fn renames_take_the_place_of_the_name_after_the_prefix() {
+        let mut n = Naming::prefixed("gh");
+        n.tools
+            .insert("search_repositories".into(), "search".into());
+        n.prompts.insert("summarize".into(), "sum".into());
+        assert_eq!(n.tool("search_repositories", 64), "gh__search");
+        assert_eq!(n.tool("summarize", 64), "gh__summarize");
+        assert_eq!(n.prompt("summarize", 64), "gh__sum");
+        n.prefix.clear();
+        assert_eq!(n.tool("search_repositories", 64), "search");
+        assert_eq!(n.tool("other", 64), "other");
+    }
+
+    #[test]
+    fn prefixes_are_checked() {
+        for (p, ok) in [
+            ("gh", true),
+            ("", true),
+            ("My_Srv-2", true),
+            ("a.b", false),
+            ("ü", false),
+        ] {
+            assert_eq!(valid_prefix(p), ok, "{p:?}");
+        }
+        assert!(valid_prefix(&"x".repeat(32)));
+        assert!(!valid_prefix(&"x".repeat(33)));
     }
 
     #[test]

@@ -1,15 +1,18 @@
-//! The catalog agents see: every server's tools under qualified names, swapped one generation at a time. No IO.
+//! The catalog agents see: every server's tools under presented names, swapped one generation at a time. No IO.
 //!
 //! The supervisor alone owns the `Registry` and publishes each new `Catalog` through a
 //! `watch` channel; agents read an `Arc<Catalog>` snapshot, so a reader sees one whole
-//! generation of every server, never a mix.
+//! generation of every server, never a mix. Names come from each server's `Naming`
+//! (prefix, renames); a name two servers present goes to one of them (`claims.rs`).
 
+pub mod claims;
 pub mod surface;
 
-use crate::protocol::naming;
+use crate::protocol::naming::Naming;
 use crate::upstream::UpstreamHandle;
+pub use claims::{Collision, NameKind};
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 pub use surface::{Entry, Kind, Surface};
@@ -203,11 +206,34 @@ pub enum GenerationError {
     },
 }
 
+/// One server's tools as agents see them, and what they were made from.
+#[derive(Debug)]
+struct Generation {
+    /// The list as the registry was given it (filtered, not yet named), so a naming
+    /// change can present it again without asking the server.
+    raw: Vec<Value>,
+    entries: Vec<Arc<ToolEntry>>,
+    /// When it arrived (or was renamed), for deciding who holds a shared name.
+    stamp: u64,
+}
+
 /// Every server's current tool generation. Owned by the supervisor.
 #[derive(Debug, Default)]
 pub struct Registry {
-    generations: BTreeMap<Arc<str>, Vec<Arc<ToolEntry>>>,
+    generations: BTreeMap<Arc<str>, Generation>,
     version: u64,
+    /// Each server's prefix and renames; a server not here is named by its own name.
+    namings: BTreeMap<Arc<str>, Naming>,
+    /// The source of arrival stamps.
+    clock: u64,
+    /// When each server's prompt list arrived (or was renamed).
+    prompt_stamps: BTreeMap<Arc<str>, u64>,
+    /// Who holds each presented tool and prompt name, from the last rebuild.
+    tool_holders: HashMap<String, Arc<str>>,
+    prompt_holders: HashMap<String, Arc<str>>,
+    /// Names rejected for a server because another holds them.
+    tool_collisions: Vec<Collision>,
+    prompt_collisions: Vec<Collision>,
     /// Each server's last good prompt, resource and template lists, as it sent them.
     lists: BTreeMap<(Arc<str>, Kind), Vec<Value>>,
     prompts_version: u64,
@@ -227,48 +253,104 @@ impl Registry {
         tools: &[Value],
         limit: usize,
     ) -> Result<usize, GenerationError> {
-        let mut entries = Vec::with_capacity(tools.len());
-        let mut seen: HashMap<String, String> = HashMap::new();
-        for (index, tool) in tools.iter().enumerate() {
-            let Some(original) = tool.get("name").and_then(Value::as_str) else {
-                return Err(GenerationError::Unnamed { index });
-            };
-            let qualified = naming::qualify(server, original, limit);
-            if let Some(first) = seen.insert(qualified.clone(), original.to_owned()) {
-                return Err(GenerationError::Duplicate {
-                    qualified,
-                    first,
-                    second: original.to_owned(),
-                });
-            }
-            let mut definition = tool.clone();
-            if let Some(obj) = definition.as_object_mut() {
-                obj.insert("name".into(), Value::String(qualified.clone()));
-            }
-            entries.push(Arc::new(ToolEntry {
-                qualified,
-                server: server.clone(),
-                original: original.to_owned(),
-                definition,
-            }));
-        }
+        let entries = present_tools(server, tools, &self.naming_of(server), limit)?;
         let n = entries.len();
         let same = self.generations.get(server).is_some_and(|old| {
-            old.len() == n
+            old.entries.len() == n
                 && old
+                    .entries
                     .iter()
                     .zip(&entries)
                     .all(|(a, b)| a.definition == b.definition)
         });
         if !same {
             self.version += 1;
-            self.generations.insert(server.clone(), entries);
+            self.clock += 1;
+            let generation = Generation {
+                raw: tools.to_vec(),
+                entries,
+                stamp: self.clock,
+            };
+            self.generations.insert(server.clone(), generation);
         }
         Ok(n)
     }
 
+    /// Sets how a server's names are presented, presenting what it already listed again.
+    /// Returns whether anything changed; an error when its current tools cannot all be
+    /// presented under the new naming (then none of them is listed until a list can).
+    pub fn set_naming(
+        &mut self,
+        server: &Arc<str>,
+        naming: Naming,
+        limit: usize,
+    ) -> Result<bool, GenerationError> {
+        if self.namings.get(server) == Some(&naming) {
+            return Ok(false);
+        }
+        let unchanged = !self.namings.contains_key(server) && naming == Naming::prefixed(server);
+        self.namings.insert(server.clone(), naming);
+        if unchanged {
+            return Ok(false);
+        }
+        // The renamed server counts as arriving now: a name it newly shares with
+        // another server stays with that one.
+        self.clock += 1;
+        if self.prompt_stamps.contains_key(server) {
+            self.prompt_stamps.insert(server.clone(), self.clock);
+            self.prompts_version += 1;
+            self.surface_stale = true;
+        }
+        self.name_limit = limit;
+        let naming = self.naming_of(server);
+        let Some(g) = self.generations.get_mut(server) else {
+            return Ok(true);
+        };
+        self.version += 1;
+        g.stamp = self.clock;
+        match present_tools(server, &g.raw, &naming, limit) {
+            Ok(entries) => {
+                g.entries = entries;
+                Ok(true)
+            }
+            Err(e) => {
+                g.entries.clear();
+                Err(e)
+            }
+        }
+    }
+
+    /// How a server's names are presented.
+    fn naming_of(&self, server: &str) -> Naming {
+        self.namings
+            .get(server)
+            .cloned()
+            .unwrap_or_else(|| Naming::prefixed(server))
+    }
+
+    /// Names of `server` that agents do not see because another server holds them.
+    pub fn collisions_of(&self, server: &str) -> Vec<Collision> {
+        self.collisions()
+            .filter(|c| &*c.server == server)
+            .cloned()
+            .collect()
+    }
+
+    /// Every rejected name, tools first.
+    pub fn collisions(&self) -> impl Iterator<Item = &Collision> {
+        self.tool_collisions.iter().chain(&self.prompt_collisions)
+    }
+
+    /// How many of a server's tools agents see.
     pub fn tool_count(&self, server: &str) -> usize {
-        self.generations.get(server).map_or(0, |g| g.len())
+        let rejected = self
+            .tool_collisions
+            .iter()
+            .filter(|c| &*c.server == server)
+            .count();
+        self.generations
+            .get(server)
+            .map_or(0, |g| g.entries.len().saturating_sub(rejected))
     }
 
     /// Forgets a server's tools (it has none, or is no longer configured).
@@ -281,6 +363,8 @@ impl Registry {
     /// Forgets everything a server listed (it was removed from the config).
     pub fn forget_server(&mut self, server: &str) {
         self.remove(server);
+        self.namings.remove(server);
+        self.prompt_stamps.remove(server);
         let before = self.lists.len();
         self.lists.retain(|(s, _), _| &**s != server);
         if self.lists.len() != before {
@@ -309,7 +393,11 @@ impl Registry {
             self.lists.insert(key, items);
         }
         match kind {
-            Kind::Prompts => self.prompts_version += 1,
+            Kind::Prompts => {
+                self.prompts_version += 1;
+                self.clock += 1;
+                self.prompt_stamps.insert(server.clone(), self.clock);
+            }
             Kind::Resources | Kind::Templates => self.resources_version += 1,
         }
         self.name_limit = limit;
@@ -329,18 +417,26 @@ impl Registry {
     /// A new snapshot for agents.
     pub fn catalog(&mut self, servers: BTreeMap<Arc<str>, Availability>) -> Catalog {
         if std::mem::take(&mut self.surface_stale) {
-            self.surface = Arc::new(Surface::build(&self.lists, self.name_limit.max(48)));
+            self.rebuild_surface();
         }
+        let claims = self.generations.iter().flat_map(|(server, g)| {
+            g.entries.iter().map(move |e| claims::Claim {
+                name: &e.qualified,
+                server,
+                stamp: g.stamp,
+            })
+        });
+        let (holders, collisions) = claims::settle(NameKind::Tool, claims, &self.tool_holders);
         let mut tools: Vec<Arc<ToolEntry>> = self
             .generations
             .values()
-            .flat_map(|g| g.iter().cloned())
+            .flat_map(|g| g.entries.iter())
+            .filter(|t| holders.get(&t.qualified) == Some(&t.server))
+            .cloned()
             .collect();
+        self.tool_holders = holders;
+        self.tool_collisions = collisions;
         tools.sort_by(|a, b| a.qualified.cmp(&b.qualified));
-        // Server names contain no '_', so qualified names of different servers never
-        // collide; this keeps the first just in case the invariant is ever broken.
-        let mut names = HashSet::new();
-        tools.retain(|t| names.insert(t.qualified.clone()));
         let index = tools
             .iter()
             .enumerate()
@@ -357,64 +453,80 @@ impl Registry {
             resources_version: self.resources_version,
         }
     }
+
+    /// Presents every server's prompts under its naming, settles shared prompt names,
+    /// and rebuilds the surface.
+    fn rebuild_surface(&mut self) {
+        let limit = self.name_limit.max(48);
+        let namings: BTreeMap<&Arc<str>, Naming> = self
+            .lists
+            .keys()
+            .filter(|(_, k)| *k == Kind::Prompts)
+            .map(|(s, _)| (s, self.naming_of(s)))
+            .collect();
+        let presented: Vec<(String, &Arc<str>, u64)> = namings
+            .iter()
+            .flat_map(|(server, naming)| {
+                let stamp = self.prompt_stamps.get(*server).copied().unwrap_or(0);
+                self.lists
+                    .get(&((*server).clone(), Kind::Prompts))
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|p| p.get("name").and_then(Value::as_str))
+                    .map(move |name| (naming.prompt(name, limit), *server, stamp))
+            })
+            .collect();
+        let claims = presented.iter().map(|(name, server, stamp)| claims::Claim {
+            name,
+            server,
+            stamp: *stamp,
+        });
+        let (holders, collisions) = claims::settle(NameKind::Prompt, claims, &self.prompt_holders);
+        let name = |server: &Arc<str>, original: &str| match namings.get(server) {
+            Some(n) => n.prompt(original, limit),
+            None => Naming::prefixed(server).prompt(original, limit),
+        };
+        let holds = |server: &Arc<str>, presented: &str| holders.get(presented) == Some(server);
+        self.surface = Arc::new(Surface::build(&self.lists, &name, &holds));
+        self.prompt_holders = holders;
+        self.prompt_collisions = collisions;
+    }
+}
+
+/// A server's tools as agents see them, or why the list cannot be taken.
+fn present_tools(
+    server: &Arc<str>,
+    tools: &[Value],
+    naming: &Naming,
+    limit: usize,
+) -> Result<Vec<Arc<ToolEntry>>, GenerationError> {
+    let mut entries = Vec::with_capacity(tools.len());
+    let mut seen: HashMap<String, String> = HashMap::new();
+    for (index, tool) in tools.iter().enumerate() {
+        let Some(original) = tool.get("name").and_then(Value::as_str) else {
+            return Err(GenerationError::Unnamed { index });
+        };
+        let qualified = naming.tool(original, limit);
+        if let Some(first) = seen.insert(qualified.clone(), original.to_owned()) {
+            return Err(GenerationError::Duplicate {
+                qualified,
+                first,
+                second: original.to_owned(),
+            });
+        }
+        let mut definition = tool.clone();
+        if let Some(obj) = definition.as_object_mut() {
+            obj.insert("name".into(), Value::String(qualified.clone()));
+        }
+        entries.push(Arc::new(ToolEntry {
+            qualified,
+            server: server.clone(),
+            original: original.to_owned(),
+            definition,
+        }));
+    }
+    Ok(entries)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn names(c: &Catalog) -> Vec<&str> {
-        c.tools().iter().map(|t| t.qualified.as_str()).collect()
-    }
-
-    #[test]
-    fn generations_are_replaced_whole_or_not_at_all() {
-        let mut r = Registry::default();
-        let a: Arc<str> = "a".into();
-        let b: Arc<str> = "b".into();
-        assert_eq!(
-            r.replace(&b, &[json!({"name": "z"}), json!({"name": "y"})], 64),
-            Ok(2)
-        );
-        assert_eq!(r.replace(&a, &[json!({"name": "x"})], 64), Ok(1));
-        let err = r.replace(&a, &[json!({"name": "q"}), json!({"name": "q"})], 64);
-        assert!(
-            matches!(err, Err(GenerationError::Duplicate { .. })),
-            "{err:?}"
-        );
-        assert_eq!(
-            r.replace(&a, &[json!({"title": "no name"})], 64),
-            Err(GenerationError::Unnamed { index: 0 })
-        );
-        let c = r.catalog(BTreeMap::new());
-        assert_eq!(names(&c), vec!["a__x", "b__y", "b__z"]);
-        let t = c.tool("b__y").unwrap();
-        assert_eq!((t.original.as_str(), &*t.server), ("y", "b"));
-        assert_eq!(t.definition["name"], "b__y");
-    }
-
-    #[test]
-    fn pages_follow_cursors_to_the_end() {
-        let mut r = Registry::default();
-        let s: Arc<str> = "s".into();
-        let tools: Vec<Value> = (0..1234)
-            .map(|i| json!({ "name": format!("t{i:04}") }))
-            .collect();
-        r.replace(&s, &tools, 64).unwrap();
-        let c = r.catalog(BTreeMap::new());
-        let mut all = Vec::new();
-        let mut cursor = None;
-        loop {
-            let (page, next) = c.page(cursor.as_deref()).unwrap();
-            all.extend(page.iter().map(|t| t.qualified.clone()));
-            match next {
-                Some(n) => cursor = Some(n),
-                None => break,
-            }
-        }
-        assert_eq!(all.len(), 1234);
-        assert!(all.windows(2).all(|w| w[0] < w[1]));
-        assert!(c.page(Some("zz")).is_err());
-    }
-}
+mod tests;

@@ -1,6 +1,6 @@
 //! Prompts, resources and resource templates of every server, as agents see them, and the routing of names and URIs back to servers. No IO.
 //!
-//! Prompts get `SERVER__prompt` names, like tools. Resource URIs are opaque and may
+//! Prompts get `PREFIX__prompt` names, like tools (the registry decides them). Resource URIs are opaque and may
 //! collide between servers, so they are kept as they are when only one server lists
 //! them, and qualified reversibly as `mcpd:SERVER:URI` when several do (all of them, so
 //! the name does not depend on which server answered first). `mcpd:SERVER:URI` is always
@@ -8,7 +8,6 @@
 //! template) is routed by the servers' URI templates; when templates of several servers
 //! match, the agent is told to use the qualified form.
 
-use crate::protocol::naming;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -67,8 +66,14 @@ pub struct Surface {
 }
 
 impl Surface {
-    /// Builds the presented lists from each server's raw items.
-    pub fn build(raw: &BTreeMap<(Arc<str>, Kind), Vec<Value>>, name_limit: usize) -> Surface {
+    /// Builds the presented lists from each server's raw items. `prompt_name` presents a
+    /// server's prompt name; `holds` says whether a server holds a presented prompt name
+    /// (another server may hold a name both present).
+    pub fn build(
+        raw: &BTreeMap<(Arc<str>, Kind), Vec<Value>>,
+        prompt_name: &dyn Fn(&Arc<str>, &str) -> String,
+        holds: &dyn Fn(&Arc<str>, &str) -> bool,
+    ) -> Surface {
         let of = |kind: Kind| {
             raw.iter()
                 .filter(move |((_, k), _)| *k == kind)
@@ -80,7 +85,10 @@ impl Surface {
                 let Some(name) = item.get("name").and_then(Value::as_str) else {
                     continue;
                 };
-                let presented = naming::qualify(server, name, name_limit);
+                let presented = prompt_name(server, name);
+                if !holds(server, &presented) {
+                    continue;
+                }
                 prompts.push(entry(server, name, presented, item, "name"));
             }
         }
@@ -275,6 +283,11 @@ mod tests {
             .collect()
     }
 
+    fn build(raw: &BTreeMap<(Arc<str>, Kind), Vec<Value>>) -> Surface {
+        let name = |s: &Arc<str>, n: &str| crate::protocol::naming::qualify(s, n, 64);
+        Surface::build(raw, &name, &|_, _| true)
+    }
+
     #[test]
     fn colliding_uris_are_qualified_for_every_server_and_route_back() {
         let r = raw(&[
@@ -294,7 +307,7 @@ mod tests {
                 json!([{"uriTemplate": "b://items/{id}", "name": "item"}]),
             ),
         ]);
-        let s = Surface::build(&r, 64);
+        let s = build(&r);
         let uris: Vec<&str> = s.resources.iter().map(|e| e.presented.as_str()).collect();
         assert_eq!(uris, ["a://only", "mcpd:a:file:///x", "mcpd:b:file:///x"]);
         let servers = ["a", "b"];
@@ -345,7 +358,7 @@ mod tests {
             Kind::Prompts,
             json!([{"name": "greet"}, {"name": "has space"}]),
         )]);
-        let s = Surface::build(&r, 64);
+        let s = build(&r);
         assert!(s.prompt("a__greet").is_some());
         assert_eq!(s.prompts.len(), 2);
         assert_eq!(s.prompt("a__greet").unwrap().original, "greet");

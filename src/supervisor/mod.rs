@@ -430,9 +430,15 @@ impl Supervisor {
     }
 
     /// Lists every server's cached catalog at once, before any server is up; each is
-    /// replaced when its server reports its real one.
+    /// replaced when its server reports its real one. The cache holds the servers' own
+    /// names, so they are presented under the naming in force now.
     fn load_cached_catalogs(&mut self) {
         let limit = self.name_limit;
+        for (name, slot) in &self.slots {
+            let _ = self
+                .registry
+                .set_naming(name, slot.cfg.naming.clone(), limit); // nothing listed yet: no error
+        }
         for (name, slot) in &self.slots {
             let Some(lists) = self.catalog_cache.get(&slot.cfg) else {
                 continue;
@@ -554,7 +560,9 @@ impl Supervisor {
             .filter(|(_, s)| s.owner.is_none())
             .map(|(n, s)| (n.clone(), s.availability()))
             .collect();
+        let before: Vec<_> = self.registry.collisions().cloned().collect();
         let mut catalog = self.registry.catalog(servers);
+        self.report_collisions(&before);
         // mcpd's listings are as fresh as the least fresh server's, and private if any
         // server's are.
         let hints = self.slots.values().filter_map(|s| s.cache);

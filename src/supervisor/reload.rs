@@ -1,4 +1,7 @@
 //! Live reload: applying a new configuration's servers — added ones start, removed ones stop, changed ones restart, unchanged ones are left alone.
+//!
+//! A change of naming only (`prefix`, renames) keeps the process: its lists are presented
+//! again under the new names at once.
 
 use super::{AfterExit, ServerState, Slot, Supervisor};
 use crate::config::Config;
@@ -10,6 +13,9 @@ pub struct ReloadSummary {
     pub added: Vec<String>,
     pub removed: Vec<String>,
     pub changed: Vec<String>,
+    /// Servers whose naming alone changed: renamed in place, not restarted.
+    #[serde(default)]
+    pub renamed: Vec<String>,
     pub unchanged: usize,
 }
 
@@ -47,6 +53,15 @@ impl Supervisor {
         }
         for (name, cfg) in &config.servers {
             let key: Arc<str> = Arc::from(name.as_str());
+            // Before anything is listed under the new config, so no list of this
+            // server is ever presented under its old names.
+            let renamed = self
+                .registry
+                .set_naming(&key, cfg.naming.clone(), self.name_limit);
+            if let (Err(e), Some(slot)) = (&renamed, self.slots.get_mut(&key)) {
+                tracing::warn!(upstream = %key, "its tools cannot be listed under the new names: {e}");
+                slot.catalog_error = Some(format!("tool list rejected under the new names: {e}"));
+            }
             match self.slots.get_mut(&key) {
                 None => {
                     summary.added.push(name.clone());
@@ -56,6 +71,13 @@ impl Supervisor {
                     }
                 }
                 Some(slot) if slot.cfg == *cfg => summary.unchanged += 1,
+                Some(slot) if slot.cfg.same_but_naming(cfg) => {
+                    summary.renamed.push(name.clone());
+                    slot.cfg = cfg.clone();
+                    if renamed.is_ok() {
+                        slot.catalog_error = None;
+                    }
+                }
                 Some(slot) => {
                     summary.changed.push(name.clone());
                     slot.cfg = cfg.clone();
@@ -82,6 +104,7 @@ impl Supervisor {
             added = ?summary.added,
             removed = ?summary.removed,
             changed = ?summary.changed,
+            renamed = ?summary.renamed,
             unchanged = summary.unchanged,
             "configuration reloaded"
         );

@@ -3,6 +3,7 @@
 use super::{Slot, Supervisor};
 use crate::config::{Launch, ProtocolMode};
 use crate::protocol::era::Era;
+use crate::registry::Collision;
 use crate::upstream::http::HttpInfo;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -73,12 +74,37 @@ pub struct ServerStatus {
     pub last_error: Option<String>,
     pub last_exit: Option<String>,
     pub catalog_error: Option<String>,
+    /// Names of its tools and prompts that agents do not see, because another server
+    /// presents the same name and had it first.
+    #[serde(default)]
+    pub name_conflicts: Vec<NameConflict>,
     pub malformed_lines: u64,
     pub oversized_lines: u64,
     pub stderr_tail: Vec<String>,
     /// Lifecycle events (state changes, exits) with times, newest last.
     #[serde(default)]
     pub history: Vec<String>,
+}
+
+/// A tool or prompt name of this server that another server holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NameConflict {
+    /// "tool" or "prompt".
+    pub kind: String,
+    /// The name both servers present.
+    pub name: String,
+    /// The server agents reach under that name.
+    pub held_by: String,
+}
+
+impl From<&Collision> for NameConflict {
+    fn from(c: &Collision) -> Self {
+        NameConflict {
+            kind: c.kind.as_str().to_owned(),
+            name: c.name.clone(),
+            held_by: c.holder.to_string(),
+        }
+    }
 }
 
 impl Slot {
@@ -139,6 +165,7 @@ impl Slot {
             last_error: self.last_error.clone(),
             last_exit: self.last_exit.clone(),
             catalog_error: self.catalog_error.clone(),
+            name_conflicts: Vec::new(),
             malformed_lines: 0,
             oversized_lines: 0,
             stderr_tail: self.stderr_tail.clone(),
@@ -148,6 +175,30 @@ impl Slot {
 }
 
 impl Supervisor {
+    /// Logs the name collisions that appeared or went away since `before`.
+    pub(super) fn report_collisions(&self, before: &[Collision]) {
+        let now: Vec<&Collision> = self.registry.collisions().collect();
+        for c in now.iter().filter(|c| !before.contains(c)) {
+            tracing::warn!(
+                upstream = %c.server,
+                holder = %c.holder,
+                kind = c.kind.as_str(),
+                name = %c.name,
+                "'{}' also presents the {} name {:?}, which '{}' had first; agents reach '{}' under it and '{}' keeps its other names",
+                c.server, c.kind.as_str(), c.name, c.holder, c.holder, c.server
+            );
+        }
+        for c in before.iter().filter(|c| !now.contains(c)) {
+            tracing::info!(
+                upstream = %c.server,
+                kind = c.kind.as_str(),
+                name = %c.name,
+                "the {} name {:?} no longer collides with '{}'",
+                c.kind.as_str(), c.name, c.holder
+            );
+        }
+    }
+
     /// Answers a status request. Live counters come from each connection, asked by a
     /// separate task so a busy connection never stalls the supervisor.
     pub(super) fn status(&self, respond_to: oneshot::Sender<Vec<ServerStatus>>) {
@@ -156,6 +207,12 @@ impl Supervisor {
         for (name, slot) in &self.slots {
             let mut row = slot.status(name, self.registry.tool_count(name));
             row.instances = self.instance_count(name);
+            row.name_conflicts = self
+                .registry
+                .collisions_of(name)
+                .iter()
+                .map(NameConflict::from)
+                .collect();
             rows.push(row);
             if let Some(h) = slot.running.as_ref().and_then(|r| r.handle.clone()) {
                 live.push((rows.len() - 1, h));

@@ -14,6 +14,7 @@ mod import;
 mod interop;
 mod interop_eras;
 mod interop_http;
+mod naming;
 mod profiles;
 mod surface;
 mod systemd;
