@@ -67,8 +67,9 @@ impl Outbox {
         self.push(self.out(line))
     }
 
-    /// Queues the reply to the agent's request `id`.
-    pub fn reply(&self, id: &Id, line: String) -> bool {
+    /// Queues a message about the agent's request `id`: its reply, or a notification
+    /// of a request that stays open (a subscription's).
+    pub fn send_about(&self, id: &Id, line: String) -> bool {
         self.push(Out {
             line,
             about: Some(id.clone()),

@@ -201,7 +201,7 @@ pub async fn run<S>(
                 in_flight.remove(&id);
                 match step {
                     Step::Reply(line) => {
-                        outbox.reply(&id, line);
+                        outbox.send_about(&id, line);
                     }
                     Step::Cancelled => {}
                     Step::Park { ask, call } => park(&mut bridge, &outbox, ask, *call),
@@ -366,8 +366,12 @@ fn on_frame(
                     }
                 }
             }
+            let id = req.id.clone();
             match handlers::handle(req, ctx, outbox, session) {
-                handlers::Handled::Now(line) => Some(line),
+                handlers::Handled::Now(line) => {
+                    outbox.send_about(&id, line);
+                    None
+                }
                 handlers::Handled::Later { id, cancel, fut } => {
                     in_flight.insert(id, cancel);
                     calls.push(fut);
@@ -582,7 +586,7 @@ fn notify_changes(session: &Session, outbox: &Outbox, old: (u64, u64, u64), new:
         }
         for (id, listen) in &session.listens {
             if listen.wants(m) {
-                outbox.send(super::modern::list_changed(m, id));
+                outbox.send_about(id, super::modern::list_changed(m, id));
             }
         }
     }

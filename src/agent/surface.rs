@@ -150,7 +150,7 @@ pub fn resources_read(
     let catalog = ctx.catalog.borrow().clone();
     let (server, original) = match route(&catalog, &uri, session) {
         Ok(r) => r,
-        Err(why) => return not_found(&req.id, &uri, why),
+        Err(why) => return not_found(&req.id, &uri, why, modern),
     };
     params.insert("uri".into(), Value::String(original));
     let target = (
@@ -179,9 +179,15 @@ fn route(
     Ok((server, original))
 }
 
-/// A resource no server offers: -32002 (the legacy code; modern clients accept it too).
-fn not_found(id: &Id, uri: &str, why: String) -> Handled {
-    let e = ErrorObject::new(-32002, why).with_data(json!({ "uri": uri }));
+/// A resource no server offers: -32602 for a modern agent (SEP-2164), -32002 (the code
+/// of the legacy revisions) for a legacy one.
+fn not_found(id: &Id, uri: &str, why: String, modern: bool) -> Handled {
+    let code = if modern {
+        jsonrpc::code::INVALID_PARAMS
+    } else {
+        -32002
+    };
+    let e = ErrorObject::new(code, why).with_data(json!({ "uri": uri }));
     Handled::Now(jsonrpc::error_line(Some(id), &e))
 }
 
@@ -232,7 +238,7 @@ pub fn complete(
                 Some(f) => f,
                 None => match route(&catalog, uri, session) {
                     Ok(r) => r,
-                    Err(why) => return not_found(&req.id, uri, why),
+                    Err(why) => return not_found(&req.id, uri, why, modern),
                 },
             };
             let mut r = reference.clone();
@@ -276,8 +282,9 @@ pub fn subscribe(
     };
     let catalog = ctx.catalog.borrow().clone();
     let (server, original) = match route(&catalog, &uri, session) {
+        // Subscriptions are legacy-only (modern agents use subscriptions/listen).
         Ok(r) => r,
-        Err(why) => return not_found(&req.id, &uri, why),
+        Err(why) => return not_found(&req.id, &uri, why, false),
     };
     let handle = match calls::ready_handle(&catalog, &server, &req.id) {
         Ok(h) => h,
@@ -335,7 +342,7 @@ pub fn listen_resources(req: &Request, ctx: &AgentContext, outbox: &Outbox, sess
             uri: original,
             presented: uri.to_owned(),
             agent: session.agent,
-            outbox: outbox.clone(),
+            outbox: outbox.about(&req.id),
             listen: Some(req.id.clone()),
         };
         // The acknowledgement does not wait for the servers; a failure is only logged.

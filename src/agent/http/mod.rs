@@ -21,7 +21,7 @@ pub mod token;
 
 use super::AgentContext;
 use crate::config::HttpListen;
-use crate::jsonrpc::{self, ErrorObject};
+use crate::jsonrpc::{self, ErrorObject, Id};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, State};
@@ -177,7 +177,7 @@ async fn post(
     let Some(posted) = relay.post(vec![message], sse).await else {
         return session_not_found();
     };
-    let mut response = answer(posted, false).await;
+    let mut response = answer(posted, false, sse).await;
     if let Some(id) = new_session
         && let Ok(v) = HeaderValue::from_str(&id)
     {
@@ -209,8 +209,12 @@ async fn stateless(
         modern::Kind::Notification => return StatusCode::ACCEPTED.into_response(),
         modern::Kind::Request => {}
     }
+    let id = message.get("id").and_then(Id::from_value);
+    if let Some(e) = modern::removed_method(&message) {
+        return rpc_error_for(StatusCode::NOT_FOUND, id.as_ref(), e);
+    }
     if let Err((status, e)) = modern::check_headers(headers, &message) {
-        return rpc_error(status, e);
+        return rpc_error_for(status, id.as_ref(), e);
     }
     let Some(relay) = shared.sessions.stateless(remote).await else {
         return plain(
@@ -218,8 +222,9 @@ async fn stateless(
             "mcpd is shutting down".into(),
         );
     };
-    match relay.post(vec![message], accepts_sse(headers)).await {
-        Some(posted) => answer(posted, true).await,
+    let sse = accepts_sse(headers);
+    match relay.post(vec![message], sse).await {
+        Some(posted) => answer(posted, true, sse).await,
         None => plain(
             StatusCode::SERVICE_UNAVAILABLE,
             "mcpd is shutting down".to_owned(),
@@ -227,9 +232,10 @@ async fn stateless(
     }
 }
 
-/// Turns what the relay gave a POST into the HTTP response: 202, JSON when the reply is
-/// the first message ready, else an SSE stream.
-async fn answer(posted: Posted, modern: bool) -> Response {
+/// Turns what the relay gave a POST into the HTTP response: 202; an SSE stream when the
+/// client accepts one; JSON otherwise, and for a stateless error whose HTTP status
+/// must say what went wrong (the status is sent before the body).
+async fn answer(posted: Posted, modern: bool, sse: bool) -> Response {
     let (mut rx, guard) = match posted {
         Posted::Accepted => return StatusCode::ACCEPTED.into_response(),
         Posted::Unavailable(why) => return plain(StatusCode::SERVICE_UNAVAILABLE, why.into()),
@@ -247,13 +253,15 @@ async fn answer(posted: Posted, modern: bool) -> Response {
         );
     };
     if first.last {
-        drop(guard);
         let status = if modern {
             modern::status_of(&first.line)
         } else {
             StatusCode::OK
         };
-        return json_response(status, first.line);
+        if !sse || status != StatusCode::OK {
+            drop(guard);
+            return json_response(status, first.line);
+        }
     }
     sse::response(first, rx, guard)
 }
@@ -348,9 +356,14 @@ fn json_response(status: StatusCode, body: String) -> Response {
         .into_response()
 }
 
-/// A JSON-RPC error with no id, for requests refused before reaching a connection.
+/// A JSON-RPC error with no id, for requests refused before their id is known.
 fn rpc_error(status: StatusCode, e: ErrorObject) -> Response {
     json_response(status, jsonrpc::error_line(None, &e))
+}
+
+/// A JSON-RPC error answering request `id`, refused before reaching a connection.
+fn rpc_error_for(status: StatusCode, id: Option<&Id>, e: ErrorObject) -> Response {
+    json_response(status, jsonrpc::error_line(id, &e))
 }
 
 fn plain(status: StatusCode, text: String) -> Response {

@@ -355,8 +355,21 @@ impl Relay {
                 None
             }
         });
-        // Notifications carry nothing renamed: progress tokens are the client's own.
-        let line = out.line;
+        // Progress tokens are the client's own; a subscription's notifications name it
+        // by its request id, which was renamed.
+        let line = match (&out.about, self.rename) {
+            (Some(id), true)
+                if out
+                    .line
+                    .contains(crate::protocol::era::key::SUBSCRIPTION_ID) =>
+            {
+                match self.owners.get(id) {
+                    Some(o) => restore_subscription(out.line, &o.original),
+                    None => out.line,
+                }
+            }
+            _ => out.line,
+        };
         match target.and_then(|t| self.streams.get(&t)) {
             Some(s) => {
                 send(&s.tx, line, false, &mut self.bytes);
@@ -465,6 +478,23 @@ fn restore_id(line: String, original: &Id) -> String {
         }
         Err(_) => line,
     }
+}
+
+/// Gives a subscription's notification back the client's own request id.
+fn restore_subscription(line: String, original: &Id) -> String {
+    let Ok(mut v) = serde_json::from_str::<Value>(&line) else {
+        return line;
+    };
+    if let Some(meta) = v
+        .pointer_mut("/params/_meta")
+        .and_then(Value::as_object_mut)
+    {
+        meta.insert(
+            crate::protocol::era::key::SUBSCRIPTION_ID.to_owned(),
+            original.to_value(),
+        );
+    }
+    v.to_string()
 }
 
 async fn sleep_until(when: Option<Instant>) {
