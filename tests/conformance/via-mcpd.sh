@@ -79,7 +79,8 @@ status=0
 for rev in "${revs[@]}"; do
   direct="$logs/direct-$rev"
   [[ -d "$direct" ]] || die "no direct results in $direct; run tests/conformance/direct.sh first"
-  args=(--url "$url" --requirements "$rev" --label mcpd --compare-to "$direct")
+  args=(--url "$url" --requirements "$rev" --label mcpd --compare-to "$direct"
+    --known-losses "$here/mcpd-known-losses.txt")
   baseline="$here/expected-failures-$rev.yaml"
   [[ -f "$baseline" ]] && args+=(--expected-failures "$baseline")
   "$here/run.sh" "${args[@]}" || status=1

@@ -59,6 +59,8 @@ pub enum HttpError {
 /// What every HTTP request handler shares.
 struct Shared {
     sessions: Sessions,
+    /// The tools' schemas, for checking `Mcp-Param-*` headers.
+    catalog: tokio::sync::watch::Receiver<Arc<crate::registry::Catalog>>,
     security: security::Policy,
     max_body: usize,
 }
@@ -86,6 +88,7 @@ pub async fn run(
     let max_body = ctx.max_line;
     let max_sessions = ctx.daemon.max_agents;
     let shared = Arc::new(Shared {
+        catalog: ctx.catalog.clone(),
         security: security::Policy::new(&cfg, token),
         sessions: Sessions::spawn(ctx, tracker, shutdown.clone(), max_sessions),
         max_body,
@@ -215,6 +218,10 @@ async fn stateless(
     }
     if let Err((status, e)) = modern::check_headers(headers, &message) {
         return rpc_error_for(status, id.as_ref(), e);
+    }
+    let checked = modern::check_param_headers(headers, &message, &shared.catalog.borrow());
+    if let Err(e) = checked {
+        return rpc_error_for(StatusCode::BAD_REQUEST, id.as_ref(), e);
     }
     let Some(relay) = shared.sessions.stateless(remote).await else {
         return plain(

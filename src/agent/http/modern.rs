@@ -164,6 +164,66 @@ pub fn check_headers(
     Ok(())
 }
 
+/// Checks the `Mcp-Param-*` headers of a `tools/call` against its arguments, for the
+/// arguments the tool's input schema marks with `x-mcp-header`: each present, non-null
+/// argument needs its header, equal to it after decoding (integers compare as numbers).
+/// Tools mcpd does not list are left to the normal "unknown tool" answer.
+pub fn check_param_headers(
+    headers: &HeaderMap,
+    message: &Value,
+    catalog: &crate::registry::Catalog,
+) -> Result<(), ErrorObject> {
+    if message.get("method").and_then(Value::as_str) != Some(method::TOOLS_CALL) {
+        return Ok(());
+    }
+    let Some(tool) = message
+        .pointer("/params/name")
+        .and_then(Value::as_str)
+        .and_then(|n| catalog.tool(n))
+    else {
+        return Ok(());
+    };
+    let schema = tool.definition.get("inputSchema").unwrap_or(&Value::Null);
+    // A tool with invalid annotations is never listed over HTTP, so none are expected.
+    let Ok(pairs) = crate::protocol::headers::param_headers(schema) else {
+        return Ok(());
+    };
+    let args = message.pointer("/params/arguments");
+    for (arg, name) in pairs {
+        let Some(value) = args.and_then(|a| a.get(&arg)).filter(|v| !v.is_null()) else {
+            continue;
+        };
+        let header = format!("mcp-param-{name}");
+        let mismatch = |why: String| ErrorObject::new(era::code::HEADER_MISMATCH, why);
+        let Some(raw) = headers.get(header.as_str()) else {
+            return Err(mismatch(format!(
+                "the Mcp-Param-{name} header is required: argument {arg:?} is present"
+            )));
+        };
+        let Some(got) = raw.to_str().ok().and_then(decode) else {
+            return Err(mismatch(format!(
+                "Mcp-Param-{name} has invalid characters or invalid base64"
+            )));
+        };
+        let same = match value {
+            Value::String(s) => *s == got,
+            Value::Bool(b) => got == b.to_string(),
+            Value::Number(n) => got
+                .parse::<i64>()
+                .ok()
+                .zip(n.as_i64())
+                .is_some_and(|(a, b)| a == b),
+            _ => true,
+        };
+        if !same {
+            return Err(mismatch(format!(
+                "Mcp-Param-{name} differs from argument {arg:?}"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// A header value as the client meant it: `=?base64?…?=` unwrapped. None when the
 /// wrapping is not valid base64 of UTF-8.
 fn decode(v: &str) -> Option<String> {
