@@ -10,6 +10,7 @@ mod foundation;
 mod http;
 mod http_fixture_selftest;
 mod http_modern;
+mod http_serve;
 mod import;
 mod interop;
 mod interop_eras;

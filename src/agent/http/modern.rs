@@ -108,7 +108,15 @@ pub fn check_headers(
         .with_data(json!({ "missing": key::PROTOCOL_VERSION }));
         return Err((StatusCode::BAD_REQUEST, e));
     };
-    let header = |name: &str| headers.get(name).map(|v| v.to_str().map(decode));
+    // A header given twice is as bad as a wrong one: which copy would count?
+    let header = |name: &str| {
+        let mut all = headers.get_all(name).iter();
+        let first = all.next()?;
+        Some(match all.next() {
+            Some(_) => Ok(None),
+            None => first.to_str().map(decode),
+        })
+    };
     match header("mcp-protocol-version") {
         None => {
             return Err(mismatch(
