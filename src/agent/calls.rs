@@ -144,8 +144,9 @@ pub fn start(
         // A tool of a server that has not listed its tools yet (it is starting, or has
         // never been reached) is not unknown: say what is wrong with the server.
         if let Some((server, availability)) = name
-            .split_once("__")
-            .and_then(|(prefix, _)| catalog.servers.get_key_value(prefix))
+            .split_once(crate::protocol::naming::SEPARATOR)
+            .and_then(|(prefix, _)| catalog.prefixes.get(prefix))
+            .and_then(|server| catalog.servers.get_key_value(server))
             && !matches!(availability, Availability::Ready(_))
         {
             return Err(fail(AgentError::Unavailable {

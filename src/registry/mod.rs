@@ -107,6 +107,9 @@ pub struct Catalog {
     pub resources_version: u64,
     /// The cache hints mcpd puts on its listings for modern agents.
     pub cache: CacheHint,
+    /// Which server a non-empty prefix belongs to, when only one server uses it: tells a
+    /// call to a server that has not listed its tools yet from a call to no tool at all.
+    pub prefixes: HashMap<String, Arc<str>>,
 }
 
 /// How long agents may cache mcpd's listings (`ttlMs`), and whether the cache is
@@ -442,9 +445,24 @@ impl Registry {
             .enumerate()
             .map(|(i, t)| (t.qualified.clone(), i))
             .collect();
+        let mut prefixes: HashMap<String, Option<Arc<str>>> = HashMap::new();
+        for server in servers.keys() {
+            let prefix = self.naming_of(server).prefix;
+            if !prefix.is_empty() {
+                prefixes
+                    .entry(prefix)
+                    .and_modify(|holder| *holder = None)
+                    .or_insert_with(|| Some(server.clone()));
+            }
+        }
+        let prefixes = prefixes
+            .into_iter()
+            .filter_map(|(p, s)| Some((p, s?)))
+            .collect();
         Catalog {
             tools,
             index,
+            prefixes,
             servers,
             tools_version: self.version,
             cache: CacheHint::default(),

@@ -356,3 +356,21 @@ async fn bad_prefixes_and_renames_are_config_errors_naming_the_key() {
         "{out}"
     );
 }
+
+#[tokio::test]
+async fn a_call_under_a_custom_prefix_to_a_stopped_server_says_the_server_is_stopped() {
+    let d = DaemonBuilder::new()
+        .fixture_with("github", &[], "prefix = \"gh\"")
+        .start()
+        .await;
+    d.wait_ready().await;
+    let (code, _, err) = d.run_cli(&["ctl", "stop", "github"]).await;
+    assert_eq!(code, 0, "{err}");
+    d.wait_server("github", "stopped", |s| s["state"] == "stopped")
+        .await;
+    let mut a = d.initialized_agent().await;
+    let r = a.call("gh__echo", json!({"text": "x"})).await;
+    assert_eq!(error_code(&r), Some(-32010), "{r}");
+    let msg = error_message(&r);
+    assert!(msg.contains("'github'") && msg.contains("stopped"), "{msg}");
+}
