@@ -15,6 +15,7 @@ mod import;
 mod interop;
 mod interop_eras;
 mod interop_http;
+mod interop_http_serve;
 mod naming;
 mod profiles;
 mod surface;
