@@ -18,6 +18,7 @@ mod security;
 mod sessions;
 mod sse;
 pub mod token;
+mod wire;
 
 use super::AgentContext;
 use crate::config::HttpListen;
