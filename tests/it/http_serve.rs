@@ -484,6 +484,50 @@ async fn daemon_in(b: DaemonBuilder, fixture_args: &[&str]) -> (Daemon, String) 
 }
 
 #[tokio::test]
+async fn oversized_and_malformed_bodies_get_clear_errors_and_the_daemon_goes_on() {
+    let (d, url) = daemon_in(
+        DaemonBuilder::new().daemon("max_message_bytes = 65536"),
+        &[],
+    )
+    .await;
+    let h = http(&d, url).await;
+    let send = |body: String| {
+        h.client
+            .post(&h.url)
+            .bearer_auth(&h.token)
+            .header("content-type", "application/json")
+            .header("accept", "application/json")
+            .body(body)
+            .send()
+    };
+    let big = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+                     "params": {"pad": "x".repeat(70_000)}});
+    let r = send(big.to_string()).await.unwrap();
+    assert_eq!(r.status().as_u16(), 413);
+    let body: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+    assert!(error_message(&body).contains("65536"), "{body}");
+    let r = send("{not json".into()).await.unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let body: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+    assert_eq!(error_code(&body), Some(-32700));
+    let r = send("[]".into()).await.unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let r = send(json!({"jsonrpc": "2.0", "id": 1}).to_string())
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    // Still serving.
+    let s = h.initialize(json!({})).await;
+    let (status, _) = h
+        .json(
+            &s,
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
 async fn listener_settings_are_checked_when_the_config_loads() {
     let dir = tempfile::tempdir().unwrap();
     let check = |body: &str, file: &Path| {

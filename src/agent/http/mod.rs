@@ -97,6 +97,11 @@ pub async fn run(
     let app = Router::new()
         .route(PATH, axum::routing::post(post).get(get).delete(delete))
         .fallback(not_found)
+        // The body limit is mcpd's own message limit (checked again in `post` with a
+        // JSON-RPC error), not axum's smaller default.
+        .layer(axum::extract::DefaultBodyLimit::max(
+            max_body.saturating_add(1),
+        ))
         .with_state(shared);
     let served = axum::serve(
         listener,
@@ -119,17 +124,33 @@ async fn post(
     State(shared): State<Arc<Shared>>,
     ConnectInfo(remote): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Response {
     if let Err(refused) = shared.security.check(&headers) {
         return refused;
     }
-    if body.len() > shared.max_body {
-        return rpc_error(
+    // A body over the limit is refused while it is read (the layer in `run`), never
+    // buffered whole.
+    let too_large = || {
+        rpc_error(
             StatusCode::PAYLOAD_TOO_LARGE,
             crate::errors::AgentError::MessageTooLarge(shared.max_body).to_error_object(),
-        );
-    }
+        )
+    };
+    let body = match body {
+        Ok(b) if b.len() > shared.max_body => return too_large(),
+        Ok(b) => b,
+        Err(r) if r.status() == StatusCode::PAYLOAD_TOO_LARGE => return too_large(),
+        Err(r) => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                ErrorObject::new(
+                    jsonrpc::code::INVALID_REQUEST,
+                    format!("could not read the body: {}", r.body_text()),
+                ),
+            );
+        }
+    };
     let message: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => {
