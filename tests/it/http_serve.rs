@@ -353,6 +353,16 @@ async fn stateless_requests_are_served_with_their_headers_checked() {
     let body: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
     assert_eq!(error_code(&body), Some(-32601));
 
+    // Stateless clients share one connection, so none may choose its profile.
+    let r = h
+        .modern(json!(4), "mcpd/profile", json!({"name": "any"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let body: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+    assert!(error_message(&body).contains("session"), "{body}");
+
     // No GET stream and no sessions in 2026-07-28.
     for req in [h.client.get(&h.url), h.client.delete(&h.url)] {
         let r = req

@@ -235,6 +235,15 @@ async fn stateless(
         modern::Kind::Request => {}
     }
     let id = message.get("id").and_then(Id::from_value);
+    // Stateless requests share one connection: a profile chosen there would be chosen
+    // for every stateless client.
+    if message.get("method").and_then(Value::as_str) == Some("mcpd/profile") {
+        let e = ErrorObject::new(
+            jsonrpc::code::INVALID_REQUEST,
+            "profiles need a session: choose one in initialize's _meta (\"mcpd/profile\") or with mcpd/profile in a legacy session".to_owned(),
+        );
+        return rpc_error_for(StatusCode::BAD_REQUEST, id.as_ref(), e);
+    }
     if let Some(e) = modern::removed_method(&message) {
         return rpc_error_for(StatusCode::NOT_FOUND, id.as_ref(), e);
     }
