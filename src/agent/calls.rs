@@ -531,21 +531,30 @@ impl LegacyCall {
                     return (self.id, Step::Cancelled);
                 }
             };
-            // Only a result that may ask for input is parsed here; any other is passed on.
-            let asks_input = |raw: &RawResult| raw.get().contains("input_required");
+            // Only a result that may ask for input (a resultType other than complete) is
+            // parsed here; any other is passed on.
             let reply = match reply {
-                Ok(Ok(raw)) if asks_input(&raw) => raw.to_value().map(Ok),
-                other => {
-                    let line = render_raw(
-                        &self.id,
-                        &self.server,
-                        self.method,
-                        other,
-                        false,
-                        &self.rewrite,
-                    );
-                    return (self.id, Step::Reply(line));
+                Ok(Ok(raw)) => {
+                    let members = RawMembers::of(raw.get());
+                    let asks_input = members
+                        .as_ref()
+                        .is_none_or(|m| m.get("resultType").is_some_and(|t| t != "\"complete\""));
+                    if asks_input {
+                        raw.to_value().map(Ok)
+                    } else {
+                        let line = render_members(
+                            &self.id,
+                            (&self.server, self.method),
+                            &raw,
+                            members,
+                            false,
+                            &self.rewrite,
+                        );
+                        return (self.id, Step::Reply(line));
+                    }
                 }
+                Ok(Err(e)) => Ok(Err(e)),
+                Err(e) => Err(e),
             };
             match reply {
                 Ok(Ok(result)) if era::result_type(&result) == "input_required" => {
@@ -650,12 +659,27 @@ pub fn render_raw(
     modern: bool,
     rewrite: &Rewrite,
 ) -> String {
-    let raw = match reply {
-        Ok(Ok(raw)) => raw,
-        Ok(Err(e)) => return render(id, server, method, Ok(Err(e)), modern, rewrite),
-        Err(e) => return render(id, server, method, Err(e), modern, rewrite),
-    };
-    if let Some(members) = RawMembers::of(raw.get()) {
+    match reply {
+        Ok(Ok(raw)) => {
+            let members = RawMembers::of(raw.get());
+            render_members(id, (server, method), &raw, members, modern, rewrite)
+        }
+        Ok(Err(e)) => render(id, server, method, Ok(Err(e)), modern, rewrite),
+        Err(e) => render(id, server, method, Err(e), modern, rewrite),
+    }
+}
+
+/// [`render_raw`] for a result whose top-level members were already read (None: it is not
+/// an object, or names a member twice).
+fn render_members(
+    id: &Id,
+    (server, method): (&str, &str),
+    raw: &RawResult,
+    members: Option<RawMembers>,
+    modern: bool,
+    rewrite: &Rewrite,
+) -> String {
+    if let Some(members) = members {
         let plain = match rewrite {
             Rewrite::None => true,
             Rewrite::ContentUris { .. } => false,
