@@ -1,5 +1,6 @@
 //! The bounded outbound queue of one agent connection, shared by everything that writes to that agent.
 
+use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -10,7 +11,9 @@ use tokio_util::sync::CancellationToken;
 #[derive(Clone, Debug)]
 pub struct Outbox {
     tx: mpsc::Sender<String>,
-    overflowed: CancellationToken,
+    /// Shared behind an `Arc`: an outbox is cloned for every call (and its log route), and
+    /// cloning a token takes its tree's lock where an `Arc` takes one atomic add.
+    overflowed: Arc<CancellationToken>,
 }
 
 impl Outbox {
@@ -19,7 +22,7 @@ impl Outbox {
         (
             Outbox {
                 tx,
-                overflowed: CancellationToken::new(),
+                overflowed: Arc::new(CancellationToken::new()),
             },
             rx,
         )
