@@ -77,6 +77,10 @@ impl OutLine for String {
     }
 }
 
+/// A line at least this long is written from its own buffer instead of being copied
+/// into the batch first: large results are copied once less.
+const DIRECT: usize = 64 * 1024;
+
 /// Writes each queued line followed by a newline. Everything already queued is written
 /// before one flush, so a burst of messages costs one syscall, not one each. Returns when
 /// the queue closes (every sender dropped) or a write fails (the peer went away), with the
@@ -87,21 +91,35 @@ pub async fn write_lines<W: AsyncWrite + Unpin, T: OutLine>(
 ) -> std::io::Result<u64> {
     let mut buf = Vec::with_capacity(8 * 1024);
     let mut written = 0u64;
-    while let Some(item) = rx.recv().await {
+    while let Some(first) = rx.recv().await {
         buf.clear();
-        push_line(&mut buf, item.line());
-        while buf.len() < 1 << 20 {
-            match rx.try_recv() {
-                Ok(item) => push_line(&mut buf, item.line()),
-                Err(_) => break,
+        let mut large = None;
+        let mut next = Some(first);
+        while let Some(item) = next.take() {
+            match item.line() {
+                Some(line) if line.len() >= DIRECT => {
+                    large = Some(item);
+                    break;
+                }
+                line => push_line(&mut buf, line),
             }
+            if buf.len() >= 1 << 20 {
+                break;
+            }
+            next = rx.try_recv().ok();
         }
-        if buf.is_empty() {
-            continue;
+        if !buf.is_empty() {
+            out.write_all(&buf).await?;
+            written += buf.len() as u64;
         }
-        out.write_all(&buf).await?;
-        out.flush().await?;
-        written += buf.len() as u64;
+        if let Some(line) = large.as_ref().and_then(|l| l.line()) {
+            out.write_all(line.as_bytes()).await?;
+            out.write_all(b"\n").await?;
+            written += line.len() as u64 + 1;
+        }
+        if !buf.is_empty() || large.is_some() {
+            out.flush().await?;
+        }
     }
     let _ = out.shutdown().await; // the peer may already be gone; nothing left to tell it
     Ok(written)
@@ -129,6 +147,21 @@ mod tests {
             out.push(f);
         }
         out
+    }
+
+    #[tokio::test]
+    async fn queued_lines_small_and_large_are_written_in_order() {
+        let (tx, rx) = mpsc::channel(8);
+        let big = "x".repeat(DIRECT + 1);
+        for line in ["a", big.as_str(), "b", "", big.as_str()] {
+            tx.send(line.to_owned()).await.unwrap();
+        }
+        drop(tx);
+        let mut out = Vec::new();
+        let n = write_lines(&mut out, rx).await.unwrap();
+        let want = format!("a\n{big}\nb\n\n{big}\n");
+        assert_eq!(String::from_utf8(out).unwrap(), want);
+        assert_eq!(n, want.len() as u64);
     }
 
     #[test]

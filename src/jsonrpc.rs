@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 use std::fmt;
 
 /// Standard JSON-RPC error codes used by mcpd.
@@ -221,6 +222,62 @@ pub fn parse(line: &str) -> Result<Message, ParseError> {
     }
 }
 
+/// The members of a message that tell what it is, each kept as the peer's own text.
+#[derive(serde::Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow)]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(borrow)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    method: Option<&'a RawValue>,
+    #[serde(borrow)]
+    params: Option<&'a RawValue>,
+    #[serde(borrow)]
+    result: Option<&'a RawValue>,
+    #[serde(borrow)]
+    error: Option<&'a RawValue>,
+}
+
+/// If `line` is a plain result response to one of mcpd's own (numeric) request ids,
+/// returns the id and where the result lies in `line`. The line is scanned once and the
+/// result is neither copied nor turned into values, so a large result can be passed on
+/// as the server wrote it. Anything else (requests, notifications, errors, odd ids, a
+/// duplicated member) returns None: `parse` then decides what the line is.
+pub fn peek_result(line: &str) -> Option<(u64, std::ops::Range<usize>)> {
+    let env: Envelope = serde_json::from_str(line).ok()?;
+    if env.jsonrpc?.get() != "\"2.0\""
+        || env.method.is_some()
+        || env.params.is_some()
+        || env.error.is_some()
+    {
+        return None;
+    }
+    let id = env.id?.get();
+    // Only mcpd's own ids, written as plain digits, take this path.
+    if !id.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let id: u64 = id.parse().ok()?;
+    let result = env.result?.get();
+    // The raw value borrows from `line`, so its offset is its distance from the start.
+    let start = (result.as_ptr() as usize).checked_sub(line.as_ptr() as usize)?;
+    let range = start..start + result.len();
+    (line.get(range.clone()) == Some(result)).then_some((id, range))
+}
+
+/// A result response whose result is already JSON text (the server's own, passed on).
+pub fn raw_result_line(id: &Id, result: &str) -> String {
+    let id = to_line(id);
+    let mut line = String::with_capacity(result.len() + id.len() + 32);
+    line.push_str("{\"jsonrpc\":\"2.0\",\"id\":");
+    line.push_str(&id);
+    line.push_str(",\"result\":");
+    line.push_str(result);
+    line.push('}');
+    line
+}
+
 #[derive(Serialize)]
 struct OutRequest<'a> {
     jsonrpc: &'static str,
@@ -374,6 +431,38 @@ mod tests {
         check(
             r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#,
             Err(code::INVALID_REQUEST),
+        );
+    }
+
+    #[test]
+    fn plain_results_are_found_in_place_and_everything_else_is_left_to_parse() {
+        let check = |line: &str, want: Option<(u64, &str)>| {
+            let got = peek_result(line).map(|(id, r)| (id, &line[r]));
+            assert_eq!(got, want, "{line}");
+        };
+        check(
+            r#"{"jsonrpc":"2.0","id":7,"result":{"content":[]}}"#,
+            Some((7, r#"{"content":[]}"#)),
+        );
+        check(
+            r#"{ "result" : [1, "x"] , "id": 3, "jsonrpc": "2.0" }"#,
+            Some((3, r#"[1, "x"]"#)),
+        );
+        check(r#"{"jsonrpc":"2.0","id":"7","result":{}}"#, None);
+        check(r#"{"jsonrpc":"2.0","id":7.0,"result":{}}"#, None);
+        check(r#"{"jsonrpc":"2.0","id":-1,"result":{}}"#, None);
+        check(r#"{"jsonrpc":"1.0","id":7,"result":{}}"#, None);
+        check(
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":1,"message":""}}"#,
+            None,
+        );
+        check(r#"{"jsonrpc":"2.0","id":7,"result":{},"result":{}}"#, None);
+        check(r#"{"jsonrpc":"2.0","id":7,"method":"x","result":{}}"#, None);
+        check(r#"{"jsonrpc":"2.0","id":7,"result":{"#, None);
+        check("not json", None);
+        assert_eq!(
+            raw_result_line(&Id::Str("a".into()), r#"{"x": 1}"#),
+            r#"{"jsonrpc":"2.0","id":"a","result":{"x": 1}}"#
         );
     }
 

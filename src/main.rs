@@ -29,7 +29,13 @@ fn main() -> ExitCode {
         // No runtime and no logging: the sentinel only reads its pipe.
         return mcpd::sentinel::run();
     }
+    // mcpd shares the machine with the servers and agents it connects, and relaying is
+    // light work: half the cores (one on a 2-core machine) serve it. Measured on 2 cores,
+    // one worker instead of two kept tools/call throughput at 64 in flight (or raised it),
+    // and the idle daemon is about 0.7 MiB smaller (one thread and its malloc arena less).
+    let workers = std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
         .enable_all()
         .build()
     {

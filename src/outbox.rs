@@ -2,6 +2,7 @@
 
 use crate::framing::OutLine;
 use crate::jsonrpc::Id;
+use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -27,7 +28,9 @@ impl OutLine for Out {
 #[derive(Clone, Debug)]
 pub struct Outbox {
     tx: mpsc::Sender<Out>,
-    overflowed: CancellationToken,
+    /// Shared behind an `Arc`: an outbox is cloned for every call (and its log route), and
+    /// cloning a token takes its tree's lock where an `Arc` takes one atomic add.
+    overflowed: Arc<CancellationToken>,
     /// The request everything sent through this handle belongs to, if any.
     about: Option<Id>,
 }
@@ -38,7 +41,7 @@ impl Outbox {
         (
             Outbox {
                 tx,
-                overflowed: CancellationToken::new(),
+                overflowed: Arc::new(CancellationToken::new()),
                 about: None,
             },
             rx,

@@ -13,9 +13,11 @@ use crate::jsonrpc::{self, ErrorObject, Id, Request};
 use crate::outbox::Outbox;
 use crate::protocol::era::{self, Era};
 use crate::protocol::method;
+use crate::protocol::results::{RawMembers, passes_unchanged};
 use crate::registry::Availability;
 use crate::upstream::{
-    CallId, CallOptions, LogRoute, ProgressSink, Reply, ServerAsk, UpstreamHandle,
+    CallId, CallOptions, LogRoute, ProgressSink, RawReply, RawResult, Reply, ServerAsk,
+    UpstreamHandle,
 };
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -55,7 +57,7 @@ pub struct InFlight {
     handle: UpstreamHandle,
     call: CallId,
     pub cancel: CancellationToken,
-    reply: BoxFuture<'static, Reply>,
+    reply: BoxFuture<'static, RawReply>,
     asks: mpsc::Receiver<ServerAsk>,
     /// The agent's declared capabilities for this call.
     pub caps: Value,
@@ -475,7 +477,7 @@ fn invalid(reason: &str) -> AgentError {
 fn drive(mut c: InFlight) -> Pending {
     async move {
         enum Next {
-            Reply(Reply),
+            Reply(RawReply),
             Ask(ServerAsk),
             Cancelled,
         }
@@ -487,7 +489,7 @@ fn drive(mut c: InFlight) -> Pending {
         let id = c.id.clone();
         match next {
             Next::Reply(reply) => {
-                let line = render(&id, &c.server, c.method, reply, true, &c.rewrite);
+                let line = render_raw(&id, &c.server, c.method, reply, true, &c.rewrite);
                 (id, Step::Reply(line))
             }
             Next::Ask(ask) => (
@@ -540,6 +542,31 @@ impl LegacyCall {
                     self.handle.cancel(self.call, "cancelled by the agent").await;
                     return (self.id, Step::Cancelled);
                 }
+            };
+            // Only a result that may ask for input (a resultType other than complete) is
+            // parsed here; any other is passed on.
+            let reply = match reply {
+                Ok(Ok(raw)) => {
+                    let members = RawMembers::of(raw.get());
+                    let asks_input = members
+                        .as_ref()
+                        .is_none_or(|m| m.get("resultType").is_some_and(|t| t != "\"complete\""));
+                    if asks_input {
+                        raw.to_value().map(Ok)
+                    } else {
+                        let line = render_members(
+                            &self.id,
+                            (&self.server, self.method),
+                            &raw,
+                            members,
+                            false,
+                            &self.rewrite,
+                        );
+                        return (self.id, Step::Reply(line));
+                    }
+                }
+                Ok(Err(e)) => Ok(Err(e)),
+                Err(e) => Err(e),
             };
             match reply {
                 Ok(Ok(result)) if era::result_type(&result) == "input_required" => {
@@ -631,6 +658,55 @@ impl LegacyCall {
             }
         }
     }
+}
+
+/// [`render`] for a reply whose result is the server's text. A result mcpd has nothing
+/// to check or change in is passed on as written (a large one is copied once, never
+/// parsed into values or written out again); any other takes the full path.
+pub fn render_raw(
+    id: &Id,
+    server: &str,
+    method: &str,
+    reply: RawReply,
+    modern: bool,
+    rewrite: &Rewrite,
+) -> String {
+    match reply {
+        Ok(Ok(raw)) => {
+            let members = RawMembers::of(raw.get());
+            render_members(id, (server, method), &raw, members, modern, rewrite)
+        }
+        Ok(Err(e)) => render(id, server, method, Ok(Err(e)), modern, rewrite),
+        Err(e) => render(id, server, method, Err(e), modern, rewrite),
+    }
+}
+
+/// [`render_raw`] for a result whose top-level members were already read (None: it is not
+/// an object, or names a member twice).
+fn render_members(
+    id: &Id,
+    (server, method): (&str, &str),
+    raw: &RawResult,
+    members: Option<RawMembers>,
+    modern: bool,
+    rewrite: &Rewrite,
+) -> String {
+    if let Some(members) = members {
+        let plain = match rewrite {
+            Rewrite::None => true,
+            Rewrite::ContentUris { .. } => false,
+            Rewrite::ToolResult { output_schema, .. } => {
+                passes_unchanged(&members, output_schema.as_deref())
+            }
+        };
+        if plain {
+            return match era::present_raw(&members, modern) {
+                era::Presented::AsIs => jsonrpc::raw_result_line(id, raw.get()),
+                era::Presented::Text(text) => jsonrpc::raw_result_line(id, &text),
+            };
+        }
+    }
+    render(id, server, method, raw.to_value().map(Ok), modern, rewrite)
 }
 
 /// The agent's answer for an upstream reply: the server's own result or error, or mcpd's

@@ -182,6 +182,75 @@ pub fn legacy_result(result: &mut Value) {
     }
 }
 
+/// A server's result as an agent of one era gets it, made from the result's text.
+pub enum Presented {
+    /// The server's text needs no change.
+    AsIs,
+    /// The result with the era's changes, as JSON text.
+    Text(String),
+}
+
+/// What [`legacy_result`] or [`modernize_result`] would make of a result, worked out on
+/// its top-level members: only the members that change are parsed and written again, and
+/// everything else is copied as the server wrote it.
+pub fn present_raw(members: &super::results::RawMembers, modern: bool) -> Presented {
+    let mut out: Vec<(&str, std::borrow::Cow<str>)> = Vec::with_capacity(members.0.len() + 2);
+    let mut changed = modern;
+    if modern && members.get("resultType").is_none() {
+        out.push(("resultType", "\"complete\"".into()));
+    }
+    if modern && members.get("_meta").is_none() {
+        let meta = json!({ key::SERVER_INFO: server_info() });
+        out.push(("_meta", meta.to_string().into()));
+    }
+    for (k, v) in &members.0 {
+        let v = v.get();
+        match k.as_str() {
+            "resultType" if !modern && v == "\"complete\"" => changed = true,
+            "_meta" if modern => {
+                let mut meta: Value = serde_json::from_str(v).unwrap_or(Value::Null);
+                match meta.as_object_mut() {
+                    Some(m) => {
+                        m.insert(key::SERVER_INFO.into(), server_info());
+                        out.push(("_meta", meta.to_string().into()));
+                    }
+                    None => out.push(("_meta", v.into())),
+                }
+            }
+            // An escaped key could spell the reserved prefix: such a `_meta` is parsed too.
+            "_meta" if v.contains("io.modelcontextprotocol/") || v.contains('\\') => {
+                let mut meta: Value = serde_json::from_str(v).unwrap_or(Value::Null);
+                match meta.as_object_mut() {
+                    Some(m) => {
+                        m.retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
+                        changed = true;
+                        if !m.is_empty() {
+                            out.push(("_meta", meta.to_string().into()));
+                        }
+                    }
+                    None => out.push(("_meta", v.into())),
+                }
+            }
+            _ => out.push((k, v.into())),
+        }
+    }
+    if !changed {
+        return Presented::AsIs;
+    }
+    let mut text = String::with_capacity(out.iter().map(|(k, v)| k.len() + v.len() + 4).sum());
+    text.push('{');
+    for (i, (k, v)) in out.iter().enumerate() {
+        if i > 0 {
+            text.push(',');
+        }
+        text.push_str(&Value::from(*k).to_string());
+        text.push(':');
+        text.push_str(v);
+    }
+    text.push('}');
+    Presented::Text(text)
+}
+
 /// The `resultType` of a result; a missing one means `complete`.
 pub fn result_type(result: &Value) -> &str {
     result
@@ -193,6 +262,36 @@ pub fn result_type(result: &Value) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn raw_presentation_matches_the_value_presentation() {
+        let cases = [
+            r#"{"content":[{"type":"text","text":"hi"}]}"#,
+            r#"{"content":[],"resultType":"complete","isError":false}"#,
+            r#"{"content":[],"resultType":"input_required"}"#,
+            r#"{"content":[],"_meta":{"io.modelcontextprotocol/serverInfo":{},"mine":1}}"#,
+            r#"{"content":[],"_meta":{"io.modelcontextprotocol\/serverInfo":{}}}"#,
+            r#"{"content":[],"_meta":{"mine":"a"}}"#,
+            r#"{"content":[],"_meta":7}"#,
+            r#"{"structuredContent":{"k":"v"}}"#,
+        ];
+        for raw in cases {
+            let members = super::super::results::RawMembers::of(raw).expect(raw);
+            for modern in [false, true] {
+                let mut want: Value = serde_json::from_str(raw).unwrap();
+                if modern {
+                    modernize_result(&mut want);
+                } else {
+                    legacy_result(&mut want);
+                }
+                let got: Value = match present_raw(&members, modern) {
+                    Presented::AsIs => serde_json::from_str(raw).unwrap(),
+                    Presented::Text(t) => serde_json::from_str(&t).unwrap(),
+                };
+                assert_eq!(got, want, "{raw} (modern: {modern})");
+            }
+        }
+    }
 
     #[test]
     fn requests_are_classified_by_their_meta() {

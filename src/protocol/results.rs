@@ -17,6 +17,8 @@
 //! into a daemon that otherwise needs none of them. Tool output schemas in practice use only the
 //! few keywords listed there.
 
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::schema::{clip, validate};
@@ -119,6 +121,115 @@ pub fn check_call_result(
     } else {
         Checked::Fixed(notes)
     }
+}
+
+/// The top-level members of a result, each kept as the server's own JSON text, in the
+/// server's order. Reading them scans the text once and copies nothing but the keys.
+pub struct RawMembers<'a>(pub Vec<(String, &'a RawValue)>);
+
+impl<'a> RawMembers<'a> {
+    /// The members of `raw`, or None when it is not an object or names a member twice
+    /// (then only the full parse decides which one counts).
+    pub fn of(raw: &'a str) -> Option<RawMembers<'a>> {
+        let members: RawMembers = serde_json::from_str(raw).ok()?;
+        let mut keys: Vec<&str> = members.0.iter().map(|(k, _)| k.as_str()).collect();
+        keys.sort_unstable();
+        let unique = keys.windows(2).all(|w| w[0] != w[1]);
+        unique.then_some(members)
+    }
+
+    pub fn get(&self, key: &str) -> Option<&'a str> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.get())
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for RawMembers<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Members;
+        impl<'de> Visitor<'de> for Members {
+            type Value = RawMembers<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
+                let mut members = Vec::new();
+                while let Some(entry) = map.next_entry::<String, &'de RawValue>()? {
+                    members.push(entry);
+                }
+                Ok(RawMembers(members))
+            }
+        }
+        d.deserialize_map(Members)
+    }
+}
+
+/// What a content block must have for the quick check: its type and the members that
+/// type requires, as text. Other members are skipped over, not read.
+#[derive(serde::Deserialize)]
+struct BlockHead<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Option<&'a RawValue>,
+    #[serde(borrow)]
+    text: Option<&'a RawValue>,
+    #[serde(borrow)]
+    uri: Option<&'a RawValue>,
+    #[serde(borrow)]
+    name: Option<&'a RawValue>,
+    #[serde(borrow)]
+    resource: Option<&'a RawValue>,
+}
+
+#[derive(serde::Deserialize)]
+struct ResourceHead<'a> {
+    #[serde(borrow)]
+    uri: Option<&'a RawValue>,
+}
+
+fn is_string(raw: Option<&RawValue>) -> bool {
+    raw.is_some_and(|r| r.get().starts_with('"'))
+}
+
+/// Whether [`check_call_result`] would pass this result unchanged, decided from its text
+/// without building values: a `CallToolResult` with no `outputSchema` to meet, well-formed
+/// blocks, and no image or audio block. `false` means "not sure": the caller then runs the
+/// full check, which finds the problem (or the repair) and words it.
+pub fn passes_unchanged(members: &RawMembers, output_schema: Option<&Value>) -> bool {
+    if output_schema.is_some() {
+        return false;
+    }
+    if members
+        .get("resultType")
+        .is_some_and(|t| t != "\"complete\"")
+    {
+        return false;
+    }
+    if members
+        .get("isError")
+        .is_some_and(|e| e != "true" && e != "false")
+    {
+        return false;
+    }
+    let Some(content) = members.get("content") else {
+        return members.get("structuredContent").is_some();
+    };
+    let Ok(blocks) = serde_json::from_str::<Vec<BlockHead>>(content) else {
+        return false;
+    };
+    blocks.iter().all(|b| {
+        // An escaped type could spell "image": only plain ones are compared here.
+        match b.kind.map(RawValue::get) {
+            Some(k) if k.starts_with('"') && !k.contains('\\') => match &k[1..k.len() - 1] {
+                "text" => is_string(b.text),
+                "resource_link" => is_string(b.uri) && is_string(b.name),
+                "resource" => b.resource.is_some_and(|r| {
+                    serde_json::from_str::<ResourceHead>(r.get()).is_ok_and(|h| is_string(h.uri))
+                }),
+                "image" | "audio" => false,
+                _ => true,
+            },
+            _ => false,
+        }
+    })
 }
 
 fn turn_into_error(result: &mut Value, note: &str) {
@@ -376,6 +487,36 @@ null ;; - ;; invalid: the result is not an object
 {"content": [{"type": "resource", "resource": {"text": "x"}}]} ;; - ;; invalid: content[0] (resource) has no string "resource.uri"
 {"content": [{"type": "image", "data": "", "mimeType": "image/png"}, {}]} ;; - ;; invalid: content[1] has no "type"
 "##;
+
+    #[test]
+    fn the_quick_check_passes_only_what_the_full_check_passes_unchanged() {
+        let mut quick = 0;
+        for line in UNCHANGED.lines().filter(|l| !l.trim().is_empty()) {
+            let [input, schema, _] = line.split(" ;; ").collect::<Vec<_>>()[..] else {
+                panic!("bad case {line}");
+            };
+            let schema = (schema != "-").then(|| parse(schema));
+            let passes =
+                RawMembers::of(input.trim()).is_some_and(|m| passes_unchanged(&m, schema.as_ref()));
+            let mut full = parse(input);
+            let verdict = check_call_result(&mut full, schema.as_ref(), &Limits::default());
+            if passes {
+                quick += 1;
+                assert_eq!(verdict, Checked::Ok, "{line}");
+            }
+        }
+        assert!(quick >= 6, "the quick check should pass the plain cases");
+        let cases = [
+            r#"{"content": [{"type": "im\u0061ge", "data": "", "mimeType": "image/png"}]}"#,
+            r#"{"content": [{"type": "text", "text": "a", "text": 1}]}"#,
+            r#"{"content": [], "content": 1}"#,
+            r#"{"content": [{"type": "audio", "data": "AA==", "mimeType": "audio/wav"}]}"#,
+        ];
+        for input in cases {
+            let passes = RawMembers::of(input).is_some_and(|m| passes_unchanged(&m, None));
+            assert!(!passes, "{input}");
+        }
+    }
 
     #[test]
     fn valid_results_pass_and_invalid_ones_are_reported_unchanged() {

@@ -32,6 +32,84 @@ pub type CallId = u64;
 /// error, both passed through), or a failure on mcpd's side of the connection.
 pub type Reply = Result<Result<Value, ErrorObject>, UpstreamError>;
 
+/// A server's result kept as the text it sent: the line it came in and where the result
+/// lies in it. An agent call's result is passed on from this without being turned into
+/// values and written out again, unless mcpd has to change it.
+#[derive(Debug)]
+pub struct RawResult {
+    line: String,
+    range: std::ops::Range<usize>,
+}
+
+impl RawResult {
+    /// `range` must lie within `line` on character boundaries; otherwise the result reads
+    /// as empty text, which is not JSON and is reported as a protocol error.
+    pub fn new(line: String, range: std::ops::Range<usize>) -> RawResult {
+        RawResult { line, range }
+    }
+
+    /// A result that only exists as a value, written out once.
+    pub fn from_value(v: &Value) -> RawResult {
+        let line = v.to_string();
+        let range = 0..line.len();
+        RawResult { line, range }
+    }
+
+    /// The result's JSON text.
+    pub fn get(&self) -> &str {
+        self.line.get(self.range.clone()).unwrap_or_default()
+    }
+
+    pub fn to_value(&self) -> Result<Value, UpstreamError> {
+        serde_json::from_str(self.get())
+            .map_err(|e| UpstreamError::Protocol(format!("the result is not JSON: {e}")))
+    }
+}
+
+/// An agent call's outcome, with the result as the server's own text.
+pub type RawReply = Result<Result<RawResult, ErrorObject>, UpstreamError>;
+
+/// Where a request's outcome goes: as values (mcpd's own requests, which it reads), or as
+/// text (agent calls, which it mostly passes on).
+pub(crate) enum ReplyTo {
+    Value(oneshot::Sender<Reply>),
+    Raw(oneshot::Sender<RawReply>),
+}
+
+impl ReplyTo {
+    /// Sends the outcome; the caller may have gone, and then no one needs it.
+    pub(crate) fn send(self, outcome: Result<Result<RawResult, ErrorObject>, UpstreamError>) {
+        match self {
+            ReplyTo::Raw(tx) => {
+                let _ = tx.send(outcome);
+            }
+            ReplyTo::Value(tx) => {
+                let reply = outcome.and_then(|o| match o {
+                    Ok(raw) => raw.to_value().map(Ok),
+                    Err(e) => Ok(Err(e)),
+                });
+                let _ = tx.send(reply);
+            }
+        }
+    }
+
+    /// Sends an outcome that is already a value.
+    pub(crate) fn send_value(self, outcome: Result<Value, ErrorObject>) {
+        match self {
+            ReplyTo::Value(tx) => {
+                let _ = tx.send(Ok(outcome));
+            }
+            ReplyTo::Raw(tx) => {
+                let _ = tx.send(Ok(outcome.map(|v| RawResult::from_value(&v))));
+            }
+        }
+    }
+
+    pub(crate) fn fail(self, error: UpstreamError) {
+        self.send(Err(error));
+    }
+}
+
 /// Why an upstream request got no answer from the server.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum UpstreamError {
@@ -196,7 +274,7 @@ pub(crate) enum UpstreamMsg {
         method: String,
         params: Option<Value>,
         opts: CallOptions,
-        respond_to: oneshot::Sender<Reply>,
+        respond_to: ReplyTo,
     },
     Cancel {
         call: CallId,
@@ -251,6 +329,22 @@ impl std::fmt::Debug for UpstreamMsg {
     }
 }
 
+fn request_msg(
+    call: Option<CallId>,
+    method: &str,
+    params: Option<Value>,
+    opts: CallOptions,
+    respond_to: ReplyTo,
+) -> UpstreamMsg {
+    UpstreamMsg::Request {
+        call,
+        method: method.to_owned(),
+        params,
+        opts,
+        respond_to,
+    }
+}
+
 impl UpstreamHandle {
     /// Sends a request for an agent call and waits for its outcome. Waiting here never
     /// blocks the caller's actor: agents await this inside their in-flight set.
@@ -260,31 +354,25 @@ impl UpstreamHandle {
         method: &str,
         params: Option<Value>,
         opts: CallOptions,
-    ) -> Reply {
-        self.send_request(Some(call), method, params, opts).await
+    ) -> RawReply {
+        let (respond_to, rx) = oneshot::channel();
+        let msg = request_msg(Some(call), method, params, opts, ReplyTo::Raw(respond_to));
+        self.send_request(msg, rx).await
     }
 
     /// A request of mcpd's own (catalog fetches).
     pub async fn request(&self, method: &str, params: Option<Value>) -> Reply {
-        self.send_request(None, method, params, CallOptions::default())
-            .await
+        let (respond_to, rx) = oneshot::channel();
+        let opts = CallOptions::default();
+        let msg = request_msg(None, method, params, opts, ReplyTo::Value(respond_to));
+        self.send_request(msg, rx).await
     }
 
-    async fn send_request(
+    async fn send_request<T>(
         &self,
-        call: Option<CallId>,
-        method: &str,
-        params: Option<Value>,
-        opts: CallOptions,
-    ) -> Reply {
-        let (respond_to, rx) = oneshot::channel();
-        let msg = UpstreamMsg::Request {
-            call,
-            method: method.to_owned(),
-            params,
-            opts,
-            respond_to,
-        };
+        msg: UpstreamMsg,
+        rx: oneshot::Receiver<Result<T, UpstreamError>>,
+    ) -> Result<T, UpstreamError> {
         self.tx.send(msg).await.map_err(|_| UpstreamError::Gone)?;
         match tokio::time::timeout(self.deadline, rx).await {
             Ok(reply) => reply.map_err(|_| UpstreamError::Gone)?,

@@ -35,7 +35,7 @@ fn call(id: u64, tool: &str, arguments: Value) -> Value {
 
 /// A POST of `msg` as a Streamable HTTP client would send it, with `session` if given.
 fn request(url: &str, session: Option<&str>, msg: &Value) -> reqwest::RequestBuilder {
-    let req = reqwest::Client::new()
+    let req = crate::support::http_client()
         .post(url)
         .header("accept", ACCEPT_BOTH)
         .header("content-type", "application/json")
@@ -53,7 +53,7 @@ async fn post(url: &str, session: Option<&str>, msg: &Value) -> reqwest::Respons
 }
 
 async fn get_stream(url: &str, headers: &[(&str, &str)]) -> reqwest::Response {
-    let mut req = reqwest::Client::new()
+    let mut req = crate::support::http_client()
         .get(url)
         .header("accept", "text/event-stream");
     for (name, value) in headers {
@@ -330,7 +330,7 @@ async fn a_missing_bearer_token_is_answered_401_with_the_challenge() {
 
     let resp = bounded(
         "authorised POST",
-        reqwest::Client::new()
+        crate::support::http_client()
             .post(fx.url())
             .header("accept", ACCEPT_BOTH)
             .header("authorization", "Bearer s3cret")
@@ -397,7 +397,9 @@ async fn legacy_sse_announces_its_endpoint_and_answers_on_the_stream() {
     let messages = format!("http://127.0.0.1:{}{}", fx.port(), endpoint.data);
 
     let send = |msg: Value| {
-        let req = reqwest::Client::new().post(&messages).body(msg.to_string());
+        let req = crate::support::http_client()
+            .post(&messages)
+            .body(msg.to_string());
         async move { bounded("legacy POST", req.send()).await.unwrap().status() }
     };
     assert_eq!(send(initialize("2024-11-05")).await, StatusCode::ACCEPTED);
@@ -495,7 +497,7 @@ async fn failures_stalls_and_stop_behave_as_configured() {
         ..FixtureOptions::default()
     })
     .await;
-    let req = reqwest::Client::new()
+    let req = crate::support::http_client()
         .post(stalled.url())
         .body("{}")
         .timeout(Duration::from_millis(200))
@@ -519,7 +521,7 @@ async fn failures_stalls_and_stop_behave_as_configured() {
     );
     let hang = bounded("hanging POST after stop", hang).await.unwrap();
     assert!(hang.is_err(), "stop closes busy connections: {hang:?}");
-    let after = reqwest::Client::new().get(url).send();
+    let after = crate::support::http_client().get(url).send();
     assert!(
         bounded("GET after stop", after).await.is_err(),
         "nothing listens"

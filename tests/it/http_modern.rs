@@ -258,7 +258,7 @@ fn envelope() -> Value {
 /// POSTs a request with these headers (nothing added); returns the status and JSON body.
 async fn raw(url: &str, method: &str, params: Value, headers: &[(&str, &str)]) -> (u16, Value) {
     let body = json!({"jsonrpc": "2.0", "id": 9, "method": method, "params": params});
-    let mut req = reqwest::Client::new()
+    let mut req = crate::support::http_client()
         .post(url)
         .header("accept", "application/json, text/event-stream")
         .header("content-type", "application/json")
@@ -348,7 +348,7 @@ async fn the_modern_fixture_refuses_what_a_2026_07_28_server_must_refuse() {
         "{body}"
     );
 
-    let client = reqwest::Client::new();
+    let client = crate::support::http_client();
     for req in [client.get(&url), client.delete(&url)] {
         let resp = within("GET or DELETE", req.send()).await.expect("sent");
         assert_eq!(resp.status().as_u16(), 405);

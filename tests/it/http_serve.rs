@@ -141,7 +141,7 @@ impl Events {
 
 async fn http(d: &Daemon, url: String) -> Http {
     Http {
-        client: reqwest::Client::new(),
+        client: crate::support::http_client(),
         url,
         token: token(d).await,
     }

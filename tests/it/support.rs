@@ -14,6 +14,14 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 /// Every single wait in a test is bounded by this, unless it says otherwise.
 pub const WAIT: Duration = Duration::from_secs(20);
 
+/// An HTTP client for tests that speak to HTTP fixtures directly. mcpd builds reqwest
+/// without a default TLS provider (it installs ring itself), so the test process installs
+/// the same one first.
+pub fn http_client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default(); // installed already: fine
+    reqwest::Client::new()
+}
+
 pub fn mcpd_bin() -> &'static str {
     env!("CARGO_BIN_EXE_mcpd")
 }

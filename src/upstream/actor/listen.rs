@@ -5,7 +5,7 @@ use crate::protocol::era::Era;
 use crate::protocol::method;
 use crate::upstream::modern;
 use crate::upstream::transport::Outbound;
-use crate::upstream::{CallOptions, Reply, Subscription};
+use crate::upstream::{CallOptions, Reply, ReplyTo, Subscription};
 use serde_json::json;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -85,7 +85,7 @@ impl Actor {
                     m.into(),
                     Some(json!({ "uri": uri })),
                     CallOptions::default(),
-                    respond_to,
+                    ReplyTo::Value(respond_to),
                 );
             }
             Era::Modern => {
@@ -108,7 +108,7 @@ impl Actor {
                         method::RESOURCES_UNSUBSCRIBE.into(),
                         params,
                         CallOptions::default(),
-                        respond_to,
+                        ReplyTo::Value(respond_to),
                     );
                 }
             }

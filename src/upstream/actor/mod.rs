@@ -9,7 +9,7 @@ use super::process::StderrTail;
 use super::subscriptions::Subscriptions;
 use super::transport::{Inbound, Outbound};
 use super::{
-    CallId, ConnectionEvent, LiveStatus, LogRoute, ProgressSink, Reply, ServerAsk, UpstreamError,
+    CallId, ConnectionEvent, LiveStatus, LogRoute, ProgressSink, ReplyTo, ServerAsk, UpstreamError,
     UpstreamHandle, UpstreamMsg,
 };
 use crate::config::ServerConfig;
@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::time::{DelayQueue, delay_queue};
@@ -86,7 +86,7 @@ struct Pending {
 }
 
 enum Responder {
-    Caller(oneshot::Sender<Reply>),
+    Caller(ReplyTo),
     /// A liveness probe of our own.
     Ping,
     /// Our `subscriptions/listen` to a modern server.
@@ -298,7 +298,7 @@ impl Actor {
         let drain = async {
             while let Some(msg) = self.rx.recv().await {
                 if let UpstreamMsg::Request { respond_to, .. } = msg {
-                    let _ = respond_to.send(Err(error.clone())); // the caller may be gone
+                    respond_to.fail(error.clone());
                 }
             }
         };

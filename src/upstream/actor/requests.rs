@@ -6,9 +6,9 @@ use crate::protocol::era::Era;
 use crate::protocol::method;
 use crate::upstream::modern::Dress;
 use crate::upstream::transport::{Outbound, Resume};
-use crate::upstream::{CallId, CallOptions, Reply, UpstreamError};
+use crate::upstream::{CallId, CallOptions, ReplyTo, UpstreamError};
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 impl Actor {
@@ -18,7 +18,7 @@ impl Actor {
         method: String,
         mut params: Option<Value>,
         opts: CallOptions,
-        respond_to: oneshot::Sender<Reply>,
+        respond_to: ReplyTo,
     ) {
         let CallOptions {
             progress,
@@ -27,9 +27,9 @@ impl Actor {
             logs,
         } = opts;
         if self.pending.len() >= self.max_in_flight {
-            let _ = respond_to.send(Err(UpstreamError::Busy {
+            respond_to.fail(UpstreamError::Busy {
                 limit: self.max_in_flight,
-            }));
+            });
             return;
         }
         let id = self.next_id;
@@ -53,7 +53,7 @@ impl Actor {
                 },
                 mpsc::error::TrySendError::Closed(_) => UpstreamError::Gone,
             };
-            let _ = respond_to.send(Err(err)); // the caller may have gone; nothing to do
+            respond_to.fail(err);
             return;
         }
         let deadline = Some(self.deadlines.insert(id, self.timeout));
@@ -125,9 +125,9 @@ impl Actor {
         );
         let _ = self.out.try_send(Outbound::Abort(id)); // full: the transport is stuck anyway
         if let Responder::Caller(tx) = p.respond_to {
-            let _ = tx.send(Err(UpstreamError::Timeout {
+            tx.fail(UpstreamError::Timeout {
                 after: self.timeout,
-            }));
+            });
         }
     }
 
@@ -156,7 +156,7 @@ impl Actor {
         match p.respond_to {
             Responder::Caller(tx) => {
                 tracing::warn!(upstream = %self.server, rpc_id = id, method = %p.method, "request failed: {error}");
-                let _ = tx.send(Err(error)); // the caller may have gone
+                tx.fail(error);
             }
             Responder::Ping => self.ping = None,
             Responder::Listen => self.listen_ended(),
@@ -166,7 +166,7 @@ impl Actor {
     pub(super) fn fail_all(&mut self, error: UpstreamError) {
         for (_, p) in self.pending.drain() {
             if let Responder::Caller(tx) = p.respond_to {
-                let _ = tx.send(Err(error.clone()));
+                tx.fail(error.clone());
             }
         }
         self.by_call.clear();

@@ -5,14 +5,22 @@ use crate::framing::Frame;
 use crate::jsonrpc::{self, ErrorObject, Id, Message, Notification, Request, Response, code};
 use crate::protocol::method;
 use crate::registry::Kind;
-use crate::upstream::ServerAsk;
 use crate::upstream::modern;
 use crate::upstream::subscriptions;
 use crate::upstream::transport::Outbound;
+use crate::upstream::{RawResult, ServerAsk};
 use futures::FutureExt;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
+
+/// A server's answer to one of our requests.
+enum Answer {
+    /// A result, as the text the server wrote.
+    Raw(RawResult),
+    /// An error, or a result that came in an unusual form and was parsed.
+    Value(Result<Value, ErrorObject>),
+}
 
 impl Actor {
     pub(super) fn on_frame(&mut self, frame: Frame, related: Option<u64>) {
@@ -26,6 +34,11 @@ impl Actor {
             }
             Frame::NotUtf8 => return self.malformed("the line is not UTF-8"),
         };
+        // A result to one of our requests (every call's answer) is found without being
+        // parsed into values: it is passed on as the server wrote it.
+        if let Some((id, range)) = jsonrpc::peek_result(&line) {
+            return self.on_answer(id, Answer::Raw(RawResult::new(line, range)));
+        }
         match jsonrpc::parse(&line) {
             Ok(Message::Response(r)) => self.on_response(r),
             Ok(Message::Notification(n)) => self.on_notification(n, related),
@@ -40,9 +53,18 @@ impl Actor {
     }
 
     fn on_response(&mut self, r: Response) {
-        let Some(p) = r.id.as_u64().and_then(|id| self.pending.remove(&id)) else {
+        match r.id.as_u64() {
+            Some(id) => self.on_answer(id, Answer::Value(r.outcome)),
+            None => {
+                tracing::debug!(upstream = %self.server, rpc_id = %r.id, "dropped a response with no pending request");
+            }
+        }
+    }
+
+    fn on_answer(&mut self, id: u64, answer: Answer) {
+        let Some(p) = self.pending.remove(&id) else {
             // A late answer to a request that timed out or was cancelled, or a bogus id.
-            tracing::debug!(upstream = %self.server, rpc_id = %r.id, "dropped a response with no pending request");
+            tracing::debug!(upstream = %self.server, rpc_id = id, "dropped a response with no pending request");
             return;
         };
         self.forget_deadline(&p);
@@ -51,9 +73,10 @@ impl Actor {
             self.last_call = Instant::now();
         }
         match p.respond_to {
-            Responder::Caller(tx) => {
-                let _ = tx.send(Ok(r.outcome)); // the caller may have gone
-            }
+            Responder::Caller(tx) => match answer {
+                Answer::Raw(raw) => tx.send(Ok(Ok(raw))),
+                Answer::Value(outcome) => tx.send_value(outcome),
+            },
             Responder::Ping => self.ping = None,
             Responder::Listen => self.listen_ended(),
         }

@@ -33,6 +33,9 @@ pub struct Endpoint {
 
 impl Endpoint {
     pub fn new(launch: &HttpLaunch, max_body: usize) -> Result<Endpoint, String> {
+        // The TLS provider is chosen in Cargo.toml; the first client installs it for the
+        // process, and later ones find it installed (that Err is expected).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
             .connect_timeout(launch.connect_timeout)
             .tcp_keepalive(Duration::from_secs(30))
