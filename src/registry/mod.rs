@@ -212,12 +212,33 @@ pub enum GenerationError {
 /// One server's tools as agents see them, and what they were made from.
 #[derive(Debug)]
 struct Generation {
-    /// The list as the registry was given it (filtered, not yet named), so a naming
-    /// change can present it again without asking the server.
-    raw: Vec<Value>,
+    /// The list as the registry was given it (filtered, not yet named), kept only while
+    /// `entries` could not be made from it. Otherwise `entries` hold it (each with its
+    /// own name restored, see `source`), so a naming change can present it again without
+    /// asking the server and without a second copy of every definition.
+    raw: Option<Vec<Value>>,
     entries: Vec<Arc<ToolEntry>>,
     /// When it arrived (or was renamed), for deciding who holds a shared name.
     stamp: u64,
+}
+
+impl Generation {
+    /// The list as the server gave it: the kept list, or the entries with their own names.
+    fn source(&self) -> Vec<Value> {
+        if let Some(raw) = &self.raw {
+            return raw.clone();
+        }
+        self.entries
+            .iter()
+            .map(|e| {
+                let mut d = e.definition.clone();
+                if let Some(obj) = d.as_object_mut() {
+                    obj.insert("name".into(), Value::String(e.original.clone()));
+                }
+                d
+            })
+            .collect()
+    }
 }
 
 /// Every server's current tool generation. Owned by the supervisor.
@@ -270,7 +291,7 @@ impl Registry {
             self.version += 1;
             self.clock += 1;
             let generation = Generation {
-                raw: tools.to_vec(),
+                raw: None,
                 entries,
                 stamp: self.clock,
             };
@@ -311,13 +332,16 @@ impl Registry {
         };
         self.version += 1;
         g.stamp = self.clock;
-        match present_tools(server, &g.raw, &naming, limit) {
+        let source = g.source();
+        match present_tools(server, &source, &naming, limit) {
             Ok(entries) => {
                 g.entries = entries;
+                g.raw = None;
                 Ok(true)
             }
             Err(e) => {
                 g.entries.clear();
+                g.raw = Some(source);
                 Err(e)
             }
         }
