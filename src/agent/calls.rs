@@ -381,7 +381,7 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
         server,
         handle,
         method,
-        mut params,
+        params,
         rewrite,
     } = target;
     let progress = params
@@ -399,17 +399,8 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
             threshold: Some(l.to_owned()),
         })
     } else {
-        // A modern server sends log messages only when a request asks for them: ask at
-        // the agent's level (a legacy server never sees the key; it is stripped).
-        let level = caller.log_level.as_deref().unwrap_or("debug");
-        if let Some(meta) = params
-            .entry("_meta")
-            .or_insert_with(|| json!({}))
-            .as_object_mut()
-        {
-            meta.entry(era::key::LOG_LEVEL)
-                .or_insert_with(|| json!(level));
-        }
+        // A modern server is asked for log messages at this level, upstream, when the
+        // request is dressed for its era.
         Some(LogRoute {
             outbox: outbox.clone(),
             threshold: caller.log_level.clone(),

@@ -320,3 +320,36 @@ async fn a_server_request_goes_only_to_the_agent_whose_call_it_belongs_to() {
         .expect("open");
     assert_eq!(m["id"], ping, "the bystander got something else first: {m}");
 }
+
+#[tokio::test]
+async fn a_legacy_agent_gets_log_messages_from_a_modern_server_at_its_level() {
+    let d = DaemonBuilder::new()
+        .fixture("m", &["--era", "modern"])
+        .start()
+        .await;
+    d.wait_ready().await;
+    let mut a = d.initialized_agent().await;
+    // No level set: a legacy agent gets everything, so mcpd asks the modern server for it.
+    let id = a
+        .start_call(
+            "m__log",
+            json!({"message": "from modern", "level": "debug"}),
+        )
+        .await;
+    let n = notification(&mut a, "notifications/message").await;
+    assert_eq!(n["params"]["data"], "from modern", "{n}");
+    assert_eq!(text(&a.response(&id).await), "logged");
+    // A level the agent set is the level asked for.
+    let r = a
+        .request("logging/setLevel", Some(json!({"level": "error"})))
+        .await;
+    assert!(r.get("result").is_some(), "{r}");
+    let id = a
+        .start_call("m__log", json!({"message": "quiet", "level": "info"}))
+        .await;
+    let first = within("the answer", a.recv()).await.expect("open");
+    assert_eq!(
+        first["id"], id,
+        "an info message passed an error threshold: {first}"
+    );
+}

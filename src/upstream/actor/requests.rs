@@ -44,6 +44,21 @@ impl Actor {
                 meta.insert("progressToken".into(), json!(id));
             }
         }
+        // A modern server sends log messages only when a request asks for them. A call
+        // with a log route but no level asked (a legacy agent's) asks at the route's
+        // level, or for everything, as a legacy server would send.
+        if self.era == Era::Modern
+            && let Some(route) = &logs
+            && let Some(obj) = params.as_mut().and_then(Value::as_object_mut)
+            && let Some(meta) = obj
+                .entry("_meta")
+                .or_insert_with(|| json!({}))
+                .as_object_mut()
+        {
+            let level = route.threshold.as_deref().unwrap_or("debug");
+            meta.entry(crate::protocol::era::key::LOG_LEVEL)
+                .or_insert_with(|| json!(level));
+        }
         let (line, sent) = self.dress().request(id, &method, params, caps.as_ref());
         let request = Some(sent);
         if let Err(e) = self.out.try_send(Outbound::Message { line, request }) {
