@@ -141,6 +141,9 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
         d["socket"].as_str().unwrap_or("?"),
         d["agents"],
     )?;
+    if let Some(url) = d["http"].as_str() {
+        writeln!(out, "serving HTTP at {url}")?;
+    }
     if servers.is_empty() {
         writeln!(
             out,

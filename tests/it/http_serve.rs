@@ -176,6 +176,10 @@ async fn a_legacy_session_lists_and_calls_tools_and_ends_with_delete() {
     assert_eq!(r["id"], "c");
     assert_eq!(text(&r), "over http");
 
+    let (code, out, _) = d.run_cli(&["ctl", "status"]).await;
+    assert_eq!(code, 0);
+    assert!(out.contains(&format!("serving HTTP at {}", h.url)), "{out}");
+
     // The session is an agent like any other.
     let (code, out, _) = d.run_cli(&["ctl", "agents"]).await;
     assert_eq!(code, 0);
