@@ -3,35 +3,69 @@
 //! Entries are keyed by server name and the fingerprint of its launch settings (as the
 //! era cache is), so a changed config never serves another server's tools. The lists are
 //! stored as the server sent them; the config's tool filter is applied when they are
-//! used, so filter changes take effect without a refetch.
+//! used, so filter changes take effect without a refetch. They are kept as JSON text, not
+//! as values: the registry holds the live copy, and this one is only read at start.
 
 use crate::config::ServerConfig;
 use crate::registry::Kind;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+/// One server's lists, each the JSON text of an array.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct Lists {
     pub fingerprint: String,
-    pub tools: Option<Vec<Value>>,
+    tools: Option<Box<RawValue>>,
     #[serde(default)]
-    pub prompts: Vec<Value>,
+    prompts: Option<Box<RawValue>>,
     #[serde(default)]
-    pub resources: Vec<Value>,
+    resources: Option<Box<RawValue>>,
     #[serde(default)]
-    pub templates: Vec<Value>,
+    templates: Option<Box<RawValue>>,
 }
 
 impl Lists {
-    fn slot(&mut self, kind: Kind) -> &mut Vec<Value> {
+    fn slot(&mut self, kind: Kind) -> &mut Option<Box<RawValue>> {
         match kind {
             Kind::Prompts => &mut self.prompts,
             Kind::Resources => &mut self.resources,
             Kind::Templates => &mut self.templates,
         }
     }
+
+    /// The cached tool list, if there is one that reads as a list.
+    pub fn tools(&self) -> Option<Vec<Value>> {
+        self.tools.as_deref().and_then(parse)
+    }
+
+    /// A cached prompt, resource or template list (empty if none).
+    pub fn list(&self, kind: Kind) -> Vec<Value> {
+        let text = match kind {
+            Kind::Prompts => &self.prompts,
+            Kind::Resources => &self.resources,
+            Kind::Templates => &self.templates,
+        };
+        text.as_deref().and_then(parse).unwrap_or_default()
+    }
+}
+
+fn parse(text: &RawValue) -> Option<Vec<Value>> {
+    serde_json::from_str(text.get()).ok()
+}
+
+/// The JSON text of a list; None only if it cannot be written (it always can).
+fn text(items: &[Value]) -> Option<Box<RawValue>> {
+    serde_json::to_string(items)
+        .ok()
+        .and_then(|t| RawValue::from_string(t).ok())
+}
+
+/// Whether a kept text says the same as `new`.
+fn same(kept: &Option<Box<RawValue>>, new: &Option<Box<RawValue>>) -> bool {
+    kept.as_deref().map(RawValue::get) == new.as_deref().map(RawValue::get)
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -71,20 +105,22 @@ impl CatalogCache {
     }
 
     pub fn put_tools(&mut self, cfg: &ServerConfig, tools: &[Value]) {
+        let new = text(tools);
         let entry = self.entry(cfg);
-        if entry.tools.as_deref() == Some(tools) {
+        if same(&entry.tools, &new) {
             return;
         }
-        entry.tools = Some(tools.to_vec());
+        entry.tools = new;
         self.save();
     }
 
     pub fn put_list(&mut self, cfg: &ServerConfig, kind: Kind, items: &[Value]) {
+        let new = text(items);
         let slot = self.entry(cfg).slot(kind);
-        if slot.as_slice() == items {
+        if same(slot, &new) {
             return;
         }
-        *slot = items.to_vec();
+        *slot = new;
         self.save();
     }
 

@@ -443,18 +443,15 @@ impl Supervisor {
             let Some(lists) = self.catalog_cache.get(&slot.cfg) else {
                 continue;
             };
-            if let Some(tools) = &lists.tools {
-                let tools = slot.cfg.tools.apply(tools);
+            if let Some(tools) = lists.tools() {
+                let tools = slot.cfg.tools.apply(&tools);
                 if let Err(e) = self.registry.replace(name, &tools, limit) {
                     tracing::debug!(upstream = %name, "ignored the cached tool list: {e}");
                 }
             }
-            for (kind, items) in [
-                (Kind::Prompts, &lists.prompts),
-                (Kind::Resources, &lists.resources),
-                (Kind::Templates, &lists.templates),
-            ] {
-                self.registry.replace_list(name, kind, items.clone(), limit);
+            for kind in [Kind::Prompts, Kind::Resources, Kind::Templates] {
+                self.registry
+                    .replace_list(name, kind, lists.list(kind), limit);
             }
             tracing::info!(upstream = %name, "listed the cached catalog until the server reports its own");
         }
