@@ -122,7 +122,6 @@ struct Stream {
     /// Its requests not yet answered, by the id the connection knows.
     waiting: Vec<Id>,
     sse: bool,
-    opened: u64,
 }
 
 /// Who asked: the stream and the client's own id.
@@ -272,15 +271,7 @@ impl Relay {
             self.owners.insert(id, owner);
         }
         let (tx, rx) = mpsc::channel(STREAM_QUEUE);
-        self.streams.insert(
-            stream,
-            Stream {
-                tx,
-                waiting,
-                sse,
-                opened: stream,
-            },
-        );
+        self.streams.insert(stream, Stream { tx, waiting, sse });
         Posted::Stream {
             rx,
             guard: StreamGuard {
@@ -348,9 +339,15 @@ impl Relay {
             }
             // A server's request during a call: where its call's stream is unknown, the
             // only open stream is the best guess, then the GET stream, then the newest.
-            let sse: Vec<&Stream> = self.streams.values().filter(|s| s.sse).collect();
+            // Stream numbers grow, so the newest has the largest.
+            let sse: Vec<u64> = self
+                .streams
+                .iter()
+                .filter(|(_, s)| s.sse)
+                .map(|(n, _)| *n)
+                .collect();
             if sse.len() == 1 || self.listen.is_none() {
-                sse.iter().max_by_key(|s| s.opened).map(|s| s.opened)
+                sse.into_iter().max()
             } else {
                 None
             }
