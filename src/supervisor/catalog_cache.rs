@@ -82,17 +82,7 @@ impl CatalogCache {
     /// Loads `dir/catalog.json`; a missing or unreadable file is an empty cache.
     pub fn load(dir: Option<PathBuf>) -> CatalogCache {
         let path = dir.map(|d| d.join("catalog.json"));
-        let file = path
-            .as_ref()
-            .and_then(|p| std::fs::read_to_string(p).ok())
-            .and_then(|text| match serde_json::from_str(&text) {
-                Ok(f) => Some(f),
-                Err(e) => {
-                    tracing::warn!("ignoring the catalog cache, which cannot be read: {e}");
-                    None
-                }
-            })
-            .unwrap_or_default();
+        let file = super::state_file::load(path.as_deref(), "catalog cache");
         CatalogCache { path, file }
     }
 
@@ -138,20 +128,9 @@ impl CatalogCache {
 
     /// Writes the file atomically. A failure is logged: the cache only saves time.
     fn save(&self) {
-        let Some(path) = &self.path else { return };
-        let result = (|| -> std::io::Result<()> {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            let tmp = path.with_extension("json.tmp");
-            std::fs::write(
-                &tmp,
-                serde_json::to_vec(&self.file).map_err(std::io::Error::other)?,
-            )?;
-            std::fs::rename(&tmp, path)
-        })();
-        if let Err(e) = result {
-            tracing::warn!(path = %path.display(), "could not save the catalog cache: {e}");
+        if let Some(path) = &self.path {
+            let text = serde_json::to_vec(&self.file);
+            super::state_file::save(path, text, "catalog cache");
         }
     }
 }

@@ -35,17 +35,7 @@ impl EraCache {
     /// cache: the worst that happens is a probe.
     pub fn load(dir: Option<PathBuf>) -> EraCache {
         let path = dir.map(|d| d.join("eras.json"));
-        let file = path
-            .as_ref()
-            .and_then(|p| std::fs::read_to_string(p).ok())
-            .and_then(|text| match serde_json::from_str(&text) {
-                Ok(f) => Some(f),
-                Err(e) => {
-                    tracing::warn!("ignoring the era cache, which cannot be read: {e}");
-                    None
-                }
-            })
-            .unwrap_or_default();
+        let file = super::state_file::load(path.as_deref(), "era cache");
         EraCache { path, file }
     }
 
@@ -82,18 +72,9 @@ impl EraCache {
     /// Writes the file atomically (a temporary file renamed over it). A failure is
     /// logged: the cache only saves probes.
     fn save(&self) {
-        let Some(path) = &self.path else { return };
-        let result = (|| -> std::io::Result<()> {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            let tmp = path.with_extension("json.tmp");
-            let text = serde_json::to_string_pretty(&self.file).map_err(std::io::Error::other)?;
-            std::fs::write(&tmp, text)?;
-            std::fs::rename(&tmp, path)
-        })();
-        if let Err(e) = result {
-            tracing::warn!(path = %path.display(), "could not save the era cache: {e}");
+        if let Some(path) = &self.path {
+            let text = serde_json::to_vec_pretty(&self.file);
+            super::state_file::save(path, text, "era cache");
         }
     }
 }
