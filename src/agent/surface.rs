@@ -9,6 +9,7 @@ use crate::jsonrpc::{self, ErrorObject, Id, Request};
 use crate::outbox::Outbox;
 use crate::protocol::era::{self, key};
 use crate::protocol::method;
+use crate::registry::surface::RouteError;
 use crate::registry::{self, Kind};
 use crate::upstream::Subscription;
 use futures::FutureExt;
@@ -170,24 +171,32 @@ fn route(
     catalog: &registry::Catalog,
     uri: &str,
     session: &Session,
-) -> Result<(Arc<str>, String), String> {
+) -> Result<(Arc<str>, String), RouteError> {
     let servers: Vec<&str> = catalog.servers.keys().map(|s| &**s).collect();
     let (server, original) = catalog.surface.route_uri(uri, &servers)?;
     if !session.sees_server(&server) {
-        return Err(format!("no server in this profile offers {uri:?}"));
+        return Err(RouteError::NotInProfile(uri.to_owned()));
     }
     Ok((server, original))
 }
 
-/// A resource no server offers: -32602 for a modern agent (SEP-2164), -32002 (the code
-/// of the legacy revisions) for a legacy one.
-fn not_found(id: &Id, uri: &str, why: String, modern: bool) -> Handled {
-    let code = if modern {
-        jsonrpc::code::INVALID_PARAMS
-    } else {
-        -32002
+/// A URI that could not be routed. A resource no server offers is -32602 for a modern
+/// agent (SEP-2164) and -32002 (the code of the legacy revisions) for a legacy one; a URI
+/// over the length cap is -32602 in both eras, and is not echoed back.
+fn not_found(id: &Id, uri: &str, why: RouteError, modern: bool) -> Handled {
+    let e = match why {
+        RouteError::TooLong { .. } => {
+            ErrorObject::new(jsonrpc::code::INVALID_PARAMS, why.to_string())
+        }
+        _ => {
+            let code = if modern {
+                jsonrpc::code::INVALID_PARAMS
+            } else {
+                -32002
+            };
+            ErrorObject::new(code, why.to_string()).with_data(json!({ "uri": uri }))
+        }
     };
-    let e = ErrorObject::new(code, why).with_data(json!({ "uri": uri }));
     Handled::Now(jsonrpc::error_line(Some(id), &e))
 }
 

@@ -106,36 +106,44 @@ impl Surface {
     }
 
     pub fn prompt(&self, presented: &str) -> Option<&Entry> {
-        self.prompt_index.get(presented).map(|i| &*self.prompts[*i])
+        let i = self.prompt_index.get(presented)?;
+        self.prompts.get(*i).map(|e| &**e)
     }
 
-    /// The server and its own URI for a URI an agent used.
-    pub fn route_uri(&self, uri: &str, servers: &[&str]) -> Result<(Arc<str>, String), String> {
+    /// The server and its own URI for a URI an agent used. Qualified and listed URIs
+    /// are found by lookup; any other is matched against every template.
+    pub fn route_uri(&self, uri: &str, servers: &[&str]) -> Result<(Arc<str>, String), RouteError> {
+        if uri.len() > MAX_URI_BYTES {
+            return Err(RouteError::TooLong {
+                len: uri.len(),
+                max: MAX_URI_BYTES,
+            });
+        }
         if let Some((server, original)) = parse_qualified(uri)
             && servers.contains(&server)
         {
             return Ok((Arc::from(server), original.to_owned()));
         }
-        if let Some(i) = self.resource_index.get(uri) {
-            let e = &self.resources[*i];
+        if let Some(i) = self.resource_index.get(uri)
+            && let Some(e) = self.resources.get(*i)
+        {
             return Ok((e.server.clone(), e.original.clone()));
         }
-        let matching: Vec<&Arc<Entry>> = self
+        let mut owners: Vec<&Arc<str>> = self
             .templates
             .iter()
             .filter(|t| template_matches(&t.original, uri))
+            .map(|t| &t.server)
             .collect();
-        let mut owners: Vec<&Arc<str>> = matching.iter().map(|t| &t.server).collect();
+        owners.sort();
         owners.dedup();
         match owners.as_slice() {
             [one] => Ok(((*one).clone(), uri.to_owned())),
-            [] => Err(format!(
-                "no server lists the resource {uri:?} or a template that matches it; call resources/list or resources/templates/list"
-            )),
-            many => Err(format!(
-                "templates of several servers ({}) match {uri:?}; use the qualified form {URI_PREFIX}SERVER:{uri}",
-                many.iter().map(|s| &***s).collect::<Vec<_>>().join(", ")
-            )),
+            [] => Err(RouteError::NotFound(uri.to_owned())),
+            many => Err(RouteError::Ambiguous {
+                servers: many.iter().map(|s| &***s).collect::<Vec<_>>().join(", "),
+                uri: uri.to_owned(),
+            }),
         }
     }
 
@@ -226,44 +234,130 @@ fn index(v: &[Arc<Entry>]) -> HashMap<String, usize> {
         .collect()
 }
 
+/// The longest URI mcpd routes. Longer ones are refused before any matching, so the
+/// work a `resources/read` can cause stays small whatever an agent sends.
+pub const MAX_URI_BYTES: usize = 8 * 1024;
+/// Templates longer than this never match: a server's template is short in practice,
+/// and the matcher's cost grows with the template's length times the URI's.
+pub const MAX_TEMPLATE_BYTES: usize = 1024;
+
+/// Why a URI could not be routed to a server.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    #[error("the URI is {len} bytes long; mcpd routes URIs of at most {max} bytes")]
+    TooLong { len: usize, max: usize },
+    #[error(
+        "no server lists the resource {0:?} or a template that matches it; call resources/list or resources/templates/list"
+    )]
+    NotFound(String),
+    #[error(
+        "templates of several servers ({servers}) match {uri:?}; use the qualified form {URI_PREFIX}SERVER:{uri}"
+    )]
+    Ambiguous { servers: String, uri: String },
+    #[error("no server in this profile offers {0:?}")]
+    NotInProfile(String),
+}
+
+/// One step of a compiled template: a literal character, one character of a simple
+/// variable, or any number of characters of a variable.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    Literal(char),
+    /// One character; `true` when it may not be `/`, `?` or `#` (a simple variable).
+    One(bool),
+    /// Zero or more characters, restricted as for `One`.
+    Many(bool),
+}
+
+impl Step {
+    fn takes(self, c: char) -> bool {
+        let allowed = |simple: bool| !simple || !matches!(c, '/' | '?' | '#');
+        match self {
+            Step::Literal(l) => l == c,
+            Step::One(simple) | Step::Many(simple) => allowed(simple),
+        }
+    }
+}
+
+/// A template as steps: a simple `{var}` is one or more characters other than `/`, `?`
+/// and `#` (`One` then `Many`); an operator expression (`{+var}`, `{/var}`, `{?q}` …) is
+/// any string. None when an expression is not closed.
+fn compile(template: &str) -> Option<Vec<Step>> {
+    let mut steps = Vec::with_capacity(template.len());
+    let mut rest = template;
+    while let Some((literal, after)) = rest.split_once('{') {
+        steps.extend(literal.chars().map(Step::Literal));
+        let (expression, after) = after.split_once('}')?;
+        let simple = !expression.starts_with(['+', '#', '/', '.', ';', '?', '&']);
+        if simple {
+            steps.push(Step::One(true));
+        }
+        steps.push(Step::Many(simple));
+        rest = after;
+    }
+    steps.extend(rest.chars().map(Step::Literal));
+    Some(steps)
+}
+
 /// Whether `uri` is an expansion of an RFC 6570 template. Literal parts must match
 /// exactly; a simple `{var}` matches one or more characters other than `/`, `?` and `#`;
 /// an operator expression (`{+var}`, `{/var}`, `{?q}` …) matches anything.
+///
+/// The template runs as a set of positions advanced once per character of the URI (a
+/// Thompson simulation): the cost is the URI's length times the template's, with no
+/// backtracking, and both lengths are capped.
 pub fn template_matches(template: &str, uri: &str) -> bool {
-    let mut parts: Vec<(bool, &str)> = Vec::new(); // (is_expression, text)
-    let mut rest = template;
-    while let Some(start) = rest.find('{') {
-        parts.push((false, &rest[..start]));
-        let Some(end) = rest[start..].find('}') else {
-            return false;
-        };
-        parts.push((true, &rest[start + 1..start + end]));
-        rest = &rest[start + end + 1..];
+    if template.len() > MAX_TEMPLATE_BYTES || uri.len() > MAX_URI_BYTES {
+        return false;
     }
-    parts.push((false, rest));
-    matches_from(&parts, uri)
+    let Some(steps) = compile(template) else {
+        return false;
+    };
+    // `at[i]`: the URI read so far can end just before step i; `at[steps.len()]`: the
+    // whole template has matched it.
+    let mut at = vec![false; steps.len() + 1];
+    let mut next = vec![false; steps.len() + 1];
+    if let Some(first) = at.first_mut() {
+        *first = true;
+    }
+    skip_empty(&steps, &mut at);
+    for c in uri.chars() {
+        next.fill(false);
+        let mut alive = false;
+        for (i, (step, here)) in steps.iter().zip(&at).enumerate() {
+            if !*here || !step.takes(c) {
+                continue;
+            }
+            // `Many` stays where it is; the other steps move on.
+            let to = if matches!(step, Step::Many(_)) {
+                i
+            } else {
+                i + 1
+            };
+            if let Some(slot) = next.get_mut(to) {
+                *slot = true;
+                alive = true;
+            }
+        }
+        if !alive {
+            return false;
+        }
+        skip_empty(&steps, &mut next);
+        std::mem::swap(&mut at, &mut next);
+    }
+    at.last().copied().unwrap_or(false)
 }
 
-fn matches_from(parts: &[(bool, &str)], s: &str) -> bool {
-    let Some(((is_expr, text), rest)) = parts.split_first() else {
-        return s.is_empty();
-    };
-    if !is_expr {
-        return s
-            .strip_prefix(text)
-            .is_some_and(|after| matches_from(rest, after));
+/// A position before a `Many` step may also stand after it (the variable may end
+/// there). One forward pass is enough: these moves only go forwards, one step each.
+fn skip_empty(steps: &[Step], at: &mut [bool]) {
+    for (i, step) in steps.iter().enumerate() {
+        if matches!(step, Step::Many(_)) && at.get(i).copied().unwrap_or(false) {
+            if let Some(slot) = at.get_mut(i + 1) {
+                *slot = true;
+            }
+        }
     }
-    let simple = !text.starts_with(['+', '#', '/', '.', ';', '?', '&']);
-    // Try every split point; templates are short, so this is cheap.
-    (0..=s.len()).filter(|i| s.is_char_boundary(*i)).any(|i| {
-        let (value, after) = s.split_at(i);
-        let ok = if simple {
-            !value.is_empty() && !value.contains(['/', '?', '#'])
-        } else {
-            true
-        };
-        ok && matches_from(rest, after)
-    })
 }
 
 #[cfg(test)]
@@ -346,9 +440,43 @@ mod tests {
             ("x://{a}/{b}", "x://1/2", true),
             ("x://{a}/{b}", "x://1", false),
             ("x://fixed", "x://fixed", true),
+            ("x://fixed", "x://fixe", false),
+            ("x://{+path}/{id}", "x://a/b/c", true),
+            ("x://{+path}/meta", "x://a/b/meta", true),
+            ("x://{+path}/meta", "x://a/b/met", false),
+            ("x://{a}{b}", "x://ab", true),
+            ("x://{a}{b}", "x://a", false),
+            ("x://{?q}", "x://", true),
+            ("x://{a", "x://a", false),
+            ("x://{a}/é", "x://ü/é", true),
+            ("{a}", "", false),
         ] {
             assert_eq!(template_matches(t, uri), want, "{t} vs {uri}");
         }
+    }
+
+    #[test]
+    fn long_uris_are_refused_before_matching_and_long_ones_below_the_cap_match() {
+        let r = raw(&[(
+            "d",
+            Kind::Templates,
+            json!([{"uriTemplate": "demo://resource/dynamic/text/{resourceId}", "name": "t"}]),
+        )]);
+        let s = build(&r);
+        let near = format!("demo://resource/dynamic/text/{}", "a".repeat(8000));
+        assert_eq!(s.route_uri(&near, &["d"]).unwrap().0, Arc::from("d"));
+        let huge = format!("demo://resource/dynamic/text/{}", "a".repeat(1_000_000));
+        assert!(matches!(
+            s.route_uri(&huge, &["d"]),
+            Err(RouteError::TooLong {
+                max: MAX_URI_BYTES,
+                ..
+            })
+        ));
+        // Many variables in a row once made the matcher try every split of the URI.
+        let t = "x://{a}{b}{c}{d}{e}{f}{g}{h}/end";
+        let uri = format!("x://{}", "a".repeat(8000));
+        assert!(!template_matches(t, &uri));
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod http_fixture;
 mod eras;
 mod failure;
 mod foundation;
+mod hardening;
 mod http;
 mod http_fixture_selftest;
 mod http_modern;
