@@ -40,6 +40,13 @@ pub fn check(req: &Request, session: &mut Session) -> Verdict {
         RequestEra::Modern | RequestEra::Legacy if req.method == method::DISCOVER => {
             Verdict::Serve { modern: true }
         }
+        RequestEra::Modern if era::REMOVED_METHODS.contains(&req.method.as_str()) => {
+            let e = ErrorObject::new(
+                jsonrpc::code::METHOD_NOT_FOUND,
+                format!("{} is not part of 2026-07-28", req.method),
+            );
+            Verdict::Refuse(jsonrpc::error_line(Some(&req.id), &e))
+        }
         RequestEra::Modern => {
             if session.era.is_none() {
                 session.era = Some(Era::Modern);

@@ -48,6 +48,21 @@ impl Era {
     }
 }
 
+/// Legacy methods that 2026-07-28 removed: a request that declares 2026-07-28 for one
+/// of them gets -32601, on the socket as over HTTP (`initialize` is refused separately,
+/// with the version error).
+pub const REMOVED_METHODS: [&str; 4] = [
+    super::method::PING,
+    super::method::SET_LEVEL,
+    super::method::RESOURCES_SUBSCRIBE,
+    super::method::RESOURCES_UNSUBSCRIBE,
+];
+
+/// Whether 2026-07-28 removed this method.
+pub fn is_removed_method(m: &str) -> bool {
+    m == super::method::INITIALIZE || REMOVED_METHODS.contains(&m)
+}
+
 /// Every version mcpd speaks, newest first: what `supportedVersions` and `-32022` list.
 pub fn supported_versions() -> Vec<&'static str> {
     let mut v = vec![MODERN_VERSION];

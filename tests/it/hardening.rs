@@ -41,3 +41,39 @@ async fn a_huge_resource_uri_is_refused_at_once_and_every_agent_is_still_served(
     let status = d.status().await;
     assert_eq!(status["servers"][0]["state"], "ready", "{status}");
 }
+
+fn modern_meta() -> serde_json::Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": { "name": "hardening-test", "version": "1" },
+    })
+}
+
+#[tokio::test]
+async fn methods_2026_07_28_removed_are_refused_on_the_socket_as_over_http() {
+    let d = DaemonBuilder::new().fixture("a", &[]).start().await;
+    d.wait_ready().await;
+    let mut agent = d.agent().await;
+    for (method, params) in [
+        ("ping", json!({})),
+        ("logging/setLevel", json!({"level": "debug"})),
+        ("resources/subscribe", json!({"uri": "fixture://items/1"})),
+        ("resources/unsubscribe", json!({"uri": "fixture://items/1"})),
+    ] {
+        let mut params = params;
+        params["_meta"] = modern_meta();
+        let r = agent.request(method, Some(params)).await;
+        assert_eq!(error_code(&r), Some(-32601), "{method}: {r}");
+        assert!(error_message(&r).contains("2026-07-28"), "{method}: {r}");
+    }
+    // The connection is still served in its era.
+    let r = agent
+        .request("tools/list", Some(json!({"_meta": modern_meta()})))
+        .await;
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    // A legacy connection keeps them.
+    let mut legacy = d.initialized_agent().await;
+    let r = legacy.request("ping", None).await;
+    assert!(r["result"].is_object(), "{r}");
+}

@@ -62,19 +62,10 @@ pub fn is_modern(message: &Value, version_header: Option<&str>) -> bool {
         || version_header.is_some_and(is_modern_version)
 }
 
-/// Methods of the legacy era that 2026-07-28 removed: 404 with -32601 over HTTP.
-const REMOVED: [&str; 5] = [
-    method::INITIALIZE,
-    method::PING,
-    "logging/setLevel",
-    "resources/subscribe",
-    "resources/unsubscribe",
-];
-
-/// The error for a request whose method 2026-07-28 removed.
+/// The error for a request whose method 2026-07-28 removed: 404 with -32601 over HTTP.
 pub fn removed_method(message: &Value) -> Option<ErrorObject> {
     let m = message.get("method").and_then(Value::as_str)?;
-    REMOVED.contains(&m).then(|| {
+    era::is_removed_method(m).then(|| {
         ErrorObject::new(
             jsonrpc::code::METHOD_NOT_FOUND,
             format!("{m} is not part of 2026-07-28"),
