@@ -108,6 +108,7 @@ pub async fn serve(
         },
         peer_uid: None,
         peer_pid: None,
+        over_http: false,
         agents: crate::agent::registry::AgentRegistry::spawn(),
         metrics: crate::metrics::Metrics::spawn(),
         daemon,

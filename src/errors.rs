@@ -53,6 +53,23 @@ pub enum AgentError {
     MessageTooLarge(usize),
     #[error("a message was not valid UTF-8 and was discarded")]
     NotUtf8,
+    #[error(
+        "{method} is a control method, for the daemon's own user (or root) on its Unix socket without a profile; {why}"
+    )]
+    ControlDenied { method: String, why: ControlDenial },
+}
+
+/// Why a connection may not use mcpd's control methods (`mcpd/status`, `mcpd/reload` …).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ControlDenial {
+    #[error("this connection is another user's; run `mcpd ctl` as the daemon's user")]
+    OtherUser,
+    #[error("HTTP clients cannot use them; run `mcpd ctl` on the daemon's machine")]
+    Http,
+    #[error(
+        "this connection chose a profile, which limits what it may see; use a connection without one (`mcpd ctl`)"
+    )]
+    Profile,
 }
 
 fn upstream_message(server: &str, method: &str, e: &UpstreamError) -> String {
@@ -117,6 +134,7 @@ impl AgentError {
             AgentError::MessageTooLarge(_) | AgentError::NotUtf8 => {
                 ErrorObject::new(code::INVALID_REQUEST, message)
             }
+            AgentError::ControlDenied { .. } => ErrorObject::new(mcpd_code::ACCESS_DENIED, message),
         }
     }
 }

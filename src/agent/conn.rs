@@ -157,7 +157,8 @@ pub async fn run<S>(
         client_version: None,
         initialized: false,
         era: None,
-        capabilities: Value::Null,
+        // A connection that never sends `initialize` (`mcpd ctl call`) declared none.
+        capabilities: json!({}),
         listens: HashMap::new(),
         asks: asks_tx,
         subscribed: Default::default(),

@@ -2,7 +2,7 @@
 
 use super::conn::Session;
 use super::{AgentContext, calls, modern, surface};
-use crate::errors::AgentError;
+use crate::errors::{AgentError, ControlDenial};
 use crate::jsonrpc::{self, Id, Request};
 use crate::outbox::Outbox;
 use crate::protocol::{self, method};
@@ -35,17 +35,11 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
         modern::Verdict::Refuse(line) => return Handled::Now(line),
         modern::Verdict::Serve { modern } => modern,
     };
-    // Controlling the daemon is for its own user and root, even when others may use it.
-    if matches!(
-        req.method.as_str(),
-        "mcpd/reload" | "mcpd/restart" | "mcpd/stop" | "mcpd/start" | "mcpd/http-token"
-    ) && !ctx.access.controls(ctx.peer_uid)
+    if is_control(&req.method)
+        && let Err(why) = may_control(ctx, session)
     {
-        let e = jsonrpc::ErrorObject::new(
-            crate::errors::mcpd_code::ACCESS_DENIED,
-            "only the daemon's own user or root may control it".to_owned(),
-        );
-        return Handled::Now(jsonrpc::error_line(Some(&req.id), &e));
+        let method = req.method.clone();
+        return error(&req.id, AgentError::ControlDenied { method, why });
     }
     match req.method.as_str() {
         method::INITIALIZE => {
@@ -150,6 +144,27 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
             let e = AgentError::UnknownMethod(other.to_owned());
             error(&req.id, e)
         }
+    }
+}
+
+/// mcpd's own methods that show or change the daemon: every `mcpd/` method but
+/// `mcpd/profile`, which only narrows what the connection itself sees.
+fn is_control(m: &str) -> bool {
+    m.starts_with("mcpd/") && m != "mcpd/profile"
+}
+
+/// Control methods show every server's command line, stderr and clients, and change
+/// the daemon: they are for its own user (or root) on the socket, on a connection that
+/// has not narrowed itself to a profile.
+fn may_control(ctx: &AgentContext, session: &Session) -> Result<(), ControlDenial> {
+    if ctx.over_http {
+        Err(ControlDenial::Http)
+    } else if !ctx.access.controls(ctx.peer_uid) {
+        Err(ControlDenial::OtherUser)
+    } else if session.profile.is_some() {
+        Err(ControlDenial::Profile)
+    } else {
+        Ok(())
     }
 }
 

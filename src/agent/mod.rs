@@ -72,6 +72,8 @@ pub struct AgentContext {
     pub peer_uid: Option<u32>,
     /// The connecting agent's pid, from its peer credentials (set per connection).
     pub peer_pid: Option<i32>,
+    /// Whether the agent came over the HTTP listener (set per connection).
+    pub over_http: bool,
     /// Call and byte counters, for `mcpd ctl metrics`.
     pub metrics: crate::metrics::Metrics,
     /// Every connected agent, for `mcpd ctl agents`.

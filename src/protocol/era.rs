@@ -126,8 +126,13 @@ pub fn add_envelope(params: &mut Option<Value>, capabilities: &Value) {
     }
     if let Some(m) = meta.as_object_mut() {
         m.insert(key::PROTOCOL_VERSION.into(), json!(MODERN_VERSION));
-        m.entry(key::CLIENT_CAPABILITIES)
-            .or_insert_with(|| capabilities.clone());
+        // A client that declared nothing (or not an object) declared no capabilities.
+        let declared = if capabilities.is_object() {
+            capabilities.clone()
+        } else {
+            Value::Object(Map::new())
+        };
+        m.entry(key::CLIENT_CAPABILITIES).or_insert(declared);
         m.insert(key::CLIENT_INFO.into(), client_info());
     }
 }

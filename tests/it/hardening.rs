@@ -77,3 +77,62 @@ async fn methods_2026_07_28_removed_are_refused_on_the_socket_as_over_http() {
     let r = legacy.request("ping", None).await;
     assert!(r["result"].is_object(), "{r}");
 }
+
+#[tokio::test]
+async fn ctl_call_works_against_servers_of_every_era() {
+    let d = DaemonBuilder::new()
+        .fixture("legacy", &["--era", "legacy"])
+        .fixture_with("modern", &["--era", "modern"], "protocol = \"modern\"")
+        .fixture("dual", &["--era", "dual"])
+        .start()
+        .await;
+    d.wait_ready().await;
+    for server in ["legacy", "modern", "dual"] {
+        let tool = format!("{server}__echo");
+        let (code, out, err) = d
+            .run_cli(&["ctl", "call", &tool, r#"{"text": "from the shell"}"#])
+            .await;
+        assert_eq!(code, 0, "{server}: {out} {err}");
+        assert!(out.contains("from the shell"), "{server}: {out}");
+    }
+}
+
+#[tokio::test]
+async fn control_methods_are_refused_to_connections_with_a_profile() {
+    let d = DaemonBuilder::new()
+        .fixture("a", &[])
+        .fixture("secret", &[])
+        .profile("just-a", "servers = [\"a\"]")
+        .start()
+        .await;
+    d.wait_ready().await;
+    let mut agent = d.initialized_agent().await;
+    let r = agent
+        .request("mcpd/profile", Some(json!({"name": "just-a"})))
+        .await;
+    assert!(r["result"].is_object(), "{r}");
+    for method in [
+        "mcpd/status",
+        "mcpd/agents",
+        "mcpd/metrics",
+        "mcpd/reload",
+        "mcpd/http-token",
+    ] {
+        let r = agent.request(method, None).await;
+        assert_eq!(error_code(&r), Some(-32018), "{method}: {r}");
+        assert!(error_message(&r).contains("chose a profile"), "{r}");
+        assert!(!r.to_string().contains("secret"), "{method} leaked: {r}");
+    }
+    let r = agent
+        .request("mcpd/restart", Some(json!({"name": "secret"})))
+        .await;
+    assert_eq!(error_code(&r), Some(-32018), "{r}");
+    // A connection without a profile, of the daemon's own user, still controls it.
+    let mut own = d.agent().await;
+    let r = own.request("mcpd/status", None).await;
+    assert_eq!(
+        r["result"]["servers"].as_array().map(Vec::len),
+        Some(2),
+        "{r}"
+    );
+}

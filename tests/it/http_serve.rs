@@ -557,3 +557,34 @@ async fn listener_settings_are_checked_when_the_config_loads() {
     let (code, _, err) = check("[daemon]\nhttp_listen = \"127.0.0.1:8765\"\n", &f).await;
     assert_eq!(code, 0, "{err}");
 }
+
+#[tokio::test]
+async fn http_clients_never_get_control_methods() {
+    let (d, url) = daemon(&[]).await;
+    let h = http(&d, url).await;
+    let session = h.initialize(json!({})).await;
+    for (i, method) in ["mcpd/status", "mcpd/agents", "mcpd/metrics", "mcpd/reload"]
+        .into_iter()
+        .enumerate()
+    {
+        let (status, body) = h
+            .json(
+                &session,
+                json!({"jsonrpc": "2.0", "id": i + 1, "method": method}),
+            )
+            .await;
+        assert_eq!(status, 200, "{method}: {body}");
+        assert_eq!(body["error"]["code"], -32018, "{method}: {body}");
+        let message = body["error"]["message"].as_str().unwrap_or("");
+        assert!(message.contains("HTTP clients cannot use them"), "{body}");
+        assert!(!body.to_string().contains("mcpd-fixture"), "{body}");
+        // Statelessly too.
+        let r = h
+            .modern(json!(100 + i), method, json!({}))
+            .send()
+            .await
+            .expect("POST");
+        let text = r.text().await.expect("body");
+        assert!(text.contains("-32018"), "{method}: {text}");
+    }
+}

@@ -676,3 +676,33 @@ async fn the_python_sdk_client_gets_prompts_and_reads_resources_of_a_published_s
         );
     }
 }
+
+#[tokio::test]
+async fn published_servers_survive_ctl_call_and_a_huge_template_uri() {
+    let Some(peers) = peers("published_servers_survive_ctl_call_and_a_huge_template_uri") else {
+        return;
+    };
+    let d = peers.daemon().await;
+    // mcp-server-time answers in whichever era mcpd chose for it; `ctl call` never
+    // initializes, and must work all the same.
+    let (code, out, err) = d
+        .run_cli(&[
+            "ctl",
+            "call",
+            "time__get_current_time",
+            r#"{"timezone":"UTC"}"#,
+        ])
+        .await;
+    assert_eq!(code, 0, "{out} {err}");
+    assert!(out.contains("UTC"), "{out}");
+    // server-everything lists `demo://resource/dynamic/text/{resourceId}`: a million
+    // characters once kept the daemon from answering anyone for minutes.
+    let mut agent = d.initialized_agent().await;
+    let huge = format!("demo://resource/dynamic/text/{}", "a".repeat(1_000_000));
+    let r = agent
+        .request("resources/read", Some(json!({"uri": huge})))
+        .await;
+    assert_eq!(error_code(&r), Some(-32602), "{r}");
+    let (code, _, err) = d.run_cli(&["ctl", "status"]).await;
+    assert_eq!(code, 0, "{err}");
+}

@@ -222,13 +222,16 @@ async fn other_users_are_refused_unless_allowed_and_never_control_the_daemon() {
         // Loosen the permissions so the check that remains is mcpd's own.
         std::fs::set_permissions(d.dir(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
         std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666)).expect("chmod");
-        let (code, err) = run_as(nobody, &["ctl", "status"], &d.socket).await;
         if allowed {
+            let (code, err) = run_as(nobody, &["ctl", "tools"], &d.socket).await;
             assert_eq!(code, 0, "an allowed user may use it: {err}");
-            let (code, err) = run_as(nobody, &["ctl", "restart", "x"], &d.socket).await;
-            assert_ne!(code, 0);
-            assert!(err.contains("only the daemon's own user or root"), "{err}");
+            for args in [&["ctl", "status"][..], &["ctl", "restart", "x"]] {
+                let (code, err) = run_as(nobody, args, &d.socket).await;
+                assert_ne!(code, 0, "{args:?}");
+                assert!(err.contains("is another user's"), "{args:?}: {err}");
+            }
         } else {
+            let (code, err) = run_as(nobody, &["ctl", "status"], &d.socket).await;
             assert_ne!(code, 0);
             assert!(err.contains("uid 65534 may not use this mcpd"), "{err}");
             assert!(d.log_text().contains("refused an agent from a user"));
