@@ -450,6 +450,18 @@ impl Notes {
     }
 }
 
+/// Whether a client's command runs mcpd: named `mcpd`, or the very binary running now.
+/// Importing it would make the daemon its own server.
+fn is_mcpd(command: &str) -> bool {
+    let path = Path::new(command);
+    if path.file_name().is_some_and(|n| n == "mcpd") {
+        return true;
+    }
+    let canonical = |p: &Path| std::fs::canonicalize(p).ok();
+    let this = std::env::current_exe().ok().and_then(|p| canonical(&p));
+    this.is_some() && canonical(path) == this
+}
+
 /// Converts one client entry into the body of `[servers.NAME]`; None (with a message) when
 /// it cannot be imported.
 fn convert(entry: &Entry, name: &str, notes: &mut Notes) -> Option<toml::Table> {
@@ -484,6 +496,12 @@ fn convert(entry: &Entry, name: &str, notes: &mut Notes) -> Option<toml::Table> 
             t.insert("headers".into(), headers.into());
         }
     } else if let Some(command) = def.get("command").and_then(Value::as_str) {
+        if is_mcpd(command) {
+            notes.warn(format!(
+                "{what}: skipped: it runs mcpd itself (the entry that points this client at mcpd); mcpd does not import itself"
+            ));
+            return None;
+        }
         if kind.is_some_and(|k| k != "stdio") {
             notes.warn(format!("{what}: skipped: type {kind:?} without a url"));
             return None;

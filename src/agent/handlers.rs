@@ -204,6 +204,7 @@ fn initialize(req: &Request, session: &mut Session) -> String {
         "capabilities": modern::capabilities(),
         "serverInfo": crate::protocol::era::server_info(),
         "instructions": modern::INSTRUCTIONS,
+        "_meta": { crate::protocol::era::key::MCPD_INSTANCE: crate::protocol::era::instance() },
     });
     jsonrpc::result_line(&req.id, &result)
 }

@@ -130,7 +130,7 @@ pub fn discover(req: &Request, ctx: &AgentContext) -> String {
         "instructions": INSTRUCTIONS,
         "ttlMs": ttl,
         "cacheScope": scope,
-        "_meta": { key::SERVER_INFO: era::server_info() },
+        "_meta": era::handshake_meta(),
     });
     jsonrpc::result_line(&req.id, &result)
 }

@@ -14,6 +14,9 @@ pub mod key {
     pub const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
     pub const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
     pub const LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+    /// mcpd's own key, in its handshake answers: this daemon's instance id, so that a
+    /// server entry that leads back to the daemon itself is recognised.
+    pub const MCPD_INSTANCE: &str = "mcpd/instance";
 }
 
 /// MCP error codes of the modern era.
@@ -161,6 +164,17 @@ pub fn client_info() -> Value {
 }
 
 /// mcpd as a server.
+/// This daemon's instance id: random, fixed for the life of the process.
+pub fn instance() -> &'static str {
+    static INSTANCE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    INSTANCE.get_or_init(|| format!("{:032x}", rand::random::<u128>()))
+}
+
+/// The `_meta` of mcpd's handshake answers (`initialize`, `server/discover`).
+pub fn handshake_meta() -> Value {
+    json!({ key::SERVER_INFO: server_info(), key::MCPD_INSTANCE: instance() })
+}
+
 pub fn server_info() -> Value {
     json!({ "name": "mcpd", "version": env!("CARGO_PKG_VERSION") })
 }

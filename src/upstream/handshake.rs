@@ -101,7 +101,7 @@ where
         };
         match jsonrpc::parse(&line) {
             Ok(Message::Response(r)) if r.id == id => {
-                let identity = identity(r.outcome).map_err(HandshakeError::era)?;
+                let identity = refuse_self(identity(r.outcome).map_err(HandshakeError::era)?)?;
                 let version = identity.protocol_version.clone();
                 send(out, Outbound::Negotiated { version }).await?;
                 let line = jsonrpc::notification_line(method::INITIALIZED, None);
@@ -185,7 +185,31 @@ pub fn identity(outcome: Result<Value, ErrorObject>) -> Result<ServerIdentity, S
             .map(str::to_owned),
         pid: None,
         transport: None,
+        mcpd_instance: mcpd_instance(&result),
     })
+}
+
+/// The instance id of an mcpd daemon in a handshake answer's `_meta`.
+fn mcpd_instance(result: &Value) -> Option<String> {
+    result
+        .get("_meta")
+        .and_then(|m| m.get(era::key::MCPD_INSTANCE))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+/// A server that answers with this daemon's own instance id is this daemon reached
+/// through its own socket (`mcpd connect` as a server entry): serving it would list
+/// every tool again under its prefix, and again on every change. Retrying cannot help.
+pub fn refuse_self(identity: ServerIdentity) -> Result<ServerIdentity, HandshakeError> {
+    if identity.mcpd_instance.as_deref() == Some(era::instance()) {
+        return Err(HandshakeError {
+            message: "this server is this mcpd daemon itself, reached through its own socket; remove this [servers] entry (an agent uses mcpd through `mcpd connect`, mcpd does not use itself)".into(),
+            fatal: true,
+            era_mismatch: false,
+        });
+    }
+    Ok(identity)
 }
 
 async fn send(out: &mpsc::Sender<Outbound>, msg: Outbound) -> Result<(), String> {
@@ -295,6 +319,7 @@ pub fn discover_identity(result: &Value) -> ServerIdentity {
             .map(str::to_owned),
         pid: None,
         transport: None,
+        mcpd_instance: mcpd_instance(result),
     }
 }
 
@@ -380,6 +405,7 @@ where
                     )));
                 }
             };
+            let identity = refuse_self(identity)?;
             send(
                 out,
                 Outbound::Negotiated {

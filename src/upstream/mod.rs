@@ -202,6 +202,8 @@ pub struct ServerIdentity {
     pub pid: Option<u32>,
     /// For remote servers, the HTTP transport in use ("streamable-http" or "sse").
     pub transport: Option<&'static str>,
+    /// The instance id an mcpd daemon puts in its handshake answers.
+    pub mcpd_instance: Option<String>,
 }
 
 impl ServerIdentity {

@@ -136,3 +136,32 @@ async fn control_methods_are_refused_to_connections_with_a_profile() {
         "{r}"
     );
 }
+
+#[tokio::test]
+async fn a_server_entry_that_leads_back_to_the_daemon_itself_fails_with_a_clear_error() {
+    let b = DaemonBuilder::new().fixture("a", &[]);
+    let socket = b.dir().join("mcpd.sock");
+    let socket = socket.to_str().expect("UTF-8 path").to_owned();
+    let d = b
+        .server("mcpd", mcpd_bin(), &["connect", "--socket", &socket], "")
+        .start()
+        .await;
+    assert_eq!(
+        d.socket.to_str(),
+        Some(socket.as_str()),
+        "the harness's socket path"
+    );
+    let row = d
+        .wait_server("mcpd", "the loop is detected", |s| s["state"] == "failed")
+        .await;
+    let error = row["last_error"].as_str().unwrap_or("");
+    assert!(error.contains("this mcpd daemon itself"), "{row}");
+    let mut agent = d.initialized_agent().await;
+    let names = agent.tool_names().await;
+    assert!(!names.is_empty(), "the other server is served");
+    assert!(names.iter().all(|n| !n.starts_with("mcpd__")), "{names:?}");
+    // Failed for good: it is not restarted in a loop.
+    let restarts = row["restarts"].as_u64();
+    let again = d.server_status("mcpd").await;
+    assert_eq!(again["restarts"].as_u64(), restarts, "{again}");
+}

@@ -236,3 +236,30 @@ async fn usage_errors_exit_64() {
     );
     assert!(!config.exists());
 }
+
+#[tokio::test]
+async fn entries_that_run_mcpd_itself_are_skipped_with_a_note() {
+    let dir = temp();
+    // What `claude mcp add --scope user mcpd -- mcpd connect` writes, plus the same entry
+    // by the binary's full path, beside a real server.
+    let client = dir.path().join("claude.json");
+    let body = serde_json::json!({"mcpServers": {
+        "mcpd": {"type": "stdio", "command": "mcpd", "args": ["connect"], "env": {}},
+        "mcpd-by-path": {"command": mcpd_bin(), "args": ["connect", "--profile", "p"]},
+        "time": {"command": "uvx", "args": ["mcp-server-time"]},
+    }});
+    std::fs::write(&client, body.to_string()).expect("write client config");
+    let config = dir.path().join("mcpd.toml");
+    let client = client.display().to_string();
+    let config_arg = config.display().to_string();
+    let (code, _, err) = run_mcpd(
+        &["import", "--from", &client, "--config", &config_arg],
+        None,
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(err.matches("runs mcpd itself").count(), 2, "{err}");
+    let written = read(&config);
+    assert!(written.contains("[servers.time]"), "{written}");
+    assert!(!written.contains("[servers.mcpd"), "{written}");
+}
