@@ -352,10 +352,11 @@ pub fn template_matches(template: &str, uri: &str) -> bool {
 /// there). One forward pass is enough: these moves only go forwards, one step each.
 fn skip_empty(steps: &[Step], at: &mut [bool]) {
     for (i, step) in steps.iter().enumerate() {
-        if matches!(step, Step::Many(_)) && at.get(i).copied().unwrap_or(false) {
-            if let Some(slot) = at.get_mut(i + 1) {
-                *slot = true;
-            }
+        if matches!(step, Step::Many(_))
+            && at.get(i).copied().unwrap_or(false)
+            && let Some(slot) = at.get_mut(i + 1)
+        {
+            *slot = true;
         }
     }
 }
