@@ -114,6 +114,7 @@ pub async fn serve(
         daemon,
         max_line: config.daemon.max_message_bytes,
         queue: config.daemon.agent_queue,
+        queue_bytes: config.daemon.queue_bytes,
         limits: mcpd_limits(&config),
         profiles: std::sync::Arc::new(
             config

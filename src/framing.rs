@@ -32,16 +32,40 @@ impl BoundedLines {
     }
 }
 
+/// A frame at least this long (or an over-long line) leaves the read buffer that large;
+/// it is then given back, so one burst does not keep megabytes per connection. Smaller
+/// lines keep the buffer, which steady traffic reuses.
+const SHRINK_AFTER: usize = 2 * 1024 * 1024;
+/// What is kept (and copied) when the buffer is given back: at most this much unread.
+const KEEP: usize = 64 * 1024;
+
 impl Decoder for BoundedLines {
     type Item = Frame;
     type Error = std::io::Error;
 
     fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, Self::Error> {
-        map(self.inner.decode(buf))
+        let frame = map(self.inner.decode(buf));
+        shrink_after(&frame, buf);
+        frame
     }
 
     fn decode_eof(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, Self::Error> {
         map(self.inner.decode_eof(buf))
+    }
+}
+
+/// Replaces the read buffer by a small copy of what is unread after a large frame. The
+/// codec's search position refers to the unread bytes, which the copy keeps as they are.
+fn shrink_after(frame: &Result<Option<Frame>, std::io::Error>, buf: &mut BytesMut) {
+    let large = match frame {
+        Ok(Some(Frame::Line(l))) => l.len() >= SHRINK_AFTER,
+        Ok(Some(Frame::TooLong)) => true,
+        _ => false,
+    };
+    if (large || buf.capacity() > SHRINK_AFTER) && buf.len() <= KEEP {
+        let mut small = BytesMut::with_capacity(8 * 1024);
+        small.extend_from_slice(buf);
+        *buf = small;
     }
 }
 
@@ -74,6 +98,12 @@ pub trait OutLine {
 impl OutLine for String {
     fn line(&self) -> Option<&str> {
         Some(self)
+    }
+}
+
+impl<T: OutLine> OutLine for crate::budget::Charged<T> {
+    fn line(&self) -> Option<&str> {
+        (**self).line()
     }
 }
 
@@ -120,6 +150,11 @@ pub async fn write_lines<W: AsyncWrite + Unpin, T: OutLine>(
         if !buf.is_empty() || large.is_some() {
             out.flush().await?;
         }
+        // A burst may have grown the batch to a megabyte; it goes back once the burst
+        // is over.
+        if buf.capacity() > 64 * 1024 && rx.is_empty() {
+            buf = Vec::with_capacity(8 * 1024);
+        }
     }
     let _ = out.shutdown().await; // the peer may already be gone; nothing left to tell it
     Ok(written)
@@ -162,6 +197,21 @@ mod tests {
         let want = format!("a\n{big}\nb\n\n{big}\n");
         assert_eq!(String::from_utf8(out).unwrap(), want);
         assert_eq!(n, want.len() as u64);
+    }
+
+    #[test]
+    fn the_read_buffer_is_given_back_after_a_large_line_and_nothing_is_lost() {
+        let mut codec = BoundedLines::new(8 * 1024 * 1024);
+        let big = "x".repeat(3 * 1024 * 1024);
+        let mut buf = BytesMut::from(format!("{big}\npartial").as_bytes());
+        assert_eq!(codec.decode(&mut buf).unwrap(), Some(Frame::Line(big)));
+        assert!(buf.capacity() <= 64 * 1024, "{}", buf.capacity());
+        assert_eq!(&buf[..], b"partial");
+        buf.extend_from_slice(b" line\n");
+        assert_eq!(
+            codec.decode(&mut buf).unwrap(),
+            Some(Frame::Line("partial line".into()))
+        );
     }
 
     #[test]

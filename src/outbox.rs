@@ -1,5 +1,6 @@
 //! The bounded outbound queue of one agent connection, shared by everything that writes to that agent.
 
+use crate::budget::{self, Charged, Weigh};
 use crate::framing::OutLine;
 use crate::jsonrpc::Id;
 use std::sync::Arc;
@@ -21,13 +22,19 @@ impl OutLine for Out {
     }
 }
 
-/// A cloneable sender of lines to one agent. Sending never waits: an agent whose queue is
-/// full is not reading its socket, and waiting for it would let it stall an upstream or
-/// other agents. Instead the first overflow fires `overflowed`, and the agent's actor
-/// disconnects it.
+impl Weigh for Out {
+    fn bytes(&self) -> usize {
+        self.line.len()
+    }
+}
+
+/// A cloneable sender of lines to one agent, bounded by a count of messages and by
+/// bytes. Sending never waits: an agent whose queue is full is not reading its socket,
+/// and waiting for it would let it stall an upstream or other agents. Instead the first
+/// overflow fires `overflowed`, and the agent's actor disconnects it.
 #[derive(Clone, Debug)]
 pub struct Outbox {
-    tx: mpsc::Sender<Out>,
+    tx: budget::Sender<Out>,
     /// Shared behind an `Arc`: an outbox is cloned for every call (and its log route), and
     /// cloning a token takes its tree's lock where an `Arc` takes one atomic add.
     overflowed: Arc<CancellationToken>,
@@ -36,8 +43,9 @@ pub struct Outbox {
 }
 
 impl Outbox {
-    pub fn new(capacity: usize) -> (Outbox, mpsc::Receiver<Out>) {
-        let (tx, rx) = mpsc::channel(capacity);
+    /// A queue of at most `capacity` messages and `bytes` bytes.
+    pub fn new(capacity: usize, bytes: usize) -> (Outbox, mpsc::Receiver<Charged<Out>>) {
+        let (tx, rx) = budget::channel(capacity, bytes);
         (
             Outbox {
                 tx,
@@ -92,9 +100,9 @@ impl Outbox {
 
     /// Queues a line if there is room, and drops it otherwise without counting the agent
     /// as not reading: for best-effort messages such as server logs. Keeps a quarter of
-    /// the queue free for replies.
+    /// the queue (slots and bytes) free for replies.
     pub fn offer(&self, line: String) -> bool {
-        if self.tx.capacity() <= self.tx.max_capacity() / 4 {
+        if !self.tx.has_slack() {
             return false;
         }
         self.tx.try_send(self.out(line)).is_ok()

@@ -111,7 +111,7 @@ enum Close {
 /// Serves one agent on a Unix-socket connection.
 pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: CancellationToken) {
     let (read, write) = stream.into_split();
-    let (outbox, out_rx) = Outbox::new(ctx.queue);
+    let (outbox, out_rx) = Outbox::new(ctx.queue, ctx.queue_bytes);
     let writer = tokio::spawn(framing::write_lines(write, out_rx));
     let frames = FramedRead::new(read, BoundedLines::new(ctx.max_line));
     let exe = ctx

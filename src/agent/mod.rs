@@ -83,6 +83,8 @@ pub struct AgentContext {
     pub daemon: Arc<DaemonInfo>,
     pub max_line: usize,
     pub queue: usize,
+    /// Bytes queued to one agent at most (`daemon.queue_bytes`).
+    pub queue_bytes: usize,
     /// The profiles agents can choose, by name.
     pub profiles: Arc<std::collections::BTreeMap<String, Arc<crate::config::Profile>>>,
     /// Bounds on the results passed to agents (image and audio sizes).

@@ -55,6 +55,14 @@ pub mod defaults {
     pub const STOP_GRACE: Duration = Duration::from_secs(2);
     pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
     pub const MAX_MEDIA_BYTES: usize = 10 * 1024 * 1024;
+    /// The longest duration any setting takes: far beyond any sensible timeout, and far
+    /// from where adding it to the clock could overflow.
+    pub const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
+
+    /// The default byte budget of one queue: 32 MiB, or two of the largest messages.
+    pub fn queue_bytes(max_message_bytes: usize) -> usize {
+        (32 * 1024 * 1024).max(max_message_bytes.saturating_mul(2))
+    }
 }
 
 // ---------------------------------------------------------------- raw file
@@ -83,6 +91,7 @@ struct RawDaemon {
     tool_name_limit: Option<usize>,
     max_agents: Option<usize>,
     agent_queue: Option<usize>,
+    queue_bytes: Option<usize>,
     shutdown_grace: Option<String>,
     http_listen: Option<String>,
     #[serde(default)]
@@ -186,6 +195,9 @@ pub struct DaemonConfig {
     pub max_agents: usize,
     /// Messages queued to one agent before it counts as not reading and is disconnected.
     pub agent_queue: usize,
+    /// Bytes queued to one agent (then it is disconnected as not reading) or to one
+    /// server (then requests to it are refused as busy).
+    pub queue_bytes: usize,
     /// How long in-flight calls may finish after a shutdown signal.
     pub shutdown_grace: Duration,
     /// The optional Streamable HTTP listener (`http_listen`).
@@ -311,6 +323,7 @@ impl Default for DaemonConfig {
             tool_name_limit: defaults::TOOL_NAME_LIMIT,
             max_agents: defaults::MAX_AGENTS,
             agent_queue: defaults::AGENT_QUEUE,
+            queue_bytes: defaults::queue_bytes(defaults::MAX_MESSAGE_BYTES),
             shutdown_grace: defaults::SHUTDOWN_GRACE,
             http: None,
         }
@@ -368,6 +381,9 @@ pub fn valid_server_name(name: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
 }
 
+/// A gibibyte: the largest message or media size mcpd accepts as a setting.
+const GIB: usize = 1 << 30;
+
 struct Validator<'a> {
     path: &'a Path,
     /// The environment `${VAR}` references are read from.
@@ -390,30 +406,54 @@ impl Validator<'_> {
         default: Duration,
     ) -> Result<Duration, ConfigError> {
         let Some(s) = v else { return Ok(default) };
-        humantime::parse_duration(s).map_err(|e| {
+        let d = humantime::parse_duration(s).map_err(|e| {
             self.err(
                 key,
                 format!("{s:?} is not a duration ({e}); write e.g. \"500ms\", \"30s\" or \"2m\""),
             )
-        })
+        })?;
+        if d > defaults::MAX_DURATION {
+            return Err(self.err(
+                key,
+                format!(
+                    "{s:?} is too long; the longest is {}",
+                    humantime::format_duration(defaults::MAX_DURATION)
+                ),
+            ));
+        }
+        Ok(d)
     }
 
+    /// A count or size within `range`, or `default` when not set.
     fn positive(
         &self,
         key: &str,
         v: Option<usize>,
         default: usize,
-        min: usize,
+        range: std::ops::RangeInclusive<usize>,
     ) -> Result<usize, ConfigError> {
         match v {
             None => Ok(default),
-            Some(n) if n >= min => Ok(n),
-            Some(n) => Err(self.err(key, format!("{n} is too small; the minimum is {min}"))),
+            Some(n) if range.contains(&n) => Ok(n),
+            Some(n) if n < *range.start() => Err(self.err(
+                key,
+                format!("{n} is too small; the minimum is {}", range.start()),
+            )),
+            Some(n) => Err(self.err(
+                key,
+                format!("{n} is too large; the maximum is {}", range.end()),
+            )),
         }
     }
 
     fn config(&self, raw: RawFile) -> Result<Config, ConfigError> {
         let d = &raw.daemon;
+        let max_message_bytes = self.positive(
+            "daemon.max_message_bytes",
+            d.max_message_bytes,
+            defaults::MAX_MESSAGE_BYTES,
+            4096..=GIB,
+        )?;
         let daemon = DaemonConfig {
             socket: d.socket.clone(),
             state_dir: d.state_dir.clone(),
@@ -422,36 +462,38 @@ impl Validator<'_> {
                 &d.request_timeout,
                 defaults::REQUEST_TIMEOUT,
             )?,
-            max_message_bytes: self.positive(
-                "daemon.max_message_bytes",
-                d.max_message_bytes,
-                defaults::MAX_MESSAGE_BYTES,
-                4096,
-            )?,
+            max_message_bytes,
             max_media_bytes: self.positive(
                 "daemon.max_media_bytes",
                 d.max_media_bytes,
                 defaults::MAX_MEDIA_BYTES,
-                1,
+                1..=GIB,
             )?,
             allow_uids: d.allow_uids.clone(),
             tool_name_limit: self.positive(
                 "daemon.tool_name_limit",
                 d.tool_name_limit,
                 defaults::TOOL_NAME_LIMIT,
-                48,
+                48..=256,
             )?,
             max_agents: self.positive(
                 "daemon.max_agents",
                 d.max_agents,
                 defaults::MAX_AGENTS,
-                1,
+                1..=65_536,
             )?,
             agent_queue: self.positive(
                 "daemon.agent_queue",
                 d.agent_queue,
                 defaults::AGENT_QUEUE,
-                16,
+                16..=1 << 20,
+            )?,
+            // A queue must hold at least one message of the largest size.
+            queue_bytes: self.positive(
+                "daemon.queue_bytes",
+                d.queue_bytes,
+                defaults::queue_bytes(max_message_bytes),
+                max_message_bytes..=u32::MAX as usize,
             )?,
             shutdown_grace: self.duration(
                 "daemon.shutdown_grace",

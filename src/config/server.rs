@@ -57,7 +57,7 @@ impl Validator<'_> {
                 &format!("{key}.max_in_flight"),
                 s.max_in_flight,
                 defaults::MAX_IN_FLIGHT,
-                1,
+                1..=1 << 20,
             )?,
             tools: self.tool_filter(&key, s.tools.clone())?,
             // Replaced by the validated naming once the name limit is known.

@@ -109,6 +109,7 @@ impl SupervisorHandle {
             )),
             next_instance: 0,
             max_line: config.daemon.max_message_bytes,
+            queue_bytes: config.daemon.queue_bytes,
             name_limit: config.daemon.tool_name_limit,
             cancel,
             sentinel,
@@ -360,6 +361,8 @@ struct Supervisor {
     catalog_cache: catalog_cache::CatalogCache,
     next_instance: u64,
     max_line: usize,
+    /// Bytes queued to one server at most (`daemon.queue_bytes`).
+    queue_bytes: usize,
     name_limit: usize,
     cancel: CancellationToken,
     /// Told about every process group, so none outlives a killed mcpd.
@@ -491,6 +494,7 @@ impl Supervisor {
             config: slot.cfg.clone(),
             instance,
             max_line: self.max_line,
+            queue_bytes: self.queue_bytes,
             events: self.events_tx.clone(),
             cancel: cancel.clone(),
             era,

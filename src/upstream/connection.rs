@@ -4,6 +4,7 @@ use super::actor::{Actor, End, Offers};
 use super::process::StderrTail;
 use super::transport::{Inbound, Outbound};
 use super::{ConnectionEvent, ConnectionExit, ServerIdentity, handshake, http, process};
+use crate::budget;
 use crate::config::{Launch, ServerConfig};
 use crate::framing::{self, BoundedLines};
 use crate::protocol::era::Era;
@@ -27,6 +28,8 @@ pub struct ConnectionContext {
     pub spawned: Option<Result<process::Spawned, String>>,
     pub instance: u64,
     pub max_line: usize,
+    /// Bytes queued to the server at most; beyond them requests are refused as busy.
+    pub queue_bytes: usize,
     pub events: mpsc::Sender<ConnectionEvent>,
     /// Fired by the supervisor to stop this connection.
     pub cancel: CancellationToken,
@@ -87,7 +90,7 @@ async fn run_stdio(ctx: ConnectionContext, spawned: process::Spawned) -> Connect
         stderr,
     } = spawned;
     tracing::info!(upstream = %server, pid, command = %ctx.config.target(), "started server process");
-    let (out_tx, out_rx) = mpsc::channel::<Outbound>(STDIN_QUEUE);
+    let (out_tx, out_rx) = budget::channel::<Outbound>(STDIN_QUEUE, ctx.queue_bytes);
     let writer = tokio::spawn(framing::write_lines(stdin, out_rx));
     let (err_tx, mut err_rx) = mpsc::channel(STDERR_QUEUE);
     let stderr_task = tokio::spawn(process::read_stderr(server.clone(), stderr, err_tx));
@@ -198,7 +201,7 @@ pub(super) async fn negotiate<S>(
     plan: EraPlan,
     server: &str,
     inbound: &mut S,
-    out: &mpsc::Sender<Outbound>,
+    out: &budget::Sender<Outbound>,
     malformed: &mut u64,
 ) -> Result<ServerIdentity, handshake::HandshakeError>
 where
@@ -251,7 +254,7 @@ pub(super) async fn serve<S, X>(
     peer: String,
     identity: ServerIdentity,
     http: Option<watch::Receiver<http::HttpInfo>>,
-    out: mpsc::Sender<Outbound>,
+    out: budget::Sender<Outbound>,
     inbound: &mut S,
     exited: X,
     stderr: &mut mpsc::Receiver<String>,

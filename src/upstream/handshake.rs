@@ -2,12 +2,12 @@
 
 use super::ServerIdentity;
 use super::transport::{Inbound, Outbound, Sent};
+use crate::budget;
 use crate::framing::Frame;
 use crate::jsonrpc::{self, ErrorObject, Id, Message, code};
 use crate::protocol::{self, era, method};
 use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
 /// The id of the `initialize` request; mcpd's later request ids start above it.
 pub const INITIALIZE_ID: u64 = 0;
@@ -65,7 +65,7 @@ impl From<&str> for HandshakeError {
 pub async fn initialize<S>(
     server: &str,
     inbound: &mut S,
-    out: &mpsc::Sender<Outbound>,
+    out: &budget::Sender<Outbound>,
     malformed: &mut u64,
 ) -> Result<ServerIdentity, HandshakeError>
 where
@@ -212,7 +212,7 @@ pub fn refuse_self(identity: ServerIdentity) -> Result<ServerIdentity, Handshake
     Ok(identity)
 }
 
-async fn send(out: &mpsc::Sender<Outbound>, msg: Outbound) -> Result<(), String> {
+async fn send(out: &budget::Sender<Outbound>, msg: Outbound) -> Result<(), String> {
     out.send(msg)
         .await
         .map_err(|_| "the connection to the server closed during initialize".to_owned())
@@ -328,7 +328,7 @@ pub fn discover_identity(result: &Value) -> ServerIdentity {
 pub async fn discover<S>(
     server: &str,
     inbound: &mut S,
-    out: &mpsc::Sender<Outbound>,
+    out: &budget::Sender<Outbound>,
     malformed: &mut u64,
     legacy_fallback: bool,
 ) -> Result<ServerIdentity, HandshakeError>

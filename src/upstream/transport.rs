@@ -101,6 +101,12 @@ pub enum Inbound {
     Closed { error: String, fatal: bool },
 }
 
+impl crate::budget::Weigh for Outbound {
+    fn bytes(&self) -> usize {
+        self.line().map_or(0, str::len)
+    }
+}
+
 impl OutLine for Outbound {
     fn line(&self) -> Option<&str> {
         match self {

@@ -165,3 +165,58 @@ async fn a_server_entry_that_leads_back_to_the_daemon_itself_fails_with_a_clear_
     let again = d.server_status("mcpd").await;
     assert_eq!(again["restarts"].as_u64(), restarts, "{again}");
 }
+
+#[tokio::test]
+async fn an_agent_is_disconnected_once_its_unread_replies_exceed_the_byte_budget() {
+    // 40 replies of 60 KB fit the default count (1,024 messages) many times over; the
+    // byte budget (128 KiB) is what must cut this agent off.
+    let d = DaemonBuilder::new()
+        .daemon("max_message_bytes = 65536\nqueue_bytes = 131072")
+        .fixture("s", &["--tools", "big,echo"])
+        .start()
+        .await;
+    d.wait_ready().await;
+    let mut hoarder = d.initialized_agent().await;
+    for _ in 0..40 {
+        let id = hoarder.fresh_id();
+        hoarder
+            .send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "s__big", "arguments": {"bytes": 60_000}}}))
+            .await;
+    }
+    eventually("the hoarding agent is disconnected", WAIT, || async {
+        d.log_text().contains("not reading").then_some(())
+    })
+    .await;
+    let mut other = d.initialized_agent().await;
+    assert_eq!(
+        text(&other.call("s__echo", json!({"text": "hi"})).await),
+        "hi"
+    );
+}
+
+#[tokio::test]
+async fn absurd_config_values_are_refused_at_load_with_the_key_named() {
+    for (line, key) in [
+        (
+            "request_timeout = \"100000000years\"",
+            "daemon.request_timeout",
+        ),
+        ("max_agents = 100000000", "daemon.max_agents"),
+        ("agent_queue = 100000000000", "daemon.agent_queue"),
+        (
+            "max_message_bytes = 100000000000",
+            "daemon.max_message_bytes",
+        ),
+        ("queue_bytes = 1000", "daemon.queue_bytes"),
+        ("shutdown_grace = \"400days\"", "daemon.shutdown_grace"),
+    ] {
+        let b = DaemonBuilder::new().daemon(line).fixture("a", &[]);
+        let path = b.dir().join("check.toml");
+        std::fs::write(&path, b.config_text()).expect("write config");
+        let path = path.to_str().expect("UTF-8 path").to_owned();
+        let (code, _, err) = run_mcpd(&["check-config", "--config", &path], None).await;
+        assert_eq!(code, 78, "{line}: {err}");
+        assert!(err.contains(key), "{line}: {err}");
+    }
+}

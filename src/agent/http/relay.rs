@@ -13,6 +13,7 @@
 //! clients may use the same ids at once.
 
 use super::wire::{Peek, restore_id, restore_subscription};
+use crate::budget::{Charge, Charged};
 use crate::framing::Frame;
 use crate::jsonrpc::{self, Id};
 use crate::outbox::Out;
@@ -34,6 +35,8 @@ pub const SESSION_IDLE: Duration = Duration::from_secs(30 * 60);
 pub struct Item {
     pub line: String,
     pub last: bool,
+    /// The message's share of its connection's byte budget, given back once written.
+    pub _charge: Charge,
 }
 
 /// What a POST gets back.
@@ -134,7 +137,7 @@ pub struct Relay {
     /// Rename request ids (the shared stateless relay).
     rename: bool,
     frames: mpsc::Sender<Frame>,
-    out: mpsc::Receiver<Out>,
+    out: mpsc::Receiver<Charged<Out>>,
     mailbox: mpsc::Receiver<Msg>,
     closed_tx: mpsc::UnboundedSender<u64>,
     closed_rx: mpsc::UnboundedReceiver<u64>,
@@ -154,7 +157,7 @@ impl Relay {
         agent: u64,
         rename: bool,
         frames: mpsc::Sender<Frame>,
-        out: mpsc::Receiver<Out>,
+        out: mpsc::Receiver<Charged<Out>>,
     ) -> (Relay, RelayHandle) {
         let (tx, mailbox) = mpsc::channel(MAILBOX);
         // Unbounded, but each stream sends at most one message here, and the open
@@ -291,7 +294,10 @@ impl Relay {
     }
 
     /// Puts one outgoing message on the stream it belongs to.
-    fn route(&mut self, out: Out) {
+    fn route(&mut self, out: Charged<Out>) {
+        // The message's bytes stay charged to the connection's budget until a response
+        // stream has written it.
+        let (out, charge) = out.split();
         let peek = Peek::of(&out.line);
         if peek.is_response {
             let Some(id) = peek.id.or(out.about) else {
@@ -310,7 +316,7 @@ impl Relay {
                 Some(s) => {
                     s.waiting.retain(|w| *w != id);
                     let last = s.waiting.is_empty();
-                    if !send(&s.tx, line, last, &mut self.bytes) {
+                    if !send(&s.tx, (line, charge), last, &mut self.bytes) {
                         tracing::warn!(
                             agent = self.agent,
                             "an HTTP client is not reading its response stream"
@@ -369,11 +375,11 @@ impl Relay {
         };
         match target.and_then(|t| self.streams.get(&t)) {
             Some(s) => {
-                send(&s.tx, line, false, &mut self.bytes);
+                send(&s.tx, (line, charge), false, &mut self.bytes);
             }
             None => match &self.listen {
                 Some(l) if !l.is_closed() => {
-                    if !send(l, line, false, &mut self.bytes) {
+                    if !send(l, (line, charge), false, &mut self.bytes) {
                         tracing::debug!(
                             agent = self.agent,
                             "dropped a message for a full GET stream"
@@ -409,9 +415,18 @@ impl Relay {
 }
 
 /// Queues a line on a stream; false when the client is not reading (the line is lost).
-fn send(tx: &mpsc::Sender<Item>, line: String, last: bool, bytes: &mut u64) -> bool {
+fn send(
+    tx: &mpsc::Sender<Item>,
+    (line, charge): (String, Charge),
+    last: bool,
+    bytes: &mut u64,
+) -> bool {
     let len = line.len() as u64;
-    match tx.try_send(Item { line, last }) {
+    match tx.try_send(Item {
+        line,
+        last,
+        _charge: charge,
+    }) {
         Ok(()) => {
             *bytes += len;
             true

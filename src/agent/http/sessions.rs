@@ -139,7 +139,7 @@ impl Starter {
         ctx.peer_pid = None;
         ctx.over_http = true;
         let agent = ctx.daemon.next_agent.fetch_add(1, Ordering::Relaxed) + 1;
-        let (outbox, out_rx) = Outbox::new(ctx.queue);
+        let (outbox, out_rx) = Outbox::new(ctx.queue, ctx.queue_bytes);
         let (frames_tx, mut frames_rx) = mpsc::channel(FRAMES);
         let stateless = session.is_none();
         let (relay, handle) = Relay::new(agent, stateless, frames_tx, out_rx);

@@ -12,6 +12,7 @@ use super::{
     CallId, ConnectionEvent, LiveStatus, LogRoute, ProgressSink, ReplyTo, ServerAsk, UpstreamError,
     UpstreamHandle, UpstreamMsg,
 };
+use crate::budget;
 use crate::config::ServerConfig;
 use crate::jsonrpc::{ErrorObject, Id};
 use crate::protocol::era::Era;
@@ -118,7 +119,7 @@ pub struct Actor {
     /// Agent call -> upstream id, so cancellations find their request.
     by_call: HashMap<CallId, u64>,
     deadlines: DelayQueue<u64>,
-    out: mpsc::Sender<Outbound>,
+    out: budget::Sender<Outbound>,
     rx: mpsc::Receiver<UpstreamMsg>,
     /// Our own handle, for the catalog fetches that run inside this loop.
     handle: UpstreamHandle,
@@ -163,7 +164,7 @@ impl Actor {
         server: Arc<str>,
         cfg: &ServerConfig,
         peer: String,
-        out: mpsc::Sender<Outbound>,
+        out: budget::Sender<Outbound>,
         events: mpsc::Sender<ConnectionEvent>,
         instance: u64,
         era: Era,

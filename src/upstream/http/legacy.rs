@@ -4,6 +4,7 @@ use super::HttpInfo;
 use super::client::{self, Endpoint};
 use super::post::message_frame;
 use super::streamable::refused_message;
+use crate::budget::Charged;
 use crate::upstream::UpstreamError;
 use crate::upstream::transport::{Inbound, Outbound};
 use futures::StreamExt;
@@ -30,7 +31,7 @@ pub async fn run(
     ep: Endpoint,
     inbound: mpsc::Sender<Inbound>,
     info: watch::Sender<HttpInfo>,
-    mut rx: mpsc::Receiver<Outbound>,
+    mut rx: mpsc::Receiver<Charged<Outbound>>,
     first: Option<(String, String)>,
     server: Arc<str>,
 ) {
@@ -100,7 +101,7 @@ pub async fn run(
     }
     loop {
         tokio::select! {
-            msg = rx.recv() => match msg {
+            msg = rx.recv() => match msg.map(Charged::into_inner) {
                 None => break,
                 Some(Outbound::Message { line, request }) => {
                     posts.spawn(post(line, request.map(|r| r.id)));

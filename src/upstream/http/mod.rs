@@ -17,6 +17,8 @@ use super::actor::End;
 use super::connection::{ConnectionContext, negotiate, report_lost, serve};
 use super::transport::{Inbound, Outbound};
 use super::{ConnectionExit, handshake};
+use crate::budget;
+use crate::budget::Charged;
 use crate::config::{HttpLaunch, HttpTransport};
 use client::Endpoint;
 use futures::Stream;
@@ -52,7 +54,7 @@ pub async fn run(ctx: ConnectionContext, launch: HttpLaunch) -> ConnectionExit {
     };
     let shown = ep.shown_url();
     tracing::info!(upstream = %server, url = %shown, transport = launch.transport.as_str(), "connecting to remote server");
-    let (out_tx, out_rx) = mpsc::channel::<Outbound>(OUT_QUEUE);
+    let (out_tx, out_rx) = budget::channel::<Outbound>(OUT_QUEUE, ctx.queue_bytes);
     let (in_tx, in_rx) = mpsc::channel::<Inbound>(IN_QUEUE);
     let (info_tx, info_rx) = watch::channel(HttpInfo {
         transport: launch.transport.as_str().into(),
@@ -169,7 +171,7 @@ async fn run_transport(
     kind: HttpTransport,
     inbound: mpsc::Sender<Inbound>,
     info: watch::Sender<HttpInfo>,
-    mut rx: mpsc::Receiver<Outbound>,
+    mut rx: mpsc::Receiver<Charged<Outbound>>,
     server: Arc<str>,
 ) {
     if kind == HttpTransport::Sse {

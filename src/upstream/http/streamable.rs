@@ -4,6 +4,7 @@ use super::HttpInfo;
 use super::client::{self, ACCEPT_BOTH, Body, Endpoint, SESSION_HEADER, VERSION_HEADER};
 use super::listen::Listener;
 use super::post::{Done, ERROR_BODY_MAX, Outcome, PostCtx, answers, deliver, initialize_result};
+use crate::budget::Charged;
 use crate::framing::Frame;
 use crate::upstream::UpstreamError;
 use crate::upstream::transport::{Inbound, Outbound, Resume};
@@ -81,10 +82,10 @@ impl Streamable {
     }
 
     /// Serves the actor's messages until it goes away or the connection fails.
-    pub async fn run(mut self, rx: &mut mpsc::Receiver<Outbound>) -> Finish {
+    pub async fn run(mut self, rx: &mut mpsc::Receiver<Charged<Outbound>>) -> Finish {
         loop {
             tokio::select! {
-                msg = rx.recv() => match msg {
+                msg = rx.recv() => match msg.map(Charged::into_inner) {
                     None => break,
                     Some(msg) => match self.on_outbound(msg).await {
                         Ok(()) => {}
