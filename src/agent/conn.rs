@@ -77,8 +77,11 @@ impl Session {
 const AGENT_ASKS: usize = 16;
 /// Calls of one modern agent parked while waiting for its input, at most.
 const MAX_PARKED: usize = 64;
-/// How long a parked call waits for the agent's retry.
+/// How long a parked call waits for the agent's retry, and a request of mcpd's to the
+/// agent (an elicitation a person may be answering) for its answer.
 const PARK_TIMEOUT: Duration = Duration::from_secs(300);
+/// mcpd's requests to one agent waiting for its answer, at most.
+const MAX_OUTGOING: usize = 64;
 
 /// A modern agent's call waiting for the agent to retry it with its input.
 struct Parked {
@@ -93,8 +96,8 @@ struct Parked {
 struct Bridge {
     binding: bridge::Binding,
     next_out: u64,
-    /// mcpd's requests to the agent, by the id mcpd gave them.
-    outgoing: HashMap<Id, oneshot::Sender<Result<Value, ErrorObject>>>,
+    /// mcpd's requests to the agent, by the id mcpd gave them, with when they were sent.
+    outgoing: HashMap<Id, (oneshot::Sender<Result<Value, ErrorObject>>, Instant)>,
     next_parked: u64,
     parked: HashMap<u64, Parked>,
 }
@@ -404,7 +407,7 @@ fn on_frame(
         Message::Response(r) => {
             match bridge.outgoing.remove(&r.id) {
                 // The server may have given up waiting; then no one needs the answer.
-                Some(respond_to) => {
+                Some((respond_to, _)) => {
                     let _ = respond_to.send(r.outcome);
                 }
                 None => {
@@ -436,11 +439,23 @@ fn ask_agent(bridge: &mut Bridge, session: &Session, outbox: &Outbox, ask: Serve
         let _ = ask.respond_to.send(Err(e)); // the server side may have given up
         return;
     }
+    // A server that gave up waiting needs no answer: its entry goes now.
+    bridge
+        .outgoing
+        .retain(|_, (respond_to, _)| !respond_to.is_closed());
+    if bridge.outgoing.len() >= MAX_OUTGOING {
+        let e = ErrorObject::new(
+            crate::errors::mcpd_code::BUSY,
+            format!("{MAX_OUTGOING} requests to this agent already wait for its answer"),
+        );
+        let _ = ask.respond_to.send(Err(e)); // the server side may have given up
+        return;
+    }
     bridge.next_out += 1;
     let id = Id::Str(format!("mcpd-{}", bridge.next_out));
     let line = jsonrpc::request_line(&id, &ask.method, ask.params.as_ref());
     if outbox.send(line) {
-        bridge.outgoing.insert(id, ask.respond_to);
+        bridge.outgoing.insert(id, (ask.respond_to, Instant::now()));
     } else {
         let e = ErrorObject::new(
             jsonrpc::code::INTERNAL_ERROR,
@@ -542,12 +557,30 @@ fn resume_parked(bridge: &mut Bridge, req: &jsonrpc::Request) -> Resumed {
 }
 
 fn next_expiry(bridge: &Bridge) -> Option<Instant> {
-    bridge.parked.values().map(|p| p.since + PARK_TIMEOUT).min()
+    let parked = bridge.parked.values().map(|p| p.since);
+    let asked = bridge.outgoing.values().map(|(_, since)| *since);
+    parked.chain(asked).min().map(|t| t + PARK_TIMEOUT)
 }
 
-/// Parked calls whose agent never retried are cancelled upstream.
+/// Parked calls whose agent never retried are cancelled upstream; requests the agent
+/// never answered are failed.
 fn expire_parked(bridge: &mut Bridge, calls: &mut FuturesUnordered<Pending>) {
     let now = Instant::now();
+    let unanswered: Vec<Id> = bridge
+        .outgoing
+        .iter()
+        .filter(|(_, (_, since))| *since + PARK_TIMEOUT <= now)
+        .map(|(id, _)| id.clone())
+        .collect();
+    for id in unanswered {
+        if let Some((respond_to, _)) = bridge.outgoing.remove(&id) {
+            let e = ErrorObject::new(
+                crate::errors::mcpd_code::TIMEOUT,
+                "the agent did not answer in time".to_owned(),
+            );
+            let _ = respond_to.send(Err(e)); // the server may have given up
+        }
+    }
     let expired: Vec<u64> = bridge
         .parked
         .iter()

@@ -76,6 +76,9 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
         }
         method::DISCOVER => Handled::Now(modern::discover(&req, ctx)),
         method::LISTEN if modern => {
+            if let Err(e) = modern::may_listen(&req, session) {
+                return Handled::Now(jsonrpc::error_line(Some(&req.id), &e));
+            }
             let (listen, ack) = modern::listen(&req);
             session.listens.insert(req.id.clone(), listen);
             surface::listen_resources(&req, ctx, outbox, session);

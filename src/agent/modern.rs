@@ -155,6 +155,39 @@ impl Listen {
     }
 }
 
+/// Open `subscriptions/listen` requests one connection may have at once.
+pub const MAX_LISTENS: usize = 32;
+/// Resources one `subscriptions/listen` may name.
+pub const MAX_LISTEN_URIS: usize = 256;
+
+/// Refuses a subscription beyond the caps: too many open on this connection, or too
+/// many resources in it.
+pub fn may_listen(req: &Request, session: &Session) -> Result<(), ErrorObject> {
+    if session.listens.len() >= MAX_LISTENS {
+        return Err(ErrorObject::new(
+            crate::errors::mcpd_code::BUSY,
+            format!(
+                "this connection already has {MAX_LISTENS} open subscriptions/listen requests; cancel one first"
+            ),
+        ));
+    }
+    let uris = req
+        .params
+        .as_ref()
+        .and_then(|p| p.pointer("/notifications/resourceSubscriptions"))
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    if uris > MAX_LISTEN_URIS {
+        return Err(ErrorObject::new(
+            jsonrpc::code::INVALID_PARAMS,
+            format!(
+                "resourceSubscriptions names {uris} resources; one subscriptions/listen may name at most {MAX_LISTEN_URIS}"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Starts a subscription: returns the acknowledgement to send. The request itself stays
 /// open (unanswered) until the agent cancels it.
 pub fn listen(req: &Request) -> (Listen, String) {

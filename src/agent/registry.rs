@@ -58,6 +58,9 @@ impl AgentRegistry {
         tokio::spawn(async move {
             let mut agents: BTreeMap<u64, (AgentInfo, Asker)> = BTreeMap::new();
             while let Some(msg) = rx.recv().await {
+                // A connection whose `Leave` was dropped (a full mailbox) is gone all
+                // the same: its asker is closed. Pruned here so no ghost stays listed.
+                agents.retain(|_, (_, ask)| !ask.is_closed());
                 match msg {
                     Msg::Join { info, ask } => {
                         agents.insert(info.agent, (info, ask));
@@ -70,10 +73,8 @@ impl AgentRegistry {
                         // up joins and leaves.
                         let known: Vec<(AgentInfo, Asker)> = agents.values().cloned().collect();
                         tokio::spawn(async move {
-                            let mut out = Vec::new();
-                            for (base, ask) in known {
-                                out.push(describe(base, ask).await);
-                            }
+                            let asked = known.into_iter().map(|(base, ask)| describe(base, ask));
+                            let out = futures::future::join_all(asked).await;
                             let _ = respond_to.send(out); // the asker may have left
                         });
                     }

@@ -400,6 +400,9 @@ impl Supervisor {
     async fn run(mut self) {
         let mut sigchld =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()).ok();
+        // Exits come in bursts (a server and its children, a restart): one sweep soon
+        // after the first, not one per signal or per ended connection.
+        let mut sweep_at: Option<Instant> = None;
         loop {
             let next_retry = self
                 .slots
@@ -410,11 +413,17 @@ impl Supervisor {
             tokio::select! {
                 biased;
                 () = self.cancel.cancelled() => break,
-                Some(()) = recv_signal(&mut sigchld) => self.reap_orphans(),
+                Some(()) = recv_signal(&mut sigchld) => {
+                    sweep_at.get_or_insert_with(|| Instant::now() + SWEEP_DELAY);
+                }
+                () = sleep_until(sweep_at) => {
+                    sweep_at = None;
+                    self.reap_orphans();
+                }
                 Some(joined) = self.conns.join_next() => match joined {
                     Ok((name, instance, finished)) => {
                         self.on_finished(&name, instance, finished);
-                        self.reap_orphans();
+                        sweep_at.get_or_insert_with(|| Instant::now() + SWEEP_DELAY);
                     }
                     Err(e) => tracing::error!("a connection task failed: {e}"),
                 },
@@ -621,6 +630,9 @@ impl Supervisor {
         }
     }
 }
+
+/// How long after a child's exit the orphan sweep runs, gathering a burst of exits.
+const SWEEP_DELAY: Duration = Duration::from_millis(100);
 
 async fn recv_signal(s: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
     match s {

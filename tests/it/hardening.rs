@@ -220,3 +220,37 @@ async fn absurd_config_values_are_refused_at_load_with_the_key_named() {
         assert!(err.contains(key), "{line}: {err}");
     }
 }
+
+#[tokio::test]
+async fn subscriptions_per_connection_are_capped_with_a_clear_error() {
+    let d = DaemonBuilder::new().fixture("a", &[]).start().await;
+    d.wait_ready().await;
+    let mut agent = d.agent().await;
+    let listen = |id: u64, uris: Vec<String>| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": {
+            "notifications": {"toolsListChanged": true, "resourceSubscriptions": uris},
+            "_meta": modern_meta()}})
+    };
+    let too_many: Vec<String> = (0..300).map(|i| format!("fixture://items/{i}")).collect();
+    agent.send(listen(1000, too_many)).await;
+    let r = agent.response(&json!(1000)).await;
+    assert_eq!(error_code(&r), Some(-32602), "{r}");
+    assert!(error_message(&r).contains("at most 256"), "{r}");
+    // Each open listen is acknowledged; the 33rd is refused.
+    for id in 0..32u64 {
+        agent.send(listen(id, vec![])).await;
+        within("an acknowledgement", async {
+            loop {
+                let m = agent.recv().await.expect("connection open");
+                if m["method"] == "notifications/subscriptions/acknowledged" {
+                    break;
+                }
+            }
+        })
+        .await;
+    }
+    agent.send(listen(99, vec![])).await;
+    let r = agent.response(&json!(99)).await;
+    assert_eq!(error_code(&r), Some(-32013), "{r}");
+    assert!(error_message(&r).contains("cancel one first"), "{r}");
+}

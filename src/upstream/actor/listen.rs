@@ -1,6 +1,7 @@
 //! Subscriptions to the server's changes: a modern server's `subscriptions/listen` and agents' resource subscriptions.
 
 use super::{Actor, LISTEN_RETRY, ListenState, Pending, Responder};
+use crate::jsonrpc::ErrorObject;
 use crate::protocol::era::Era;
 use crate::protocol::method;
 use crate::upstream::modern;
@@ -65,7 +66,14 @@ impl Actor {
     ) {
         let uri = sub.uri.clone();
         let changed = if on {
-            self.subs.add(sub)
+            match self.subs.add(sub) {
+                Ok(first) => first,
+                Err(too_many) => {
+                    let e = ErrorObject::new(crate::errors::mcpd_code::BUSY, too_many.to_string());
+                    let _ = respond_to.send(Ok(Err(e))); // the agent may have gone
+                    return;
+                }
+            }
         } else {
             self.subs.remove(&uri, sub.agent)
         };
