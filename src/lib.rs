@@ -1,6 +1,7 @@
 //! mcpd: a local MCP multiplexer daemon. Modules in reading order, from the wire inwards.
 
 pub mod agent;
+pub mod ask;
 pub mod budget;
 pub mod cli;
 pub mod config;

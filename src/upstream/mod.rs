@@ -357,30 +357,31 @@ impl UpstreamHandle {
         params: Option<Value>,
         opts: CallOptions,
     ) -> RawReply {
-        let (respond_to, rx) = oneshot::channel();
-        let msg = request_msg(Some(call), method, params, opts, ReplyTo::Raw(respond_to));
-        self.send_request(msg, rx).await
+        self.send_request(|respond_to| {
+            request_msg(Some(call), method, params, opts, ReplyTo::Raw(respond_to))
+        })
+        .await
     }
 
     /// A request of mcpd's own (catalog fetches).
     pub async fn request(&self, method: &str, params: Option<Value>) -> Reply {
-        let (respond_to, rx) = oneshot::channel();
         let opts = CallOptions::default();
-        let msg = request_msg(None, method, params, opts, ReplyTo::Value(respond_to));
-        self.send_request(msg, rx).await
+        self.send_request(|respond_to| {
+            request_msg(None, method, params, opts, ReplyTo::Value(respond_to))
+        })
+        .await
     }
 
+    /// Sends a message and waits for its reply, both within the backstop deadline: a
+    /// connection whose mailbox stays full holds no caller longer than a slow one.
     async fn send_request<T>(
         &self,
-        msg: UpstreamMsg,
-        rx: oneshot::Receiver<Result<T, UpstreamError>>,
+        make: impl FnOnce(oneshot::Sender<Result<T, UpstreamError>>) -> UpstreamMsg,
     ) -> Result<T, UpstreamError> {
-        self.tx.send(msg).await.map_err(|_| UpstreamError::Gone)?;
-        match tokio::time::timeout(self.deadline, rx).await {
-            Ok(reply) => reply.map_err(|_| UpstreamError::Gone)?,
-            Err(_) => Err(UpstreamError::Timeout {
-                after: self.deadline,
-            }),
+        match crate::ask::ask(&self.tx, self.deadline, make).await {
+            Ok(reply) => reply,
+            Err(crate::ask::AskError::Gone) => Err(UpstreamError::Gone),
+            Err(crate::ask::AskError::Timeout(after)) => Err(UpstreamError::Timeout { after }),
         }
     }
 
@@ -392,25 +393,20 @@ impl UpstreamHandle {
             reason: reason.to_owned(),
         };
         // The connection may have ended already; then there is nothing left to cancel.
-        let _ = self.tx.send(msg).await;
+        // A mailbox that stays full for the whole deadline belongs to a stuck
+        // connection, whose own timeouts end the call.
+        let _ = tokio::time::timeout(self.deadline, self.tx.send(msg)).await;
     }
 
     /// Subscribes an agent to a resource's updates (or ends it). The server hears of the
     /// first subscriber and of the last one leaving.
     pub async fn subscribe(&self, sub: Subscription, on: bool) -> Reply {
-        let (respond_to, rx) = oneshot::channel();
-        let msg = UpstreamMsg::Subscribe {
+        self.send_request(|respond_to| UpstreamMsg::Subscribe {
             sub,
             on,
             respond_to,
-        };
-        self.tx.send(msg).await.map_err(|_| UpstreamError::Gone)?;
-        match tokio::time::timeout(self.deadline, rx).await {
-            Ok(reply) => reply.map_err(|_| UpstreamError::Gone)?,
-            Err(_) => Err(UpstreamError::Timeout {
-                after: self.deadline,
-            }),
-        }
+        })
+        .await
     }
 
     /// Drops every subscription of an agent that went away.

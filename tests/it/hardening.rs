@@ -254,3 +254,39 @@ async fn subscriptions_per_connection_are_capped_with_a_clear_error() {
     assert_eq!(error_code(&r), Some(-32013), "{r}");
     assert!(error_message(&r).contains("cancel one first"), "{r}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_flooding_notifications_still_answers_its_other_callers() {
+    let d = DaemonBuilder::new()
+        .fixture("s", &["--tools", "flood,echo"])
+        .start()
+        .await;
+    d.wait_ready().await;
+    let mut flooder = d.initialized_agent().await;
+    // Minutes of output that never pauses; the test ends long before it would.
+    flooder
+        .start_call("s__flood", json!({"count": 50_000_000}))
+        .await;
+    let mut caller = d.initialized_agent().await;
+    // Each call goes to the same server while its output is one long burst of
+    // notifications: it must be sent and answered meanwhile, not after the flood. Its
+    // answer comes after what the server queued before it (its own output queue and the
+    // pipe: a few thousand lines), so it is not instant; but the mailbox gets its turn.
+    let mut took = Vec::new();
+    for i in 0..10 {
+        let tag = format!("call {i}");
+        let started = std::time::Instant::now();
+        let id = caller.start_call("s__echo", json!({"text": tag})).await;
+        let r = caller
+            .response_within(&id, std::time::Duration::from_secs(10))
+            .await;
+        assert_eq!(text(&r), tag, "{r}");
+        took.push(started.elapsed());
+    }
+    took.sort();
+    println!("echo latencies during the flood: {took:?}");
+    assert!(
+        took[took.len() / 2] < std::time::Duration::from_secs(1),
+        "calls wait behind the flood: {took:?}"
+    );
+}

@@ -50,6 +50,8 @@ pub struct Offers {
 
 /// Requests queued in a connection's mailbox.
 const MAILBOX: usize = 256;
+/// Messages from the server handled in a row before the other branches get a turn.
+const INBOUND_BURST: usize = 64;
 /// Times one request's broken reply stream is resumed before the request fails.
 const MAX_RESUMES: u8 = 3;
 /// Wait before reopening a modern server's `subscriptions/listen` after it ended.
@@ -242,31 +244,39 @@ impl Actor {
             self.open_listen();
         }
         tokio::pin!(exited);
+        // Messages taken from the server in a row. A server whose output never pauses
+        // (a notification flood) would otherwise keep the biased `select!` on its first
+        // branches, and the mailbox (new requests, cancellations), timeouts and answers
+        // to it would wait for the flood to end.
+        let mut streak = 0usize;
         let end = loop {
             let wake = self.next_wake();
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => break End::Stopped,
                 status = &mut exited => break End::Exited(status),
-                item = inbound.next() => match item {
-                    Some(Inbound::Frame(frame)) => self.on_frame(frame, None),
-                    Some(Inbound::Related(frame, request)) => self.on_frame(frame, Some(request)),
-                    Some(Inbound::Ended { id, error, resume }) => self.on_ended(id, error, resume),
-                    Some(Inbound::Renewed) => {
-                        self.renewals += 1;
-                        self.start_refresh();
+                item = inbound.next(), if streak < INBOUND_BURST => {
+                    streak += 1;
+                    match item {
+                        Some(Inbound::Frame(frame)) => self.on_frame(frame, None),
+                        Some(Inbound::Related(frame, request)) => self.on_frame(frame, Some(request)),
+                        Some(Inbound::Ended { id, error, resume }) => self.on_ended(id, error, resume),
+                        Some(Inbound::Renewed) => {
+                            self.renewals += 1;
+                            self.start_refresh();
+                        }
+                        Some(Inbound::Closed { error, fatal: true }) => break End::Refused(error),
+                        Some(Inbound::Closed { error, fatal: false }) => break End::Failed(error),
+                        None => {
+                            // Output closed: usually the process is exiting. Prefer its
+                            // exit status when it comes promptly.
+                            break match tokio::time::timeout(Duration::from_millis(100), &mut exited).await {
+                                Ok(status) => End::Exited(status),
+                                Err(_) => End::Failed("the server closed its output".into()),
+                            };
+                        }
                     }
-                    Some(Inbound::Closed { error, fatal: true }) => break End::Refused(error),
-                    Some(Inbound::Closed { error, fatal: false }) => break End::Failed(error),
-                    None => {
-                        // Output closed: usually the process is exiting. Prefer its
-                        // exit status when it comes promptly.
-                        break match tokio::time::timeout(Duration::from_millis(100), &mut exited).await {
-                            Ok(status) => End::Exited(status),
-                            Err(_) => End::Failed("the server closed its output".into()),
-                        };
-                    }
-                },
+                }
                 Some(msg) = self.rx.recv() => self.on_msg(msg),
                 Some(expired) = self.deadlines.next(), if !self.deadlines.is_empty() => {
                     self.on_timeout(expired.into_inner());
@@ -282,6 +292,8 @@ impl Actor {
                         break End::Failed(why);
                     }
                 }
+                // Nothing else was ready: the server's output may be read again.
+                () = std::future::ready(()), if streak >= INBOUND_BURST => streak = 0,
             }
         };
         let error = match &end {

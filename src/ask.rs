@@ -1,0 +1,59 @@
+//! Request and reply over an actor's mailbox: one helper whose deadline covers both the send (a full mailbox) and the reply.
+
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// Why an actor gave no answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum AskError {
+    /// The actor has stopped (its mailbox or the reply channel closed).
+    #[error("the actor has stopped")]
+    Gone,
+    /// The mailbox stayed full or the reply did not come within the deadline.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+}
+
+/// Sends the message `make` builds around a reply channel and waits for the reply, all
+/// within `within`: a busy actor whose mailbox is full cannot hold its caller longer
+/// than an actor that is slow to answer.
+pub async fn ask<M, T>(
+    tx: &mpsc::Sender<M>,
+    within: Duration,
+    make: impl FnOnce(oneshot::Sender<T>) -> M,
+) -> Result<T, AskError> {
+    let (respond_to, rx) = oneshot::channel();
+    let exchange = async {
+        tx.send(make(respond_to))
+            .await
+            .map_err(|_| AskError::Gone)?;
+        rx.await.map_err(|_| AskError::Gone)
+    };
+    tokio::time::timeout(within, exchange)
+        .await
+        .map_err(|_| AskError::Timeout(within))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_deadline_covers_a_full_mailbox_as_well_as_a_slow_reply() {
+        let (tx, mut rx) = mpsc::channel::<oneshot::Sender<u8>>(1);
+        let (parked, _keep) = oneshot::channel();
+        tx.send(parked).await.unwrap(); // the mailbox is now full
+        let d = Duration::from_secs(1);
+        assert_eq!(ask(&tx, d, |r| r).await, Err(AskError::Timeout(d)));
+        let first = rx.recv().await.unwrap();
+        drop(first);
+        let answering = tokio::spawn(async move {
+            let r = rx.recv().await.unwrap();
+            let _ = r.send(7);
+            rx
+        });
+        assert_eq!(ask(&tx, d, |r| r).await, Ok(7));
+        drop(answering.await.unwrap());
+        assert_eq!(ask(&tx, d, |r| r).await, Err(AskError::Gone));
+    }
+}
