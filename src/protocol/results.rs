@@ -21,7 +21,9 @@ use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use super::schema::{clip, validate};
+#[cfg(test)]
+use super::schema::validate;
+use super::schema::{Judgement, clip, judge};
 
 pub use super::schema::MAX_DEPTH;
 
@@ -105,10 +107,15 @@ pub fn check_call_result(
         && !is_error
     {
         let verdict = match result.get("structuredContent") {
-            None => Err("structuredContent is missing".to_owned()),
-            Some(value) => validate(schema, value),
+            None => Judgement::Mismatch("structuredContent is missing".to_owned()),
+            Some(value) => judge(schema, value),
         };
-        if let Err(reason) = verdict {
+        if let Judgement::Unchecked(why) = &verdict {
+            // A valid result may be larger or deeper than mcpd checks: it is passed on
+            // as the server sent it rather than turned into an error.
+            tracing::info!("a result was passed on without its outputSchema check: {why}");
+        }
+        if let Judgement::Mismatch(reason) = verdict {
             // The content is replaced here, so any media problems in it no longer matter.
             let note = format!("the result does not match the tool's outputSchema: {reason}");
             turn_into_error(result, &note);
@@ -487,6 +494,24 @@ null ;; - ;; invalid: the result is not an object
 {"content": [{"type": "resource", "resource": {"text": "x"}}]} ;; - ;; invalid: content[0] (resource) has no string "resource.uri"
 {"content": [{"type": "image", "data": "", "mimeType": "image/png"}, {}]} ;; - ;; invalid: content[1] has no "type"
 "##;
+
+    #[test]
+    fn results_beyond_the_schema_checks_limits_pass_unchecked() {
+        // Each item matches only the last of 2000 branches: a million steps is not enough.
+        let mut branches = vec![json!({"type": "string"}); 1999];
+        branches.push(json!({"type": "integer"}));
+        let schema = json!({"type": "object", "properties": {"v": {"items": {"anyOf": branches}}}});
+        let mut result = json!({"content": [], "structuredContent": {"v": vec![1; 1000]}});
+        let before = result.clone();
+        let checked = check_call_result(&mut result, Some(&schema), &Limits::default());
+        assert!(matches!(checked, Checked::Ok), "{checked:?}");
+        assert_eq!(result, before);
+        // A real mismatch is still turned into an error.
+        let mut bad = json!({"content": [], "structuredContent": {"v": [null]}});
+        let checked = check_call_result(&mut bad, Some(&schema), &Limits::default());
+        assert!(matches!(checked, Checked::Fixed(_)), "{checked:?}");
+        assert_eq!(bad["isError"], true);
+    }
 
     #[test]
     fn the_quick_check_passes_only_what_the_full_check_passes_unchanged() {

@@ -23,13 +23,41 @@ pub const MAX_DEPTH: usize = 64;
 /// but a wide `anyOf` applied to a long array still costs |schema| × |value|.
 const MAX_STEPS: usize = 1_000_000;
 
-/// Checks `value` against `schema`. On a mismatch, it returns `"<JSON pointer>: <reason>"`.
-pub(crate) fn validate(schema: &Value, value: &Value) -> Result<(), String> {
+/// What checking a value against a schema found.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Judgement {
+    Matches,
+    /// `"<JSON pointer>: <reason>"`.
+    Mismatch(String),
+    /// The check hit mcpd's depth or step limit: the answer is not known. Says where.
+    Unchecked(String),
+}
+
+/// Checks `value` against `schema`.
+pub(crate) fn judge(schema: &Value, value: &Value) -> Judgement {
     let mut validator = Validator { steps: 0 };
-    validator.check(schema, value, 0).map_err(|f| {
-        let path = if f.path.is_empty() { "(root)" } else { &f.path };
-        format!("{path}: {}", f.reason)
-    })
+    match validator.check(schema, value, 0) {
+        Ok(()) => Judgement::Matches,
+        Err(f) => {
+            let path = if f.path.is_empty() { "(root)" } else { &f.path };
+            let why = format!("{path}: {}", f.reason);
+            if f.limit {
+                Judgement::Unchecked(why)
+            } else {
+                Judgement::Mismatch(why)
+            }
+        }
+    }
+}
+
+/// Checks `value` against `schema`. On a mismatch, or where mcpd's limits stop the
+/// check, it returns `"<JSON pointer>: <reason>"`.
+#[cfg(test)]
+pub(crate) fn validate(schema: &Value, value: &Value) -> Result<(), String> {
+    match judge(schema, value) {
+        Judgement::Matches => Ok(()),
+        Judgement::Mismatch(why) | Judgement::Unchecked(why) => Err(why),
+    }
 }
 
 /// Why a value failed. `path` is built on the way back up the recursion, so it costs
@@ -510,5 +538,17 @@ false ;; 1 ;; (root): no value is allowed here (the schema is false)
         let over = "checking needs more than 1000000 steps; mcpd does not check further";
         assert!(got.as_ref().is_err_and(|e| e.ends_with(over)), "{got:?}");
         assert_eq!(validate(&schema, &json!(vec![1; 400])), Ok(()));
+        assert!(matches!(
+            judge(&schema, &json!(vec![1; 1000])),
+            Judgement::Unchecked(_)
+        ));
+        assert!(matches!(
+            judge(&schema, &json!(vec!["a"; 10])),
+            Judgement::Matches
+        ));
+        assert!(matches!(
+            judge(&schema, &json!([null])),
+            Judgement::Mismatch(_)
+        ));
     }
 }
