@@ -1,11 +1,15 @@
 //! The catalog kept across daemon restarts: each server's last good lists, so agents get a full `tools/list` at once, before servers finish starting. Owned by the supervisor.
 //!
-//! Entries are keyed by server name and the fingerprint of its launch settings (as the
-//! era cache is), so a changed config never serves another server's tools. The lists are
+//! Each server has its own file, `state_dir/catalog/SERVER.json`, so a change to one
+//! server's lists writes only that file (by the state writer, off the runtime); files of
+//! servers no longer configured are removed. Entries are keyed by server name and the
+//! fingerprint of its launch settings (as the era cache is), so a changed config never
+//! serves another server's tools. The lists are
 //! stored as the server sent them; the config's tool filter is applied when they are
 //! used, so filter changes take effect without a refetch. They are kept as JSON text, not
 //! as values: the registry holds the live copy, and this one is only read at start.
 
+use super::state_file::{StateWriter, load};
 use crate::config::ServerConfig;
 use crate::registry::Kind;
 use serde::{Deserialize, Serialize};
@@ -68,30 +72,64 @@ fn same(kept: &Option<Box<RawValue>>, new: &Option<Box<RawValue>>) -> bool {
     kept.as_deref().map(RawValue::get) == new.as_deref().map(RawValue::get)
 }
 
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct File {
-    servers: BTreeMap<String, Lists>,
-}
-
 pub struct CatalogCache {
-    path: Option<PathBuf>,
-    file: File,
+    /// `state_dir/catalog`; None when there is no state directory.
+    dir: Option<PathBuf>,
+    servers: BTreeMap<String, Lists>,
+    writer: StateWriter,
 }
 
 impl CatalogCache {
-    /// Loads `dir/catalog.json`; a missing or unreadable file is an empty cache.
-    pub fn load(dir: Option<PathBuf>) -> CatalogCache {
-        let path = dir.map(|d| d.join("catalog.json"));
-        let file = super::state_file::load(path.as_deref(), "catalog cache");
-        CatalogCache { path, file }
+    /// Loads every configured server's file from `state_dir/catalog/`; a missing or
+    /// unreadable one is an empty entry. Files of other servers, and the single file of
+    /// earlier versions, are removed.
+    pub fn load(
+        state_dir: Option<PathBuf>,
+        configured: &dyn Fn(&str) -> bool,
+        writer: StateWriter,
+    ) -> CatalogCache {
+        let dir = state_dir.as_ref().map(|d| d.join("catalog"));
+        if let Some(old) = state_dir.map(|d| d.join("catalog.json")) {
+            writer.remove(old);
+        }
+        let mut servers = BTreeMap::new();
+        let entries = dir.as_ref().and_then(|d| std::fs::read_dir(d).ok());
+        for path in entries.into_iter().flatten().flatten().map(|e| e.path()) {
+            if path.extension().is_none_or(|x| x != "json") {
+                continue;
+            }
+            let Some(name) = path.file_stem().and_then(|s| s.to_str()) else {
+                continue;
+            };
+            if !configured(name) {
+                writer.remove(path.clone());
+                continue;
+            }
+            let lists: Option<Lists> = load(Some(&path), "catalog cache");
+            if let Some(lists) = lists {
+                servers.insert(name.to_owned(), lists);
+            }
+        }
+        CatalogCache {
+            dir,
+            servers,
+            writer,
+        }
     }
 
     /// A server's cached lists, if its configuration has not changed since.
     pub fn get(&self, cfg: &ServerConfig) -> Option<&Lists> {
-        self.file
-            .servers
+        self.servers
             .get(&cfg.name)
             .filter(|l| l.fingerprint == super::eras::fingerprint(cfg))
+    }
+
+    /// Forgets a server that is no longer configured, and removes its file.
+    pub fn forget(&mut self, name: &str) {
+        self.servers.remove(name);
+        if let Some(dir) = &self.dir {
+            self.writer.remove(dir.join(format!("{name}.json")));
+        }
     }
 
     pub fn put_tools(&mut self, cfg: &ServerConfig, tools: &[Value]) {
@@ -101,7 +139,7 @@ impl CatalogCache {
             return;
         }
         entry.tools = new;
-        self.save();
+        self.save(&cfg.name);
     }
 
     pub fn put_list(&mut self, cfg: &ServerConfig, kind: Kind, items: &[Value]) {
@@ -111,12 +149,12 @@ impl CatalogCache {
             return;
         }
         *slot = new;
-        self.save();
+        self.save(&cfg.name);
     }
 
     fn entry(&mut self, cfg: &ServerConfig) -> &mut Lists {
         let fingerprint = super::eras::fingerprint(cfg);
-        let entry = self.file.servers.entry(cfg.name.clone()).or_default();
+        let entry = self.servers.entry(cfg.name.clone()).or_default();
         if entry.fingerprint != fingerprint {
             *entry = Lists {
                 fingerprint,
@@ -126,11 +164,17 @@ impl CatalogCache {
         entry
     }
 
-    /// Writes the file atomically. A failure is logged: the cache only saves time.
-    fn save(&self) {
-        if let Some(path) = &self.path {
-            let text = serde_json::to_vec(&self.file);
-            super::state_file::save(path, text, "catalog cache");
+    /// Has the server's file written. A failure is logged: the cache only saves time.
+    fn save(&self, name: &str) {
+        let (Some(dir), Some(lists)) = (&self.dir, self.servers.get(name)) else {
+            return;
+        };
+        match serde_json::to_vec(lists) {
+            Ok(bytes) => {
+                let path = dir.join(format!("{name}.json"));
+                self.writer.write(path, bytes, "catalog cache");
+            }
+            Err(e) => tracing::warn!(upstream = name, "could not save the catalog cache: {e}"),
         }
     }
 }

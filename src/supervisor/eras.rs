@@ -28,15 +28,26 @@ struct File {
 pub struct EraCache {
     path: Option<PathBuf>,
     file: File,
+    writer: super::state_file::StateWriter,
 }
 
 impl EraCache {
-    /// Loads the cache from `dir/eras.json`. A missing or unreadable file is an empty
-    /// cache: the worst that happens is a probe.
-    pub fn load(dir: Option<PathBuf>) -> EraCache {
+    /// Loads the cache from `dir/eras.json`, keeping only configured servers. A missing
+    /// or unreadable file is an empty cache: the worst that happens is a probe.
+    pub fn load(
+        dir: Option<PathBuf>,
+        configured: &dyn Fn(&str) -> bool,
+        writer: super::state_file::StateWriter,
+    ) -> EraCache {
         let path = dir.map(|d| d.join("eras.json"));
-        let file = super::state_file::load(path.as_deref(), "era cache");
-        EraCache { path, file }
+        let mut file: File = super::state_file::load(path.as_deref(), "era cache");
+        let before = file.servers.len();
+        file.servers.retain(|name, _| configured(name));
+        let cache = EraCache { path, file, writer };
+        if cache.file.servers.len() != before {
+            cache.save();
+        }
+        cache
     }
 
     /// The cached era of a server, if its configuration has not changed since.
@@ -69,12 +80,15 @@ impl EraCache {
         }
     }
 
-    /// Writes the file atomically (a temporary file renamed over it). A failure is
+    /// Has the file written (privately, atomically, off the runtime). A failure is
     /// logged: the cache only saves probes.
     fn save(&self) {
-        if let Some(path) = &self.path {
-            let text = serde_json::to_vec_pretty(&self.file);
-            super::state_file::save(path, text, "era cache");
+        let Some(path) = &self.path else {
+            return;
+        };
+        match serde_json::to_vec_pretty(&self.file) {
+            Ok(bytes) => self.writer.write(path.clone(), bytes, "era cache"),
+            Err(e) => tracing::warn!("could not save the era cache: {e}"),
         }
     }
 }

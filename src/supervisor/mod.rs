@@ -95,6 +95,9 @@ impl SupervisorHandle {
             .values()
             .map(|cfg| (Arc::from(cfg.name.as_str()), Slot::new(cfg.clone())))
             .collect();
+        let writer = state_file::StateWriter::spawn();
+        let state_dir = eras::state_dir(config.daemon.state_dir.clone());
+        let configured = &|name: &str| config.servers.contains_key(name);
         let sup = Supervisor {
             slots,
             registry: Registry::default(),
@@ -103,10 +106,9 @@ impl SupervisorHandle {
             events_rx,
             rx,
             conns: JoinSet::new(),
-            eras: eras::EraCache::load(eras::state_dir(config.daemon.state_dir.clone())),
-            catalog_cache: catalog_cache::CatalogCache::load(eras::state_dir(
-                config.daemon.state_dir.clone(),
-            )),
+            eras: eras::EraCache::load(state_dir.clone(), configured, writer.clone()),
+            catalog_cache: catalog_cache::CatalogCache::load(state_dir, configured, writer.clone()),
+            writer,
             next_instance: 0,
             max_line: config.daemon.max_message_bytes,
             queue_bytes: config.daemon.queue_bytes,
@@ -359,6 +361,8 @@ struct Supervisor {
     eras: eras::EraCache,
     /// Servers' last good lists, kept across daemon restarts.
     catalog_cache: catalog_cache::CatalogCache,
+    /// Writes both caches' files, off the runtime.
+    writer: state_file::StateWriter,
     next_instance: u64,
     max_line: usize,
     /// Bytes queued to one server at most (`daemon.queue_bytes`).
@@ -613,6 +617,7 @@ impl Supervisor {
             self.conns.shutdown().await;
         }
         self.reap_orphans();
+        self.writer.flush(STATE_FLUSH).await;
         self.sentinel.clean();
     }
 
@@ -630,6 +635,9 @@ impl Supervisor {
         }
     }
 }
+
+/// How long shutdown waits for the state files to be written.
+const STATE_FLUSH: Duration = Duration::from_secs(2);
 
 /// How long after a child's exit the orphan sweep runs, gathering a burst of exits.
 const SWEEP_DELAY: Duration = Duration::from_millis(100);

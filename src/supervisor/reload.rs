@@ -40,6 +40,8 @@ impl Supervisor {
             if slot.owner.is_none() {
                 summary.removed.push(key.to_string());
                 self.registry.forget_server(&key);
+                self.catalog_cache.forget(&key);
+                self.eras.forget(&key);
             }
             slot.removing = true;
             slot.retry_at = None;

@@ -1,7 +1,10 @@
-//! The supervisor's state files (`eras.json`, `catalog.json`): read leniently, written atomically.
+//! The supervisor's state files (`eras.json`, `catalog/SERVER.json`): read leniently at start, written atomically and privately by a writer task off the runtime.
 
 use serde::de::DeserializeOwned;
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
 
 /// Reads a state file; a missing or unreadable one is the empty state (`what` names it
 /// in the warning). The files only save time, so a bad one never stops the daemon.
@@ -17,17 +20,160 @@ pub fn load<T: DeserializeOwned + Default>(path: Option<&Path>, what: &str) -> T
         .unwrap_or_default()
 }
 
-/// Writes a state file atomically (written aside, then renamed). A failure is logged.
-pub fn save(path: &Path, text: Result<Vec<u8>, serde_json::Error>, what: &str) {
-    let result = (|| -> std::io::Result<()> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
+/// What the writer is asked to do with one file.
+#[derive(Debug)]
+enum Job {
+    Write { bytes: Vec<u8>, what: &'static str },
+    Remove,
+}
+
+/// Jobs queued for the writer; more are dropped with a warning (the files only save
+/// time, and the next change writes the file again).
+const QUEUE: usize = 256;
+
+enum Msg {
+    Job(PathBuf, Job),
+    /// Answered once everything queued before it is written.
+    Flush(oneshot::Sender<()>),
+}
+
+/// The cloneable way to the writer task, which ends when the last handle is dropped.
+#[derive(Debug, Clone)]
+pub struct StateWriter {
+    tx: mpsc::Sender<Msg>,
+}
+
+impl std::fmt::Debug for Msg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Msg::Job(path, _) => write!(f, "Job({})", path.display()),
+            Msg::Flush(_) => write!(f, "Flush"),
         }
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, text.map_err(std::io::Error::other)?)?;
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = result {
-        tracing::warn!(path = %path.display(), "could not save the {what}: {e}");
+    }
+}
+
+impl StateWriter {
+    /// Starts the writer: files are written by blocking threads, never on the runtime's
+    /// workers, and a burst of changes to one file writes it once.
+    pub fn spawn() -> StateWriter {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        tokio::spawn(run(rx));
+        StateWriter { tx }
+    }
+
+    /// Writes `bytes` to `path` atomically, mode 0600, in a directory of mode 0700.
+    pub fn write(&self, path: PathBuf, bytes: Vec<u8>, what: &'static str) {
+        self.queue(path, Job::Write { bytes, what });
+    }
+
+    /// Removes `path` if it exists.
+    pub fn remove(&self, path: PathBuf) {
+        self.queue(path, Job::Remove);
+    }
+
+    fn queue(&self, path: PathBuf, job: Job) {
+        if self.tx.try_send(Msg::Job(path, job)).is_err() {
+            tracing::warn!("a state file was not saved: its writer is behind or stopped");
+        }
+    }
+
+    /// Waits, at most `within`, until everything queued so far is written (shutdown).
+    pub async fn flush(&self, within: Duration) {
+        if crate::ask::ask(&self.tx, within, Msg::Flush).await.is_err() {
+            tracing::warn!("some state files were not saved before shutdown");
+        }
+    }
+}
+
+async fn run(mut rx: mpsc::Receiver<Msg>) {
+    let mut next = rx.recv().await;
+    while next.is_some() {
+        // Only the newest job for each file matters; flushes are answered once the jobs
+        // queued before them are done.
+        let mut jobs = BTreeMap::new();
+        let mut flushes = Vec::new();
+        while let Some(msg) = next.take() {
+            match msg {
+                Msg::Job(path, job) => {
+                    jobs.insert(path, job);
+                }
+                Msg::Flush(respond_to) => flushes.push(respond_to),
+            }
+            next = rx.try_recv().ok();
+        }
+        let done = tokio::task::spawn_blocking(move || {
+            for (path, job) in jobs {
+                apply(&path, job);
+            }
+        });
+        if done.await.is_err() {
+            tracing::warn!("writing state files failed");
+        }
+        for respond_to in flushes {
+            let _ = respond_to.send(()); // the asker may have stopped waiting
+        }
+        next = rx.recv().await;
+    }
+}
+
+fn apply(path: &Path, job: Job) {
+    match job {
+        Job::Write { bytes, what } => {
+            if let Err(e) = write_private(path, &bytes) {
+                tracing::warn!(path = %path.display(), "could not save the {what}: {e}");
+            }
+        }
+        Job::Remove => match std::fs::remove_file(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(path = %path.display(), "could not remove a state file: {e}"),
+        },
+    }
+}
+
+/// Written aside then renamed, readable by the daemon's user alone: tool lists and
+/// descriptions may say more about a user's servers than others should read.
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    if let Some(dir) = path.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+    }
+    let tmp = path.with_extension("json.tmp");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[tokio::test]
+    async fn files_are_written_privately_and_removed_and_the_last_write_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state/catalog/a.json");
+        let writer = StateWriter::spawn();
+        writer.write(path.clone(), b"1".to_vec(), "test");
+        writer.write(path.clone(), b"2".to_vec(), "test");
+        let gone = dir.path().join("state/gone.json");
+        writer.write(gone.clone(), b"x".to_vec(), "test");
+        writer.remove(gone.clone());
+        writer.flush(Duration::from_secs(10)).await;
+        assert_eq!(std::fs::read(&path).unwrap(), b"2");
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(path.parent().unwrap()), 0o700);
+        assert!(!gone.exists());
     }
 }

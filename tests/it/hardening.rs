@@ -290,3 +290,43 @@ async fn a_server_flooding_notifications_still_answers_its_other_callers() {
         "calls wait behind the flood: {took:?}"
     );
 }
+
+#[tokio::test]
+async fn the_catalog_cache_is_one_private_file_per_server_and_forgets_removed_servers() {
+    use std::os::unix::fs::PermissionsExt;
+    let b = DaemonBuilder::new().fixture("a", &[]);
+    let state = b.dir().join("state");
+    // A single-file cache of an earlier version, readable by anyone.
+    std::fs::create_dir_all(&state).expect("state dir");
+    std::fs::write(state.join("catalog.json"), "{}").expect("old cache");
+    let only_a = b.config_text();
+    let d = b.fixture("b", &[]).start().await;
+    d.wait_ready().await;
+    let file = |name: &str| state.join("catalog").join(format!("{name}.json"));
+    for name in ["a", "b"] {
+        let path = file(name);
+        eventually(&format!("{name}'s catalog is saved"), WAIT, || async {
+            path.exists().then_some(())
+        })
+        .await;
+        let mode = std::fs::metadata(&path).expect("stat").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{}", path.display());
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert!(text.contains("\"echo\""), "{text}");
+    }
+    let dir_mode = std::fs::metadata(state.join("catalog"))
+        .expect("stat")
+        .permissions()
+        .mode();
+    assert_eq!(dir_mode & 0o777, 0o700);
+    assert!(!state.join("catalog.json").exists(), "the old file is gone");
+    std::fs::write(&d.config, only_a).expect("write config");
+    let (code, out, err) = d.run_cli(&["ctl", "reload"]).await;
+    assert_eq!(code, 0, "{out} {err}");
+    let gone = file("b");
+    eventually("b's cached catalog is removed", WAIT, || async {
+        (!gone.exists()).then_some(())
+    })
+    .await;
+    assert!(file("a").exists());
+}
