@@ -125,10 +125,14 @@ fn load_config(paths: &Paths) -> Result<Config, ConfigError> {
 /// The socket for ctl and connect: they read the config only to learn `daemon.socket`.
 fn socket(paths: &Paths) -> std::path::PathBuf {
     let from_config = if paths.socket.is_none() {
-        mcpd::paths::config_path(paths.config.clone())
-            .filter(|(p, _)| p.exists())
-            .and_then(|(p, _)| Config::load(&p).ok())
-            .and_then(|c| c.daemon.socket)
+        let file = mcpd::paths::config_path(paths.config.clone()).filter(|(p, _)| p.exists());
+        file.and_then(|(p, _)| match mcpd::config::socket_setting(&p) {
+            Ok(socket) => socket,
+            Err(e) => {
+                eprintln!("warning: {e}; using the default socket");
+                None
+            }
+        })
     } else {
         None
     };

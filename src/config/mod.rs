@@ -371,6 +371,30 @@ impl Config {
     }
 }
 
+/// Reads only `daemon.socket` from a config file, for `mcpd connect` and `mcpd ctl`:
+/// nothing else is validated or expanded, so a `${VAR}` that the caller's environment
+/// lacks (the daemon's may have it) cannot hide the socket setting.
+pub fn socket_setting(path: &Path) -> Result<Option<PathBuf>, ConfigError> {
+    #[derive(Deserialize)]
+    struct File {
+        #[serde(default)]
+        daemon: Daemon,
+    }
+    #[derive(Deserialize, Default)]
+    struct Daemon {
+        socket: Option<PathBuf>,
+    }
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let file: File = toml::from_str(&text).map_err(|e| ConfigError::Syntax {
+        path: path.to_owned(),
+        message: e.to_string().trim_end().to_owned(),
+    })?;
+    Ok(file.daemon.socket)
+}
+
 /// Server names: lowercase, digits and dashes, so `NAME__tool` splits unambiguously.
 pub fn valid_server_name(name: &str) -> bool {
     let b = name.as_bytes();

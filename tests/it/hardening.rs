@@ -330,3 +330,29 @@ async fn the_catalog_cache_is_one_private_file_per_server_and_forgets_removed_se
     .await;
     assert!(file("a").exists());
 }
+
+#[tokio::test]
+async fn ctl_finds_the_configured_socket_without_the_daemons_secrets() {
+    let b = DaemonBuilder::new()
+        .fixture("a", &[])
+        .env("MCPD_TEST_SECRET", "s3cret")
+        .remote(
+            "far",
+            "http://127.0.0.1:9/mcp",
+            "headers = { \"X-Api-Key\" = \"${MCPD_TEST_SECRET}\" }",
+        );
+    let socket = b.dir().join("mcpd.sock");
+    let b = b.daemon(&format!(
+        "socket = {:?}",
+        socket.to_str().expect("UTF-8 path")
+    ));
+    let d = b.start().await;
+    d.wait_server("a", "a is ready", |s| s["state"] == "ready")
+        .await;
+    let config = d.config.to_str().expect("UTF-8 path").to_owned();
+    // This shell lacks the daemon's variable; only `daemon.socket` is read from the file.
+    let (code, out, err) = run_mcpd(&["ctl", "status", "--config", &config], None).await;
+    assert_eq!(code, 0, "{out} {err}");
+    assert!(out.contains("far"), "{out}");
+    assert!(!out.contains("s3cret") && !err.contains("s3cret"));
+}
