@@ -8,6 +8,7 @@ mod eras;
 mod failure;
 mod foundation;
 mod http;
+mod http_edge;
 mod http_fixture_selftest;
 mod http_modern;
 mod http_serve;
