@@ -11,6 +11,7 @@ mod http;
 mod http_edge;
 mod http_fixture_selftest;
 mod http_modern;
+mod http_redirects;
 mod http_serve;
 mod import;
 mod interop;
