@@ -260,3 +260,83 @@ async fn idle_connections_that_time_out_free_the_cap_for_a_client() {
     assert!(alive(pid));
     drop(idle);
 }
+
+#[tokio::test]
+async fn calls_and_streams_in_flight_outlast_the_header_timeout() {
+    let (d, addr) = daemon(&["http_header_timeout = \"300ms\""]).await;
+    let (url, token) = (format!("http://{addr}/mcp"), token(&d).await);
+    let client = http_client();
+    let post = |session: Option<&str>, body: serde_json::Value| {
+        let mut r = client
+            .post(&url)
+            .bearer_auth(&token)
+            .header("content-type", "application/json")
+            .header("accept", "application/json")
+            .body(body.to_string());
+        if let Some(s) = session {
+            r = r.header("mcp-session-id", s);
+        }
+        r.send()
+    };
+    let init = post(
+        None,
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "edge-test", "version": "1"}}}),
+    )
+    .await
+    .expect("initialize");
+    let session = init.headers()["mcp-session-id"]
+        .to_str()
+        .expect("a visible session id")
+        .to_owned();
+    let r = post(
+        Some(&session),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await
+    .expect("initialized");
+    assert_eq!(r.status().as_u16(), 202);
+    let mut stream = client
+        .get(&url)
+        .bearer_auth(&token)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .expect("the GET stream");
+    assert_eq!(stream.status().as_u16(), 200);
+
+    // A call that takes five header timeouts gets its answer.
+    let r = post(
+        Some(&session),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"name": "fx__sleep", "arguments": {"ms": 1500}}}),
+    )
+    .await
+    .expect("the slow call is answered");
+    assert_eq!(r.status().as_u16(), 200);
+    let reply: serde_json::Value =
+        serde_json::from_str(&r.text().await.expect("body")).expect("JSON");
+    assert!(reply.get("result").is_some(), "{reply}");
+
+    // The GET stream, open all that time, still carries the session's messages: a JSON-only
+    // call's progress goes there.
+    let r = post(
+        Some(&session),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "fx__progress", "arguments": {"steps": 1, "ms": 1},
+            "_meta": {"progressToken": "p"}}}),
+    )
+    .await
+    .expect("the progress call");
+    assert_eq!(r.status().as_u16(), 200);
+    let mut seen = String::new();
+    within("progress on the GET stream", async {
+        while !seen.contains("notifications/progress") {
+            let chunk = stream.chunk().await.expect("the stream stays open");
+            seen.push_str(&String::from_utf8_lossy(&chunk.expect("a chunk")));
+        }
+    })
+    .await;
+}
