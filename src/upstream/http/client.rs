@@ -102,8 +102,9 @@ impl Endpoint {
 /// first URL, at most `MAX_REDIRECTS` times; anything else fails the request.
 fn same_origin_redirects(server: Arc<str>) -> reqwest::redirect::Policy {
     reqwest::redirect::Policy::custom(move |attempt| {
+        // reqwest always lists the URL just requested; without it, nothing is followed.
         let Some(first) = attempt.previous().first() else {
-            return attempt.follow();
+            return attempt.stop();
         };
         if attempt.url().origin() != first.origin() {
             let refused = RedirectRefused::CrossOrigin {
