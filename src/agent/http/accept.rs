@@ -20,8 +20,9 @@ use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
 /// Largest request head (request line and headers) read; a longer one is refused with
-/// 431 and the connection closed. Far above any MCP client's headers.
-const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// 431 and the connection closed. Node's HTTP server has the same limit, so no MCP client
+/// can count on more; and it bounds what each of `max_connections` stalled heads holds.
+const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// The warning that the cap is reached is repeated at most this often.
 const SATURATION_WARNING_EVERY: Duration = Duration::from_secs(60);
 
