@@ -3,6 +3,22 @@
 use super::remote::Secret;
 use super::{ConfigError, Validator};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+/// Defaults and bounds of the listener's connection settings, documented in README.
+pub mod limits {
+    use std::time::Duration;
+    /// TCP connections served at once; more wait to be accepted.
+    pub const MAX_CONNECTIONS: usize = 256;
+    /// Far below tokio's semaphore limit, and below any sane file-descriptor limit.
+    pub const MAX_CONNECTIONS_CEILING: usize = 65_536;
+    /// How long a request's head may take to arrive.
+    pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+    /// Shorter than any client can send a request head in.
+    pub const HEADER_TIMEOUT_FLOOR: Duration = Duration::from_millis(100);
+    /// Longer is no defence; the bound also keeps deadline arithmetic far from overflow.
+    pub const HEADER_TIMEOUT_CEILING: Duration = Duration::from_secs(3600);
+}
 
 /// How HTTP agents authenticate.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,6 +40,13 @@ pub struct HttpListen {
     /// Extra `Host` names (besides loopback names and the listen address) accepted,
     /// for a remote listener reached by a DNS name.
     pub allowed_hosts: Vec<String>,
+    /// TCP connections served at once (`http_max_connections`); further ones wait in the
+    /// kernel's accept queue until one closes.
+    pub max_connections: usize,
+    /// How long a connection may take to send a request's head, counted from when it
+    /// opens or its previous response ends (`http_header_timeout`); so it is also how
+    /// long an idle kept-alive connection stays open.
+    pub header_timeout: Duration,
 }
 
 /// The raw `[daemon] http_*` keys.
@@ -33,6 +56,8 @@ pub(super) struct RawHttp<'a> {
     pub auth: Option<&'a str>,
     pub token_env: Option<&'a str>,
     pub allowed_hosts: &'a [String],
+    pub max_connections: Option<usize>,
+    pub header_timeout: &'a Option<String>,
 }
 
 impl Validator<'_> {
@@ -43,6 +68,8 @@ impl Validator<'_> {
                 (raw.auth.is_some(), "daemon.http_auth"),
                 (raw.token_env.is_some(), "daemon.http_token_env"),
                 (!raw.allowed_hosts.is_empty(), "daemon.http_allowed_hosts"),
+                (raw.max_connections.is_some(), "daemon.http_max_connections"),
+                (raw.header_timeout.is_some(), "daemon.http_header_timeout"),
             ] {
                 if set {
                     return Err(self.err(key, "has no effect without daemon.http_listen"));
@@ -125,6 +152,7 @@ impl Validator<'_> {
                 ));
             }
         }
+        let (max_connections, header_timeout) = self.http_connections(&raw)?;
         Ok(Some(HttpListen {
             addr,
             allow_remote: raw.allow_remote,
@@ -134,7 +162,39 @@ impl Validator<'_> {
                 .iter()
                 .map(|h| h.to_ascii_lowercase())
                 .collect(),
+            max_connections,
+            header_timeout,
         }))
+    }
+
+    /// `http_max_connections` and `http_header_timeout`, within their bounds.
+    fn http_connections(&self, raw: &RawHttp<'_>) -> Result<(usize, Duration), ConfigError> {
+        let key = "daemon.http_max_connections";
+        let max_connections =
+            self.positive(key, raw.max_connections, limits::MAX_CONNECTIONS, 1)?;
+        if max_connections > limits::MAX_CONNECTIONS_CEILING {
+            return Err(self.err(
+                key,
+                format!(
+                    "{max_connections} is too large; the maximum is {}",
+                    limits::MAX_CONNECTIONS_CEILING
+                ),
+            ));
+        }
+        let key = "daemon.http_header_timeout";
+        let header_timeout = self.duration(key, raw.header_timeout, limits::HEADER_TIMEOUT)?;
+        let (floor, ceiling) = (limits::HEADER_TIMEOUT_FLOOR, limits::HEADER_TIMEOUT_CEILING);
+        if header_timeout < floor || header_timeout > ceiling {
+            return Err(self.err(
+                key,
+                format!(
+                    "must be between {} and {}",
+                    humantime::format_duration(floor),
+                    humantime::format_duration(ceiling)
+                ),
+            ));
+        }
+        Ok((max_connections, header_timeout))
     }
 }
 

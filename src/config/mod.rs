@@ -100,6 +100,8 @@ struct RawDaemon {
     http_token_env: Option<String>,
     #[serde(default)]
     http_allowed_hosts: Vec<String>,
+    http_max_connections: Option<usize>,
+    http_header_timeout: Option<String>,
     #[serde(default)]
     restart: RawRestart,
     #[serde(default)]
@@ -530,6 +532,8 @@ impl Validator<'_> {
                 auth: d.http_auth.as_deref(),
                 token_env: d.http_token_env.as_deref(),
                 allowed_hosts: &d.http_allowed_hosts,
+                max_connections: d.http_max_connections,
+                header_timeout: &d.http_header_timeout,
             })?,
         };
         let restart_default = self.restart("daemon.restart", &d.restart, None)?;

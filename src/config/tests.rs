@@ -195,3 +195,34 @@ fn server_names_follow_the_documented_pattern() {
         assert!(!valid_server_name(bad), "{bad}");
     }
 }
+
+#[test]
+fn http_connection_settings_are_range_checked() {
+    let listen = "[daemon]\nhttp_listen = \"127.0.0.1:0\"\n";
+    check(&format!("{listen}http_max_connections = 4"), Ok(()));
+    check(
+        &format!("{listen}http_max_connections = 0"),
+        Err("`daemon.http_max_connections`: 0 is too small"),
+    );
+    check(
+        &format!("{listen}http_max_connections = 9223372036854775807"),
+        Err("`daemon.http_max_connections`: 9223372036854775807 is too large"),
+    );
+    check(&format!("{listen}http_header_timeout = \"500ms\""), Ok(()));
+    check(
+        &format!("{listen}http_header_timeout = \"1ms\""),
+        Err("`daemon.http_header_timeout`: must be between 100ms and 1h"),
+    );
+    check(
+        &format!("{listen}http_header_timeout = \"18446744073709551615s\""),
+        Err("`daemon.http_header_timeout`"),
+    );
+    check(
+        "[daemon]\nhttp_max_connections = 4",
+        Err("`daemon.http_max_connections`: has no effect without daemon.http_listen"),
+    );
+    let c = Config::parse(listen, Path::new("/etc/mcpd.toml")).unwrap();
+    let http = c.daemon.http.unwrap();
+    assert_eq!(http.max_connections, 256);
+    assert_eq!(http.header_timeout, std::time::Duration::from_secs(10));
+}

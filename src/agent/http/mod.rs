@@ -1,7 +1,9 @@
 //! The optional Streamable HTTP listener (`[daemon] http_listen`): one `/mcp` endpoint serving legacy sessions and stateless 2026-07-28 requests to the same agent connections as the socket.
 //!
-//! - Every request first passes `security::check`: `Host` and `Origin` must name this
-//!   machine (DNS-rebinding defence, 403), then the bearer token (401).
+//! - The edge is `accept.rs` (connection cap, header and idle timeouts) and a layer
+//!   stack: every request first passes `security::Gate` on its head alone, before any
+//!   body is read: `Host` and `Origin` must name this machine (DNS-rebinding defence,
+//!   403), then the bearer token (401); then the body limit.
 //! - A legacy `initialize` opens a session (`Mcp-Session-Id`): an agent connection
 //!   (`conn::run`) with a relay (`relay.rs`) in front of it. Later POSTs, the GET stream
 //!   and DELETE find it by id (`sessions.rs`).
@@ -12,6 +14,7 @@
 //!   SSE stream of the messages about the request followed by the reply. A client that
 //!   closes the response cancels the request upstream.
 
+mod accept;
 mod modern;
 mod relay;
 mod security;
@@ -36,6 +39,8 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tower::ServiceBuilder;
+use tower_http::validate_request::ValidateRequestHeaderLayer;
 
 /// The endpoint path.
 pub const PATH: &str = "/mcp";
@@ -62,7 +67,6 @@ struct Shared {
     sessions: Sessions,
     /// The tools' schemas, for checking `Mcp-Param-*` headers.
     catalog: tokio::sync::watch::Receiver<Arc<crate::registry::Catalog>>,
-    security: security::Policy,
     max_body: usize,
 }
 
@@ -88,29 +92,31 @@ pub async fn run(
 ) {
     let max_body = ctx.max_line;
     let max_sessions = ctx.daemon.max_agents;
+    let limits = accept::Limits {
+        max_connections: cfg.max_connections,
+        header_timeout: cfg.header_timeout,
+    };
+    let gate = security::Gate::new(security::Policy::new(&cfg, token));
     let shared = Arc::new(Shared {
         catalog: ctx.catalog.clone(),
-        security: security::Policy::new(&cfg, token),
         sessions: Sessions::spawn(ctx, tracker, shutdown.clone(), max_sessions),
         max_body,
     });
     let app = Router::new()
         .route(PATH, axum::routing::post(post).get(get).delete(delete))
         .fallback(not_found)
-        // The body limit is mcpd's own message limit (checked again in `post` with a
-        // JSON-RPC error), not axum's smaller default.
-        .layer(axum::extract::DefaultBodyLimit::max(
-            max_body.saturating_add(1),
-        ))
-        .with_state(shared);
-    let served = axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown.cancelled_owned());
-    if let Err(e) = served.await {
-        tracing::error!("the HTTP listener failed: {e}");
-    }
+        .with_state(shared)
+        // Outermost first. The gate sees only the head; the body limit is mcpd's own
+        // message limit (checked again in `post` with a JSON-RPC error), not axum's
+        // smaller default.
+        .layer(
+            ServiceBuilder::new()
+                .layer(ValidateRequestHeaderLayer::custom(gate))
+                .layer(axum::extract::DefaultBodyLimit::max(
+                    max_body.saturating_add(1),
+                )),
+        );
+    accept::serve(listener, app, limits, shutdown).await;
 }
 
 async fn not_found() -> Response {
@@ -126,9 +132,6 @@ async fn post(
     headers: HeaderMap,
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Response {
-    if let Err(refused) = shared.security.check(&headers) {
-        return refused;
-    }
     // A body over the limit is refused while it is read (the layer in `run`), never
     // buffered whole.
     let too_large = || {
@@ -305,9 +308,6 @@ async fn answer(posted: Posted, modern: bool, sse: bool) -> Response {
 }
 
 async fn get(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    if let Err(refused) = shared.security.check(&headers) {
-        return refused;
-    }
     if header_str(&headers, VERSION_HEADER).is_some_and(modern::is_modern_version) {
         return method_not_allowed("2026-07-28 has no GET stream; use POST");
     }
@@ -336,9 +336,6 @@ async fn get(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response 
 }
 
 async fn delete(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    if let Err(refused) = shared.security.check(&headers) {
-        return refused;
-    }
     if header_str(&headers, VERSION_HEADER).is_some_and(modern::is_modern_version) {
         return method_not_allowed("2026-07-28 has no sessions to delete");
     }

@@ -1,9 +1,33 @@
 //! Who may use the HTTP listener: `Host` and `Origin` must name this machine (the DNS-rebinding defence), and the bearer token must match.
+//!
+//! The checks are a layer (`Gate`) in front of every route: they read only the request
+//! head, so a client that is refused never makes mcpd read, let alone buffer, its body.
 
 use crate::config::{HttpAuth, HttpListen, Secret};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
 use subtle::ConstantTimeEq;
+use tower_http::validate_request::ValidateRequest;
+
+/// The policy as a request validator for `ValidateRequestHeaderLayer`: refusals are
+/// answered before the handler (and its body extractor) runs.
+#[derive(Clone)]
+pub struct Gate(Arc<Policy>);
+
+impl Gate {
+    pub fn new(policy: Policy) -> Gate {
+        Gate(Arc::new(policy))
+    }
+}
+
+impl<B> ValidateRequest<B> for Gate {
+    type ResponseBody = axum::body::Body;
+
+    fn validate(&mut self, request: &mut Request<B>) -> Result<(), Response> {
+        self.0.check(request.headers())
+    }
+}
 
 /// The listener's checks, made once from its settings.
 pub struct Policy {

@@ -1,10 +1,11 @@
-//! The HTTP client of one remote server: headers and secrets, reading bounded bodies and SSE streams, and naming failures.
+//! The HTTP client of one remote server: headers and secrets, redirects kept to the server's origin, reading bounded bodies and SSE streams, and naming failures.
 
 use super::sse::{Event, SseDecoder};
 use crate::config::{HttpLaunch, display_url};
 use futures::{Stream, StreamExt, TryStreamExt};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Response, StatusCode, Url};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::codec::FramedRead;
 use tokio_util::io::StreamReader;
@@ -18,6 +19,23 @@ pub const ACCEPT_BOTH: &str = "application/json, text/event-stream";
 pub const SESSION_HEADER: &str = "mcp-session-id";
 pub const VERSION_HEADER: &str = "mcp-protocol-version";
 pub const LAST_EVENT_ID: &str = "last-event-id";
+/// Redirect hops followed at most within one request.
+const MAX_REDIRECTS: usize = 5;
+
+/// Why mcpd did not follow a server's redirect.
+#[derive(Debug, thiserror::Error)]
+pub enum RedirectRefused {
+    /// The redirect leads to another scheme, host or port. reqwest drops only
+    /// `Authorization` and cookies on such a hop; a configured `X-Api-Key` would go along.
+    #[error(
+        "the server redirected from {from} to {to}, another origin; mcpd does not send the \
+         server's credentials or headers anywhere but its configured origin (if the server \
+         moved, set its url to the new address)"
+    )]
+    CrossOrigin { from: String, to: String },
+    #[error("the server redirected more than {0} times")]
+    TooMany(usize),
+}
 
 /// Everything needed to send a request to one remote server. Cheap to clone: the
 /// client's connection pool is shared, so every request reuses kept-alive connections.
@@ -32,14 +50,14 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    pub fn new(launch: &HttpLaunch, max_body: usize) -> Result<Endpoint, String> {
+    pub fn new(launch: &HttpLaunch, max_body: usize, server: &str) -> Result<Endpoint, String> {
         // The TLS provider is chosen in Cargo.toml; the first client installs it for the
         // process, and later ones find it installed (that Err is expected).
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
             .connect_timeout(launch.connect_timeout)
             .tcp_keepalive(Duration::from_secs(30))
-            .redirect(reqwest::redirect::Policy::limited(5))
+            .redirect(same_origin_redirects(server.into()))
             .user_agent(concat!("mcpd/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| format!("cannot set up an HTTP client: {e}"))?;
@@ -80,6 +98,39 @@ impl Endpoint {
     }
 }
 
+/// Follows a redirect only within the origin (scheme, host and port) of the request's
+/// first URL, at most `MAX_REDIRECTS` times; anything else fails the request.
+fn same_origin_redirects(server: Arc<str>) -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(move |attempt| {
+        // reqwest always lists the URL just requested; without it, nothing is followed.
+        let Some(first) = attempt.previous().first() else {
+            return attempt.stop();
+        };
+        if attempt.url().origin() != first.origin() {
+            let refused = RedirectRefused::CrossOrigin {
+                from: origin(first),
+                to: origin(attempt.url()),
+            };
+            tracing::warn!(upstream = %server, "{refused}");
+            return attempt.error(refused);
+        }
+        if attempt.previous().len() > MAX_REDIRECTS {
+            return attempt.error(RedirectRefused::TooMany(MAX_REDIRECTS));
+        }
+        attempt.follow()
+    })
+}
+
+/// A URL's origin as `scheme://host:port`, safe to show (no user info, path or query).
+fn origin(url: &Url) -> String {
+    let o = url.origin();
+    if o.is_tuple() {
+        o.ascii_serialization()
+    } else {
+        format!("a {}: URL", url.scheme())
+    }
+}
+
 /// Names a failed HTTP exchange in words a person can act on. reqwest's own message
 /// can include the URL with its query, so only the kind of failure and the innermost
 /// cause are used.
@@ -101,6 +152,8 @@ pub fn describe_error(e: &reqwest::Error, url: &str) -> String {
         "cannot resolve the host of"
     } else if e.is_connect() {
         "cannot connect to"
+    } else if e.is_redirect() {
+        "refused a redirect from"
     } else if e.is_body() || e.is_decode() {
         "reading the reply failed from"
     } else {

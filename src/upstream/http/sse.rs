@@ -3,6 +3,8 @@
 //! Written here rather than taken from a crate because mcpd must bound what a remote
 //! server can make it buffer: the SSE crates we looked at grow an event's data without
 //! limit. This one discards an over-long event (and reports it) and caps line length.
+//! Its cost is linear in the bytes received however they are split: each byte is
+//! searched for a line end once, not again with every chunk that follows it.
 
 use bytes::{Buf, BytesMut};
 use tokio_util::codec::Decoder;
@@ -30,8 +32,14 @@ impl Event {
 }
 
 /// Decodes a byte stream into events, holding at most about `max` bytes of one event.
+///
+/// As `Decoder` provides, each call's buffer is the previous one's unconsumed bytes with
+/// new ones appended; the decoder remembers how far it searched them.
 pub struct SseDecoder {
     max: usize,
+    /// Bytes at the front of the buffer already searched for a line end: an incomplete
+    /// line's start (or a final '\r' waiting for the byte after it). Zero after a line.
+    scanned: usize,
     current: Event,
     /// Whether any field was seen since the last dispatch.
     pending: bool,
@@ -47,6 +55,7 @@ impl SseDecoder {
     pub fn new(max: usize) -> SseDecoder {
         SseDecoder {
             max,
+            scanned: 0,
             current: Event::default(),
             pending: false,
             size: 0,
@@ -116,25 +125,39 @@ impl Decoder for SseDecoder {
             }
         }
         loop {
-            let Some(end) = buf.iter().position(|b| *b == b'\n' || *b == b'\r') else {
-                if buf.len() > self.max {
+            // Only the bytes not searched before; a buffer that shrank is searched anew.
+            let from = if self.scanned <= buf.len() {
+                self.scanned
+            } else {
+                0
+            };
+            let found = buf[from..]
+                .iter()
+                .position(|b| *b == b'\n' || *b == b'\r')
+                .map(|i| from + i);
+            let Some(end) = found else {
+                self.scanned = buf.len();
+                if self.skipping_line || buf.len() > self.max {
                     // A line longer than any event may be: drop what we have and the
-                    // rest of the line.
+                    // rest of the line as it comes.
                     self.skipping_line = true;
                     self.current.too_long = true;
                     self.pending = true;
                     buf.clear();
+                    self.scanned = 0;
                 }
                 return Ok(None);
             };
             // "\r\n" is one terminator; wait for the byte after a final '\r'.
             let crlf = buf[end] == b'\r';
             if crlf && end + 1 == buf.len() {
+                self.scanned = end;
                 return Ok(None);
             }
             let skip = if crlf && buf[end + 1] == b'\n' { 2 } else { 1 };
             let line = buf.split_to(end);
             buf.advance(skip);
+            self.scanned = 0;
             if std::mem::take(&mut self.skipping_line) {
                 continue;
             }
@@ -174,6 +197,23 @@ mod tests {
         let mut buf = BytesMut::new();
         for b in input {
             buf.extend_from_slice(&[*b]);
+            while let Some(e) = d.decode(&mut buf).unwrap() {
+                out.push(e);
+            }
+        }
+        while let Some(e) = d.decode_eof(&mut buf).unwrap() {
+            out.push(e);
+        }
+        out
+    }
+
+    /// Decodes `input` fed in chunks of `chunk` bytes.
+    fn events_in_chunks(input: &[u8], max: usize, chunk: usize) -> Vec<Event> {
+        let mut d = SseDecoder::new(max);
+        let mut out = Vec::new();
+        let mut buf = BytesMut::new();
+        for piece in input.chunks(chunk) {
+            buf.extend_from_slice(piece);
             while let Some(e) = d.decode(&mut buf).unwrap() {
                 out.push(e);
             }
@@ -245,5 +285,40 @@ mod tests {
         let many = "data: 0123456789\n".repeat(20) + "\n";
         let got = events(many.as_bytes(), 64);
         assert!(got[0].too_long);
+    }
+
+    #[test]
+    fn a_large_event_in_small_chunks_decodes_whole_at_every_split() {
+        let big = "x".repeat(4 * 1024 * 1024);
+        let mut input = format!("id: 1\r\ndata: {big}\r\ndata: tail\r\n\r\n").into_bytes();
+        input.extend_from_slice(b"data: next\r\r");
+        let want = vec![
+            Event {
+                data: format!("{big}\ntail"),
+                id: Some("1".into()),
+                ..Event::default()
+            },
+            ev("", "next", None),
+        ];
+        // Each byte is searched once, so even single bytes finish quickly; the odd sizes
+        // put chunk ends inside "\r\n" and inside field names.
+        for chunk in [1, 2, 3, 7, 1000, 4096, 65_537] {
+            let got = events_in_chunks(&input, 16 * 1024 * 1024, chunk);
+            assert_eq!(got.len(), want.len(), "chunk {chunk}");
+            assert!(got == want, "chunk {chunk}: the events differ");
+        }
+    }
+
+    #[test]
+    fn over_long_lines_in_small_chunks_are_dropped_and_reading_goes_on() {
+        let mut input = b"data: ".to_vec();
+        input.extend(std::iter::repeat_n(b'y', 100_000));
+        input.extend_from_slice(b"\r\n\r\ndata: ok\n\n");
+        for chunk in [1, 5, 4096] {
+            let got = events_in_chunks(&input, 1024, chunk);
+            assert_eq!(got.len(), 2, "chunk {chunk}");
+            assert!(got[0].too_long && got[0].data.is_empty(), "chunk {chunk}");
+            assert_eq!(got[1], ev("", "ok", None), "chunk {chunk}");
+        }
     }
 }

@@ -15,22 +15,25 @@ use std::sync::Arc;
 
 pub(super) const SESSION_HEADER: &str = "mcp-session-id";
 
-/// `/mcp` for both transports (each handler checks which one the fixture speaks), and the
-/// 2024-11-05 message endpoint; every request passes the gate first.
+/// `/mcp` for both transports (each handler checks which one the fixture speaks), the same
+/// at `/moved` (where `redirect` may send clients), and the 2024-11-05 message endpoint;
+/// every request passes the gate first.
 pub(super) fn router(shared: Arc<Shared>) -> Router {
+    let mcp = || {
+        post(streamable::post)
+            .get(streamable::get)
+            .delete(streamable::delete)
+    };
     Router::new()
-        .route(
-            "/mcp",
-            post(streamable::post)
-                .get(streamable::get)
-                .delete(streamable::delete),
-        )
+        .route("/mcp", mcp())
+        .route("/moved", mcp())
         .route("/messages", post(legacy::post))
         .layer(middleware::from_fn_with_state(shared.clone(), gate))
         .with_state(shared)
 }
 
-/// Records the headers every test may ask about, then applies `bearer` and `forbidden`.
+/// Records the headers every test may ask about, then applies `redirect`, `bearer` and
+/// `forbidden`.
 async fn gate(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Response {
     let headers = req.headers();
     let authorization = header_str(headers, "authorization");
@@ -57,6 +60,13 @@ async fn gate(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Re
                 stats.param_headers.push((param.to_owned(), value));
             }
         }
+    }
+    if let Some(to) = &shared.opts.redirect
+        && req.uri().path() == "/mcp"
+    {
+        let mut resp = plain(StatusCode::TEMPORARY_REDIRECT, "moved");
+        resp.headers_mut().insert(header::LOCATION, value(to));
+        return resp;
     }
     if let Some(token) = &shared.opts.bearer
         && authorization.as_deref() != Some(format!("Bearer {token}").as_str())

@@ -62,6 +62,10 @@ pub struct FixtureOptions {
     pub modern: bool,
     /// The `ttlMs` of modern `server/discover` and `tools/list` results.
     pub ttl_ms: u64,
+    /// When set, every request to `/mcp` (after its headers are recorded) is answered
+    /// `307 Temporary Redirect` to this location: an absolute URL, or a path on this
+    /// fixture such as `/moved`, where the fixture serves what `/mcp` would.
+    pub redirect: Option<String>,
 }
 
 impl Default for FixtureOptions {
@@ -78,6 +82,7 @@ impl Default for FixtureOptions {
             fail_status: None,
             modern: false,
             ttl_ms: 60_000,
+            redirect: None,
         }
     }
 }
