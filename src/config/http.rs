@@ -170,17 +170,12 @@ impl Validator<'_> {
     /// `http_max_connections` and `http_header_timeout`, within their bounds.
     fn http_connections(&self, raw: &RawHttp<'_>) -> Result<(usize, Duration), ConfigError> {
         let key = "daemon.http_max_connections";
-        let max_connections =
-            self.positive(key, raw.max_connections, limits::MAX_CONNECTIONS, 1)?;
-        if max_connections > limits::MAX_CONNECTIONS_CEILING {
-            return Err(self.err(
-                key,
-                format!(
-                    "{max_connections} is too large; the maximum is {}",
-                    limits::MAX_CONNECTIONS_CEILING
-                ),
-            ));
-        }
+        let max_connections = self.positive(
+            key,
+            raw.max_connections,
+            limits::MAX_CONNECTIONS,
+            1..=limits::MAX_CONNECTIONS_CEILING,
+        )?;
         let key = "daemon.http_header_timeout";
         let header_timeout = self.duration(key, raw.header_timeout, limits::HEADER_TIMEOUT)?;
         let (floor, ceiling) = (limits::HEADER_TIMEOUT_FLOOR, limits::HEADER_TIMEOUT_CEILING);
