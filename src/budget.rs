@@ -133,16 +133,6 @@ impl<T: Weigh> Sender<T> {
 }
 
 impl<T> Sender<T> {
-    /// Whether the receiver is gone.
-    pub fn is_closed(&self) -> bool {
-        self.tx.is_closed()
-    }
-
-    /// Waits until the receiver is gone.
-    pub async fn closed(&self) {
-        self.tx.closed().await;
-    }
-
     /// Whether at least a quarter of both the slots and the bytes are free: best-effort
     /// messages (server logs) are dropped below that, leaving room for replies.
     pub fn has_slack(&self) -> bool {

@@ -9,6 +9,12 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
+/// Member `key` of a JSON object, or null: reading a field of the daemon's answer
+/// never fails, whatever it sent.
+fn at<'a>(value: &'a Value, key: &str) -> &'a Value {
+    value.get(key).unwrap_or(&Value::Null)
+}
+
 /// How long a ctl command waits for the daemon.
 const CTL_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -129,19 +135,19 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
         )?;
         return Ok(());
     }
-    let servers: Vec<ServerStatus> = serde_json::from_value(result["servers"].clone())
+    let servers: Vec<ServerStatus> = serde_json::from_value(at(&result, "servers").clone())
         .map_err(|e| CtlError::Unexpected(format!("status servers: {e}")))?;
-    let d = &result["daemon"];
+    let d = at(&result, "daemon");
     writeln!(
         out,
         "mcpd {} pid {} up {} socket {} agents {}",
-        d["version"].as_str().unwrap_or("?"),
-        d["pid"],
-        human_secs(d["uptime_secs"].as_f64()),
-        d["socket"].as_str().unwrap_or("?"),
-        d["agents"],
+        at(d, "version").as_str().unwrap_or("?"),
+        at(d, "pid"),
+        human_secs(at(d, "uptime_secs").as_f64()),
+        at(d, "socket").as_str().unwrap_or("?"),
+        at(d, "agents"),
     )?;
-    if let Some(url) = d["http"].as_str() {
+    if let Some(url) = at(d, "http").as_str() {
         writeln!(out, "serving HTTP at {url}")?;
     }
     if servers.is_empty() {
@@ -277,7 +283,7 @@ pub async fn reload(socket: &Path) -> Result<(), CtlError> {
         Err(e) => return Err(e),
     };
     let names = |k: &str| {
-        summary[k]
+        at(&summary, k)
             .as_array()
             .map(|a| {
                 a.iter()
@@ -296,7 +302,7 @@ pub async fn reload(socket: &Path) -> Result<(), CtlError> {
         names("removed"),
         names("changed"),
         names("renamed"),
-        summary["unchanged"]
+        at(&summary, "unchanged")
     )?;
     Ok(())
 }
@@ -368,15 +374,15 @@ pub async fn tools(socket: &Path, server: Option<&str>) -> Result<(), CtlError> 
     loop {
         let params = cursor.as_ref().map(|c| json!({ "cursor": c }));
         let result = request(socket, crate::protocol::method::TOOLS_LIST, params).await?;
-        for t in result["tools"].as_array().into_iter().flatten() {
-            let name = t["name"].as_str().unwrap_or("?");
+        for t in at(&result, "tools").as_array().into_iter().flatten() {
+            let name = at(t, "name").as_str().unwrap_or("?");
             if prefix
                 .as_ref()
                 .is_some_and(|p| !name.starts_with(p.as_str()))
             {
                 continue;
             }
-            let description = t["description"]
+            let description = at(t, "description")
                 .as_str()
                 .unwrap_or("")
                 .lines()
@@ -386,7 +392,7 @@ pub async fn tools(socket: &Path, server: Option<&str>) -> Result<(), CtlError> 
             writeln!(out, "{name:<40} {description}")?;
             shown += 1;
         }
-        match result["nextCursor"].as_str() {
+        match at(&result, "nextCursor").as_str() {
             Some(next) => cursor = Some(next.to_owned()),
             None => break,
         }
@@ -416,16 +422,16 @@ pub async fn call(
     )
     .await?;
     let mut out = std::io::stdout().lock();
-    for block in result["content"].as_array().into_iter().flatten() {
-        match block["text"].as_str() {
-            Some(text) if block["type"] == "text" => writeln!(out, "{text}")?,
+    for block in at(&result, "content").as_array().into_iter().flatten() {
+        match at(block, "text").as_str() {
+            Some(text) if *at(block, "type") == "text" => writeln!(out, "{text}")?,
             _ => writeln!(out, "{block}")?,
         }
     }
     if let Some(structured) = result.get("structuredContent") {
         writeln!(out, "{structured}")?;
     }
-    if result["isError"] == Value::Bool(true) {
+    if *at(&result, "isError") == Value::Bool(true) {
         return Err(CtlError::ToolError);
     }
     Ok(())
@@ -434,7 +440,7 @@ pub async fn call(
 /// One server's status row, or a clear error naming the configured servers.
 async fn server_row(socket: &Path, name: &str) -> Result<ServerStatus, CtlError> {
     let result = request(socket, crate::protocol::method::MCPD_STATUS, None).await?;
-    let servers: Vec<ServerStatus> = serde_json::from_value(result["servers"].clone())
+    let servers: Vec<ServerStatus> = serde_json::from_value(at(&result, "servers").clone())
         .map_err(|e| CtlError::Unexpected(format!("status servers: {e}")))?;
     let names: Vec<String> = servers.iter().map(|s| s.name.clone()).collect();
     servers
@@ -454,7 +460,7 @@ fn fresh<'a>(seen: &[String], new: &'a [String]) -> &'a [String] {
     match seen.last() {
         None => new,
         Some(last) => match new.iter().rposition(|l| l == last) {
-            Some(i) => &new[i + 1..],
+            Some(i) => new.get(i + 1..).unwrap_or_default(),
             None => new,
         },
     }
@@ -463,7 +469,12 @@ fn fresh<'a>(seen: &[String], new: &'a [String]) -> &'a [String] {
 /// `mcpd ctl logs NAME [-n N] [--follow]`: the server's lifecycle events and stderr.
 pub async fn logs(socket: &Path, name: &str, lines: usize, follow: bool) -> Result<(), CtlError> {
     let row = server_row(socket, name).await?;
-    let last = |v: &[String]| v[v.len().saturating_sub(lines)..].to_vec();
+    let last = |v: &[String]| -> Vec<String> {
+        v.iter()
+            .skip(v.len().saturating_sub(lines))
+            .cloned()
+            .collect()
+    };
     let mut events = last(&row.history);
     let mut stderr = last(&row.stderr_tail);
     {
@@ -508,7 +519,7 @@ pub async fn agents(socket: &Path, as_json: bool) -> Result<(), CtlError> {
         return Ok(());
     }
     let agents: Vec<crate::agent::registry::AgentInfo> =
-        serde_json::from_value(result["agents"].clone())
+        serde_json::from_value(at(&result, "agents").clone())
             .map_err(|e| CtlError::Unexpected(format!("agents: {e}")))?;
     writeln!(
         out,
@@ -556,12 +567,12 @@ pub async fn agents(socket: &Path, as_json: bool) -> Result<(), CtlError> {
 pub async fn http_token(socket: &Path, url: bool) -> Result<(), CtlError> {
     let result = request(socket, "mcpd/http-token", None).await?;
     let mut out = std::io::stdout().lock();
-    let token = result["token"].as_str().unwrap_or_default();
+    let token = at(&result, "token").as_str().unwrap_or_default();
     if url {
         writeln!(
             out,
             "{} {token}",
-            result["url"].as_str().unwrap_or_default()
+            at(&result, "url").as_str().unwrap_or_default()
         )?;
     } else {
         writeln!(out, "{token}")?;
@@ -573,6 +584,6 @@ pub async fn http_token(socket: &Path, url: bool) -> Result<(), CtlError> {
 pub async fn metrics(socket: &Path) -> Result<(), CtlError> {
     let result = request(socket, "mcpd/metrics", None).await?;
     let mut out = std::io::stdout().lock();
-    write!(out, "{}", result["text"].as_str().unwrap_or(""))?;
+    write!(out, "{}", at(&result, "text").as_str().unwrap_or(""))?;
     Ok(())
 }

@@ -183,7 +183,16 @@ pub async fn serve(
     }
     // The supervisor held the last sentinel handle: its IO task now ends and reaps it.
     let _ = tokio::time::timeout(Duration::from_secs(3), sentinel_task).await;
-    if owns_socket && let Err(e) = std::fs::remove_file(&socket) {
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "one unlink, the last step of shutdown"
+    )]
+    let removed = if owns_socket {
+        std::fs::remove_file(&socket)
+    } else {
+        Ok(())
+    };
+    if let Err(e) = removed {
         tracing::warn!(socket = %socket.display(), "could not remove the socket: {e}");
     }
     tracing::info!("mcpd stopped");
@@ -277,7 +286,12 @@ async fn apply(
     let Some(path) = path else {
         return Err("mcpd was started without a config file; there is nothing to reload".into());
     };
-    let new = Config::load(path).map_err(|e| e.to_string())?;
+    // Read on a blocking thread: the runtime's workers serve agents meanwhile.
+    let path = path.to_owned();
+    let new = tokio::task::spawn_blocking(move || Config::load(&path))
+        .await
+        .map_err(|e| format!("reading the config failed: {e}"))?
+        .map_err(|e| e.to_string())?;
     if new.daemon != current.daemon || new.profiles != current.profiles {
         tracing::warn!("[daemon] and [profiles] changes take effect when mcpd restarts");
     }

@@ -5,6 +5,11 @@
 //! a server whose name is already configured is never overwritten. The merged text is
 //! validated with [`Config::parse_with_env`] before anything is written.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a command of its own, not the daemon: nothing else runs on its runtime"
+)]
+
 use crate::config::{Config, valid_server_name};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -180,7 +185,13 @@ pub fn run(opts: &Options) -> Result<(), ImportError> {
             );
             continue;
         }
-        let name = unique_name(&base, &taken);
+        let Some(name) = unique_name(&base, &taken) else {
+            eprintln!(
+                "{}: skipped server {:?}: no free name like [servers.{base}-N] is left",
+                entry.source, entry.original
+            );
+            continue;
+        };
         taken.insert(name.clone());
         let table = if name == base {
             notes.absorb(scratch);
@@ -389,20 +400,20 @@ pub fn sanitize_name(name: &str) -> String {
     }
 }
 
-/// `base`, or `base-2`, `base-3`… (shortened to fit 32 characters) when it is taken.
-fn unique_name(base: &str, taken: &BTreeSet<String>) -> String {
+/// `base`, or `base-2`, `base-3`… (shortened to fit 32 characters) when it is taken;
+/// None when no such name is free (a config with thousands of copies of one name).
+fn unique_name(base: &str, taken: &BTreeSet<String>) -> Option<String> {
     if !taken.contains(base) {
-        return base.to_owned();
+        return Some(base.to_owned());
     }
-    (2..)
+    (2..100_000)
         .map(|n| {
             let suffix = format!("-{n}");
             let mut b = base.to_owned();
-            b.truncate(32 - suffix.len());
+            b.truncate(32usize.saturating_sub(suffix.len()));
             format!("{}{suffix}", b.trim_end_matches('-'))
         })
         .find(|n| !taken.contains(n) && valid_server_name(n))
-        .expect("some suffix is free")
 }
 
 /// Messages collected while converting, printed once at the end.
@@ -715,7 +726,7 @@ mod tests {
         assert_eq!(long.len(), 32);
         assert!(valid_server_name(&long));
         let taken: BTreeSet<String> = [long.clone()].into();
-        let next = unique_name(&long, &taken);
+        let next = unique_name(&long, &taken).unwrap();
         assert_eq!(next.len(), 32);
         assert!(next.ends_with("-2"));
     }

@@ -314,6 +314,14 @@ fn to_line<T: Serialize>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_default()
 }
 
+/// Sets member `key` of a JSON object; anything but an object is left as it is. (Writing
+/// `value[key]` panics on a value that is not an object.)
+pub fn set_member(value: &mut Value, key: &str, member: Value) {
+    if let Some(object) = value.as_object_mut() {
+        object.insert(key.to_owned(), member);
+    }
+}
+
 pub fn request_line(id: &Id, method: &str, params: Option<&Value>) -> String {
     to_line(&OutRequest {
         jsonrpc: "2.0",

@@ -61,9 +61,9 @@ impl Metrics {
                         s.errors += u64::from(error);
                         let secs = took.as_secs_f64();
                         s.seconds += secs;
-                        for (i, bound) in BUCKETS.iter().enumerate() {
-                            if secs <= *bound {
-                                s.buckets[i] += 1;
+                        for (count, bound) in s.buckets.iter_mut().zip(BUCKETS) {
+                            if secs <= bound {
+                                *count += 1;
                             }
                         }
                     }
@@ -143,11 +143,10 @@ fn render(series: &BTreeMap<(String, &'static str), Series>, received: u64, sent
     let _ = writeln!(out, "# TYPE mcpd_call_duration_seconds histogram");
     for ((server, method), s) in series {
         let labels = format!("server=\"{server}\",method=\"{method}\"");
-        for (i, bound) in BUCKETS.iter().enumerate() {
+        for (count, bound) in s.buckets.iter().zip(BUCKETS) {
             let _ = writeln!(
                 out,
-                "mcpd_call_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {}",
-                s.buckets[i]
+                "mcpd_call_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {count}"
             );
         }
         let _ = writeln!(

@@ -20,10 +20,14 @@ fn key() -> &'static [u8; 32] {
     KEY.get_or_init(rand::random)
 }
 
+/// A MAC keyed with this process's key.
+fn mac() -> Hmac<Sha256> {
+    #[allow(clippy::expect_used, reason = "HMAC takes keys of any length")]
+    <Hmac<Sha256> as Mac>::new_from_slice(key()).expect("HMAC accepts any key length")
+}
+
 fn tag(payload: &str) -> Vec<u8> {
-    // HMAC takes keys of any length, so this cannot fail.
-    let mut mac =
-        <Hmac<Sha256> as Mac>::new_from_slice(key()).expect("HMAC accepts any key length");
+    let mut mac = mac();
     mac.update(payload.as_bytes());
     mac.finalize().into_bytes().to_vec()
 }
@@ -70,8 +74,7 @@ pub fn open(state: &str, binding: Binding) -> Opened {
     let Ok(payload) = String::from_utf8(payload) else {
         return Opened::Invalid("it is malformed");
     };
-    let mut mac =
-        <Hmac<Sha256> as Mac>::new_from_slice(key()).expect("HMAC accepts any key length");
+    let mut mac = mac();
     mac.update(payload.as_bytes());
     if mac.verify_slice(&sig).is_err() {
         return Opened::Invalid("its seal does not verify");

@@ -37,6 +37,10 @@ pub enum BindError {
 
 /// Binds the agent socket: its directory is created 0700, the socket made 0600. A socket
 /// file left by a dead daemon is removed, but only after connecting to it fails.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "binding happens once, before any agent is served"
+)]
 pub async fn bind(path: &Path) -> Result<UnixListener, BindError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
         && !dir.exists()

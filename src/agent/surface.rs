@@ -64,12 +64,13 @@ pub fn list(
     let mut result = Value::Object(result);
     if modern {
         era::modernize_result(&mut result);
-        result["ttlMs"] = json!(catalog.cache.ttl_ms);
-        result["cacheScope"] = json!(if catalog.cache.private {
+        let scope = if catalog.cache.private {
             "private"
         } else {
             "public"
-        });
+        };
+        jsonrpc::set_member(&mut result, "ttlMs", json!(catalog.cache.ttl_ms));
+        jsonrpc::set_member(&mut result, "cacheScope", json!(scope));
     }
     Handled::Now(jsonrpc::result_line(&req.id, &result))
 }
@@ -232,7 +233,7 @@ pub fn complete(
                 );
             };
             let mut r = reference.clone();
-            r["name"] = Value::String(prompt.original.clone());
+            jsonrpc::set_member(&mut r, "name", Value::String(prompt.original.clone()));
             (prompt.server.clone(), r)
         }
         Some("ref/resource") => {
@@ -251,7 +252,7 @@ pub fn complete(
                 },
             };
             let mut r = reference.clone();
-            r["uri"] = Value::String(original);
+            jsonrpc::set_member(&mut r, "uri", Value::String(original));
             (server, r)
         }
         _ => {

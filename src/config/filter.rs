@@ -103,11 +103,12 @@ pub fn glob(pattern: &str, text: &str) -> bool {
     // Iterative matching with one backtrack point for the last `*`: linear in practice.
     let (mut pi, mut ti) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
-    while ti < t.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+    while let Some(&c) = t.get(ti) {
+        let here = p.get(pi).copied();
+        if here == Some('?') || here == Some(c) {
             pi += 1;
             ti += 1;
-        } else if pi < p.len() && p[pi] == '*' {
+        } else if here == Some('*') {
             star = Some((pi, ti));
             pi += 1;
         } else if let Some((sp, st)) = star {
@@ -118,7 +119,7 @@ pub fn glob(pattern: &str, text: &str) -> bool {
             return false;
         }
     }
-    p[pi..].iter().all(|c| *c == '*')
+    p.iter().skip(pi).all(|c| *c == '*')
 }
 
 impl Validator<'_> {

@@ -1,5 +1,10 @@
 //! Configuration: the raw TOML file, validated once into a `Config` that running code trusts.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the daemon reads its config before the runtime serves anyone, and on reload from a blocking thread"
+)]
+
 mod filter;
 mod http;
 mod naming;
@@ -400,9 +405,9 @@ pub fn socket_setting(path: &Path) -> Result<Option<PathBuf>, ConfigError> {
 /// Server names: lowercase, digits and dashes, so `NAME__tool` splits unambiguously.
 pub fn valid_server_name(name: &str) -> bool {
     let b = name.as_bytes();
-    !b.is_empty()
-        && b.len() <= 32
-        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
+    b.len() <= 32
+        && b.first()
+            .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
         && b.iter()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
 }

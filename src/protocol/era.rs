@@ -109,11 +109,6 @@ pub fn request_era(params: Option<&Value>) -> RequestEra {
     RequestEra::Modern
 }
 
-/// The client capabilities a modern request declares.
-pub fn client_capabilities(params: Option<&Value>) -> Option<&Value> {
-    params?.get("_meta")?.get(key::CLIENT_CAPABILITIES)
-}
-
 /// Adds mcpd's modern `_meta` envelope to request params, keeping whatever `_meta` the
 /// params already carry (a progress token, the agent's own capabilities).
 pub fn add_envelope(params: &mut Option<Value>, capabilities: &Value) {

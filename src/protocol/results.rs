@@ -25,8 +25,6 @@ use serde_json::{Map, Value, json};
 use super::schema::validate;
 use super::schema::{Judgement, clip, judge};
 
-pub use super::schema::MAX_DEPTH;
-
 /// Default for [`Limits::max_media_bytes`]: 10 MiB.
 pub const DEFAULT_MAX_MEDIA_BYTES: usize = 10 * 1024 * 1024;
 
@@ -141,7 +139,7 @@ impl<'a> RawMembers<'a> {
         let members: RawMembers = serde_json::from_str(raw).ok()?;
         let mut keys: Vec<&str> = members.0.iter().map(|(k, _)| k.as_str()).collect();
         keys.sort_unstable();
-        let unique = keys.windows(2).all(|w| w[0] != w[1]);
+        let unique = keys.iter().zip(keys.iter().skip(1)).all(|(a, b)| a != b);
         unique.then_some(members)
     }
 

@@ -135,11 +135,8 @@ impl Default for CacheHint {
 
 impl Catalog {
     pub fn tool(&self, qualified: &str) -> Option<&ToolEntry> {
-        self.index.get(qualified).map(|i| &*self.tools[*i])
-    }
-
-    pub fn tools(&self) -> &[Arc<ToolEntry>] {
-        &self.tools
+        let i = self.index.get(qualified)?;
+        self.tools.get(*i).map(|t| &**t)
     }
 
     /// One page of tools after the cursor, and the cursor of the next page if any.
@@ -155,9 +152,10 @@ impl Catalog {
                     .partition_point(|t| t.qualified.as_str() <= after.as_str())
             }
         };
-        let end = (start + PAGE_SIZE).min(self.tools.len());
-        let page = &self.tools[start..end];
-        let next = (end < self.tools.len()).then(|| encode_cursor(&self.tools[end - 1].qualified));
+        let (page, more) = page_of(&self.tools, start);
+        let next = more
+            .then(|| page.last().map(|t| encode_cursor(&t.qualified)))
+            .flatten();
         Ok((page, next))
     }
 }
@@ -174,9 +172,18 @@ pub fn page_entries<'a>(
             items.partition_point(|e| e.presented.as_str() <= after.as_str())
         }
     };
-    let end = (start + PAGE_SIZE).min(items.len());
-    let next = (end < items.len()).then(|| encode_cursor(&items[end - 1].presented));
-    Ok((&items[start..end], next))
+    let (page, more) = page_of(items, start);
+    let next = more
+        .then(|| page.last().map(|e| encode_cursor(&e.presented)))
+        .flatten();
+    Ok((page, next))
+}
+
+/// The page of `items` that starts at `start`, and whether more follow it.
+fn page_of<T>(items: &[T], start: usize) -> (&[T], bool) {
+    let rest = items.get(start..).unwrap_or_default();
+    let page = rest.get(..PAGE_SIZE).unwrap_or(rest);
+    (page, rest.len() > page.len())
 }
 
 /// Cursors name the last tool of the page (hex-encoded to keep them opaque), so a page
@@ -430,15 +437,6 @@ impl Registry {
         self.name_limit = limit;
         self.surface_stale = true;
         true
-    }
-
-    /// How many prompts and resources a server has, for status.
-    pub fn list_count(&self, server: &str, kind: Kind) -> usize {
-        self.lists
-            .iter()
-            .filter(|((s, k), _)| &**s == server && *k == kind)
-            .map(|(_, v)| v.len())
-            .sum()
     }
 
     /// A new snapshot for agents.

@@ -4,7 +4,7 @@ use super::*;
 use serde_json::json;
 
 fn names(c: &Catalog) -> Vec<&str> {
-    c.tools().iter().map(|t| t.qualified.as_str()).collect()
+    c.tools.iter().map(|t| t.qualified.as_str()).collect()
 }
 
 #[test]

@@ -93,6 +93,10 @@ impl CatalogCache {
             writer.remove(old);
         }
         let mut servers = BTreeMap::new();
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "read once at start, before agents are served"
+        )]
         let entries = dir.as_ref().and_then(|d| std::fs::read_dir(d).ok());
         for path in entries.into_iter().flatten().flatten().map(|e| e.path()) {
             if path.extension().is_none_or(|x| x != "json") {

@@ -380,7 +380,9 @@ impl Supervisor {
         self.load_cached_catalogs();
         let names: Vec<Arc<str>> = self.slots.keys().cloned().collect();
         for name in names {
-            let slot = &self.slots[&name];
+            let Some(slot) = self.slots.get(&name) else {
+                continue;
+            };
             if !slot.cfg.enabled {
                 continue;
             }

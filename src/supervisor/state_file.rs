@@ -1,5 +1,10 @@
 //! The supervisor's state files (`eras.json`, `catalog/SERVER.json`): read leniently at start, written atomically and privately by a writer task off the runtime.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "files are read once at start, before agents are served, and written on blocking threads"
+)]
+
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

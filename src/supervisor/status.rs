@@ -222,7 +222,9 @@ impl Supervisor {
             for (i, handle) in live {
                 if let Ok(Some(s)) = tokio::time::timeout(LIVE_TIMEOUT, handle.live_status()).await
                 {
-                    let row = &mut rows[i];
+                    let Some(row) = rows.get_mut(i) else {
+                        continue;
+                    };
                     row.in_flight = s.in_flight;
                     row.malformed_lines = s.malformed_lines;
                     row.oversized_lines = s.oversized_lines;

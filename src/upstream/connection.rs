@@ -73,7 +73,6 @@ impl ConnectionExit {
             error: Some(error),
             exit_status: None,
             stderr_tail: Vec::new(),
-            was_ready: false,
             fatal: false,
             era_mismatch: false,
         }
@@ -129,7 +128,6 @@ async fn run_stdio(ctx: ConnectionContext, spawned: process::Spawned) -> Connect
                 error: error.map(|e| format!("initialize failed: {}", e.message)),
                 exit_status: Some(status),
                 stderr_tail: tail,
-                was_ready: false,
                 fatal: false,
                 era_mismatch,
             };
@@ -189,7 +187,6 @@ async fn run_stdio(ctx: ConnectionContext, spawned: process::Spawned) -> Connect
         error,
         exit_status: Some(status),
         stderr_tail: tail.lines(),
-        was_ready: true,
         fatal: false,
         era_mismatch: false,
     }

@@ -247,10 +247,9 @@ pub fn classify(outcome: Result<Value, ErrorObject>) -> Discovered {
             if shared {
                 let identity = discover_identity(&result);
                 Discovered::Modern(Some(Box::new(identity)), "answered server/discover".into())
-            } else if result.get("supportedVersions").is_some() {
+            } else if let Some(listed) = result.get("supportedVersions") {
                 Discovered::Legacy(format!(
-                    "server/discover lists no version mcpd speaks ({})",
-                    result["supportedVersions"]
+                    "server/discover lists no version mcpd speaks ({listed})"
                 ))
             } else {
                 Discovered::Legacy(

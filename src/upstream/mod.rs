@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
-pub use list::{ToolList, fetch_list, fetch_tools};
+pub use list::{fetch_list, fetch_tools};
 
 /// Identifies one agent call across mcpd, so it can be cancelled later.
 pub type CallId = u64;
@@ -261,8 +261,6 @@ pub struct ConnectionExit {
     pub exit_status: Option<String>,
     /// The last lines the server wrote to stderr.
     pub stderr_tail: Vec<String>,
-    /// Whether the handshake had completed (a crash before it is a startup failure).
-    pub was_ready: bool,
     /// The server refused mcpd's credentials: do not retry until the config changes or
     /// someone runs `mcpd ctl restart`.
     pub fatal: bool,

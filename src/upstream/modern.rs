@@ -113,7 +113,7 @@ pub fn listen_params(resources: &[String]) -> Value {
         "resourcesListChanged": true,
     });
     if !resources.is_empty() {
-        filter["resourceSubscriptions"] = json!(resources);
+        crate::jsonrpc::set_member(&mut filter, "resourceSubscriptions", json!(resources));
     }
     json!({ "notifications": filter })
 }

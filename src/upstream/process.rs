@@ -129,7 +129,7 @@ async fn read_line_capped<R: AsyncBufReadExt + Unpin>(
             None => (chunk.len(), false),
         };
         let room = STDERR_LINE_MAX.saturating_sub(out.len());
-        out.extend_from_slice(&chunk[..take.min(room)]);
+        out.extend_from_slice(chunk.get(..take.min(room)).unwrap_or_default());
         r.consume(take);
         total += take;
         if done {

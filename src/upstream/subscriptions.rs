@@ -112,7 +112,11 @@ impl Subscriptions {
                 let shown = format!("{}{rest}", sub.presented);
                 let mut params = json!({ "uri": shown });
                 if let Some(listen) = &sub.listen {
-                    params["_meta"] = json!({ key::SUBSCRIPTION_ID: listen });
+                    jsonrpc::set_member(
+                        &mut params,
+                        "_meta",
+                        json!({ key::SUBSCRIPTION_ID: listen }),
+                    );
                 }
                 sub.outbox.send(jsonrpc::notification_line(
                     method::RESOURCES_UPDATED,

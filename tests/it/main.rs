@@ -1,5 +1,14 @@
 //! Integration tests: the real `mcpd` binary, real fixture server processes, real sockets.
 
+// Test code: a panic here is a failed test or a broken fixture, never the daemon's.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    clippy::disallowed_methods
+)]
+
 mod support;
 
 mod http_fixture;

@@ -18,6 +18,18 @@ fn strings(items: &[Value], key: &str) -> Vec<String> {
         .collect()
 }
 
+/// Waits until the daemon lists `want` resources: a server is ready once its handshake is
+/// done, and its lists arrive just after.
+async fn wait_resources(d: &Daemon, want: usize) {
+    eventually("the servers' resources are listed", WAIT, || async {
+        let mut a = d.agent().await;
+        let r = a.request("resources/list", Some(json!({}))).await;
+        let n = r["result"]["resources"].as_array().map_or(0, Vec::len);
+        (n == want).then_some(())
+    })
+    .await;
+}
+
 /// Waits for a notification with this method, skipping others.
 async fn notification(a: &mut Agent, method: &str) -> Value {
     within(&format!("a {method} notification"), async {
@@ -80,6 +92,7 @@ async fn colliding_resource_uris_are_qualified_and_each_read_reaches_its_own_ser
         .start()
         .await;
     d.wait_ready().await;
+    wait_resources(&d, 3).await;
     let mut agent = d.initialized_agent().await;
     let uris = strings(
         &list(&mut agent, "resources/list", "resources").await,
@@ -146,6 +159,7 @@ async fn colliding_resource_uris_are_qualified_and_each_read_reaches_its_own_ser
 async fn list_changes_reach_every_agent_once_and_subscriptions_only_their_subscriber() {
     let d = DaemonBuilder::new().fixture("a", &[]).start().await;
     d.wait_ready().await;
+    wait_resources(&d, 2).await;
     let mut watcher = d.initialized_agent().await;
     let mut other = d.initialized_agent().await;
     let r = watcher

@@ -244,7 +244,7 @@ impl Relay {
                 let id = if self.rename {
                     self.next_id += 1;
                     let renamed = Id::Str(format!("h{}", self.next_id));
-                    m["id"] = renamed.to_value();
+                    jsonrpc::set_member(&mut m, "id", renamed.to_value());
                     renamed
                 } else {
                     original.clone()

@@ -1,5 +1,10 @@
 //! The HTTP listener's bearer token: taken from `daemon.http_token_env`, or generated once into a 0600 file beside the socket and reused on later starts.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the token file is read or written once, when the listener starts"
+)]
+
 use super::HttpError;
 use crate::config::Secret;
 use std::io::Write;

@@ -54,7 +54,7 @@ pub fn restore_id(line: String, original: &Id) -> String {
     }
     match serde_json::from_str::<Value>(&line) {
         Ok(mut v) => {
-            v["id"] = original.to_value();
+            crate::jsonrpc::set_member(&mut v, "id", original.to_value());
             v.to_string()
         }
         Err(_) => line,

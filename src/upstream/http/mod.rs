@@ -94,7 +94,6 @@ pub async fn run(ctx: ConnectionContext, launch: HttpLaunch) -> ConnectionExit {
                 error: error.map(|e| format!("initialize failed: {}", e.message)),
                 exit_status: None,
                 stderr_tail: Vec::new(),
-                was_ready: false,
                 fatal,
                 era_mismatch,
             };
@@ -149,7 +148,6 @@ pub async fn run(ctx: ConnectionContext, launch: HttpLaunch) -> ConnectionExit {
         error,
         exit_status: None,
         stderr_tail: Vec::new(),
-        was_ready: true,
         fatal,
         era_mismatch: false,
     }

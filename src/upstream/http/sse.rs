@@ -65,13 +65,14 @@ impl SseDecoder {
     }
 
     fn field(&mut self, line: &[u8]) {
-        if line.is_empty() || line[0] == b':' {
+        if line.first().is_none_or(|b| *b == b':') {
             return; // blank lines are handled by the caller; ':' starts a comment
         }
         let (name, value) = match line.iter().position(|b| *b == b':') {
             Some(i) => {
-                let v = &line[i + 1..];
-                (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
+                let (name, rest) = line.split_at(i);
+                let v = rest.get(1..).unwrap_or_default();
+                (name, v.strip_prefix(b" ").unwrap_or(v))
             }
             None => (line, &[][..]),
         };
@@ -131,8 +132,9 @@ impl Decoder for SseDecoder {
             } else {
                 0
             };
-            let found = buf[from..]
+            let found = buf
                 .iter()
+                .skip(from)
                 .position(|b| *b == b'\n' || *b == b'\r')
                 .map(|i| from + i);
             let Some(end) = found else {
@@ -149,12 +151,16 @@ impl Decoder for SseDecoder {
                 return Ok(None);
             };
             // "\r\n" is one terminator; wait for the byte after a final '\r'.
-            let crlf = buf[end] == b'\r';
+            let crlf = buf.get(end) == Some(&b'\r');
             if crlf && end + 1 == buf.len() {
                 self.scanned = end;
                 return Ok(None);
             }
-            let skip = if crlf && buf[end + 1] == b'\n' { 2 } else { 1 };
+            let skip = if crlf && buf.get(end + 1) == Some(&b'\n') {
+                2
+            } else {
+                1
+            };
             let line = buf.split_to(end);
             buf.advance(skip);
             self.scanned = 0;
