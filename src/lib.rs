@@ -13,6 +13,7 @@ pub mod import;
 pub(crate) mod jsonrpc;
 pub mod logging;
 pub(crate) mod metrics;
+pub(crate) mod oauth;
 pub(crate) mod outbox;
 pub mod paths;
 pub(crate) mod protocol;
