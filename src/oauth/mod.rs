@@ -6,4 +6,5 @@
 #![allow(dead_code, reason = "the login flow that uses it is not wired yet")]
 
 pub mod challenge;
+pub mod discovery;
 pub mod wellknown;
