@@ -283,10 +283,14 @@ pub async fn run<S>(
         );
     }
     drop(outbox);
-    let sent = match tokio::time::timeout(WRITE_FLUSH, writer).await {
+    let mut writer = writer;
+    let sent = match tokio::time::timeout(WRITE_FLUSH, &mut writer).await {
         Ok(Ok(Ok(n))) => n,
         Ok(_) => 0,
         Err(_) => {
+            // A writer blocked on an agent that does not read would hold the connection
+            // open for as long as the agent likes: end it, which closes the socket.
+            writer.abort();
             tracing::debug!(agent, "dropped replies to an agent that stopped reading");
             0
         }

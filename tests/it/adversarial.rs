@@ -7,6 +7,7 @@ use crate::support::*;
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::time::Instant;
@@ -783,4 +784,66 @@ async fn garbage_from_many_agents_leaves_the_daemon_serving() {
         s["daemon"]["agents"].as_u64().is_some_and(|n| n <= 1)
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_agent_flooding_requests_without_reading_is_cut_off_while_others_are_served() {
+    let d = storm_daemon(DaemonBuilder::new().daemon("agent_queue = 64")).await;
+    let mut other = d.initialized_agent().await;
+    // The flooder writes requests as fast as it can and never reads a reply, so its
+    // socket fills, then its outbox. It keeps its read half open: only mcpd may end it,
+    // and a write fails only once mcpd has closed the socket.
+    let stream = within("connect", UnixStream::connect(&d.socket))
+        .await
+        .expect("connect");
+    let (unread, mut write) = stream.into_split();
+    let flood_started = Instant::now();
+    let flood = tokio::spawn(async move {
+        // Each reply carries the request's long id: the socket fills after a few.
+        let mut chunk = String::new();
+        for i in 0..10 {
+            let id = format!("{i}-{}", "f".repeat(30_000));
+            chunk.push_str(&format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":\"{id}\",\"method\":\"tools/list\"}}\n"
+            ));
+        }
+        let mut sent = 0usize;
+        loop {
+            // Once mcpd has cut the agent off, a write fails; while it has not, the
+            // writes either go on or block on a full socket.
+            match tokio::time::timeout(WAIT, write.write_all(chunk.as_bytes())).await {
+                Ok(Ok(())) => sent += 10,
+                Ok(Err(e)) => return Ok((sent, e)),
+                Err(_) => return Err(sent),
+            }
+        }
+    });
+    // Meanwhile another agent's calls are each served (within a bound, not a speed).
+    let mut calls = 0;
+    while !flood.is_finished() {
+        calls += 1;
+        let tag = format!("other {calls}");
+        let id = other.start_call("fx__echo", json!({"text": tag})).await;
+        let r = other.response_within(&id, Duration::from_secs(5)).await;
+        assert_eq!(text(&r), tag, "{r}");
+    }
+    let (sent, error) = match flood.await.expect("flooder") {
+        Ok(ended) => ended,
+        Err(sent) => panic!(
+            "the flooding agent was never cut off: after {sent} requests its writes blocked for {WAIT:?}"
+        ),
+    };
+    println!(
+        "flooder cut off after {sent} requests and {:.1} s ({error}); the other agent made {calls} calls meanwhile",
+        flood_started.elapsed().as_secs_f64()
+    );
+    assert!(d.log_text().contains("not reading"), "the log says why");
+    d.wait_status("the flooder is no longer counted", |s| {
+        s["daemon"]["agents"].as_u64().is_some_and(|n| n <= 2)
+    })
+    .await;
+    drop(unread);
+    let r = other.call("fx__echo", json!({"text": "after"})).await;
+    assert_eq!(text(&r), "after");
+    assert_still_serving(&d, "the flood").await;
 }
