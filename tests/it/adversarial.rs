@@ -847,3 +847,57 @@ async fn an_agent_flooding_requests_without_reading_is_cut_off_while_others_are_
     assert_eq!(text(&r), "after");
     assert_still_serving(&d, "the flood").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_agent_that_pipelines_more_requests_than_its_queue_holds_gets_every_answer() {
+    // Room for 128 requests in flight: the 60 calls below are never refused as busy.
+    let d = storm_daemon(DaemonBuilder::new().daemon("agent_queue = 256")).await;
+    // Written in big chunks, so mcpd reads requests far faster than its writer sends the
+    // replies: that agent is to be slowed down, not taken for one that does not read.
+    let n = 3000;
+    let mut burst = String::new();
+    for i in 0..n {
+        let method = match i % 50 {
+            0 => "tools/call",
+            n if n % 2 == 0 => "tools/list",
+            _ => "ping",
+        };
+        burst.push_str(&format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{i},\"method\":\"{method}\",\"params\":{{\"name\":\"fx__echo\",\"arguments\":{{\"text\":\"{i}\"}}}}}}\n"
+        ));
+    }
+    let stream = within("connect", UnixStream::connect(&d.socket))
+        .await
+        .expect("connect");
+    let (read, mut write) = stream.into_split();
+    let writer =
+        tokio::spawn(async move { write.write_all(burst.as_bytes()).await.map(|()| write) });
+    let mut lines = BufReader::new(read).lines();
+    let mut answered = vec![false; n];
+    for _ in 0..n {
+        let line = within("the next answer", lines.next_line())
+            .await
+            .expect("read")
+            .unwrap_or_else(|| {
+                panic!(
+                    "mcpd closed the connection after {} answers",
+                    answered.iter().filter(|a| **a).count()
+                )
+            });
+        let r: Value = serde_json::from_str(&line).expect("JSON");
+        let i = r["id"].as_u64().expect("an id") as usize;
+        assert!(r.get("result").is_some(), "request {i}: {r}");
+        assert!(
+            !std::mem::replace(&mut answered[i], true),
+            "two answers to {i}"
+        );
+    }
+    within("the burst is written", writer)
+        .await
+        .expect("writer")
+        .expect("write");
+    assert!(
+        !d.log_text().contains("not reading"),
+        "the agent was taken for one that does not read"
+    );
+}
