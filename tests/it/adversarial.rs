@@ -986,12 +986,14 @@ async fn http_storm_agent(
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .body(m.line.clone());
+        let header_ok = |v: &str| reqwest::header::HeaderValue::from_str(v).is_ok();
         if k % 3 == 0 {
-            post = post
-                .header("mcp-protocol-version", MODERN)
-                .header("mcp-method", method);
+            post = post.header("mcp-protocol-version", MODERN);
+            if header_ok(method) {
+                post = post.header("mcp-method", method);
+            }
             if let Some(name) = parsed.as_ref().and_then(|p| p["params"]["name"].as_str())
-                && reqwest::header::HeaderValue::from_str(name).is_ok()
+                && header_ok(name)
             {
                 post = post.header("mcp-name", name);
             }
