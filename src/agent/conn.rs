@@ -52,6 +52,9 @@ pub struct Session {
     pub asks: mpsc::Sender<ServerAsk>,
     /// Servers this agent subscribed to resources on, to unsubscribe when it goes.
     pub subscribed: std::collections::HashSet<std::sync::Arc<str>>,
+    /// The resources it subscribed to, as (server, the server's URI): at most
+    /// `surface::MAX_SUBSCRIPTIONS`, so no agent grows a server's table without bound.
+    pub resources: std::collections::HashSet<(std::sync::Arc<str>, String)>,
     /// The logging level a legacy agent set for its own calls.
     pub log_level: Option<String>,
     /// Call and byte counters.
@@ -164,6 +167,7 @@ pub async fn run<S>(
         listens: HashMap::new(),
         asks: asks_tx,
         subscribed: Default::default(),
+        resources: Default::default(),
         log_level: None,
         metrics: ctx.metrics.clone(),
         profile: None,
@@ -374,7 +378,8 @@ fn on_frame(
                 );
                 return unowned(jsonrpc::error_line(Some(&req.id), &e));
             }
-            if in_flight.len() >= max_in_flight {
+            // An open subscription is a request in flight too.
+            if in_flight.len() + session.listens.len() >= max_in_flight {
                 let e = AgentError::TooManyInFlight(max_in_flight).to_error_object();
                 return unowned(jsonrpc::error_line(Some(&req.id), &e));
             }

@@ -82,9 +82,11 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
         }
         method::DISCOVER => Handled::Now(modern::discover(&req, ctx)),
         method::LISTEN if modern => {
+            if let Err(refusal) = surface::listen_resources(&req, ctx, outbox, session) {
+                return refusal;
+            }
             let (listen, ack) = modern::listen(&req);
             session.listens.insert(req.id.clone(), listen);
-            surface::listen_resources(&req, ctx, outbox, session);
             Handled::Now(ack)
         }
         method::PROMPTS_LIST => surface::list(&req, ctx, Kind::Prompts, modern, session),

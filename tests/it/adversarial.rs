@@ -1144,3 +1144,109 @@ async fn an_oversized_http_body_does_not_cost_the_client_its_next_request() {
         assert_eq!(r.status().as_u16(), 200);
     }
 }
+
+/// The `_meta` of a well-formed 2026-07-28 request.
+fn modern_meta() -> Value {
+    json!({PROTOCOL_VERSION_KEY: MODERN, CAPABILITIES_KEY: {}})
+}
+
+/// A `subscriptions/listen` request watching these resources.
+fn listen(id: usize, uris: &[String]) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": {
+        "notifications": {"toolsListChanged": true, "resourceSubscriptions": uris},
+        "_meta": modern_meta()}})
+}
+
+/// Reads until the acknowledgement of subscription `id` or the answer to it.
+async fn listen_outcome(a: &mut Agent, id: usize) -> Value {
+    within("a subscription's acknowledgement or refusal", async {
+        loop {
+            let m = a.recv().await.expect("a message");
+            let acked = m["method"] == "notifications/subscriptions/acknowledged"
+                && m["params"]["_meta"][SUBSCRIPTION_ID_KEY] == json!(id);
+            if acked || m["id"] == json!(id) {
+                return m;
+            }
+        }
+    })
+    .await
+}
+
+fn items(range: std::ops::Range<usize>) -> Vec<String> {
+    range.map(|i| format!("fixture://items/{i}")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn open_subscriptions_count_as_requests_in_flight() {
+    // agent_queue = 64 allows 32 requests in flight.
+    let d = storm_daemon(DaemonBuilder::new().daemon("agent_queue = 64")).await;
+    let mut a = d.agent().await;
+    for id in 0..32 {
+        a.send(listen(id, &items(id..id + 1))).await;
+        let m = listen_outcome(&mut a, id).await;
+        assert!(m.get("method").is_some(), "subscription {id}: {m}");
+    }
+    a.send(listen(32, &[])).await;
+    let m = listen_outcome(&mut a, 32).await;
+    assert_eq!(error_code(&m), Some(-32013), "{m}");
+    // Ending one makes room for another.
+    a.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                  "params": {"requestId": 0, "_meta": modern_meta()}}),
+    )
+    .await;
+    a.send(listen(33, &[])).await;
+    let m = listen_outcome(&mut a, 33).await;
+    assert!(m.get("method").is_some(), "{m}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_agent_holds_at_most_1024_resource_subscriptions() {
+    let d = storm_daemon(DaemonBuilder::new()).await;
+    // Legacy: one resources/subscribe each.
+    let mut a = d.initialized_agent().await;
+    let uris = items(0..1025);
+    // In bursts of 256, fewer than the 512 requests a connection may have in flight.
+    for burst in (0..1024).collect::<Vec<usize>>().chunks(256) {
+        let mut lines = String::new();
+        for &i in burst {
+            let m = json!({"jsonrpc": "2.0", "id": i, "method": "resources/subscribe",
+                           "params": {"uri": uris[i]}});
+            lines.push_str(&format!("{m}\n"));
+        }
+        a.send_raw(lines.trim_end()).await;
+        for &i in burst {
+            let r = a.response(&json!(i)).await;
+            assert!(r.get("result").is_some(), "subscription {i}: {r}");
+        }
+    }
+    let r = a
+        .request("resources/subscribe", Some(json!({"uri": uris[1024]})))
+        .await;
+    assert_eq!(error_code(&r), Some(-32602), "{r}");
+    assert!(error_message(&r).contains("1024"), "{r}");
+    // The same resource again is no new subscription; giving one up makes room.
+    let r = a
+        .request("resources/subscribe", Some(json!({"uri": uris[0]})))
+        .await;
+    assert!(r.get("result").is_some(), "{r}");
+    let r = a
+        .request("resources/unsubscribe", Some(json!({"uri": uris[0]})))
+        .await;
+    assert!(r.get("result").is_some(), "{r}");
+    let r = a
+        .request("resources/subscribe", Some(json!({"uri": uris[1024]})))
+        .await;
+    assert!(r.get("result").is_some(), "{r}");
+    // Modern: a subscription that would pass the limit is refused whole.
+    let mut b = d.agent().await;
+    b.send(listen(1, &items(0..1025))).await;
+    let m = listen_outcome(&mut b, 1).await;
+    assert_eq!(error_code(&m), Some(-32602), "{m}");
+    b.send(listen(2, &items(0..1024))).await;
+    let m = listen_outcome(&mut b, 2).await;
+    assert!(m.get("method").is_some(), "{m}");
+    b.send(listen(3, &items(1024..1025))).await;
+    let m = listen_outcome(&mut b, 3).await;
+    assert_eq!(error_code(&m), Some(-32602), "{m}");
+}
