@@ -165,11 +165,13 @@ async fn storm_agent(socket: PathBuf, agent: usize, messages: Vec<Hostile>) -> S
     out
 }
 
-/// A daemon with a small message limit and one quick fixture server `fx`.
+/// A daemon with a small message limit, the quick fixture server `fx` the hostile agents
+/// use, and `calm`, which only well-behaved agents call.
 async fn storm_daemon(b: DaemonBuilder) -> Daemon {
     let d = b
         .daemon(&format!("max_message_bytes = {MAX_LINE}"))
         .fixture("fx", &["--tools", FIXTURE_TOOLS])
+        .fixture("calm", &["--tools", "echo", "--resource-scheme", "calm"])
         .profile("narrow", "servers = [\"fx\"]\ntools = [\"fx__echo\"]")
         .start()
         .await;
@@ -211,10 +213,37 @@ async fn garbage_from_many_agents_leaves_the_daemon_serving() {
     let seed = seed();
     println!("storm seed {seed} (replay with MCPD_STORM_SEED={seed})");
     let d = storm_daemon(DaemonBuilder::new()).await;
+    let mut bystander = d.initialized_agent().await;
+    let plans: Vec<Vec<Hostile>> = (0..AGENTS).map(|n| storm_messages(seed, n)).collect();
     let started = Instant::now();
-    let agents: Vec<_> = (0..AGENTS)
-        .map(|n| tokio::spawn(storm_agent(d.socket.clone(), n, storm_messages(seed, n))))
+    // Every eighth agent hangs up without reading: the daemon cancels what it left.
+    let agents: Vec<_> = plans
+        .into_iter()
+        .enumerate()
+        .map(|(n, messages)| {
+            let socket = d.socket.clone();
+            if n % 8 == 7 {
+                tokio::spawn(quitter(socket, messages))
+            } else {
+                tokio::spawn(storm_agent(socket, n, messages))
+            }
+        })
         .collect();
+    // Meanwhile a well-behaved agent's calls to another server are each served (a bound,
+    // not a speed).
+    let mut calls = 0;
+    let mut slowest = Duration::ZERO;
+    while agents.iter().any(|a| !a.is_finished()) {
+        calls += 1;
+        let tag = format!("bystander {calls}");
+        let t = Instant::now();
+        let id = bystander
+            .start_call("calm__echo", json!({"text": tag}))
+            .await;
+        let r = bystander.response_within(&id, Duration::from_secs(5)).await;
+        assert_eq!(text(&r), tag, "seed {seed}: {r}");
+        slowest = slowest.max(t.elapsed());
+    }
     let mut problems = Vec::new();
     let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
     let mut null_errors = 0;
@@ -227,7 +256,7 @@ async fn garbage_from_many_agents_leaves_the_daemon_serving() {
         problems.extend(s.problems);
     }
     println!(
-        "storm: {AGENTS} agents x {MESSAGES} messages in {:.1} s; answers by id: {outcomes:?}; {null_errors} errors without an id",
+        "storm: {AGENTS} agents x {MESSAGES} messages in {:.1} s; answers by id: {outcomes:?}; {null_errors} errors without an id; the bystander made {calls} calls, the slowest in {slowest:?}",
         started.elapsed().as_secs_f64()
     );
     assert!(
@@ -237,10 +266,35 @@ async fn garbage_from_many_agents_leaves_the_daemon_serving() {
         problems.join("\n")
     );
     assert_still_serving(&d, "the storm").await;
+    drop(bystander);
     d.wait_status("the storm's connections are gone", |s| {
         s["daemon"]["agents"].as_u64().is_some_and(|n| n <= 1)
     })
     .await;
+    d.wait_server(
+        "fx",
+        "no request of the storm is left pending upstream",
+        |s| s["in_flight"] == 0,
+    )
+    .await;
+}
+
+/// Sends its hostile lines and hangs up without reading a reply.
+async fn quitter(socket: PathBuf, messages: Vec<Hostile>) -> Storm {
+    let mut stream = within("connect", UnixStream::connect(&socket))
+        .await
+        .expect("connect");
+    let _ = tokio::time::timeout(WAIT, async {
+        for m in messages {
+            let mut bytes = m.line;
+            bytes.push(b'\n');
+            if stream.write_all(&bytes).await.is_err() {
+                break; // cut off: fine, it is going anyway
+            }
+        }
+    })
+    .await;
+    Storm::default()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -277,12 +331,15 @@ async fn an_agent_flooding_requests_without_reading_is_cut_off_while_others_are_
     });
     // Meanwhile another agent's calls are each served (within a bound, not a speed).
     let mut calls = 0;
+    let mut slowest = Duration::ZERO;
     while !flood.is_finished() {
         calls += 1;
         let tag = format!("other {calls}");
+        let t = Instant::now();
         let id = other.start_call("fx__echo", json!({"text": tag})).await;
         let r = other.response_within(&id, Duration::from_secs(5)).await;
         assert_eq!(text(&r), tag, "{r}");
+        slowest = slowest.max(t.elapsed());
     }
     let (sent, error) = match flood.await.expect("flooder") {
         Ok(ended) => ended,
@@ -291,7 +348,7 @@ async fn an_agent_flooding_requests_without_reading_is_cut_off_while_others_are_
         ),
     };
     println!(
-        "flooder cut off after {sent} requests and {:.1} s ({error}); the other agent made {calls} calls meanwhile",
+        "flooder cut off after {sent} requests and {:.1} s ({error}); the other agent made {calls} calls meanwhile, the slowest in {slowest:?}",
         flood_started.elapsed().as_secs_f64()
     );
     assert!(d.log_text().contains("not reading"), "the log says why");
