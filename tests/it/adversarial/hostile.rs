@@ -496,11 +496,13 @@ fn hostile(rng: &mut Rng, agent: usize, k: usize) -> Hostile {
             Hostile::request(&msg, &id)
         }
         8 => {
-            // A line over the limit, by a little or by a lot.
+            // A line of exactly the limit, one byte over it, or far over it.
             let id = good_id(rng, agent, k);
-            let pad = MAX_LINE + *rng.pick(&[1, 100, 10_000, 3 * MAX_LINE]);
-            let msg = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list",
-                             "params": {"pad": "o".repeat(pad)}});
+            let mut msg = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list",
+                                 "params": {"pad": ""}});
+            let envelope = msg.to_string().len();
+            let total = MAX_LINE + *rng.pick(&[0, 1, 100, 10_000, 3 * MAX_LINE]);
+            msg["params"]["pad"] = json!("o".repeat(total.saturating_sub(envelope)));
             Hostile::request(&msg, &id)
         }
         9 => {
