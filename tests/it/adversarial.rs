@@ -176,6 +176,20 @@ async fn storm_daemon(b: DaemonBuilder) -> Daemon {
         .start()
         .await;
     d.wait_ready().await;
+    // Resource templates are listed a moment after a server is ready.
+    eventually(
+        "both servers' resource templates are listed",
+        WAIT,
+        || async {
+            let mut a = d.agent().await;
+            let r = a.request("resources/templates/list", None).await;
+            let n = r["result"]["resourceTemplates"]
+                .as_array()
+                .map_or(0, Vec::len);
+            (n == 2).then_some(())
+        },
+    )
+    .await;
     d
 }
 
