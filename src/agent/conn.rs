@@ -216,7 +216,7 @@ pub async fn run<S>(
                 match step {
                     Step::Reply(line) => held.reply(&outbox, Out { line, about: Some(id) }),
                     Step::Cancelled => {}
-                    Step::Park { ask, call } => park(&mut bridge, &outbox, ask, *call),
+                    Step::Park { ask, call } => park(&mut bridge, &outbox, &mut held, ask, *call),
                 }
             }
             Some(ask) = asks_rx.recv() => ask_agent(&mut bridge, &session, &outbox, ask),
@@ -482,7 +482,7 @@ fn ask_agent(bridge: &mut Bridge, session: &Session, outbox: &Outbox, ask: Serve
 /// A legacy server asked for input during a modern agent's call: answer the agent
 /// `input_required` with a sealed state, and keep the call until it retries. An agent
 /// without the capability gets the error, and the server's request gets it too.
-fn park(bridge: &mut Bridge, outbox: &Outbox, ask: ServerAsk, call: InFlight) {
+fn park(bridge: &mut Bridge, outbox: &Outbox, held: &mut Held, ask: ServerAsk, call: InFlight) {
     let id = call.id.clone();
     let refusal = calls::has_capability(&call.caps, &ask.method)
         .err()
@@ -496,7 +496,14 @@ fn park(bridge: &mut Bridge, outbox: &Outbox, ask: ServerAsk, call: InFlight) {
         });
     if let Some(e) = refusal {
         let _ = ask.respond_to.send(Err(e.clone())); // the server may have given up
-        outbox.send(jsonrpc::error_line(Some(&id), &e));
+        let line = jsonrpc::error_line(Some(&id), &e);
+        held.reply(
+            outbox,
+            Out {
+                line,
+                about: Some(id),
+            },
+        );
         call.cancel.cancel();
         return;
     }
@@ -509,7 +516,14 @@ fn park(bridge: &mut Bridge, outbox: &Outbox, ask: ServerAsk, call: InFlight) {
         "requestState": bridge::seal(bridge.binding, n),
         "_meta": { crate::protocol::era::key::SERVER_INFO: crate::protocol::era::server_info() },
     });
-    outbox.send(jsonrpc::result_line(&id, &result));
+    let line = jsonrpc::result_line(&id, &result);
+    held.reply(
+        outbox,
+        Out {
+            line,
+            about: Some(id),
+        },
+    );
     bridge.parked.insert(
         n,
         Parked {
