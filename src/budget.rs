@@ -132,7 +132,38 @@ impl<T: Weigh> Sender<T> {
     }
 }
 
+/// Room for one message of a known size: a slot and its bytes, taken together.
+pub struct Permit<'a, T> {
+    slot: mpsc::Permit<'a, Charged<T>>,
+    charge: Charge,
+}
+
+impl<T> Permit<'_, T> {
+    /// Queues `item` in the room held. (Its bytes were counted when the room was taken.)
+    pub fn send(self, item: T) {
+        self.slot.send(Charged {
+            item,
+            charge: self.charge,
+        });
+    }
+}
+
 impl<T> Sender<T> {
+    /// Waits for room for a message of `bytes` bytes; None once the receiver is gone.
+    /// Cancel-safe: dropping the wait gives back whatever it had taken.
+    pub async fn reserve(&self, bytes: usize) -> Option<Permit<'_, T>> {
+        let weight = u32::try_from(bytes).unwrap_or(u32::MAX).min(self.total);
+        let charge = tokio::select! {
+            charge = self.budget.clone().acquire_many_owned(weight) => charge.ok()?,
+            () = self.tx.closed() => return None,
+        };
+        let slot = self.tx.reserve().await.ok()?;
+        Some(Permit {
+            slot,
+            charge: Charge { _permit: charge },
+        })
+    }
+
     /// Whether at least a quarter of both the slots and the bytes are free: best-effort
     /// messages (server logs) are dropped below that, leaving room for replies.
     pub fn has_slack(&self) -> bool {

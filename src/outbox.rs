@@ -3,8 +3,11 @@
 use crate::budget::{self, Charged, Weigh};
 use crate::framing::OutLine;
 use crate::jsonrpc::Id;
+use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// One queued message to an agent, with the request it belongs to when there is one: the
@@ -111,5 +114,69 @@ impl Outbox {
     /// Fires once the queue has overflowed.
     pub fn overflowed(&self) -> &CancellationToken {
         &self.overflowed
+    }
+
+    /// Waits for room for one message of `bytes` bytes; None once the agent's writer has
+    /// gone.
+    pub async fn reserve(&self, bytes: usize) -> Option<budget::Permit<'_, Out>> {
+        self.tx.reserve(bytes).await
+    }
+}
+
+/// Replies to an agent's own requests that found its queue full, in order. The agent's
+/// actor reads no more requests while any wait, and moves them into the queue as room
+/// frees: an agent that sends requests faster than mcpd's writer has written the replies
+/// is slowed down, not mistaken for one that does not read. Only when none has moved for
+/// a while is the agent not reading. At most one reply per request in flight and one for
+/// the request just read wait here.
+#[derive(Debug, Default)]
+pub struct Held {
+    replies: VecDeque<Out>,
+    /// When the queue last took a held reply, or the first one had to wait.
+    since: Option<Instant>,
+}
+
+impl Held {
+    pub fn is_empty(&self) -> bool {
+        self.replies.is_empty()
+    }
+
+    /// Queues `out` behind any held replies, or at once if nothing waits and there is room.
+    pub fn reply(&mut self, outbox: &Outbox, out: Out) {
+        if !self.replies.is_empty() {
+            self.replies.push_back(out);
+            return;
+        }
+        match outbox.tx.try_send(out) {
+            Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {}
+            Err(mpsc::error::TrySendError::Full(out)) => {
+                self.replies.push_back(out);
+                self.since = Some(Instant::now());
+            }
+        }
+    }
+
+    /// The size of the oldest held reply: the room the next `release` needs.
+    pub fn next_bytes(&self) -> usize {
+        self.replies.front().map_or(0, |o| o.line.len())
+    }
+
+    /// Moves the oldest held reply into the room `permit` holds.
+    pub fn release(&mut self, permit: budget::Permit<'_, Out>) {
+        if let Some(out) = self.replies.pop_front() {
+            permit.send(out);
+        }
+        self.since = (!self.replies.is_empty()).then(Instant::now);
+    }
+
+    /// When the agent counts as not reading, if no held reply moves before.
+    pub fn deadline(&self, stall: Duration) -> Option<Instant> {
+        self.since.map(|t| t + stall)
+    }
+
+    /// What still waits, for a last try when the connection ends.
+    pub fn drain(&mut self) -> impl Iterator<Item = Out> + '_ {
+        self.since = None;
+        self.replies.drain(..)
     }
 }

@@ -8,7 +8,7 @@ use crate::errors::AgentError;
 use crate::framing::{self, BoundedLines, Frame};
 use crate::jsonrpc::ErrorObject;
 use crate::jsonrpc::{self, Id, Message};
-use crate::outbox::Outbox;
+use crate::outbox::{Held, Out, Outbox};
 use crate::protocol::era::Era;
 use crate::protocol::method;
 use crate::upstream::ServerAsk;
@@ -28,6 +28,9 @@ use tokio_util::sync::CancellationToken;
 const CANCEL_FLUSH: Duration = Duration::from_secs(2);
 /// How long queued replies may take to be written to a closing connection.
 const WRITE_FLUSH: Duration = Duration::from_secs(2);
+/// How long replies to an agent's requests may wait for room in its queue, with no reply
+/// moving, before the agent counts as not reading.
+const READ_STALL: Duration = Duration::from_secs(5);
 
 /// What the agent said in `initialize`, and the connection's era.
 #[derive(Debug)]
@@ -49,6 +52,9 @@ pub struct Session {
     pub asks: mpsc::Sender<ServerAsk>,
     /// Servers this agent subscribed to resources on, to unsubscribe when it goes.
     pub subscribed: std::collections::HashSet<std::sync::Arc<str>>,
+    /// The resources it subscribed to, as (server, the server's URI): at most
+    /// `surface::MAX_SUBSCRIPTIONS`, so no agent grows a server's table without bound.
+    pub resources: std::collections::HashSet<(std::sync::Arc<str>, String)>,
     /// The logging level a legacy agent set for its own calls.
     pub log_level: Option<String>,
     /// Call and byte counters.
@@ -171,6 +177,7 @@ pub async fn run<S>(
         listens: HashMap::new(),
         asks: asks_tx,
         subscribed: Default::default(),
+        resources: Default::default(),
         log_level: None,
         metrics: ctx.metrics.clone(),
         profile: None,
@@ -188,6 +195,8 @@ pub async fn run<S>(
     let mut in_flight: HashMap<Id, CancellationToken> = HashMap::new();
     let mut calls: FuturesUnordered<Pending> = FuturesUnordered::new();
     let mut drain_deadline: Option<Instant> = None;
+    // Replies waiting for room in the outbox; no request is read while any wait.
+    let mut held = Held::default();
     // Bytes read from the agent not yet reported to the metrics.
     let mut received = 0u64;
     let (ask_tx, mut ask_rx) = mpsc::channel(4);
@@ -207,14 +216,17 @@ pub async fn run<S>(
                 tracing::warn!(agent, queue = ctx.queue, "agent is not reading its socket; disconnecting it");
                 break Close::Gone;
             }
+            () = sleep_until(held.deadline(READ_STALL)) => {
+                tracing::warn!(agent, queue = ctx.queue, "agent is not reading its socket; disconnecting it");
+                break Close::Gone;
+            }
+            Some(permit) = outbox.reserve(held.next_bytes()), if !held.is_empty() => held.release(permit),
             Some((id, step)) = calls.next() => {
                 in_flight.remove(&id);
                 match step {
-                    Step::Reply(line) => {
-                        outbox.send_about(&id, line);
-                    }
+                    Step::Reply(line) => held.reply(&outbox, Out { line, about: Some(id) }),
                     Step::Cancelled => {}
-                    Step::Park { ask, call } => park(&mut bridge, &outbox, ask, *call),
+                    Step::Park { ask, call } => park(&mut bridge, &outbox, &mut held, ask, *call),
                 }
             }
             Some(ask) = asks_rx.recv() => ask_agent(&mut bridge, &session, &outbox, ask),
@@ -230,7 +242,7 @@ pub async fn run<S>(
                 notify_changes(&session, &outbox, seen_versions, versions);
                 seen_versions = versions;
             }
-            frame = frames.next() => match frame {
+            frame = frames.next(), if held.is_empty() => match frame {
                 None | Some(Err(_)) => break Close::Gone,
                 Some(Ok(frame)) => {
                     if let Frame::Line(l) = &frame {
@@ -242,14 +254,21 @@ pub async fn run<S>(
                     }
                     let draining = drain_deadline.is_some();
                     let reply = on_frame(frame, agent, &ctx, &outbox, &mut session, &mut bridge, &mut in_flight, &mut calls, max_in_flight, draining);
-                    if let Some(line) = reply {
-                        outbox.send(line);
+                    if let Some(out) = reply {
+                        held.reply(&outbox, out);
                     }
                 }
             },
         }
     };
 
+    for Out { line, about } in held.drain() {
+        // Best effort: an agent that is gone or not reading gets no more.
+        let _ = match about {
+            Some(id) => outbox.send_about(&id, line),
+            None => outbox.send(line),
+        };
+    }
     // Whatever is still in flight is cancelled upstream; on shutdown the caller is told.
     for token in in_flight.values() {
         token.cancel();
@@ -293,10 +312,14 @@ pub async fn run<S>(
         );
     }
     drop(outbox);
-    let sent = match tokio::time::timeout(WRITE_FLUSH, writer).await {
+    let mut writer = writer;
+    let sent = match tokio::time::timeout(WRITE_FLUSH, &mut writer).await {
         Ok(Ok(Ok(n))) => n,
         Ok(_) => 0,
         Err(_) => {
+            // A writer blocked on an agent that does not read would hold the connection
+            // open for as long as the agent likes: end it, which closes the socket.
+            writer.abort();
             tracing::debug!(agent, "dropped replies to an agent that stopped reading");
             0
         }
@@ -304,6 +327,12 @@ pub async fn run<S>(
     ctx.metrics.bytes(received, sent);
 }
 
+/// A line that belongs to no request of the agent's.
+fn unowned(line: String) -> Option<Out> {
+    Some(Out { line, about: None })
+}
+
+/// Handles one frame from the agent; returns the reply to send at once, if any.
 #[allow(clippy::too_many_arguments)]
 fn on_frame(
     frame: Frame,
@@ -316,16 +345,16 @@ fn on_frame(
     calls: &mut FuturesUnordered<Pending>,
     max_in_flight: usize,
     draining: bool,
-) -> Option<String> {
+) -> Option<Out> {
     let line = match frame {
         Frame::Line(line) => line,
         Frame::TooLong => {
             tracing::warn!(agent, "discarded an over-long message");
             let e = AgentError::MessageTooLarge(ctx.max_line).to_error_object();
-            return Some(jsonrpc::error_line(None, &e));
+            return unowned(jsonrpc::error_line(None, &e));
         }
         Frame::NotUtf8 => {
-            return Some(jsonrpc::error_line(
+            return unowned(jsonrpc::error_line(
                 None,
                 &AgentError::NotUtf8.to_error_object(),
             ));
@@ -338,13 +367,13 @@ fn on_frame(
         Ok(msg) => msg,
         Err(e) => {
             tracing::debug!(agent, error = %e, "unusable message from agent");
-            return Some(jsonrpc::error_line(e.id(), &e.to_error_object()));
+            return unowned(jsonrpc::error_line(e.id(), &e.to_error_object()));
         }
     };
     match msg {
         Message::Request(req) => {
             if draining {
-                return Some(jsonrpc::error_line(
+                return unowned(jsonrpc::error_line(
                     Some(&req.id),
                     &AgentError::ShuttingDown.to_error_object(),
                 ));
@@ -357,17 +386,18 @@ fn on_frame(
                         req.id
                     ),
                 );
-                return Some(jsonrpc::error_line(Some(&req.id), &e));
+                return unowned(jsonrpc::error_line(Some(&req.id), &e));
             }
-            if in_flight.len() >= max_in_flight {
+            // An open subscription is a request in flight too.
+            if in_flight.len() + session.listens.len() >= max_in_flight {
                 let e = AgentError::TooManyInFlight(max_in_flight).to_error_object();
-                return Some(jsonrpc::error_line(Some(&req.id), &e));
+                return unowned(jsonrpc::error_line(Some(&req.id), &e));
             }
             tracing::debug!(agent, rpc_id = %req.id, method = %req.method, "request");
             if req.method == method::TOOLS_CALL {
                 match resume_parked(bridge, &req) {
                     Resumed::NotARetry => {}
-                    Resumed::Refused(line) => return Some(line),
+                    Resumed::Refused(line) => return unowned(line),
                     Resumed::Resume(call) => {
                         let cancel = CancellationToken::new();
                         in_flight.insert(req.id.clone(), cancel.clone());
@@ -378,10 +408,10 @@ fn on_frame(
             }
             let id = req.id.clone();
             match handlers::handle(req, ctx, outbox, session) {
-                handlers::Handled::Now(line) => {
-                    outbox.send_about(&id, line);
-                    None
-                }
+                handlers::Handled::Now(line) => Some(Out {
+                    line,
+                    about: Some(id),
+                }),
                 handlers::Handled::Later { id, cancel, fut } => {
                     in_flight.insert(id, cancel);
                     calls.push(fut);
@@ -474,7 +504,7 @@ fn ask_agent(bridge: &mut Bridge, session: &Session, outbox: &Outbox, ask: Serve
 /// A legacy server asked for input during a modern agent's call: answer the agent
 /// `input_required` with a sealed state, and keep the call until it retries. An agent
 /// without the capability gets the error, and the server's request gets it too.
-fn park(bridge: &mut Bridge, outbox: &Outbox, ask: ServerAsk, call: InFlight) {
+fn park(bridge: &mut Bridge, outbox: &Outbox, held: &mut Held, ask: ServerAsk, call: InFlight) {
     let id = call.id.clone();
     let refusal = calls::has_capability(&call.caps, &ask.method)
         .err()
@@ -488,7 +518,14 @@ fn park(bridge: &mut Bridge, outbox: &Outbox, ask: ServerAsk, call: InFlight) {
         });
     if let Some(e) = refusal {
         let _ = ask.respond_to.send(Err(e.clone())); // the server may have given up
-        outbox.send(jsonrpc::error_line(Some(&id), &e));
+        let line = jsonrpc::error_line(Some(&id), &e);
+        held.reply(
+            outbox,
+            Out {
+                line,
+                about: Some(id),
+            },
+        );
         call.cancel.cancel();
         return;
     }
@@ -501,7 +538,14 @@ fn park(bridge: &mut Bridge, outbox: &Outbox, ask: ServerAsk, call: InFlight) {
         "requestState": bridge::seal(bridge.binding, n),
         "_meta": { crate::protocol::era::key::SERVER_INFO: crate::protocol::era::server_info() },
     });
-    outbox.send(jsonrpc::result_line(&id, &result));
+    let line = jsonrpc::result_line(&id, &result);
+    held.reply(
+        outbox,
+        Out {
+            line,
+            about: Some(id),
+        },
+    );
     bridge.parked.insert(
         n,
         Parked {

@@ -79,9 +79,11 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
             if let Err(e) = modern::may_listen(&req, session) {
                 return Handled::Now(jsonrpc::error_line(Some(&req.id), &e));
             }
+            if let Err(refusal) = surface::listen_resources(&req, ctx, outbox, session) {
+                return refusal;
+            }
             let (listen, ack) = modern::listen(&req);
             session.listens.insert(req.id.clone(), listen);
-            surface::listen_resources(&req, ctx, outbox, session);
             Handled::Now(ack)
         }
         method::PROMPTS_LIST => surface::list(&req, ctx, Kind::Prompts, modern, session),

@@ -17,6 +17,19 @@ use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
+/// Resource subscriptions one agent connection may hold at once.
+pub const MAX_SUBSCRIPTIONS: usize = 1024;
+
+fn too_many_subscriptions(id: &Id, m: &str) -> Handled {
+    invalid(
+        id,
+        m,
+        format!(
+            "this connection already holds {MAX_SUBSCRIPTIONS} resource subscriptions; unsubscribe from some first"
+        ),
+    )
+}
+
 fn invalid(id: &Id, m: &str, reason: impl Into<String>) -> Handled {
     let e = AgentError::InvalidParams {
         method: m.to_owned(),
@@ -300,6 +313,14 @@ pub fn subscribe(
         Ok(h) => h,
         Err(line) => return Handled::Now(line),
     };
+    let key = (server.clone(), original.clone());
+    if !on {
+        session.resources.remove(&key);
+    } else if session.resources.len() >= MAX_SUBSCRIPTIONS && !session.resources.contains(&key) {
+        return too_many_subscriptions(&req.id, m);
+    } else {
+        session.resources.insert(key);
+    }
     session.subscribed.insert(server.clone());
     let sub = Subscription {
         uri: original,
@@ -323,8 +344,14 @@ pub fn subscribe(
 }
 
 /// A modern agent's `subscriptions/listen` with `resourceSubscriptions`: subscribes each
-/// URI on its server; updates come tagged with the listen's id.
-pub fn listen_resources(req: &Request, ctx: &AgentContext, outbox: &Outbox, session: &mut Session) {
+/// URI on its server; updates come tagged with the listen's id. Refused (with the line to
+/// answer) when the agent would hold more than `MAX_SUBSCRIPTIONS`.
+pub fn listen_resources(
+    req: &Request,
+    ctx: &AgentContext,
+    outbox: &Outbox,
+    session: &mut Session,
+) -> Result<(), Handled> {
     let uris = req
         .params
         .as_ref()
@@ -333,6 +360,7 @@ pub fn listen_resources(req: &Request, ctx: &AgentContext, outbox: &Outbox, sess
         .cloned()
         .unwrap_or_default();
     let catalog = ctx.catalog.borrow().clone();
+    let mut wanted = Vec::new();
     for uri in uris.iter().filter_map(Value::as_str) {
         let Ok((server, original)) = route(&catalog, uri, session) else {
             tracing::debug!(
@@ -347,6 +375,19 @@ pub fn listen_resources(req: &Request, ctx: &AgentContext, outbox: &Outbox, sess
         else {
             continue;
         };
+        wanted.push((server, original, uri, handle));
+    }
+    // All or none: a subscription is refused whole if its resources would pass the limit.
+    let new: std::collections::HashSet<_> = wanted
+        .iter()
+        .map(|(server, original, ..)| (server.clone(), original.clone()))
+        .filter(|key| !session.resources.contains(key))
+        .collect();
+    if session.resources.len() + new.len() > MAX_SUBSCRIPTIONS {
+        return Err(too_many_subscriptions(&req.id, method::LISTEN));
+    }
+    session.resources.extend(new);
+    for (server, original, uri, handle) in wanted {
         session.subscribed.insert(server);
         let sub = Subscription {
             uri: original,
@@ -362,6 +403,7 @@ pub fn listen_resources(req: &Request, ctx: &AgentContext, outbox: &Outbox, sess
             }
         });
     }
+    Ok(())
 }
 
 /// `logging/setLevel` of a legacy agent: applies to that agent's own calls. A shared

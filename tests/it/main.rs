@@ -13,6 +13,7 @@ mod support;
 
 mod http_fixture;
 
+mod adversarial;
 mod eras;
 mod failure;
 mod foundation;

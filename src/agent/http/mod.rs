@@ -135,10 +135,16 @@ async fn post(
     // A body over the limit is refused while it is read (the layer in `run`), never
     // buffered whole.
     let too_large = || {
-        rpc_error(
+        let mut r = rpc_error(
             StatusCode::PAYLOAD_TOO_LARGE,
             crate::errors::AgentError::MessageTooLarge(shared.max_body).to_error_object(),
-        )
+        );
+        // The rest of the body is never read, so the connection closes after this
+        // answer: said so, the client sends its next request on a new one instead of
+        // losing it on this one.
+        r.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        r
     };
     let body = match body {
         Ok(b) if b.len() > shared.max_body => return too_large(),
