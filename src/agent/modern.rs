@@ -158,7 +158,7 @@ impl Listen {
 /// Open `subscriptions/listen` requests one connection may have at once.
 pub const MAX_LISTENS: usize = 32;
 /// Resources one `subscriptions/listen` may name.
-pub const MAX_LISTEN_URIS: usize = 256;
+pub const MAX_LISTEN_URIS: usize = 1024;
 
 /// Refuses a subscription beyond the caps: too many open on this connection, or too
 /// many resources in it.

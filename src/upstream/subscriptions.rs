@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 
 /// Resources one agent may watch on one server at once.
-pub const PER_AGENT: usize = 256;
+pub const PER_AGENT: usize = 1024;
 /// Resources watched on one server at once, by all agents together.
 pub const PER_SERVER: usize = 4096;
 

@@ -231,11 +231,11 @@ async fn subscriptions_per_connection_are_capped_with_a_clear_error() {
             "notifications": {"toolsListChanged": true, "resourceSubscriptions": uris},
             "_meta": modern_meta()}})
     };
-    let too_many: Vec<String> = (0..300).map(|i| format!("fixture://items/{i}")).collect();
+    let too_many: Vec<String> = (0..1025).map(|i| format!("fixture://items/{i}")).collect();
     agent.send(listen(1000, too_many)).await;
     let r = agent.response(&json!(1000)).await;
     assert_eq!(error_code(&r), Some(-32602), "{r}");
-    assert!(error_message(&r).contains("at most 256"), "{r}");
+    assert!(error_message(&r).contains("at most 1024"), "{r}");
     // Each open listen is acknowledged; the 33rd is refused.
     for id in 0..32u64 {
         agent.send(listen(id, vec![])).await;
