@@ -7,4 +7,5 @@
 
 pub mod challenge;
 pub mod discovery;
+pub mod registration;
 pub mod wellknown;
