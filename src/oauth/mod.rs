@@ -5,6 +5,7 @@
 //! this module.
 #![allow(dead_code, reason = "the login flow that uses it is not wired yet")]
 
+pub mod authorize;
 pub mod challenge;
 pub mod discovery;
 pub mod registration;

@@ -1,0 +1,431 @@
+//! The authorization code grant with PKCE (RFC 7636, S256 only): the authorization URL, the checks on the redirect that comes back (`state`, RFC 9207 `iss`), and the token requests (code exchange, refresh) with the `resource` parameter (RFC 8707).
+
+use super::discovery::{ServerMetadata, read_bounded};
+use super::registration::{AuthMethod, Client};
+use crate::config::Secret;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use reqwest::Url;
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use std::time::{Duration, SystemTime};
+use url::form_urlencoded;
+
+/// How long one token request may take.
+const TOKEN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// An authorization in progress: everything the redirect is checked against and the
+/// code exchanged with. There is one per server; its `state` finds it, and it is used once.
+#[derive(Debug, Clone)]
+pub struct Pending {
+    pub state: String,
+    verifier: Secret,
+    /// The issuer of the validated metadata the user was sent to.
+    pub issuer: String,
+    /// Whether the server promised an `iss` parameter in its redirect.
+    iss_promised: bool,
+    pub redirect_uri: String,
+    pub resource: String,
+    pub scopes: Vec<String>,
+    pub token_endpoint: String,
+    pub client: Client,
+}
+
+/// Random bytes as base64url without padding.
+fn random_text(bytes: usize) -> String {
+    let data: Vec<u8> = (0..bytes).map(|_| rand::random::<u8>()).collect();
+    URL_SAFE_NO_PAD.encode(data)
+}
+
+/// `BASE64URL(SHA256(verifier))`, the S256 challenge.
+pub fn challenge_of(verifier: &str) -> String {
+    URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
+}
+
+/// Starts an authorization: the URL the user opens, and what to keep until the redirect.
+/// None when the authorization endpoint is not a URL.
+pub fn start(
+    meta: &ServerMetadata,
+    client: Client,
+    redirect_uri: &str,
+    resource: &str,
+    scopes: &[String],
+) -> Option<(Url, Pending)> {
+    let verifier = random_text(32);
+    let state = random_text(16);
+    let mut url = Url::parse(&meta.authorization_endpoint).ok()?;
+    {
+        let mut q = url.query_pairs_mut();
+        q.append_pair("response_type", "code")
+            .append_pair("client_id", &client.client_id)
+            .append_pair("redirect_uri", redirect_uri)
+            .append_pair("state", &state)
+            .append_pair("code_challenge", &challenge_of(&verifier))
+            .append_pair("code_challenge_method", "S256")
+            .append_pair("resource", resource);
+        if !scopes.is_empty() {
+            q.append_pair("scope", &scopes.join(" "));
+        }
+    }
+    let pending = Pending {
+        state,
+        verifier: Secret::new(verifier),
+        issuer: meta.issuer.clone(),
+        iss_promised: meta.authorization_response_iss_parameter_supported,
+        redirect_uri: redirect_uri.to_owned(),
+        resource: resource.to_owned(),
+        scopes: scopes.to_vec(),
+        token_endpoint: meta.token_endpoint.clone(),
+        client,
+    };
+    Some((url, pending))
+}
+
+/// Why a redirect was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallbackError {
+    #[error(
+        "the redirect carries no state, or one of no login in progress; start again with `mcpd ctl login`"
+    )]
+    UnknownState,
+    #[error(
+        "the redirect lacks the iss parameter its authorization server promised; it may come from another server, so it is not used"
+    )]
+    IssMissing,
+    #[error(
+        "the redirect names the issuer {got:?}, not {want:?}; it may come from another server, so it is not used"
+    )]
+    IssMismatch { got: String, want: String },
+    #[error("the authorization server refused: {error}{}", description.as_deref().map(|d| format!(" ({d})")).unwrap_or_default())]
+    Denied {
+        error: String,
+        description: Option<String>,
+    },
+    #[error("the redirect carries no code")]
+    NoCode,
+}
+
+/// Checks the URL the browser was redirected to against the pending authorization and
+/// returns its code. The `iss` check comes before anything else the redirect says,
+/// errors included (RFC 9207 §2.4).
+pub fn callback(pending: &Pending, redirected: &Url) -> Result<Secret, CallbackError> {
+    let param = |name: &str| {
+        redirected
+            .query_pairs()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.into_owned())
+    };
+    if param("state").as_deref() != Some(pending.state.as_str()) {
+        return Err(CallbackError::UnknownState);
+    }
+    match param("iss") {
+        Some(got) if got != pending.issuer => {
+            return Err(CallbackError::IssMismatch {
+                got,
+                want: pending.issuer.clone(),
+            });
+        }
+        None if pending.iss_promised => return Err(CallbackError::IssMissing),
+        _ => {}
+    }
+    if let Some(error) = param("error") {
+        return Err(CallbackError::Denied {
+            error,
+            description: param("error_description"),
+        });
+    }
+    param("code").map(Secret::new).ok_or(CallbackError::NoCode)
+}
+
+/// Tokens as the token endpoint gave them.
+#[derive(Debug, Clone)]
+pub struct Tokens {
+    pub access: Secret,
+    /// When the access token stops working, if the server said.
+    pub expires_at: Option<SystemTime>,
+    /// For how long it was issued, if the server said.
+    pub lifetime: Option<Duration>,
+    pub refresh: Option<Secret>,
+    /// The scopes granted (the response's `scope`), space-separated.
+    pub scope: Option<String>,
+}
+
+/// Why a token request failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    /// The code or refresh token is no longer good: a new login is needed.
+    #[error("the authorization server refused the grant (invalid_grant{}): log in again", description.as_deref().map(|d| format!(": {d}")).unwrap_or_default())]
+    InvalidGrant { description: Option<String> },
+    #[error("the authorization server does not know mcpd's client (invalid_client{}); its registration may have expired", description.as_deref().map(|d| format!(": {d}")).unwrap_or_default())]
+    InvalidClient { description: Option<String> },
+    #[error("the token request failed: {0}")]
+    Failed(String),
+    /// The network or the server is down: worth trying again later.
+    #[error("the token endpoint could not be reached: {0}")]
+    Unreachable(String),
+}
+
+#[derive(Deserialize)]
+struct TokenAnswer {
+    access_token: String,
+    #[serde(default)]
+    expires_in: Option<u64>,
+    #[serde(default)]
+    refresh_token: Option<String>,
+    #[serde(default)]
+    scope: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ErrorAnswer {
+    error: String,
+    #[serde(default)]
+    error_description: Option<String>,
+}
+
+/// Exchanges the code of a checked redirect for tokens, once.
+pub async fn exchange(
+    http: &reqwest::Client,
+    pending: &Pending,
+    code: &Secret,
+) -> Result<Tokens, TokenError> {
+    let form = [
+        ("grant_type", "authorization_code"),
+        ("code", code.expose()),
+        ("redirect_uri", pending.redirect_uri.as_str()),
+        ("code_verifier", pending.verifier.expose()),
+        ("resource", pending.resource.as_str()),
+    ];
+    token_request(http, &pending.token_endpoint, &pending.client, &form).await
+}
+
+/// Gets a new access token with a refresh token, for the same resource and the scopes
+/// granted before.
+pub async fn refresh(
+    http: &reqwest::Client,
+    token_endpoint: &str,
+    client: &Client,
+    refresh_token: &Secret,
+    resource: &str,
+    scope: Option<&str>,
+) -> Result<Tokens, TokenError> {
+    let mut form = vec![
+        ("grant_type", "refresh_token"),
+        ("refresh_token", refresh_token.expose()),
+        ("resource", resource),
+    ];
+    if let Some(s) = scope.filter(|s| !s.is_empty()) {
+        form.push(("scope", s));
+    }
+    token_request(http, token_endpoint, client, &form).await
+}
+
+async fn token_request(
+    http: &reqwest::Client,
+    endpoint: &str,
+    client: &Client,
+    form: &[(&str, &str)],
+) -> Result<Tokens, TokenError> {
+    let mut body = form_urlencoded::Serializer::new(String::new());
+    body.extend_pairs(form.iter().copied());
+    let mut req = http
+        .post(endpoint)
+        .header(reqwest::header::ACCEPT, "application/json")
+        .timeout(TOKEN_TIMEOUT);
+    match (client.method, &client.secret) {
+        (AuthMethod::ClientSecretBasic, Some(secret)) => {
+            let enc = |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+            let pair = format!("{}:{}", enc(&client.client_id), enc(secret.expose()));
+            let basic = base64::engine::general_purpose::STANDARD.encode(pair);
+            let mut value = reqwest::header::HeaderValue::from_str(&format!("Basic {basic}"))
+                .map_err(|e| TokenError::Failed(e.to_string()))?;
+            value.set_sensitive(true);
+            req = req.header(reqwest::header::AUTHORIZATION, value);
+        }
+        (AuthMethod::ClientSecretPost, Some(secret)) => {
+            body.append_pair("client_id", &client.client_id);
+            body.append_pair("client_secret", secret.expose());
+        }
+        _ => {
+            body.append_pair("client_id", &client.client_id);
+        }
+    }
+    let resp = req
+        .header(
+            reqwest::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded",
+        )
+        .body(body.finish())
+        .send()
+        .await
+        .map_err(|e| TokenError::Unreachable(e.to_string()))?;
+    let status = resp.status();
+    let text = read_bounded(resp).await.map_err(TokenError::Failed)?;
+    if status.is_success() {
+        let answer: TokenAnswer = serde_json::from_slice(&text)
+            .map_err(|e| TokenError::Failed(format!("unreadable token answer: {e}")))?;
+        let lifetime = answer.expires_in.map(Duration::from_secs);
+        return Ok(Tokens {
+            access: Secret::new(answer.access_token),
+            expires_at: lifetime.and_then(|l| SystemTime::now().checked_add(l)),
+            lifetime,
+            refresh: answer.refresh_token.map(Secret::new),
+            scope: answer.scope,
+        });
+    }
+    if status.is_server_error() {
+        return Err(TokenError::Unreachable(format!("HTTP {status}")));
+    }
+    match serde_json::from_slice::<ErrorAnswer>(&text) {
+        Ok(e) if e.error == "invalid_grant" => Err(TokenError::InvalidGrant {
+            description: e.error_description,
+        }),
+        Ok(e) if e.error == "invalid_client" => Err(TokenError::InvalidClient {
+            description: e.error_description,
+        }),
+        Ok(e) => Err(TokenError::Failed(format!(
+            "{}{}",
+            e.error,
+            e.error_description
+                .map(|d| format!(": {d}"))
+                .unwrap_or_default()
+        ))),
+        Err(_) => Err(TokenError::Failed(format!("HTTP {status}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oauth::registration::Source;
+
+    fn meta(iss: bool) -> ServerMetadata {
+        ServerMetadata {
+            issuer: "https://auth.example.com".into(),
+            authorization_endpoint: "https://auth.example.com/authorize?tenant=1".into(),
+            token_endpoint: "https://auth.example.com/token".into(),
+            authorization_response_iss_parameter_supported: iss,
+            ..ServerMetadata::default()
+        }
+    }
+
+    fn client() -> Client {
+        Client {
+            client_id: "id 1".into(),
+            secret: None,
+            method: AuthMethod::None,
+            source: Source::Dynamic,
+        }
+    }
+
+    #[test]
+    fn the_s256_challenge_is_the_rfc_7636_example() {
+        // RFC 7636 appendix B.
+        let verifier = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
+        assert_eq!(
+            challenge_of(verifier),
+            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+        );
+    }
+
+    #[test]
+    fn the_authorization_url_carries_pkce_state_resource_and_scopes() {
+        let scopes = vec!["mcp:basic".to_owned(), "offline_access".to_owned()];
+        let (url, p) = start(
+            &meta(false),
+            client(),
+            "http://127.0.0.1:5/callback",
+            "https://mcp.example.com/mcp",
+            &scopes,
+        )
+        .unwrap();
+        let q: std::collections::HashMap<String, String> = url.query_pairs().into_owned().collect();
+        assert_eq!(q["tenant"], "1", "the endpoint's own query stays");
+        assert_eq!(q["response_type"], "code");
+        assert_eq!(q["client_id"], "id 1");
+        assert_eq!(q["code_challenge_method"], "S256");
+        assert_eq!(q["code_challenge"], challenge_of(p.verifier.expose()));
+        assert_eq!(q["state"], p.state);
+        assert_eq!(q["resource"], "https://mcp.example.com/mcp");
+        assert_eq!(q["scope"], "mcp:basic offline_access");
+        assert!(p.verifier.expose().len() >= 43);
+        let (url, _) = start(
+            &meta(false),
+            client(),
+            "http://127.0.0.1:5/callback",
+            "r",
+            &[],
+        )
+        .unwrap();
+        assert!(
+            !url.query_pairs().any(|(k, _)| k == "scope"),
+            "no scope when none is known"
+        );
+    }
+
+    #[test]
+    fn redirects_are_checked_for_state_and_issuer_before_anything_else() {
+        let (_, promised) = start(
+            &meta(true),
+            client(),
+            "http://127.0.0.1:5/callback",
+            "r",
+            &[],
+        )
+        .unwrap();
+        let (_, plain) = start(
+            &meta(false),
+            client(),
+            "http://127.0.0.1:5/callback",
+            "r",
+            &[],
+        )
+        .unwrap();
+        let at = |p: &Pending, q: &str| {
+            let u = Url::parse(&format!(
+                "http://127.0.0.1:5/callback?state={}&{q}",
+                p.state
+            ))
+            .unwrap();
+            callback(p, &u)
+        };
+        let iss = "iss=https%3A%2F%2Fauth.example.com";
+        assert_eq!(
+            at(&promised, &format!("code=c&{iss}")).unwrap().expose(),
+            "c"
+        );
+        assert_eq!(
+            at(&promised, "code=c").unwrap_err(),
+            CallbackError::IssMissing
+        );
+        assert!(matches!(
+            at(&promised, "code=c&iss=https%3A%2F%2Fauth.example.com%2F"),
+            Err(CallbackError::IssMismatch { .. })
+        ));
+        assert!(matches!(
+            at(&plain, "code=c&iss=https%3A%2F%2Fevil.example.com"),
+            Err(CallbackError::IssMismatch { .. })
+        ));
+        assert!(
+            matches!(
+                at(
+                    &plain,
+                    "error=access_denied&iss=https%3A%2F%2Fevil.example.com"
+                ),
+                Err(CallbackError::IssMismatch { .. })
+            ),
+            "a foreign error is not shown"
+        );
+        assert_eq!(at(&plain, "code=c").unwrap().expose(), "c");
+        assert!(matches!(
+            at(&plain, "error=access_denied"),
+            Err(CallbackError::Denied { .. })
+        ));
+        assert_eq!(at(&plain, "").unwrap_err(), CallbackError::NoCode);
+        let wrong = Url::parse("http://127.0.0.1:5/callback?state=nope&code=c").unwrap();
+        assert_eq!(
+            callback(&plain, &wrong).unwrap_err(),
+            CallbackError::UnknownState
+        );
+    }
+}
