@@ -365,22 +365,11 @@ mod tests {
 
     #[test]
     fn redirects_are_checked_for_state_and_issuer_before_anything_else() {
-        let (_, promised) = start(
-            &meta(true),
-            client(),
-            "http://127.0.0.1:5/callback",
-            "r",
-            &[],
-        )
-        .unwrap();
-        let (_, plain) = start(
-            &meta(false),
-            client(),
-            "http://127.0.0.1:5/callback",
-            "r",
-            &[],
-        )
-        .unwrap();
+        let pending = |iss| {
+            let redirect = "http://127.0.0.1:5/callback";
+            start(&meta(iss), client(), redirect, "r", &[]).unwrap().1
+        };
+        let (promised, plain) = (pending(true), pending(false));
         let at = |p: &Pending, q: &str| {
             let u = Url::parse(&format!(
                 "http://127.0.0.1:5/callback?state={}&{q}",

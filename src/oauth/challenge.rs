@@ -118,31 +118,23 @@ impl Parser {
         }
     }
 
+    /// The run of characters `what` accepts; None when it is empty.
+    fn run(&mut self, what: impl Fn(char) -> bool) -> Option<String> {
+        let start = self.at;
+        self.skip(what);
+        let len = self.at - start;
+        (len > 0).then(|| self.chars.iter().skip(start).take(len).collect())
+    }
+
     /// An RFC 9110 token.
     fn token(&mut self) -> Option<String> {
-        let start = self.at;
-        self.skip(is_tchar);
-        (self.at > start).then(|| {
-            self.chars
-                .iter()
-                .skip(start)
-                .take(self.at - start)
-                .collect()
-        })
+        self.run(is_tchar)
     }
 
     /// An unquoted value: a token or token68, read leniently up to the next comma or
     /// space (servers send `scope=mcp:write`, whose `:` a strict token would stop at).
     fn token_or_token68(&mut self) -> Option<String> {
-        let start = self.at;
-        self.skip(|c| c != ',' && c != '"' && !c.is_whitespace());
-        (self.at > start).then(|| {
-            self.chars
-                .iter()
-                .skip(start)
-                .take(self.at - start)
-                .collect()
-        })
+        self.run(|c| c != ',' && c != '"' && !c.is_whitespace())
     }
 
     /// A quoted string, with `\x` escapes resolved. None when it is not closed.
