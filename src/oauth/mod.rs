@@ -9,4 +9,5 @@ pub mod authorize;
 pub mod challenge;
 pub mod discovery;
 pub mod registration;
+pub mod store;
 pub mod wellknown;

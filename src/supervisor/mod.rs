@@ -6,7 +6,7 @@ mod eras;
 mod events;
 mod instances;
 mod reload;
-mod state_file;
+pub(crate) mod state_file;
 
 pub use reload::ReloadSummary;
 mod lifecycle;
