@@ -12,6 +12,7 @@
 mod support;
 
 mod http_fixture;
+mod oauth_fixture;
 
 mod eras;
 mod failure;
