@@ -12,6 +12,7 @@
 mod support;
 
 mod http_fixture;
+mod oauth_fixture;
 
 mod adversarial;
 mod eras;
@@ -30,6 +31,7 @@ mod interop_eras;
 mod interop_http;
 mod interop_http_serve;
 mod naming;
+mod oauth_fixture_selftest;
 mod profiles;
 mod surface;
 mod systemd;

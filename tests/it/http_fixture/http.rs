@@ -1,8 +1,8 @@
-//! HTTP plumbing shared by both transports: the router, the auth gate in front of it, and
-//! helpers for reading headers and building plain responses.
+//! HTTP plumbing shared by both transports: the router, the auth gate in front of it (with a
+//! wrapping fixture's check), and helpers for reading headers and building plain responses.
 
 use super::state::Shared;
-use super::{legacy, modern, rpc, streamable};
+use super::{Wrap, legacy, modern, rpc, streamable};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -17,50 +17,40 @@ pub(super) const SESSION_HEADER: &str = "mcp-session-id";
 
 /// `/mcp` for both transports (each handler checks which one the fixture speaks), the same
 /// at `/moved` (where `redirect` may send clients), and the 2024-11-05 message endpoint;
-/// every request passes the gate first.
+/// every request passes the gate first. A `wrap`'s routes are served beside them.
 pub(super) fn router(shared: Arc<Shared>) -> Router {
     let mcp = || {
         post(streamable::post)
             .get(streamable::get)
             .delete(streamable::delete)
     };
-    Router::new()
+    let wrapped = shared.opts.wrap.as_ref().map(|w| w.routes.clone());
+    let router = Router::new()
         .route("/mcp", mcp())
         .route("/moved", mcp())
         .route("/messages", post(legacy::post))
         .layer(middleware::from_fn_with_state(shared.clone(), gate))
-        .with_state(shared)
+        .with_state(shared);
+    match wrapped {
+        Some(routes) => router.merge(routes),
+        None => router,
+    }
 }
 
-/// Records the headers every test may ask about, then applies `redirect`, `bearer` and
-/// `forbidden`.
+/// The most of a request body a `wrap` check reads.
+const WRAP_BODY_LIMIT: usize = 16 * 1024 * 1024;
+
+/// Records the headers every test may ask about, then applies `wrap`, `redirect`, `bearer`
+/// and `forbidden`.
 async fn gate(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Response {
-    let headers = req.headers();
-    let authorization = header_str(headers, "authorization");
-    {
-        let mut inner = shared.lock();
-        let stats = &mut inner.stats;
-        match *req.method() {
-            Method::POST => stats.posts += 1,
-            Method::GET => stats.get_requests += 1,
-            Method::DELETE => stats.delete_requests += 1,
-            _ => {}
-        }
-        stats.authorization.extend(authorization.clone());
-        stats
-            .custom_header
-            .extend(header_str(headers, "x-fixture-key"));
-        stats.methods.extend(header_str(headers, "mcp-method"));
-        if let Some(name) = header_str(headers, "mcp-name") {
-            stats.names.push(modern::decode(&name).unwrap_or(name));
-        }
-        for (name, value) in headers {
-            if let Some(param) = name.as_str().strip_prefix("mcp-param-") {
-                let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
-                stats.param_headers.push((param.to_owned(), value));
-            }
-        }
-    }
+    record(&shared, &req);
+    let req = match &shared.opts.wrap {
+        Some(wrap) => match wrapped(wrap, req).await {
+            Ok(req) => req,
+            Err(resp) => return *resp,
+        },
+        None => req,
+    };
     if let Some(to) = &shared.opts.redirect
         && req.uri().path() == "/mcp"
     {
@@ -68,6 +58,7 @@ async fn gate(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Re
         resp.headers_mut().insert(header::LOCATION, value(to));
         return resp;
     }
+    let authorization = header_str(req.headers(), "authorization");
     if let Some(token) = &shared.opts.bearer
         && authorization.as_deref() != Some(format!("Bearer {token}").as_str())
     {
@@ -83,6 +74,49 @@ async fn gate(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Re
         return resp;
     }
     next.run(req).await
+}
+
+/// Counts the request and keeps the headers `Stats` lists.
+fn record(shared: &Shared, req: &Request) {
+    let headers = req.headers();
+    let mut inner = shared.lock();
+    let stats = &mut inner.stats;
+    match *req.method() {
+        Method::POST => stats.posts += 1,
+        Method::GET => stats.get_requests += 1,
+        Method::DELETE => stats.delete_requests += 1,
+        _ => {}
+    }
+    stats
+        .authorization
+        .extend(header_str(headers, "authorization"));
+    stats
+        .custom_header
+        .extend(header_str(headers, "x-fixture-key"));
+    stats.methods.extend(header_str(headers, "mcp-method"));
+    if let Some(name) = header_str(headers, "mcp-name") {
+        stats.names.push(modern::decode(&name).unwrap_or(name));
+    }
+    for (name, value) in headers {
+        if let Some(param) = name.as_str().strip_prefix("mcp-param-") {
+            let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+            stats.param_headers.push((param.to_owned(), value));
+        }
+    }
+}
+
+/// Reads the body, runs `wrap`'s check on the request, and rebuilds the request for the
+/// handlers when the check lets it through.
+async fn wrapped(wrap: &Wrap, req: Request) -> Result<Request, Rejection> {
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, WRAP_BODY_LIMIT).await else {
+        let resp = plain(StatusCode::BAD_REQUEST, "unreadable or oversized body");
+        return Err(Box::new(resp));
+    };
+    match (wrap.check)(&parts, &bytes) {
+        Some(resp) => Err(Box::new(resp)),
+        None => Ok(Request::from_parts(parts, Body::from(bytes))),
+    }
 }
 
 fn unauthorized(port: u16) -> Response {

@@ -22,8 +22,12 @@ mod state;
 mod streamable;
 mod tools;
 
+use axum::Router;
+use axum::http::request::Parts;
+use axum::response::Response;
 use serde_json::{Value, json};
 use state::{ListenerKind, Shared};
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -66,6 +70,9 @@ pub struct FixtureOptions {
     /// `307 Temporary Redirect` to this location: an absolute URL, or a path on this
     /// fixture such as `/moved`, where the fixture serves what `/mcp` would.
     pub redirect: Option<String>,
+    /// Set by fixtures built on this one (the OAuth fixture): a check in front of the MCP
+    /// endpoints and more routes on the same origin.
+    pub wrap: Option<Wrap>,
 }
 
 impl Default for FixtureOptions {
@@ -83,7 +90,29 @@ impl Default for FixtureOptions {
             modern: false,
             ttl_ms: 60_000,
             redirect: None,
+            wrap: None,
         }
+    }
+}
+
+/// What a fixture built on this one adds in front of it and beside it.
+#[derive(Clone)]
+pub struct Wrap {
+    /// Runs on every request to the fixture's own endpoints once the gate has recorded its
+    /// headers, before `redirect`, `bearer` and `forbidden`, with the whole body read (the
+    /// handlers get the same body afterwards). `Some(response)` answers the request instead.
+    pub check: Arc<WrapCheck>,
+    /// Served on the same origin outside the gate. Its fallback, if any, answers every path
+    /// the fixture does not serve.
+    pub routes: Router,
+}
+
+/// The check of a `Wrap`: the request's head and whole body in, maybe an answer out.
+pub type WrapCheck = dyn Fn(&Parts, &[u8]) -> Option<Response> + Send + Sync;
+
+impl fmt::Debug for Wrap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Wrap").finish_non_exhaustive()
     }
 }
 
@@ -161,6 +190,12 @@ impl HttpFixture {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind 127.0.0.1:0 for the HTTP fixture");
+        HttpFixture::start_on(listener, opts)
+    }
+
+    /// Serves on `listener`, bound by the caller (who needs the port before the fixture
+    /// starts, to name it in `wrap`'s routes).
+    pub fn start_on(listener: TcpListener, opts: FixtureOptions) -> HttpFixture {
         let port = listener.local_addr().expect("local address").port();
         let stall = opts.stall;
         let shared = Arc::new(Shared::new(opts, port));

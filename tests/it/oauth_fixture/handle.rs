@@ -1,0 +1,145 @@
+//! `OAuthHandle`: what tests read from a running OAuth fixture (stats, valid tokens,
+//! clients) and how they change it (revoke, expire, add or forget clients, migrate the
+//! resource to another AS).
+
+use super::options::Client;
+use super::resource::RsShared;
+use super::server::AsShared;
+use super::stats::{ClientSource, OAuthStats, RegisteredClient, Revocation};
+use super::wire::Log;
+use std::sync::Arc;
+
+/// A cloneable view of one fixture's state; cheap to move into tasks.
+#[derive(Clone)]
+pub struct OAuthHandle {
+    pub(super) auth: Option<Arc<AsShared>>,
+    pub(super) resource: Option<Arc<RsShared>>,
+    pub(super) log: Log,
+}
+
+impl OAuthHandle {
+    fn auth(&self) -> &AsShared {
+        self.auth
+            .as_deref()
+            .expect("this fixture runs no authorization server")
+    }
+
+    fn resource(&self) -> &RsShared {
+        self.resource
+            .as_deref()
+            .expect("this fixture runs no protected resource")
+    }
+
+    /// The AS's issuer, if this fixture runs one.
+    pub fn issuer(&self) -> Option<String> {
+        self.auth.as_ref().map(|a| a.issuer.clone())
+    }
+
+    /// Everything recorded so far.
+    pub fn stats(&self) -> OAuthStats {
+        let mut stats = match &self.auth {
+            Some(auth) => auth.lock().stats.clone(),
+            None => OAuthStats::default(),
+        };
+        if let Some(rs) = &self.resource {
+            stats.resource_requests = rs.lock().requests.clone();
+        }
+        stats.requests = self.log.lock().clone();
+        stats
+    }
+
+    /// Token requests with this `grant_type` so far.
+    pub fn token_requests(&self, grant_type: &str) -> usize {
+        self.auth().lock().stats.token_requests_for(grant_type)
+    }
+
+    /// Refresh requests that presented `refresh_token` so far.
+    pub fn refreshes_of(&self, refresh_token: &str) -> usize {
+        let st = self.auth().lock();
+        st.stats.refreshes.get(refresh_token).copied().unwrap_or(0)
+    }
+
+    /// Whether any token family was revoked, for whatever reason.
+    pub fn any_family_revoked(&self) -> bool {
+        !self.auth().lock().stats.families_revoked.is_empty()
+    }
+
+    /// Access tokens valid right now (sorted).
+    pub fn valid_access_tokens(&self) -> Vec<String> {
+        self.auth().lock().valid_access_tokens()
+    }
+
+    /// Refresh tokens a refresh would accept right now (sorted).
+    pub fn valid_refresh_tokens(&self) -> Vec<String> {
+        self.auth().lock().valid_refresh_tokens()
+    }
+
+    /// Every client the AS knows: pre-registered, registered, and CIMD ids it looked up.
+    pub fn clients(&self) -> Vec<RegisteredClient> {
+        let mut clients: Vec<_> = self.auth().lock().clients.values().cloned().collect();
+        clients.sort_by(|a, b| a.id.cmp(&b.id));
+        clients
+    }
+
+    /// Revokes the family of `token` (an access or refresh token), as a user revoking the
+    /// grant would; false when the token is unknown.
+    pub fn revoke(&self, token: &str) -> bool {
+        let mut st = self.auth().lock();
+        match st.family_of(token) {
+            Some(family) => {
+                st.revoke_family(family, Revocation::Test);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Revokes every token family issued so far.
+    pub fn revoke_all(&self) {
+        self.auth().lock().revoke_all(Revocation::Test);
+    }
+
+    /// Makes every access token issued so far expire now (refresh tokens stay valid).
+    pub fn expire_access_tokens(&self) {
+        self.auth().lock().expire_access_tokens();
+    }
+
+    /// Adds (or replaces) a pre-registered client.
+    pub fn add_client(&self, client: Client) {
+        let registered = RegisteredClient {
+            id: client.id.clone(),
+            secret: client.secret,
+            auth_method: client.auth_method,
+            redirect_uris: client.redirect_uris,
+            grant_types: vec!["authorization_code".into(), "refresh_token".into()],
+            application_type: None,
+            source: ClientSource::PreRegistered,
+        };
+        self.auth().lock().clients.insert(client.id, registered);
+    }
+
+    /// Forgets a client (an expired registration): its requests get `invalid_client`.
+    pub fn forget_client(&self, id: &str) -> bool {
+        self.auth().lock().clients.remove(id).is_some()
+    }
+
+    /// Sets the PRM's `authorization_servers`.
+    pub fn set_authorization_servers(&self, issuers: Vec<String>) {
+        self.resource().lock().authorization_servers = issuers;
+    }
+
+    /// The resource also accepts access tokens of `other`'s AS.
+    pub fn trust(&self, other: &OAuthHandle) {
+        let auth = other.auth.clone().expect("the other fixture runs no AS");
+        self.resource().lock().trusted.push(auth);
+    }
+
+    /// Moves the resource to `other`'s AS: the PRM names only that issuer, and only its
+    /// tokens are accepted from now on (the old AS's tokens get 401).
+    pub fn migrate_to(&self, other: &OAuthHandle) {
+        let auth = other.auth.clone().expect("the other fixture runs no AS");
+        let mut rs = self.resource().lock();
+        rs.authorization_servers = vec![auth.issuer.clone()];
+        rs.trusted = vec![auth];
+    }
+}
