@@ -226,36 +226,45 @@ async fn token_request(
     client: &Client,
     form: &[(&str, &str)],
 ) -> Result<Tokens, TokenError> {
-    let mut body = form_urlencoded::Serializer::new(String::new());
-    body.extend_pairs(form.iter().copied());
+    // The form is finished before any await: its serializer is not `Send`.
+    let mut basic = None;
+    let body = {
+        let mut body = form_urlencoded::Serializer::new(String::new());
+        body.extend_pairs(form.iter().copied());
+        match (client.method, &client.secret) {
+            (AuthMethod::ClientSecretBasic, Some(secret)) => {
+                let enc =
+                    |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+                let pair = format!("{}:{}", enc(&client.client_id), enc(secret.expose()));
+                let encoded = base64::engine::general_purpose::STANDARD.encode(pair);
+                let mut value = reqwest::header::HeaderValue::from_str(&format!("Basic {encoded}"))
+                    .map_err(|e| TokenError::Failed(e.to_string()))?;
+                value.set_sensitive(true);
+                basic = Some(value);
+            }
+            (AuthMethod::ClientSecretPost, Some(secret)) => {
+                body.append_pair("client_id", &client.client_id);
+                body.append_pair("client_secret", secret.expose());
+            }
+            _ => {
+                body.append_pair("client_id", &client.client_id);
+            }
+        }
+        body.finish()
+    };
     let mut req = http
         .post(endpoint)
         .header(reqwest::header::ACCEPT, "application/json")
         .timeout(TOKEN_TIMEOUT);
-    match (client.method, &client.secret) {
-        (AuthMethod::ClientSecretBasic, Some(secret)) => {
-            let enc = |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
-            let pair = format!("{}:{}", enc(&client.client_id), enc(secret.expose()));
-            let basic = base64::engine::general_purpose::STANDARD.encode(pair);
-            let mut value = reqwest::header::HeaderValue::from_str(&format!("Basic {basic}"))
-                .map_err(|e| TokenError::Failed(e.to_string()))?;
-            value.set_sensitive(true);
-            req = req.header(reqwest::header::AUTHORIZATION, value);
-        }
-        (AuthMethod::ClientSecretPost, Some(secret)) => {
-            body.append_pair("client_id", &client.client_id);
-            body.append_pair("client_secret", secret.expose());
-        }
-        _ => {
-            body.append_pair("client_id", &client.client_id);
-        }
+    if let Some(value) = basic {
+        req = req.header(reqwest::header::AUTHORIZATION, value);
     }
     let resp = req
         .header(
             reqwest::header::CONTENT_TYPE,
             "application/x-www-form-urlencoded",
         )
-        .body(body.finish())
+        .body(body)
         .send()
         .await
         .map_err(|e| TokenError::Unreachable(e.to_string()))?;

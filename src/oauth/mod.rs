@@ -7,6 +7,7 @@
 
 pub mod authorize;
 pub mod challenge;
+pub mod credential;
 pub mod discovery;
 pub mod registration;
 pub mod store;
