@@ -7,6 +7,8 @@ pub mod ctl;
 pub mod daemon;
 pub mod errors;
 pub mod framing;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod import;
 pub mod jsonrpc;
 pub mod logging;
