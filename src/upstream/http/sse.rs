@@ -138,6 +138,13 @@ impl Decoder for SseDecoder {
             if std::mem::take(&mut self.skipping_line) {
                 continue;
             }
+            if line.len() > self.max {
+                // Dropped as it is when it arrives in pieces (above), so what is decoded
+                // does not depend on how the bytes were split into reads.
+                self.current.too_long = true;
+                self.pending = true;
+                continue;
+            }
             if line.is_empty() {
                 if let Some(event) = self.dispatch() {
                     return Ok(Some(event));
@@ -220,6 +227,34 @@ mod tests {
             events(b"\xEF\xBB\xBFdata: 1\n\n", 100),
             vec![ev("", "1", None)]
         );
+    }
+
+    /// Decodes `input` handed over in one read.
+    fn whole(input: &[u8], max: usize) -> Vec<Event> {
+        let mut d = SseDecoder::new(max);
+        let mut buf = BytesMut::from(input);
+        let mut out = Vec::new();
+        while let Some(e) = d.decode(&mut buf).unwrap() {
+            out.push(e);
+        }
+        while let Some(e) = d.decode_eof(&mut buf).unwrap() {
+            out.push(e);
+        }
+        out
+    }
+
+    #[test]
+    fn over_long_lines_are_dropped_whether_they_arrive_whole_or_in_pieces() {
+        // Found by the `sse` fuzz target: a line longer than the limit that came in one
+        // read was taken as a field, but dropped as over-long when it came in pieces.
+        for (input, max) in [(&b"[)\n\n"[..], 1), (b"id: 1234567\ndata: x\n\n", 8)] {
+            let got = whole(input, max);
+            assert_eq!(got, events(input, max), "{input:?}");
+            assert!(
+                got.len() == 1 && got[0].too_long && got[0].id.is_none(),
+                "{got:?}"
+            );
+        }
     }
 
     #[test]
