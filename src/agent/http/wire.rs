@@ -52,12 +52,13 @@ pub fn restore_id(line: String, original: &Id) -> String {
         let tail = &rest[end + 1..];
         return format!("{{\"jsonrpc\":\"2.0\",\"id\":{id}{tail}");
     }
+    // Only an object has an id to give back; indexing any other value would panic.
     match serde_json::from_str::<Value>(&line) {
-        Ok(mut v) => {
-            v["id"] = original.to_value();
-            v.to_string()
+        Ok(Value::Object(mut v)) => {
+            v.insert("id".to_owned(), original.to_value());
+            Value::Object(v).to_string()
         }
-        Err(_) => line,
+        _ => line,
     }
 }
 
@@ -94,6 +95,14 @@ mod tests {
         let other = "{\"id\":\"h3\",\"jsonrpc\":\"2.0\",\"result\":{}}".to_owned();
         let v: Value = serde_json::from_str(&restore_id(other, &Id::Str("x".into()))).unwrap();
         assert_eq!(v["id"], json!("x"));
+    }
+
+    #[test]
+    fn lines_that_are_not_objects_come_back_unchanged() {
+        // Found by the `http_wire` fuzz target: restoring the id of `1` panicked.
+        for line in ["1", "[]", "\"h1\"", "null", "true", "not json"] {
+            assert_eq!(restore_id(line.to_owned(), &Id::Num(7.into())), line);
+        }
     }
 
     #[test]
