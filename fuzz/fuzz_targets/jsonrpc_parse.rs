@@ -3,8 +3,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use mcpd::fuzzing::{
-    Id, Message, error_line, notification_line, parse, peek_result, raw_result_line, request_line,
-    response_line,
+    Id, Message, ParseError, error_line, notification_line, parse, peek_result, raw_result_line,
+    request_line, response_line,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -36,13 +36,18 @@ fn check_peeked(
     line: &str,
     id: u64,
     range: std::ops::Range<usize>,
-    parsed: &Result<Message, mcpd::fuzzing::ParseError>,
+    parsed: &Result<Message, ParseError>,
 ) {
     let Some(text) = line.get(range) else {
         panic!("peek_result's range is not inside the line: {line:?}");
     };
-    let Ok(Message::Response(r)) = parsed else {
-        panic!("peek_result found a result in a line parse refuses: {line:?} -> {parsed:?}");
+    let r = match parsed {
+        Ok(Message::Response(r)) => r,
+        // A number too large for an f64 (`1E400`) is valid JSON that serde_json skips over
+        // but will not build: the result passes on as the server wrote it, where a parse
+        // into values refuses it. Nothing else may tell the two apart.
+        Err(ParseError::NotJson(e)) if e.starts_with("number out of range") => return,
+        _ => panic!("peek_result found a result in a line parse refuses: {line:?} -> {parsed:?}"),
     };
     assert_eq!(r.id, Id::from(id), "{line:?}");
     let Ok(result) = &r.outcome else {
