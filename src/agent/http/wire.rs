@@ -105,6 +105,57 @@ mod tests {
         }
     }
 
+    /// An id as a client may write it: integers across the i64 and u64 ranges, and
+    /// strings of any characters.
+    fn client_id() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        prop_oneof![
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<String>().prop_map(Value::String),
+        ]
+    }
+
+    /// The `id` member of `line` exactly as written.
+    fn raw_id(line: &str) -> String {
+        #[derive(Deserialize)]
+        struct Head<'a> {
+            #[serde(borrow)]
+            id: &'a serde_json::value::RawValue,
+        }
+        serde_json::from_str::<Head>(line)
+            .unwrap()
+            .id
+            .get()
+            .to_owned()
+    }
+
+    proptest::proptest! {
+        /// The shared stateless connection renames every request's id to `hN`; whatever
+        /// the client's id was, the reply gives it back in the same JSON form.
+        #[test]
+        fn renamed_ids_are_restored_exactly(id in client_id(), n in 0u64..u64::MAX, ok in proptest::bool::ANY) {
+            let written = id.to_string();
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{written},"method":"tools/call"}}"#);
+            let peek = Peek::of(&line);
+            proptest::prop_assert!(peek.is_request);
+            let original = peek.id.unwrap();
+            let renamed = Id::Str(format!("h{n}"));
+            let reply = if ok {
+                jsonrpc::result_line(&renamed, &json!({"content": [], "id": "h1"}))
+            } else {
+                jsonrpc::error_line(Some(&renamed), &jsonrpc::ErrorObject::new(-32000, "h"))
+            };
+            let back = restore_id(reply.clone(), &original);
+            proptest::prop_assert_eq!(raw_id(&back), written);
+            let (mut sent, mut got): (Value, Value) =
+                (serde_json::from_str(&reply).unwrap(), serde_json::from_str(&back).unwrap());
+            sent["id"] = Value::Null;
+            got["id"] = Value::Null;
+            proptest::prop_assert_eq!(sent, got);
+        }
+    }
+
     #[test]
     fn peek_tells_responses_from_requests() {
         let p = Peek::of(r#"{"jsonrpc":"2.0","id":1,"result":{"method":"x"}}"#);
