@@ -474,6 +474,68 @@ mod tests {
         );
     }
 
+    /// An id as a client may write it: integers across the i64 and u64 ranges, and
+    /// strings of any characters (written as JSON text, escapes and all).
+    fn id_text() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        prop_oneof![
+            any::<i64>().prop_map(|n| n.to_string()),
+            any::<u64>().prop_map(|n| n.to_string()),
+            any::<String>().prop_map(|s| Value::String(s).to_string()),
+        ]
+    }
+
+    /// The `id` member of `line` exactly as written.
+    fn raw_id(line: &str) -> String {
+        let env: Envelope = serde_json::from_str(line).unwrap();
+        env.id.unwrap().get().to_owned()
+    }
+
+    proptest::proptest! {
+        /// What the agent side does with every request it passes upstream: it keeps the
+        /// agent's id and writes it back on the reply, in whichever way the reply is
+        /// written. The id comes back byte for byte.
+        #[test]
+        fn an_agents_id_comes_back_exactly_on_every_kind_of_reply(id in id_text()) {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{}}}}"#);
+            let Ok(Message::Request(r)) = parse(&line) else {
+                panic!("{line} does not parse as a request");
+            };
+            let error = ErrorObject::new(code::INTERNAL_ERROR, "x");
+            for reply in [
+                result_line(&r.id, &Value::Null),
+                raw_result_line(&r.id, r#"{"content":[]}"#),
+                error_line(Some(&r.id), &error),
+                response_line(&r.id, &Ok(Value::Bool(true))),
+                response_line(&r.id, &Err(error.clone())),
+            ] {
+                proptest::prop_assert_eq!(&raw_id(&reply), &id, "{}", reply);
+                let Ok(Message::Response(back)) = parse(&reply) else {
+                    panic!("{reply} does not parse as a response");
+                };
+                proptest::prop_assert_eq!(&back.id, &r.id);
+            }
+        }
+
+        /// What the upstream side does: a request goes out under mcpd's own numeric id
+        /// and the server's answer is matched by `peek_result`, which must find that id
+        /// and the result in place.
+        #[test]
+        fn mcpds_own_ids_are_found_again_in_the_servers_answer(n in proptest::prelude::any::<u64>(), text in "\\PC{0,40}") {
+            let id = Id::from(n);
+            let sent = request_line(&id, "tools/call", None);
+            let Ok(Message::Request(r)) = parse(&sent) else {
+                panic!("{sent} does not parse");
+            };
+            proptest::prop_assert_eq!(r.id.as_u64(), Some(n));
+            let result = Value::String(text).to_string();
+            let answer = raw_result_line(&r.id, &result);
+            let (got, range) = peek_result(&answer).unwrap();
+            proptest::prop_assert_eq!(got, n);
+            proptest::prop_assert_eq!(&answer[range], result.as_str());
+        }
+    }
+
     #[test]
     fn ids_round_trip_exactly() {
         let m = parse(r#"{"jsonrpc":"2.0","id":12345678901234,"method":"x"}"#).unwrap();

@@ -9,6 +9,8 @@ pub mod ctl;
 pub mod daemon;
 pub(crate) mod errors;
 pub(crate) mod framing;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod import;
 pub(crate) mod jsonrpc;
 pub mod logging;

@@ -184,6 +184,57 @@ mod tests {
         assert!(!valid_prefix(&"x".repeat(33)));
     }
 
+    proptest::proptest! {
+        /// Whatever a server calls its tools, every presented name fits the limit, uses
+        /// only the allowed characters, and two different tools never share one. (Names
+        /// crafted to match another's mapped form, `a.b` and `a_b_<its hash>`, can still
+        /// meet; the registry refuses such a list as a duplicate.)
+        #[test]
+        fn presented_names_fit_use_the_charset_and_stay_distinct(
+            prefix in "[A-Za-z0-9_-]{0,32}",
+            names in proptest::collection::btree_set(
+                proptest::prop_oneof![
+                    "[a-z_]{0,12}",
+                    "[a-z_.]{0,70}",
+                    "\\PC{0,80}",
+                    proptest::prelude::any::<String>(),
+                ],
+                0..24,
+            ),
+            limit in 48usize..=128,
+        ) {
+            let naming = Naming::prefixed(&prefix);
+            let mut seen = BTreeMap::new();
+            for name in &names {
+                let presented = naming.tool(name, limit);
+                proptest::prop_assert_eq!(&presented, &qualify(&prefix, name, limit));
+                proptest::prop_assert!(presented.len() <= limit, "{} exceeds {}", presented, limit);
+                proptest::prop_assert!(!presented.is_empty());
+                proptest::prop_assert!(presented.chars().all(allowed), "{}", presented);
+                if !prefix.is_empty() {
+                    let head = join(&prefix, "");
+                    proptest::prop_assert!(presented.starts_with(&head), "{}", presented);
+                }
+                if let Some(other) = seen.insert(presented.clone(), name) {
+                    proptest::prop_assert!(false, "{:?} and {:?} both became {}", other, name, presented);
+                }
+            }
+        }
+
+        /// A renamed tool is the prefix and its new name, whatever it was called.
+        #[test]
+        fn renamed_tools_are_the_prefix_and_the_new_name(
+            prefix in "[A-Za-z0-9_-]{0,32}",
+            name in "\\PC{0,80}",
+            target in "[A-Za-z0-9_-]{1,16}",
+        ) {
+            let mut naming = Naming::prefixed(&prefix);
+            naming.tools.insert(name.clone(), target.clone());
+            proptest::prop_assert_eq!(naming.tool(&name, 64), join(&prefix, &target));
+            proptest::prop_assert_eq!(naming.prompt(&name, 64), qualify(&prefix, &name, 64));
+        }
+    }
+
     #[test]
     fn names_differing_only_past_the_cut_stay_distinct() {
         let a = qualify("s", &format!("{}x", "t".repeat(80)), 48);

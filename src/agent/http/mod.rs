@@ -21,7 +21,7 @@ mod security;
 mod sessions;
 mod sse;
 pub mod token;
-mod wire;
+pub(crate) mod wire;
 
 use super::AgentContext;
 use crate::config::HttpListen;

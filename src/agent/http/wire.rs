@@ -52,12 +52,13 @@ pub fn restore_id(line: String, original: &Id) -> String {
         let tail = &rest[end + 1..];
         return format!("{{\"jsonrpc\":\"2.0\",\"id\":{id}{tail}");
     }
+    // Only an object has an id to give back; indexing any other value would panic.
     match serde_json::from_str::<Value>(&line) {
-        Ok(mut v) => {
-            crate::jsonrpc::set_member(&mut v, "id", original.to_value());
-            v.to_string()
+        Ok(Value::Object(mut v)) => {
+            v.insert("id".to_owned(), original.to_value());
+            Value::Object(v).to_string()
         }
-        Err(_) => line,
+        _ => line,
     }
 }
 
@@ -94,6 +95,65 @@ mod tests {
         let other = "{\"id\":\"h3\",\"jsonrpc\":\"2.0\",\"result\":{}}".to_owned();
         let v: Value = serde_json::from_str(&restore_id(other, &Id::Str("x".into()))).unwrap();
         assert_eq!(v["id"], json!("x"));
+    }
+
+    #[test]
+    fn lines_that_are_not_objects_come_back_unchanged() {
+        // Found by the `http_wire` fuzz target: restoring the id of `1` panicked.
+        for line in ["1", "[]", "\"h1\"", "null", "true", "not json"] {
+            assert_eq!(restore_id(line.to_owned(), &Id::Num(7.into())), line);
+        }
+    }
+
+    /// An id as a client may write it: integers across the i64 and u64 ranges, and
+    /// strings of any characters.
+    fn client_id() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        prop_oneof![
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<String>().prop_map(Value::String),
+        ]
+    }
+
+    /// The `id` member of `line` exactly as written.
+    fn raw_id(line: &str) -> String {
+        #[derive(Deserialize)]
+        struct Head<'a> {
+            #[serde(borrow)]
+            id: &'a serde_json::value::RawValue,
+        }
+        serde_json::from_str::<Head>(line)
+            .unwrap()
+            .id
+            .get()
+            .to_owned()
+    }
+
+    proptest::proptest! {
+        /// The shared stateless connection renames every request's id to `hN`; whatever
+        /// the client's id was, the reply gives it back in the same JSON form.
+        #[test]
+        fn renamed_ids_are_restored_exactly(id in client_id(), n in 0u64..u64::MAX, ok in proptest::bool::ANY) {
+            let written = id.to_string();
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{written},"method":"tools/call"}}"#);
+            let peek = Peek::of(&line);
+            proptest::prop_assert!(peek.is_request);
+            let original = peek.id.unwrap();
+            let renamed = Id::Str(format!("h{n}"));
+            let reply = if ok {
+                jsonrpc::result_line(&renamed, &json!({"content": [], "id": "h1"}))
+            } else {
+                jsonrpc::error_line(Some(&renamed), &jsonrpc::ErrorObject::new(-32000, "h"))
+            };
+            let back = restore_id(reply.clone(), &original);
+            proptest::prop_assert_eq!(raw_id(&back), written);
+            let (mut sent, mut got): (Value, Value) =
+                (serde_json::from_str(&reply).unwrap(), serde_json::from_str(&back).unwrap());
+            sent["id"] = Value::Null;
+            got["id"] = Value::Null;
+            proptest::prop_assert_eq!(sent, got);
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@ mod client;
 mod legacy;
 mod listen;
 mod post;
-mod sse;
+pub(crate) mod sse;
 mod streamable;
 
 pub use streamable::refused_message;

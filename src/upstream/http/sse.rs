@@ -102,6 +102,14 @@ impl SseDecoder {
         }
     }
 
+    /// The current event is over the limit because of a line too long to keep: like
+    /// an event whose data adds up past the limit, it keeps none and is still reported.
+    fn over_long(&mut self) {
+        self.current.too_long = true;
+        self.current.data = String::new();
+        self.pending = true;
+    }
+
     fn dispatch(&mut self) -> Option<Event> {
         if !std::mem::take(&mut self.pending) {
             return None;
@@ -143,8 +151,7 @@ impl Decoder for SseDecoder {
                     // A line longer than any event may be: drop what we have and the
                     // rest of the line as it comes.
                     self.skipping_line = true;
-                    self.current.too_long = true;
-                    self.pending = true;
+                    self.over_long();
                     buf.clear();
                     self.scanned = 0;
                 }
@@ -165,6 +172,12 @@ impl Decoder for SseDecoder {
             buf.advance(skip);
             self.scanned = 0;
             if std::mem::take(&mut self.skipping_line) {
+                continue;
+            }
+            if line.len() > self.max {
+                // Dropped as it is when it arrives in pieces (above), so what is decoded
+                // does not depend on how the bytes were split into reads.
+                self.over_long();
                 continue;
             }
             if line.is_empty() {
@@ -266,6 +279,37 @@ mod tests {
             events(b"\xEF\xBB\xBFdata: 1\n\n", 100),
             vec![ev("", "1", None)]
         );
+    }
+
+    /// Decodes `input` handed over in one read.
+    fn whole(input: &[u8], max: usize) -> Vec<Event> {
+        let mut d = SseDecoder::new(max);
+        let mut buf = BytesMut::from(input);
+        let mut out = Vec::new();
+        while let Some(e) = d.decode(&mut buf).unwrap() {
+            out.push(e);
+        }
+        while let Some(e) = d.decode_eof(&mut buf).unwrap() {
+            out.push(e);
+        }
+        out
+    }
+
+    #[test]
+    fn over_long_lines_are_dropped_whether_they_arrive_whole_or_in_pieces() {
+        // Found by the `sse` fuzz target: a line longer than the limit that came in one
+        // read was taken as a field, but dropped as over-long when it came in pieces.
+        // Then it was found to keep the data lines before the long line.
+        for (input, max) in [
+            (&b"[)\n\n"[..], 1),
+            (b"id: 1234567\ndata: x\n\n", 8),
+            (b"data: x\nevent: 1234567\n\n", 8),
+        ] {
+            let got = whole(input, max);
+            assert_eq!(got, events(input, max), "{input:?}");
+            assert_eq!(got.len(), 1, "{got:?}");
+            assert!(got[0].too_long && got[0].id.is_none() && got[0].data.is_empty());
+        }
     }
 
     #[test]
