@@ -25,6 +25,8 @@ fuzz_target!(|data: &[u8]| {
 /// expression starting with an operator (`+ # / . ; ? &`) matches anything, even
 /// nothing; a `{` without a closing `}` means the template matches nothing.
 mod reference {
+    use std::collections::HashMap;
+
     enum Part<'a> {
         Literal(&'a str),
         Simple,
@@ -33,7 +35,12 @@ mod reference {
 
     pub fn matches(template: &str, uri: &str) -> bool {
         match parts(template) {
-            Some(parts) => match_at(&parts, uri),
+            Some(parts) => Matcher {
+                parts: &parts,
+                uri,
+                memo: HashMap::new(),
+            }
+            .at(0, 0),
             None => false,
         }
     }
@@ -58,25 +65,46 @@ mod reference {
         }
     }
 
-    fn match_at(parts: &[Part<'_>], s: &str) -> bool {
-        let Some((first, rest)) = parts.split_first() else {
-            return s.is_empty();
-        };
-        match first {
-            Part::Literal(l) => s.strip_prefix(l).is_some_and(|t| match_at(rest, t)),
-            Part::Any => suffixes(s).any(|t| match_at(rest, t)),
-            Part::Simple => {
-                // One or more allowed characters, then the rest.
-                let allowed = s
-                    .char_indices()
-                    .find(|(_, c)| matches!(c, '/' | '?' | '#'))
-                    .map_or(s.len(), |(i, _)| i);
-                suffixes(s)
-                    .filter(|t| {
-                        let taken = s.len() - t.len();
-                        taken >= 1 && taken <= allowed
-                    })
-                    .any(|t| match_at(rest, t))
+    /// Backtracking over where each expression ends, remembering which (part, offset)
+    /// pairs failed, so the reference stays quick where the matcher under test must be.
+    struct Matcher<'a> {
+        parts: &'a [Part<'a>],
+        uri: &'a str,
+        memo: HashMap<(usize, usize), bool>,
+    }
+
+    impl Matcher<'_> {
+        /// Whether parts `i..` match the URI from byte `at` to its end.
+        fn at(&mut self, i: usize, at: usize) -> bool {
+            if let Some(known) = self.memo.get(&(i, at)) {
+                return *known;
+            }
+            let found = self.search(i, at);
+            self.memo.insert((i, at), found);
+            found
+        }
+
+        fn search(&mut self, i: usize, at: usize) -> bool {
+            let s = &self.uri[at..];
+            let Some(part) = self.parts.get(i) else {
+                return s.is_empty();
+            };
+            match part {
+                Part::Literal(l) => s.starts_with(l) && self.at(i + 1, at + l.len()),
+                Part::Any => suffixes(s).any(|t| self.at(i + 1, self.uri.len() - t.len())),
+                Part::Simple => {
+                    // One or more allowed characters, then the rest.
+                    let allowed = s
+                        .char_indices()
+                        .find(|(_, c)| matches!(c, '/' | '?' | '#'))
+                        .map_or(s.len(), |(i, _)| i);
+                    suffixes(s)
+                        .filter(|t| {
+                            let taken = s.len() - t.len();
+                            taken >= 1 && taken <= allowed
+                        })
+                        .any(|t| self.at(i + 1, self.uri.len() - t.len()))
+                }
             }
         }
     }
