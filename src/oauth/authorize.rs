@@ -1,4 +1,9 @@
 //! The authorization code grant with PKCE (RFC 7636, S256 only): the authorization URL, the checks on the redirect that comes back (`state`, RFC 9207 `iss`), and the token requests (code exchange, refresh) with the `resource` parameter (RFC 8707).
+//!
+//! Written here rather than with the `oauth2` crate: its 5.0 links a second `base64`
+//! (0.22, where reqwest and hyper-util use 0.23; `deny.toml` refuses two) and `chrono`,
+//! for what is here three small requests and a SHA-256. PKCE is checked against RFC 7636's
+//! own example; the refresh request against a loopback token endpoint (`credential.rs`).
 
 use super::discovery::{ServerMetadata, read_bounded};
 use super::registration::{AuthMethod, Client};
