@@ -62,7 +62,9 @@ fn shrink_after(frame: &Result<Option<Frame>, std::io::Error>, buf: &mut BytesMu
         Ok(Some(Frame::TooLong)) => true,
         _ => false,
     };
-    if (large || buf.capacity() > SHRINK_AFTER) && buf.len() <= KEEP {
+    // Only after a large frame: a buffer that grew under steady traffic of smaller lines
+    // is reused by the next ones, and giving it back each time would regrow it each time.
+    if large && buf.len() <= KEEP {
         let mut small = BytesMut::with_capacity(8 * 1024);
         small.extend_from_slice(buf);
         *buf = small;
