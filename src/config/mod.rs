@@ -14,7 +14,7 @@ mod server;
 pub use crate::protocol::naming::Naming;
 pub use filter::{Profile, ToolFilter, glob};
 pub use http::{HttpAuth, HttpListen};
-pub use remote::{HttpLaunch, HttpTransport, Secret, display_url};
+pub use remote::{HttpLaunch, HttpTransport, OAuthConfig, Secret, display_url};
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -143,6 +143,7 @@ struct RawServer {
     headers: BTreeMap<String, String>,
     bearer_token_env: Option<String>,
     connect_timeout: Option<String>,
+    oauth: Option<remote::RawOAuth>,
     protocol: Option<String>,
     #[serde(default)]
     args: Vec<String>,

@@ -75,6 +75,45 @@ pub struct HttpLaunch {
     /// Sent as `Authorization: Bearer …`.
     pub bearer: Option<Secret>,
     pub connect_timeout: Duration,
+    /// How mcpd logs in when the server asks for OAuth; None when a static credential
+    /// (`bearer_token_env`, or an `Authorization` header) is configured, or `oauth = false`.
+    pub oauth: Option<OAuthConfig>,
+}
+
+/// `[servers.NAME.oauth]`: everything optional; without the table mcpd still logs in
+/// (discovery and dynamic registration) when the server asks.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OAuthConfig {
+    /// A client registered with the authorization server beforehand.
+    pub client_id: Option<String>,
+    /// Its secret, from the variable `client_secret_env` names.
+    pub client_secret: Option<Secret>,
+    /// Scopes to ask for, beyond what the server's challenge and metadata name.
+    pub scopes: Vec<String>,
+    /// The loopback port of the redirect (`http://127.0.0.1:PORT/callback`); random if unset.
+    pub redirect_port: Option<u16>,
+    /// A client ID metadata document URL, used when the authorization server supports them.
+    pub client_metadata_url: Option<String>,
+}
+
+/// The raw `[servers.NAME.oauth]` table, or `oauth = false`.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawOAuth {
+    Enabled(bool),
+    Table(RawOAuthTable),
+}
+
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawOAuthTable {
+    client_id: Option<String>,
+    client_secret_env: Option<String>,
+    #[serde(default)]
+    scopes: Vec<String>,
+    redirect_port: Option<u16>,
+    client_metadata_url: Option<String>,
+    store: Option<String>,
 }
 
 impl HttpLaunch {
@@ -106,6 +145,7 @@ pub(super) struct RawRemote<'a> {
     pub headers: &'a BTreeMap<String, String>,
     pub bearer_token_env: Option<&'a str>,
     pub connect_timeout: &'a Option<String>,
+    pub oauth: Option<&'a RawOAuth>,
 }
 
 impl Validator<'_> {
@@ -182,17 +222,123 @@ impl Validator<'_> {
                 Some(Secret(token))
             }
         };
+        let static_auth = bearer.is_some()
+            || headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case("authorization"));
+        let oauth = self.oauth(key, raw.oauth, static_auth)?;
         Ok(HttpLaunch {
             url,
             transport,
             headers,
             bearer,
+            oauth,
             connect_timeout: self.duration(
                 &format!("{key}.connect_timeout"),
                 raw.connect_timeout,
                 CONNECT_TIMEOUT,
             )?,
         })
+    }
+
+    /// The OAuth settings of a remote server: on unless a static credential is configured
+    /// or `oauth = false`.
+    fn oauth(
+        &self,
+        key: &str,
+        raw: Option<&RawOAuth>,
+        static_auth: bool,
+    ) -> Result<Option<OAuthConfig>, ConfigError> {
+        let okey = format!("{key}.oauth");
+        let table = match raw {
+            None => {
+                return Ok((!static_auth).then(OAuthConfig::default));
+            }
+            Some(RawOAuth::Enabled(false)) => return Ok(None),
+            Some(RawOAuth::Enabled(true)) => RawOAuthTable::default(),
+            Some(RawOAuth::Table(t)) => t.clone(),
+        };
+        if static_auth {
+            return Err(self.err(
+                okey,
+                "conflicts with bearer_token_env or an Authorization header; log in one way only",
+            ));
+        }
+        match table.store.as_deref() {
+            None | Some("file") => {}
+            Some("keyring") => {
+                return Err(self.err(
+                    format!("{okey}.store"),
+                    "\"keyring\" is not available in this build; use \"file\" (state_dir/credentials, mode 0600)",
+                ));
+            }
+            Some(other) => {
+                return Err(self.err(
+                    format!("{okey}.store"),
+                    format!("{other:?} is not a credential store; use \"file\""),
+                ));
+            }
+        }
+        if table
+            .client_id
+            .as_deref()
+            .is_some_and(|c| c.trim().is_empty())
+        {
+            return Err(self.err(format!("{okey}.client_id"), "is empty"));
+        }
+        let client_secret = match &table.client_secret_env {
+            None => None,
+            Some(var) => {
+                let skey = format!("{okey}.client_secret_env");
+                if table.client_id.is_none() {
+                    return Err(self.err(skey, "a client secret needs its client_id"));
+                }
+                let secret = (self.env)(var).ok_or_else(|| {
+                    self.err(
+                        &skey,
+                        format!("the variable {var} is not set in mcpd's environment"),
+                    )
+                })?;
+                if secret.is_empty() {
+                    return Err(self.err(&skey, format!("the variable {var} is empty")));
+                }
+                Some(Secret(secret))
+            }
+        };
+        if let Some(url) = &table.client_metadata_url {
+            let ok =
+                reqwest::Url::parse(url).is_ok_and(|u| u.scheme() == "https" && u.path() != "/");
+            if !ok {
+                return Err(self.err(
+                    format!("{okey}.client_metadata_url"),
+                    "a client ID metadata document URL is https with a path, e.g. \"https://example.com/mcpd/client.json\"",
+                ));
+            }
+        }
+        for s in &table.scopes {
+            if s.is_empty()
+                || s.chars()
+                    .any(|c| c.is_whitespace() || c == '"' || c == '\\')
+            {
+                return Err(self.err(
+                    format!("{okey}.scopes"),
+                    format!("{s:?} is not a scope (one word each, no spaces or quotes)"),
+                ));
+            }
+        }
+        if table.redirect_port == Some(0) {
+            return Err(self.err(
+                format!("{okey}.redirect_port"),
+                "must be 1-65535 (leave it unset for a random port)",
+            ));
+        }
+        Ok(Some(OAuthConfig {
+            client_id: table.client_id,
+            client_secret,
+            scopes: table.scopes,
+            redirect_port: table.redirect_port,
+            client_metadata_url: table.client_metadata_url,
+        }))
     }
 
     /// Expands `${VAR}` from the daemon's environment. A `$` not followed by `{` stays as

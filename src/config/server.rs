@@ -111,6 +111,7 @@ impl Validator<'_> {
                     ("headers", !s.headers.is_empty()),
                     ("bearer_token_env", s.bearer_token_env.is_some()),
                     ("connect_timeout", s.connect_timeout.is_some()),
+                    ("oauth", s.oauth.is_some()),
                 ];
                 if let Some((k, _)) = remote_only.iter().find(|(_, set)| *set) {
                     return Err(self.err(
@@ -143,6 +144,7 @@ impl Validator<'_> {
                     headers: &s.headers,
                     bearer_token_env: s.bearer_token_env.as_deref(),
                     connect_timeout: &s.connect_timeout,
+                    oauth: s.oauth.as_ref(),
                 };
                 Ok(Launch::Http(self.remote(key, raw)?))
             }

@@ -225,12 +225,54 @@ pub async fn refresh(
     token_request(http, token_endpoint, client, &form).await
 }
 
+/// Revokes a token (RFC 7009). The server answers 200 even for a token it does not
+/// know, so only a failure to reach it or another status is an error.
+pub async fn revoke(
+    http: &reqwest::Client,
+    endpoint: &str,
+    client: &Client,
+    token: &Secret,
+    hint: &str,
+) -> Result<(), TokenError> {
+    let form = [("token", token.expose()), ("token_type_hint", hint)];
+    let (req, body) = form_request(http, endpoint, client, &form)?;
+    let resp = req
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| TokenError::Unreachable(e.to_string()))?;
+    if resp.status().is_success() {
+        Ok(())
+    } else {
+        Err(TokenError::Failed(format!("HTTP {}", resp.status())))
+    }
+}
+
 async fn token_request(
     http: &reqwest::Client,
     endpoint: &str,
     client: &Client,
     form: &[(&str, &str)],
 ) -> Result<Tokens, TokenError> {
+    let (req, body) = form_request(http, endpoint, client, form)?;
+    let resp = req
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| TokenError::Unreachable(e.to_string()))?;
+    let status = resp.status();
+    let text = read_bounded(resp).await.map_err(TokenError::Failed)?;
+    token_answer(status, &text)
+}
+
+/// A form POST to an endpoint of the authorization server, with the client's
+/// authentication (RFC 6749 §2.3.1).
+fn form_request(
+    http: &reqwest::Client,
+    endpoint: &str,
+    client: &Client,
+    form: &[(&str, &str)],
+) -> Result<(reqwest::RequestBuilder, String), TokenError> {
     // The form is finished before any await: its serializer is not `Send`.
     let mut basic = None;
     let body = {
@@ -264,19 +306,17 @@ async fn token_request(
     if let Some(value) = basic {
         req = req.header(reqwest::header::AUTHORIZATION, value);
     }
-    let resp = req
-        .header(
-            reqwest::header::CONTENT_TYPE,
-            "application/x-www-form-urlencoded",
-        )
-        .body(body)
-        .send()
-        .await
-        .map_err(|e| TokenError::Unreachable(e.to_string()))?;
-    let status = resp.status();
-    let text = read_bounded(resp).await.map_err(TokenError::Failed)?;
+    let req = req.header(
+        reqwest::header::CONTENT_TYPE,
+        "application/x-www-form-urlencoded",
+    );
+    Ok((req, body))
+}
+
+/// Tokens from a token endpoint's answer, or why there are none.
+fn token_answer(status: reqwest::StatusCode, text: &[u8]) -> Result<Tokens, TokenError> {
     if status.is_success() {
-        let answer: TokenAnswer = serde_json::from_slice(&text)
+        let answer: TokenAnswer = serde_json::from_slice(text)
             .map_err(|e| TokenError::Failed(format!("unreadable token answer: {e}")))?;
         let lifetime = answer.expires_in.map(Duration::from_secs);
         return Ok(Tokens {
@@ -290,7 +330,7 @@ async fn token_request(
     if status.is_server_error() {
         return Err(TokenError::Unreachable(format!("HTTP {status}")));
     }
-    match serde_json::from_slice::<ErrorAnswer>(&text) {
+    match serde_json::from_slice::<ErrorAnswer>(text) {
         Ok(e) if e.error == "invalid_grant" => Err(TokenError::InvalidGrant {
             description: e.error_description,
         }),

@@ -1,26 +1,57 @@
-//! The owner of one server's credential: an actor that holds its tokens, refreshes them ahead of expiry and after a refused request, once for every caller at a time, and stores a rotated refresh token before the new access token is used.
+//! The owner of one remote server's login: an actor that holds its tokens, refreshes them ahead of expiry and after a refused request (once for every caller at a time, a rotated refresh token stored before the new access token is used), and runs `mcpd ctl login`'s one pending authorization and `logout`.
 
-use super::authorize::{self, TokenError, Tokens};
-use super::store::{self, Stored, StoredTokens};
+use super::authorize::{self, Pending, TokenError, Tokens};
+use super::challenge::Bearer;
+use super::flow::{self, Arrived, LoginError, Prepared, Setup};
+use super::store::{self, Stored, StoredClient, StoredTokens};
 use crate::config::Secret;
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use reqwest::Url;
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 /// Refreshed this long before expiry at most (or 10 % of the lifetime, if less).
 const AHEAD_MAX: Duration = Duration::from_secs(60);
 /// After a refresh that failed for a transient reason, the next try waits this long.
 const RETRY_AFTER: Duration = Duration::from_secs(10);
+/// How long a started login waits for its redirect.
+const LOGIN_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+/// Callers of a handle wait this long at most (a refresh or a token exchange included).
+const ASK_TIMEOUT: Duration = Duration::from_secs(60);
+/// Redirects queued to the actor from the loopback listener.
+const ARRIVALS: usize = 4;
 
-/// Where the credential stands, as status shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum State {
-    /// A token that works (as far as mcpd knows), valid until `expires_at` if known.
-    LoggedIn { expires_at: Option<SystemTime> },
+/// Where a server's login stands, as status shows it. Never holds a token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthView {
+    pub state: AuthState,
+    /// A `mcpd ctl login` waits for its redirect.
+    pub pending: bool,
+    /// The authorization server of the current login.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+    /// The scopes granted, space-separated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scopes: Option<String>,
+    /// Scopes the server asked for (a 403 `insufficient_scope`) that the login lacks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more_scope: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "state", content = "detail")]
+pub enum AuthState {
+    /// The server has not asked for a login, and none is stored.
+    None,
+    /// A token that works as far as mcpd knows; valid until then (seconds since the
+    /// epoch), if known.
+    LoggedIn { expires_at: Option<u64> },
     /// No usable token: a person must run `mcpd ctl login`. Says why.
     NeedsLogin(String),
 }
@@ -30,49 +61,101 @@ pub enum State {
 #[error("{0}")]
 pub struct NoToken(pub String);
 
+/// Told of each login that ends well (true) and each logout (false).
+pub type Notify = Box<dyn Fn(bool) + Send + Sync>;
+
 enum Msg {
-    /// The server refused `rejected`: answer with a newer token, refreshing if needed.
+    /// The server refused `rejected` (or a request without a token): answer with a newer
+    /// token, refreshing if needed.
     Refused {
-        rejected: Arc<Secret>,
+        rejected: Option<Arc<Secret>>,
+        challenge: Option<Bearer>,
         respond_to: oneshot::Sender<Result<Arc<Secret>, NoToken>>,
+    },
+    /// The server wants scopes the token lacks.
+    Insufficient { challenge: Bearer },
+    /// `mcpd ctl login`: the authorization URL of the one pending login.
+    Login {
+        respond_to: oneshot::Sender<Result<Url, LoginError>>,
+    },
+    /// A redirect pasted by hand (`mcpd ctl login --paste`).
+    Redirected {
+        url: Url,
+        respond_to: oneshot::Sender<Result<(), String>>,
+    },
+    /// Waits for the pending login to end.
+    Wait {
+        respond_to: oneshot::Sender<Result<(), String>>,
+    },
+    Logout {
+        respond_to: oneshot::Sender<Result<String, String>>,
     },
 }
 
-/// The cloneable way to a credential.
+/// The cloneable way to a server's login.
 #[derive(Clone)]
 pub struct CredentialHandle {
     tx: mpsc::Sender<Msg>,
     token: watch::Receiver<Option<Arc<Secret>>>,
-    state: watch::Receiver<State>,
+    view: watch::Receiver<AuthView>,
+    /// The store has been read (a token, if any, is in `token`).
+    loaded: watch::Receiver<bool>,
 }
 
 impl std::fmt::Debug for CredentialHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "CredentialHandle({:?})", *self.state.borrow())
+        write!(f, "CredentialHandle({:?})", self.view.borrow().state)
     }
 }
 
 impl CredentialHandle {
-    /// Starts the owner of a stored login, whose changes are written to `file`.
-    pub fn spawn(http: reqwest::Client, stored: Stored, file: PathBuf) -> CredentialHandle {
+    /// Starts the owner of a server's login, which reads `file` (the stored login, if
+    /// any) first and writes every change to it.
+    pub fn spawn(setup: Arc<Setup>, file: PathBuf, notify: Notify) -> CredentialHandle {
         let (tx, rx) = mpsc::channel(64);
-        let access = Arc::new(Secret::new(stored.tokens.access_token.clone()));
-        let expires_at = stored.tokens.expires_at.map(store::from_epoch);
-        let (token_tx, token) = watch::channel(Some(access));
-        let (state_tx, state) = watch::channel(State::LoggedIn { expires_at });
+        let (token_tx, token) = watch::channel(None);
+        let (view_tx, view) = watch::channel(AuthView {
+            state: AuthState::None,
+            pending: false,
+            issuer: None,
+            scopes: None,
+            more_scope: Vec::new(),
+        });
+        let (loaded_tx, loaded) = watch::channel(false);
         let actor = Credential {
-            http,
-            stored,
+            setup,
             file,
+            notify,
             rx,
+            stored: None,
             token: token_tx,
-            state: state_tx,
+            view: view_tx,
             refreshing: None,
             waiting: Vec::new(),
             retry_at: None,
+            challenge: None,
+            wanted: Vec::new(),
+            preparing: None,
+            starters: Vec::new(),
+            pending: None,
+            exchanging: None,
+            finishers: Vec::new(),
         };
-        tokio::spawn(actor.run());
-        CredentialHandle { tx, token, state }
+        tokio::spawn(actor.run(loaded_tx));
+        CredentialHandle {
+            tx,
+            token,
+            view,
+            loaded,
+        }
+    }
+
+    /// The access token to send now, once the store has been read.
+    pub async fn current(&self) -> Option<Arc<Secret>> {
+        let mut loaded = self.loaded.clone();
+        // An actor gone before loading has no token to give.
+        let _ = loaded.wait_for(|l| *l).await;
+        self.token()
     }
 
     /// The access token to send now, if there is one.
@@ -80,54 +163,243 @@ impl CredentialHandle {
         self.token.borrow().clone()
     }
 
-    pub fn state(&self) -> State {
-        self.state.borrow().clone()
+    pub fn view(&self) -> AuthView {
+        self.view.borrow().clone()
     }
 
-    /// The server refused `rejected` (a 401): a newer token, from the one refresh every
-    /// caller waits on; or why there is none.
-    pub async fn refused(&self, rejected: Arc<Secret>) -> Result<Arc<Secret>, NoToken> {
-        let asked = crate::ask::ask(&self.tx, Duration::from_secs(60), |respond_to| {
-            Msg::Refused {
-                rejected,
-                respond_to,
-            }
+    /// Whether the login is over until a person logs in again.
+    pub fn needs_login(&self) -> Option<String> {
+        match &self.view.borrow().state {
+            AuthState::NeedsLogin(why) => Some(why.clone()),
+            _ => None,
+        }
+    }
+
+    /// The server refused `rejected` (a 401), or a request that carried no token: a
+    /// newer token, from the one refresh every caller waits on; or why there is none.
+    pub async fn refused(
+        &self,
+        rejected: Option<Arc<Secret>>,
+        challenge: Option<Bearer>,
+    ) -> Result<Arc<Secret>, NoToken> {
+        let asked = crate::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Refused {
+            rejected,
+            challenge,
+            respond_to,
         })
         .await;
-        asked.unwrap_or_else(|e| Err(NoToken(format!("the credential is not available: {e}"))))
+        asked.unwrap_or_else(|e| Err(NoToken(format!("the login is not available: {e}"))))
+    }
+
+    /// The server answered 403 `insufficient_scope`: the next login asks for more.
+    pub async fn insufficient(&self, challenge: Bearer) {
+        // If the actor is gone, there is no next login to widen.
+        let _ = self.tx.send(Msg::Insufficient { challenge }).await;
+    }
+
+    /// Starts a login (or joins the one pending): the URL to open.
+    pub async fn login(&self) -> Result<Url, LoginError> {
+        let asked = crate::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Login {
+            respond_to,
+        })
+        .await;
+        asked.unwrap_or_else(|e| Err(LoginError::Other(e.to_string())))
+    }
+
+    /// Hands over the URL the browser was redirected to; Ok once the code is exchanged.
+    pub async fn redirected(&self, url: Url) -> Result<(), String> {
+        let asked = crate::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Redirected {
+            url,
+            respond_to,
+        })
+        .await;
+        asked.unwrap_or_else(|e| Err(e.to_string()))
+    }
+
+    /// Waits (up to the login's own timeout) for the pending login to end.
+    pub async fn wait(&self) -> Result<(), String> {
+        let (respond_to, rx) = oneshot::channel();
+        if self.tx.send(Msg::Wait { respond_to }).await.is_err() {
+            return Err("the login is not available".into());
+        }
+        match tokio::time::timeout(LOGIN_TIMEOUT + ASK_TIMEOUT, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err("the login was abandoned".into()),
+            Err(_) => Err("the login did not end in time".into()),
+        }
+    }
+
+    /// Forgets the login (revoking its tokens where the server offers revocation).
+    pub async fn logout(&self) -> Result<String, String> {
+        let asked = crate::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Logout {
+            respond_to,
+        })
+        .await;
+        asked.unwrap_or_else(|e| Err(e.to_string()))
     }
 }
 
+/// The one login waiting for its redirect.
+struct PendingLogin {
+    pending: Pending,
+    metadata: super::discovery::ServerMetadata,
+    url: Url,
+    arrived: mpsc::Receiver<Arrived>,
+    /// Ends the loopback listener.
+    listening: CancellationToken,
+    expires: Instant,
+}
+
+/// A code being exchanged: the login it belongs to, and who waits for the outcome.
+struct Exchange {
+    future: BoxFuture<'static, Result<Tokens, TokenError>>,
+    pending: Pending,
+    metadata: super::discovery::ServerMetadata,
+    listening: CancellationToken,
+    respond_to: oneshot::Sender<Result<(), String>>,
+}
+
 struct Credential {
-    http: reqwest::Client,
-    stored: Stored,
+    setup: Arc<Setup>,
     file: PathBuf,
+    notify: Notify,
     rx: mpsc::Receiver<Msg>,
+    stored: Option<Stored>,
     token: watch::Sender<Option<Arc<Secret>>>,
-    state: watch::Sender<State>,
+    view: watch::Sender<AuthView>,
     /// The one refresh in flight, if any.
     refreshing: Option<BoxFuture<'static, Result<Tokens, TokenError>>>,
     /// Callers waiting for it.
     waiting: Vec<oneshot::Sender<Result<Arc<Secret>, NoToken>>>,
     /// When to try again after a transient failure.
     retry_at: Option<Instant>,
+    /// The server's last challenge, for the next login's discovery and scopes.
+    challenge: Option<Bearer>,
+    /// Scopes a step-up asked for.
+    wanted: Vec<String>,
+    /// Discovery and registration of a login, in flight.
+    preparing: Option<BoxFuture<'static, Result<Prepared, LoginError>>>,
+    /// `mcpd ctl login`s waiting for its URL.
+    starters: Vec<oneshot::Sender<Result<Url, LoginError>>>,
+    pending: Option<PendingLogin>,
+    exchanging: Option<Exchange>,
+    /// `mcpd ctl login`s waiting for the login to end.
+    finishers: Vec<oneshot::Sender<Result<(), String>>>,
 }
 
 impl Credential {
-    async fn run(mut self) {
+    async fn run(mut self, loaded: watch::Sender<bool>) {
+        self.load().await;
+        loaded.send_replace(true);
         loop {
             let ahead = self.refresh_due();
+            let expires = self.pending.as_ref().map(|p| p.expires);
             tokio::select! {
                 msg = self.rx.recv() => match msg {
-                    Some(Msg::Refused { rejected, respond_to }) => self.on_refused(&rejected, respond_to),
+                    Some(msg) => self.on_msg(msg),
                     None => break,
                 },
                 outcome = poll(&mut self.refreshing) => {
                     self.refreshing = None;
                     self.on_refreshed(outcome).await;
                 }
+                prepared = poll(&mut self.preparing) => {
+                    self.preparing = None;
+                    self.on_prepared(prepared);
+                }
+                Some(arrived) = arrival(&mut self.pending) => {
+                    self.on_redirect(arrived.url, arrived.respond_to);
+                }
+                outcome = exchanged(&mut self.exchanging) => {
+                    if let Some(ex) = self.exchanging.take() {
+                        self.on_exchanged(ex, outcome).await;
+                    }
+                }
+                () = sleep_until(expires) => self.expire_login(),
                 () = sleep_until(ahead), if self.refreshing.is_none() => self.start_refresh(),
             }
+        }
+        if let Some(p) = self.pending.take() {
+            p.listening.cancel();
+        }
+    }
+
+    /// Reads the stored login, if it is this server's.
+    async fn load(&mut self) {
+        let Some(stored) = store::load(self.file.clone()).await else {
+            return;
+        };
+        if stored.server_url != self.setup.url.as_str() {
+            tracing::info!(upstream = %self.setup.server, "the stored login is for another URL; a new login is needed");
+            return;
+        }
+        tracing::info!(upstream = %self.setup.server, issuer = %stored.metadata.issuer, "using the stored login");
+        self.token.send_replace(Some(Arc::new(Secret::new(
+            stored.tokens.access_token.clone(),
+        ))));
+        self.stored = Some(stored);
+        self.publish_logged_in();
+    }
+
+    fn publish_logged_in(&mut self) {
+        let Some(s) = &self.stored else { return };
+        let state = AuthState::LoggedIn {
+            expires_at: s.tokens.expires_at,
+        };
+        let issuer = Some(s.metadata.issuer.clone());
+        let scopes = s.tokens.scope.clone();
+        self.view.send_modify(|v| {
+            v.state = state;
+            v.issuer = issuer;
+            v.scopes = scopes;
+        });
+    }
+
+    fn on_msg(&mut self, msg: Msg) {
+        match msg {
+            Msg::Refused {
+                rejected,
+                challenge,
+                respond_to,
+            } => {
+                if challenge.is_some() {
+                    self.challenge = challenge;
+                }
+                self.on_refused(rejected.as_deref(), respond_to);
+            }
+            Msg::Insufficient { challenge } => {
+                for s in challenge.scopes() {
+                    if !self.wanted.contains(&s) {
+                        self.wanted.push(s);
+                    }
+                }
+                tracing::warn!(upstream = %self.setup.server, scopes = %self.wanted.join(" "), "the server wants scopes the login lacks; run `mcpd ctl login {}`", self.setup.server);
+                let more = self.wanted.clone();
+                self.view.send_modify(|v| v.more_scope = more);
+                self.challenge = Some(challenge);
+            }
+            Msg::Login { respond_to } => self.on_login(respond_to),
+            Msg::Redirected { url, respond_to } => self.on_redirect(url, respond_to),
+            Msg::Wait { respond_to } => {
+                if self.pending.is_none() && self.preparing.is_none() && self.exchanging.is_none() {
+                    let r = match self.needs() {
+                        Some(why) => Err(why),
+                        None => Ok(()),
+                    };
+                    let _ = respond_to.send(r); // the caller may have gone
+                } else {
+                    self.finishers.push(respond_to);
+                }
+            }
+            Msg::Logout { respond_to } => self.logout(respond_to),
+        }
+    }
+
+    fn needs(&self) -> Option<String> {
+        match &self.view.borrow().state {
+            AuthState::NeedsLogin(why) => Some(why.clone()),
+            AuthState::None => Some("not logged in".into()),
+            AuthState::LoggedIn { .. } => None,
         }
     }
 
@@ -137,10 +409,7 @@ impl Credential {
         if let Some(t) = self.retry_at {
             return Some(t);
         }
-        if !matches!(*self.state.borrow(), State::LoggedIn { .. }) {
-            return None;
-        }
-        let t = &self.stored.tokens;
+        let t = &self.stored.as_ref()?.tokens;
         t.refresh_token.as_ref()?;
         let expires = store::from_epoch(t.expires_at?);
         let lifetime = Duration::from_secs(t.lifetime.unwrap_or(600));
@@ -153,17 +422,27 @@ impl Credential {
 
     fn on_refused(
         &mut self,
-        rejected: &Secret,
+        rejected: Option<&Secret>,
         respond_to: oneshot::Sender<Result<Arc<Secret>, NoToken>>,
     ) {
-        if let State::NeedsLogin(why) = &*self.state.borrow() {
-            let _ = respond_to.send(Err(NoToken(why.clone()))); // the caller may have gone
+        if self.stored.is_none() {
+            let why = match &self.view.borrow().state {
+                AuthState::NeedsLogin(why) => why.clone(),
+                _ => "the server asks for a login".to_owned(),
+            };
+            if matches!(self.view.borrow().state, AuthState::None) {
+                tracing::warn!(upstream = %self.setup.server, "the server asks for an OAuth login; run `mcpd ctl login {}`", self.setup.server);
+                self.view
+                    .send_modify(|v| v.state = AuthState::NeedsLogin(why.clone()));
+            }
+            let _ = respond_to.send(Err(NoToken(why))); // the caller may have gone
             return;
         }
-        // Refused a token that is no longer the current one: the current one is newer.
+        // Refused a token that is no longer the current one (or none at all): the
+        // current one is newer.
         let current = self.token.borrow().clone();
         if let Some(c) = current
-            && c.expose() != rejected.expose()
+            && rejected.is_none_or(|r| c.expose() != r.expose())
         {
             let _ = respond_to.send(Ok(c)); // the caller may have gone
             return;
@@ -176,17 +455,26 @@ impl Credential {
 
     fn start_refresh(&mut self) {
         self.retry_at = None;
-        let Some(refresh) = self.stored.tokens.refresh_token.clone() else {
+        let Some(stored) = &self.stored else {
+            return;
+        };
+        let Some(refresh) = stored.tokens.refresh_token.clone() else {
             self.needs_login(
-                "the access token expired and the server gave no refresh token".into(),
+                "the server refused the access token, and there is no refresh token to renew it"
+                    .into(),
             );
             return;
         };
-        let http = self.http.clone();
-        let endpoint = self.stored.metadata.token_endpoint.clone();
-        let client = self.stored.client.client();
-        let resource = self.stored.resource.clone();
-        let scope = self.stored.tokens.scope.clone();
+        let http = self.setup.http.clone();
+        let endpoint = stored.metadata.token_endpoint.clone();
+        let client = stored.client.client();
+        let resource = stored.resource.clone();
+        // The scopes granted before (or asked for, if the server did not say).
+        let scope = stored
+            .tokens
+            .scope
+            .clone()
+            .or_else(|| Some(stored.requested_scopes.join(" ")));
         self.refreshing = Some(
             async move {
                 let refresh = Secret::new(refresh);
@@ -205,35 +493,28 @@ impl Credential {
     }
 
     async fn on_refreshed(&mut self, outcome: Result<Tokens, TokenError>) {
+        let Some(stored) = &mut self.stored else {
+            return; // logged out meanwhile
+        };
         match outcome {
             Ok(tokens) => {
-                let t = &mut self.stored.tokens;
-                t.access_token = tokens.access.expose().to_owned();
-                t.expires_at = tokens.expires_at.map(store::epoch_secs);
-                t.lifetime = tokens.lifetime.map(|d| d.as_secs());
-                // A rotated refresh token replaces the old one; without one, the old stays.
-                if let Some(r) = &tokens.refresh {
-                    t.refresh_token = Some(r.expose().to_owned());
-                }
-                if tokens.scope.is_some() {
-                    t.scope = tokens.scope.clone();
-                }
+                apply(&mut stored.tokens, &tokens);
                 // Stored (and synced) before anything uses the new tokens: a crash now
                 // must not leave only the spent refresh token on disk.
-                if let Err(e) = store::save(self.file.clone(), &self.stored).await {
+                if let Err(e) = store::save(self.file.clone(), stored).await {
                     tracing::warn!(path = %self.file.display(), "could not store refreshed credentials: {e}");
                 }
+                tracing::debug!(upstream = %self.setup.server, "refreshed the access token");
                 let access = Arc::new(tokens.access);
                 self.token.send_replace(Some(access.clone()));
-                self.state.send_replace(State::LoggedIn {
-                    expires_at: tokens.expires_at,
-                });
+                self.publish_logged_in();
                 for w in self.waiting.drain(..) {
                     let _ = w.send(Ok(access.clone())); // the caller may have gone
                 }
             }
             Err(TokenError::Unreachable(why)) => {
                 // Transient: keep the tokens, try again soon; callers hear why now.
+                tracing::warn!(upstream = %self.setup.server, "refreshing the token failed, retrying in {}: {why}", humantime::format_duration(RETRY_AFTER));
                 self.retry_at = Some(Instant::now() + RETRY_AFTER);
                 for w in self.waiting.drain(..) {
                     let _ = w.send(Err(NoToken(format!("refreshing the token failed: {why}"))));
@@ -243,25 +524,296 @@ impl Credential {
         }
     }
 
+    /// The login is over: forgets the tokens (on disk too) and says why.
     fn needs_login(&mut self, why: String) {
-        tracing::warn!("a server's login ended: {why}");
-        self.stored.tokens = StoredTokens {
-            refresh_token: None,
-            ..self.stored.tokens.clone()
-        };
+        tracing::warn!(upstream = %self.setup.server, "the login ended: {why}; run `mcpd ctl login {}`", self.setup.server);
+        self.stored = None;
+        let file = self.file.clone();
+        tokio::spawn(async move {
+            if let Err(e) = store::remove(file.clone()).await {
+                tracing::warn!(path = %file.display(), "could not remove the spent credentials: {e}");
+            }
+        });
         self.token.send_replace(None);
-        self.state.send_replace(State::NeedsLogin(why.clone()));
+        self.view
+            .send_modify(|v| v.state = AuthState::NeedsLogin(why.clone()));
         for w in self.waiting.drain(..) {
             let _ = w.send(Err(NoToken(why.clone()))); // the caller may have gone
         }
     }
+
+    fn on_login(&mut self, respond_to: oneshot::Sender<Result<Url, LoginError>>) {
+        // One pending authorization: a second `ctl login` joins it, so its verifier
+        // and state are never replaced while a browser may still come back with them.
+        if let Some(p) = &self.pending {
+            let _ = respond_to.send(Ok(p.url.clone())); // the caller may have gone
+            return;
+        }
+        if self.exchanging.is_some() {
+            let _ = respond_to.send(Err(LoginError::Other(
+                "a login is completing right now; wait for it".into(),
+            )));
+            return;
+        }
+        self.starters.push(respond_to);
+        if self.preparing.is_some() {
+            return;
+        }
+        let mut wanted = self
+            .stored
+            .as_ref()
+            .map(|s| s.requested_scopes.clone())
+            .unwrap_or_default();
+        for s in &self.wanted {
+            if !wanted.contains(s) {
+                wanted.push(s.clone());
+            }
+        }
+        tracing::info!(upstream = %self.setup.server, "starting a login");
+        self.preparing =
+            Some(flow::prepare(self.setup.clone(), self.challenge.clone(), wanted).boxed());
+    }
+
+    fn on_prepared(&mut self, prepared: Result<Prepared, LoginError>) {
+        match prepared {
+            Ok(p) => {
+                let (arrived_tx, arrived) = mpsc::channel(ARRIVALS);
+                let listening = CancellationToken::new();
+                tokio::spawn(flow::serve_callback(
+                    p.listener,
+                    arrived_tx,
+                    listening.clone(),
+                ));
+                tracing::info!(upstream = %self.setup.server, issuer = %p.metadata.issuer, redirect = %p.pending.redirect_uri, "waiting for the login's redirect");
+                for s in self.starters.drain(..) {
+                    let _ = s.send(Ok(p.url.clone())); // the caller may have gone
+                }
+                self.pending = Some(PendingLogin {
+                    pending: p.pending,
+                    metadata: p.metadata,
+                    url: p.url,
+                    arrived,
+                    listening,
+                    expires: Instant::now() + LOGIN_TIMEOUT,
+                });
+                self.view.send_modify(|v| v.pending = true);
+            }
+            Err(e) => {
+                tracing::warn!(upstream = %self.setup.server, "the login could not start: {e}");
+                for s in self.starters.drain(..) {
+                    let _ = s.send(Err(e.clone())); // the caller may have gone
+                }
+                for f in self.finishers.drain(..) {
+                    let _ = f.send(Err(e.to_string())); // the caller may have gone
+                }
+            }
+        }
+    }
+
+    /// A redirect came back (to the listener or pasted): checked against the pending
+    /// login, whose code is then exchanged, once.
+    fn on_redirect(&mut self, url: Url, respond_to: oneshot::Sender<Result<(), String>>) {
+        if self.exchanging.is_some() {
+            let _ = respond_to.send(Err("this login's code is already being exchanged".into()));
+            return;
+        }
+        let Some(login) = &self.pending else {
+            let _ = respond_to.send(Err(authorize::CallbackError::UnknownState.to_string()));
+            return;
+        };
+        match authorize::callback(&login.pending, &url) {
+            Err(authorize::CallbackError::UnknownState) => {
+                // Not this login's redirect: the real one may still come.
+                let _ = respond_to.send(Err(authorize::CallbackError::UnknownState.to_string()));
+            }
+            Err(e) => {
+                tracing::warn!(upstream = %self.setup.server, "the login's redirect was refused: {e}");
+                let why = e.to_string();
+                if let Some(p) = self.pending.take() {
+                    p.listening.cancel();
+                }
+                self.view.send_modify(|v| v.pending = false);
+                let _ = respond_to.send(Err(why.clone()));
+                for f in self.finishers.drain(..) {
+                    let _ = f.send(Err(why.clone())); // the caller may have gone
+                }
+            }
+            Ok(code) => {
+                let Some(login) = self.pending.take() else {
+                    return;
+                };
+                let http = self.setup.http.clone();
+                let pending = login.pending.clone();
+                self.exchanging = Some(Exchange {
+                    future: async move { authorize::exchange(&http, &pending, &code).await }
+                        .boxed(),
+                    pending: login.pending,
+                    metadata: login.metadata,
+                    listening: login.listening,
+                    respond_to,
+                });
+            }
+        }
+    }
+
+    async fn on_exchanged(&mut self, ex: Exchange, outcome: Result<Tokens, TokenError>) {
+        self.view.send_modify(|v| v.pending = false);
+        let result = match outcome {
+            Ok(tokens) => {
+                let mut kept = StoredTokens {
+                    access_token: String::new(),
+                    expires_at: None,
+                    lifetime: None,
+                    refresh_token: None,
+                    scope: None,
+                };
+                apply(&mut kept, &tokens);
+                let stored = Stored {
+                    server_url: self.setup.url.to_string(),
+                    resource: ex.pending.resource.clone(),
+                    metadata: ex.metadata,
+                    client: StoredClient::of(&ex.pending.client),
+                    requested_scopes: ex.pending.scopes.clone(),
+                    tokens: kept,
+                };
+                if let Err(e) = store::save(self.file.clone(), &stored).await {
+                    tracing::warn!(path = %self.file.display(), "could not store the login (it works until mcpd restarts): {e}");
+                }
+                tracing::info!(upstream = %self.setup.server, issuer = %stored.metadata.issuer, "logged in");
+                self.stored = Some(stored);
+                self.retry_at = None;
+                self.wanted.clear();
+                self.challenge = None;
+                self.token.send_replace(Some(Arc::new(tokens.access)));
+                self.publish_logged_in();
+                self.view.send_modify(|v| v.more_scope.clear());
+                (self.notify)(true);
+                Ok(())
+            }
+            Err(e) => {
+                tracing::warn!(upstream = %self.setup.server, "the login failed: {e}");
+                Err(e.to_string())
+            }
+        };
+        let _ = ex.respond_to.send(result.clone()); // the browser may have gone
+        ex.listening.cancel();
+        for f in self.finishers.drain(..) {
+            let _ = f.send(result.clone()); // the caller may have gone
+        }
+    }
+
+    fn expire_login(&mut self) {
+        if let Some(p) = self.pending.take() {
+            p.listening.cancel();
+            let why = LoginError::Expired(humantime::format_duration(LOGIN_TIMEOUT).to_string())
+                .to_string();
+            tracing::info!(upstream = %self.setup.server, "{why}");
+            self.view.send_modify(|v| v.pending = false);
+            for f in self.finishers.drain(..) {
+                let _ = f.send(Err(why.clone())); // the caller may have gone
+            }
+        }
+    }
+
+    fn logout(&mut self, respond_to: oneshot::Sender<Result<String, String>>) {
+        if let Some(p) = self.pending.take() {
+            p.listening.cancel();
+        }
+        for f in self.finishers.drain(..) {
+            let _ = f.send(Err("logged out".into())); // the caller may have gone
+        }
+        let stored = self.stored.take();
+        self.refreshing = None;
+        self.retry_at = None;
+        self.token.send_replace(None);
+        self.view.send_modify(|v| {
+            v.state = AuthState::NeedsLogin("logged out with `mcpd ctl logout`".into());
+            v.pending = false;
+            v.issuer = None;
+            v.scopes = None;
+        });
+        for w in self.waiting.drain(..) {
+            let _ = w.send(Err(NoToken("logged out".into()))); // the caller may have gone
+        }
+        (self.notify)(false);
+        let file = self.file.clone();
+        let http = self.setup.http.clone();
+        let server = self.setup.server.clone();
+        tokio::spawn(async move {
+            let removed = store::remove(file).await;
+            let revoked = match &stored {
+                Some(s) => revoke(&http, s).await,
+                None => "no login was stored".to_owned(),
+            };
+            tracing::info!(upstream = %server, "logged out: {revoked}");
+            let answer = match removed {
+                Ok(()) => Ok(revoked),
+                Err(e) => Err(format!("could not remove the stored login: {e}")),
+            };
+            let _ = respond_to.send(answer); // the caller may have gone
+        });
+    }
 }
 
-async fn poll(
-    f: &mut Option<BoxFuture<'static, Result<Tokens, TokenError>>>,
-) -> Result<Tokens, TokenError> {
+/// Revokes a stored login's tokens where the server offers it (RFC 7009): the refresh
+/// token first, which also ends its access tokens at most servers. Says what happened.
+async fn revoke(http: &reqwest::Client, s: &Stored) -> String {
+    let Some(endpoint) = &s.metadata.revocation_endpoint else {
+        return "the authorization server offers no revocation; the tokens were forgotten".into();
+    };
+    let client = s.client.client();
+    let mut outcome = Vec::new();
+    if let Some(r) = &s.tokens.refresh_token {
+        let secret = Secret::new(r.clone());
+        outcome.push(
+            authorize::revoke(http, endpoint, &client, &secret, "refresh_token")
+                .await
+                .map_err(|e| e.to_string()),
+        );
+    }
+    let access = Secret::new(s.tokens.access_token.clone());
+    outcome.push(
+        authorize::revoke(http, endpoint, &client, &access, "access_token")
+            .await
+            .map_err(|e| e.to_string()),
+    );
+    match outcome.into_iter().find_map(Result::err) {
+        None => "the tokens were revoked".into(),
+        Some(e) => format!("revoking the tokens failed ({e}); they were forgotten"),
+    }
+}
+
+/// Puts what a token answer says into the kept tokens. A rotated refresh token replaces
+/// the old one; without one, the old one stays.
+fn apply(t: &mut StoredTokens, tokens: &Tokens) {
+    t.access_token = tokens.access.expose().to_owned();
+    t.expires_at = tokens.expires_at.map(store::epoch_secs);
+    t.lifetime = tokens.lifetime.map(|d| d.as_secs());
+    if let Some(r) = &tokens.refresh {
+        t.refresh_token = Some(r.expose().to_owned());
+    }
+    if tokens.scope.is_some() {
+        t.scope = tokens.scope.clone();
+    }
+}
+
+async fn poll<T>(f: &mut Option<BoxFuture<'static, T>>) -> T {
     match f {
         Some(f) => f.await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn exchanged(ex: &mut Option<Exchange>) -> Result<Tokens, TokenError> {
+    match ex {
+        Some(ex) => (&mut ex.future).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn arrival(p: &mut Option<PendingLogin>) -> Option<Arrived> {
+    match p {
+        Some(p) => p.arrived.recv().await,
         None => std::future::pending().await,
     }
 }
@@ -317,8 +869,11 @@ mod tests {
         url
     }
 
+    const SERVER: &str = "http://127.0.0.1:9/mcp";
+
     fn stored(token_endpoint: String, lifetime: u64) -> Stored {
         Stored {
+            server_url: SERVER.into(),
             resource: "http://127.0.0.1/mcp".into(),
             metadata: ServerMetadata {
                 issuer: "http://127.0.0.1".into(),
@@ -347,6 +902,20 @@ mod tests {
         reqwest::Client::new()
     }
 
+    /// A credential whose store holds `stored`, as after a login.
+    async fn spawn(stored: Stored, file: PathBuf) -> CredentialHandle {
+        store::save(file.clone(), &stored).await.unwrap();
+        let setup = Arc::new(Setup {
+            server: "x".into(),
+            url: Url::parse(SERVER).unwrap(),
+            oauth: crate::config::OAuthConfig::default(),
+            http: http(),
+        });
+        let cred = CredentialHandle::spawn(setup, file, Box::new(|_| {}));
+        assert!(cred.current().await.is_some(), "the stored login is used");
+        cred
+    }
+
     #[tokio::test]
     async fn many_refused_callers_share_one_refresh_and_the_rotated_token_is_stored_first() {
         let endpoint = Arc::new(Mutex::new(Endpoint {
@@ -357,13 +926,13 @@ mod tests {
         let url = serve(endpoint.clone()).await;
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("credentials/x.json");
-        let cred = CredentialHandle::spawn(http(), stored(url, 3600), file.clone());
+        let cred = spawn(stored(url, 3600), file.clone()).await;
         let old = cred.token().unwrap();
         let calls: Vec<_> = (0..16)
             .map(|_| {
                 let cred = cred.clone();
                 let old = old.clone();
-                tokio::spawn(async move { cred.refused(old).await })
+                tokio::spawn(async move { cred.refused(Some(old), None).await })
             })
             .collect();
         for c in calls {
@@ -374,7 +943,7 @@ mod tests {
         assert_eq!(kept.tokens.refresh_token.as_deref(), Some("r1"));
         assert_eq!(cred.token().unwrap().expose(), "a1");
         // A caller still holding the old token gets the new one without a refresh.
-        assert_eq!(cred.refused(old).await.unwrap().expose(), "a1");
+        assert_eq!(cred.refused(Some(old), None).await.unwrap().expose(), "a1");
         assert_eq!(endpoint.lock().unwrap().refreshes, 1);
     }
 
@@ -387,13 +956,13 @@ mod tests {
         }));
         let url = serve(endpoint.clone()).await;
         let dir = tempfile::tempdir().unwrap();
-        let cred = CredentialHandle::spawn(http(), stored(url, 2), dir.path().join("x.json"));
+        let cred = spawn(stored(url, 2), dir.path().join("x.json")).await;
         let deadline = Instant::now() + Duration::from_secs(10);
         while endpoint.lock().unwrap().refreshes < 2 {
             assert!(Instant::now() < deadline, "refreshed ahead of expiry");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        assert!(matches!(cred.state(), State::LoggedIn { .. }));
+        assert!(matches!(cred.view().state, AuthState::LoggedIn { .. }));
         // The server forgets the token family: the next refresh is refused for good.
         endpoint.lock().unwrap().current = "gone".into();
         // A refresh ahead of expiry that the server answered before it forgot may still
@@ -401,7 +970,7 @@ mod tests {
         // Either way, the first refused refresh is final.
         let mut successes = 0;
         while let Some(current) = cred.token() {
-            match cred.refused(current).await {
+            match cred.refused(Some(current), None).await {
                 Ok(_) => successes += 1,
                 Err(e) => {
                     assert!(e.0.contains("invalid_grant"), "{e}");
@@ -414,12 +983,13 @@ mod tests {
             );
         }
         assert!(
-            matches!(cred.state(), State::NeedsLogin(ref why) if why.contains("invalid_grant"))
+            cred.needs_login()
+                .is_some_and(|why| why.contains("invalid_grant"))
         );
         assert!(cred.token().is_none());
         let refreshes = endpoint.lock().unwrap().refreshes;
         assert!(
-            cred.refused(Arc::new(Secret::new("x".into())))
+            cred.refused(Some(Arc::new(Secret::new("x".into()))), None)
                 .await
                 .is_err()
         );

@@ -9,6 +9,7 @@ pub mod authorize;
 pub mod challenge;
 pub mod credential;
 pub mod discovery;
+pub mod flow;
 pub mod registration;
 pub mod store;
 pub mod wellknown;

@@ -11,6 +11,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// can read (OAuth 2.1 §7.1); nothing else ever prints them.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Stored {
+    /// The server's configured URL when it logged in: a login is used only for that URL.
+    #[serde(default)]
+    pub server_url: String,
     /// The resource the tokens are for (the server's URL, as authorized).
     pub resource: String,
     /// The authorization server's metadata, so a refresh goes to the right host after a
@@ -136,6 +139,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = path(dir.path(), "remote");
         let stored = Stored {
+            server_url: "https://mcp.example.com/mcp".into(),
             resource: "https://mcp.example.com/mcp".into(),
             metadata: ServerMetadata {
                 issuer: "https://auth.example.com".into(),

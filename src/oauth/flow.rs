@@ -1,0 +1,277 @@
+//! The steps of one login before the browser: discovery, the scopes to ask for, the loopback listener for the redirect, registration, and the authorization URL; and the listener itself.
+
+use super::authorize::{self, Pending};
+use super::challenge::Bearer;
+use super::discovery::{self, DiscoveryError, ServerMetadata};
+use super::registration::{self, Configured, RegistrationError};
+use crate::config::OAuthConfig;
+use reqwest::Url;
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// What a login needs to know about its server, fixed by the config.
+#[derive(Debug)]
+pub struct Setup {
+    pub server: String,
+    /// The server's configured URL.
+    pub url: Url,
+    pub oauth: OAuthConfig,
+    /// For metadata, registration and token requests: never carries a server credential.
+    pub http: reqwest::Client,
+}
+
+/// Why a login could not start or finish.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LoginError {
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+    #[error(transparent)]
+    Registration(#[from] RegistrationError),
+    #[error("cannot listen for the redirect on {addr}: {why}; set another redirect_port, or none")]
+    Listen { addr: String, why: String },
+    #[error("the authorization endpoint {0:?} is not a URL")]
+    BadEndpoint(String),
+    #[error(transparent)]
+    Callback(#[from] authorize::CallbackError),
+    #[error("{0}")]
+    Token(String),
+    #[error("the login was not completed within {0}; run `mcpd ctl login` again")]
+    Expired(String),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A login ready for the browser.
+pub struct Prepared {
+    /// The URL the user opens.
+    pub url: Url,
+    pub pending: Pending,
+    pub metadata: ServerMetadata,
+    /// The bound loopback listener the redirect comes to.
+    pub listener: tokio::net::TcpListener,
+}
+
+/// Discovers the server's authorization server, binds the loopback listener, registers
+/// (or uses the configured client) and builds the authorization URL.
+///
+/// `challenge` is the server's last `WWW-Authenticate`, `wanted` the scopes a step-up
+/// asked for on top of those granted before.
+pub async fn prepare(
+    setup: Arc<Setup>,
+    challenge: Option<Bearer>,
+    wanted: Vec<String>,
+) -> Result<Prepared, LoginError> {
+    let http = &setup.http;
+    let prm = discovery::resource_metadata(http, &setup.url, challenge.as_ref()).await?;
+    let (metadata, resource, supported) = match &prm {
+        Some(prm) => {
+            // RFC 9728 §7.6: choosing among several is the client's job; the first is
+            // the one the server lists first.
+            let issuer = prm
+                .authorization_servers
+                .first()
+                .ok_or(DiscoveryError::NoAuthorizationServer)?;
+            let meta = discovery::server_metadata(http, issuer).await?;
+            (meta, prm.resource.clone(), prm.scopes_supported.clone())
+        }
+        None => {
+            let meta = discovery::origin_server(http, &setup.url).await?;
+            (meta, resource_of(&setup.url), Vec::new())
+        }
+    };
+    let scopes = scopes(
+        &setup.oauth,
+        challenge.as_ref(),
+        &supported,
+        &wanted,
+        &metadata,
+    );
+    let port = setup.oauth.redirect_port.unwrap_or(0);
+    let addr = format!("127.0.0.1:{port}");
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(|e| LoginError::Listen {
+            addr: addr.clone(),
+            why: e.to_string(),
+        })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| LoginError::Listen {
+            addr,
+            why: e.to_string(),
+        })?
+        .port();
+    let redirect_uri = format!("http://127.0.0.1:{bound}/callback");
+    let configured = Configured {
+        client_id: setup.oauth.client_id.clone(),
+        client_secret: setup.oauth.client_secret.clone(),
+        metadata_url: setup.oauth.client_metadata_url.clone(),
+    };
+    let client =
+        registration::register(http, &setup.server, &metadata, &configured, &redirect_uri).await?;
+    let (url, pending) = authorize::start(&metadata, client, &redirect_uri, &resource, &scopes)
+        .ok_or_else(|| LoginError::BadEndpoint(metadata.authorization_endpoint.clone()))?;
+    Ok(Prepared {
+        url,
+        pending,
+        metadata,
+        listener,
+    })
+}
+
+/// The resource of a server without protected resource metadata: its URL without a
+/// fragment (RFC 8707 §2).
+fn resource_of(url: &Url) -> String {
+    let mut u = url.clone();
+    u.set_fragment(None);
+    u.to_string()
+}
+
+/// The scopes to ask for, in the 2026-07-28 priority: the challenge's, else the
+/// resource's `scopes_supported`, else none; then the configured ones and those a step-up
+/// asked for, and `offline_access` when the authorization server offers it.
+fn scopes(
+    cfg: &OAuthConfig,
+    challenge: Option<&Bearer>,
+    supported: &[String],
+    wanted: &[String],
+    meta: &ServerMetadata,
+) -> Vec<String> {
+    let from_challenge = challenge.map(Bearer::scopes).unwrap_or_default();
+    let base = if from_challenge.is_empty() {
+        supported.to_vec()
+    } else {
+        from_challenge
+    };
+    let mut out: Vec<String> = Vec::new();
+    for s in base.iter().chain(&cfg.scopes).chain(wanted) {
+        if !out.contains(s) {
+            out.push(s.clone());
+        }
+    }
+    let offline = "offline_access".to_owned();
+    if !out.is_empty() && meta.scopes_supported.contains(&offline) && !out.contains(&offline) {
+        out.push(offline);
+    }
+    out
+}
+
+/// A redirect that reached the listener, for the credential's owner to check.
+pub struct Arrived {
+    pub url: Url,
+    pub respond_to: oneshot::Sender<Result<(), String>>,
+}
+
+/// Serves the loopback listener until `cancel` fires: each `GET /callback?…` is handed
+/// over, and the browser is told how it went. Anything else gets 404.
+pub async fn serve_callback(
+    listener: tokio::net::TcpListener,
+    arrived: mpsc::Sender<Arrived>,
+    cancel: CancellationToken,
+) {
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    let app = axum::Router::new().route(
+        "/callback",
+        axum::routing::get(move |uri: axum::http::Uri| {
+            let arrived = arrived.clone();
+            async move { on_callback(uri, port, arrived).await }
+        }),
+    );
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(cancel.cancelled_owned())
+        .await;
+    if let Err(e) = served {
+        tracing::warn!("the login's redirect listener failed: {e}");
+    }
+}
+
+async fn on_callback(
+    uri: axum::http::Uri,
+    port: u16,
+    arrived: mpsc::Sender<Arrived>,
+) -> (axum::http::StatusCode, axum::response::Html<String>) {
+    use axum::http::StatusCode;
+    let page = |status: StatusCode, text: &str| {
+        let escaped = text
+            .replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;");
+        (
+            status,
+            axum::response::Html(format!(
+                "<!doctype html><meta charset=utf-8><title>mcpd login</title><p>{escaped}</p>"
+            )),
+        )
+    };
+    let Ok(url) = Url::parse(&format!("http://127.0.0.1:{port}{uri}")) else {
+        return page(
+            StatusCode::BAD_REQUEST,
+            "That is not a redirect mcpd can read.",
+        );
+    };
+    let (respond_to, rx) = oneshot::channel();
+    if arrived.send(Arrived { url, respond_to }).await.is_err() {
+        return page(
+            StatusCode::GONE,
+            "This login is over; run `mcpd ctl login` again.",
+        );
+    }
+    match rx.await {
+        Ok(Ok(())) => page(
+            StatusCode::OK,
+            "mcpd is logged in. You can close this window.",
+        ),
+        Ok(Err(why)) => page(
+            StatusCode::BAD_REQUEST,
+            &format!("mcpd could not log in: {why}"),
+        ),
+        Err(_) => page(
+            StatusCode::GONE,
+            "This login is over; run `mcpd ctl login` again.",
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(offline: bool) -> ServerMetadata {
+        ServerMetadata {
+            scopes_supported: if offline {
+                vec!["mcp:basic".into(), "offline_access".into()]
+            } else {
+                Vec::new()
+            },
+            ..ServerMetadata::default()
+        }
+    }
+
+    fn bearer(scope: Option<&str>) -> Bearer {
+        Bearer {
+            scope: scope.map(str::to_owned),
+            ..Bearer::default()
+        }
+    }
+
+    #[test]
+    fn scopes_follow_the_challenge_then_the_resource_and_add_offline_access_when_offered() {
+        let cfg = OAuthConfig::default();
+        let supported = vec!["mcp:basic".to_owned(), "mcp:read".to_owned()];
+        let c = bearer(Some("mcp:basic"));
+        assert_eq!(
+            scopes(&cfg, Some(&c), &supported, &[], &meta(false)),
+            ["mcp:basic"]
+        );
+        assert_eq!(
+            scopes(&cfg, None, &supported, &[], &meta(false)),
+            ["mcp:basic", "mcp:read"]
+        );
+        assert!(scopes(&cfg, None, &[], &[], &meta(true)).is_empty());
+        assert_eq!(
+            scopes(&cfg, Some(&c), &[], &["mcp:write".into()], &meta(true)),
+            ["mcp:basic", "mcp:write", "offline_access"]
+        );
+    }
+}
