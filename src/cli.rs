@@ -143,6 +143,21 @@ pub enum CtlCommand {
     Stop { name: String },
     /// Start a stopped or failed server
     Start { name: String },
+    /// Log in to a remote server that needs OAuth: prints the authorization URL, opens it
+    /// in a browser when there is a display, and waits until the daemon has the tokens
+    /// (exit 0) or the login failed (exit 1, with the reason)
+    Login {
+        name: String,
+        /// Do not open a browser; only print the URL
+        #[arg(long)]
+        no_browser: bool,
+        /// For hosts the browser cannot reach (SSH, WSL, containers): paste the URL the
+        /// browser was redirected to (http://127.0.0.1:PORT/callback?…) on stdin
+        #[arg(long)]
+        paste: bool,
+    },
+    /// Forget a remote server's OAuth login (revoking its tokens where the server offers it)
+    Logout { name: String },
     /// Print the HTTP listener's bearer token (and, with --url, its URL) for HTTP clients
     HttpToken {
         /// Also print the URL, as `URL TOKEN`

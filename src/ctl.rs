@@ -39,6 +39,8 @@ pub enum CtlError {
     Unexpected(String),
     #[error("the tool reported an error")]
     ToolError,
+    #[error("the login failed: {0}")]
+    LoginFailed(String),
     #[error("the new configuration was rejected; the previous one stays in force:\n{0}")]
     Rejected(String),
 }
@@ -159,7 +161,7 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
     }
     writeln!(
         out,
-        "\n{:<20} {:<9} {:<15} {:<7} {:<11} {:>8} {:>6} {:>9} {:>8} {:>8}",
+        "\n{:<20} {:<11} {:<15} {:<7} {:<11} {:>8} {:>6} {:>9} {:>8} {:>8}",
         "SERVER",
         "STATE",
         "TRANSPORT",
@@ -200,6 +202,9 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
         if let Some(t) = s.next_retry_secs {
             notes.push(format!("next retry in {}", human_secs(Some(t))));
         }
+        if let Some(a) = &s.auth {
+            notes.extend(auth_note(&s.name, a));
+        }
         if let Some(e) = &s.last_error {
             notes.push(format!("last error: {e}"));
         }
@@ -235,6 +240,54 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
     Ok(())
 }
 
+/// The auth lines of a server's status: its login, never a token.
+fn auth_note(name: &str, a: &crate::oauth::credential::AuthView) -> Vec<String> {
+    use crate::oauth::credential::AuthState;
+    let mut notes = Vec::new();
+    let mut about = Vec::new();
+    if let Some(i) = &a.issuer {
+        about.push(format!("issuer {i}"));
+    }
+    if let Some(s) = a.scopes.as_deref().filter(|s| !s.is_empty()) {
+        about.push(format!("scopes {s}"));
+    }
+    let about = if about.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", about.join(", "))
+    };
+    match &a.state {
+        AuthState::None => {}
+        AuthState::LoggedIn { expires_at } => {
+            let left = expires_at.map(|t| {
+                let now = crate::oauth::store::epoch_secs(std::time::SystemTime::now());
+                t.saturating_sub(now)
+            });
+            let when = match left {
+                None => "no expiry given".to_owned(),
+                Some(0) => "expired; refreshed on next use".to_owned(),
+                Some(s) => format!("expires in {}", human_secs(Some(s as f64))),
+            };
+            notes.push(format!("auth: logged in ({when}){about}"));
+        }
+        AuthState::NeedsLogin(why) => {
+            notes.push(format!(
+                "auth: needs-login ({why}): run `mcpd ctl login {name}`"
+            ));
+        }
+    }
+    if a.pending {
+        notes.push("auth: login pending (waiting for the browser's redirect)".into());
+    }
+    if !a.more_scope.is_empty() {
+        notes.push(format!(
+            "auth: the server asked for more scope ({}): run `mcpd ctl login {name}`",
+            a.more_scope.join(" ")
+        ));
+    }
+    notes
+}
+
 fn human_secs(secs: Option<f64>) -> String {
     match secs {
         None => "-".into(),
@@ -258,10 +311,10 @@ fn refusal(line: &str) -> Option<CtlError> {
     })
 }
 
-/// The state column, padded to 9 columns, coloured when `colour` is on.
+/// The state column, padded to 11 columns, coloured when `colour` is on.
 fn paint(text: &str, state: crate::supervisor::ServerState, colour: bool) -> String {
     use crate::supervisor::ServerState as S;
-    let padded = format!("{text:<9}");
+    let padded = format!("{text:<11}");
     if !colour {
         return padded;
     }
@@ -271,6 +324,7 @@ fn paint(text: &str, state: crate::supervisor::ServerState, colour: bool) -> Str
         S::Backoff => "33",
         S::Failed => "31",
         S::Stopped => "2",
+        S::NeedsLogin => "35",
     };
     format!("\x1b[{code}m{padded}\x1b[0m")
 }
@@ -585,5 +639,105 @@ pub async fn metrics(socket: &Path) -> Result<(), CtlError> {
     let result = request(socket, "mcpd/metrics", None).await?;
     let mut out = std::io::stdout().lock();
     write!(out, "{}", at(&result, "text").as_str().unwrap_or(""))?;
+    Ok(())
+}
+
+/// How long `ctl login` waits for the daemon to start a login (discovery, registration).
+const LOGIN_START: Duration = Duration::from_secs(90);
+/// How long `ctl login` waits for the browser (the daemon's own limit is 10 minutes).
+const LOGIN_WAIT: Duration = Duration::from_secs(11 * 60);
+
+/// `mcpd ctl login NAME`: the daemon starts (or joins) the server's one pending login;
+/// this prints its URL, opens it, and waits for the daemon to report how it ended.
+pub async fn login(socket: &Path, name: &str, browser: bool, paste: bool) -> Result<(), CtlError> {
+    let params = json!({ "name": name });
+    let failed = |e: CtlError| match e {
+        CtlError::Rpc { message, .. } => CtlError::LoginFailed(message),
+        e => e,
+    };
+    let started = request_within(socket, "mcpd/login", Some(params.clone()), LOGIN_START)
+        .await
+        .map_err(failed)?;
+    let Some(url) = at(&started, "url").as_str() else {
+        return Err(CtlError::Unexpected(started.to_string()));
+    };
+    eprintln!("To log in to {name}, open this URL in a browser:");
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{url}")?;
+        out.flush()?;
+    }
+    if browser && !paste {
+        open_browser(url);
+    }
+    if paste {
+        eprintln!(
+            "Then paste the address the browser was sent to (it starts with http://127.0.0.1:…/callback) and press Enter:"
+        );
+        let mut line = String::new();
+        let mut stdin = BufReader::new(tokio::io::stdin());
+        // Waits for the paste, or for the redirect reaching the daemon by itself.
+        let wait = request_within(socket, "mcpd/login/wait", Some(params.clone()), LOGIN_WAIT);
+        tokio::select! {
+            read = stdin.read_line(&mut line) => {
+                read?;
+                let pasted = line.trim();
+                if pasted.is_empty() {
+                    return Err(CtlError::LoginFailed("nothing was pasted".into()));
+                }
+                let p = json!({ "name": name, "url": pasted });
+                request_within(socket, "mcpd/login/redirect", Some(p), LOGIN_START)
+                    .await
+                    .map_err(failed)?;
+            }
+            r = wait => { r.map_err(failed)?; }
+        }
+    } else {
+        request_within(socket, "mcpd/login/wait", Some(params), LOGIN_WAIT)
+            .await
+            .map_err(failed)?;
+    }
+    eprintln!("logged in to {name}");
+    Ok(())
+}
+
+/// Opens a URL with `xdg-open` when there is a display; says so when it cannot.
+fn open_browser(url: &str) {
+    let display = ["DISPLAY", "WAYLAND_DISPLAY"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()));
+    if !display {
+        eprintln!(
+            "(no display here: open it on any machine, or use --paste if this host's loopback is out of the browser's reach)"
+        );
+        return;
+    }
+    // The URL is one argument, never a shell word.
+    let spawned = std::process::Command::new("xdg-open")
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    match spawned {
+        Ok(mut child) => {
+            // xdg-open returns at once; reaped off the async runtime.
+            std::thread::spawn(move || child.wait());
+        }
+        Err(e) => eprintln!("(could not open a browser: {e}; open the URL yourself)"),
+    }
+}
+
+/// `mcpd ctl logout NAME`.
+pub async fn logout(socket: &Path, name: &str) -> Result<(), CtlError> {
+    let r = request_within(
+        socket,
+        "mcpd/logout",
+        Some(json!({ "name": name })),
+        LOGIN_START,
+    )
+    .await?;
+    let what = at(&r, "revocation").as_str().unwrap_or("");
+    eprintln!("logged out of {name}: {what}");
     Ok(())
 }

@@ -25,6 +25,8 @@ pub mod mcpd_code {
     pub const SERVER_HTTP_ERROR: i64 = -32017;
     /// The connecting user may not use this daemon, or may not control it.
     pub const ACCESS_DENIED: i64 = -32018;
+    /// The server needs an OAuth login (`mcpd ctl login SERVER`), or more scope.
+    pub const NEEDS_LOGIN: i64 = -32019;
 }
 
 /// Why a request from an agent could not be served. Named by cause, so an agent is never
@@ -100,6 +102,7 @@ fn upstream_message(server: &str, method: &str, e: &UpstreamError) -> String {
         UpstreamError::Unreachable(why) => {
             format!("server '{server}' cannot be reached ({why}); mcpd keeps retrying with backoff")
         }
+        UpstreamError::NeedsLogin(why) => format!("server '{server}' refused {method}: {why}"),
     }
 }
 
@@ -126,6 +129,7 @@ impl AgentError {
                     UpstreamError::Http { .. } => mcpd_code::SERVER_HTTP_ERROR,
                     UpstreamError::NoResponse { .. } => mcpd_code::SERVER_EXITED,
                     UpstreamError::Unreachable(_) => mcpd_code::SERVER_UNAVAILABLE,
+                    UpstreamError::NeedsLogin(_) => mcpd_code::NEEDS_LOGIN,
                 };
                 ErrorObject::new(code, message).with_data(json!({ "server": server }))
             }

@@ -97,6 +97,12 @@ async fn dispatch(command: Command) -> ExitCode {
                         return ExitCode::from(exit::USAGE);
                     }
                 },
+                CtlCommand::Login {
+                    name,
+                    no_browser,
+                    paste,
+                } => ctl::login(&socket, &name, !no_browser, paste).await,
+                CtlCommand::Logout { name } => ctl::logout(&socket, &name).await,
                 CtlCommand::Restart { name } => ctl::control(&socket, "mcpd/restart", &name).await,
                 CtlCommand::Stop { name } => ctl::control(&socket, "mcpd/stop", &name).await,
                 CtlCommand::Start { name } => ctl::control(&socket, "mcpd/start", &name).await,

@@ -145,6 +145,10 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
         "mcpd/restart" => control(req, ctx, Action::Restart),
         "mcpd/stop" => control(req, ctx, Action::Stop),
         "mcpd/start" => control(req, ctx, Action::Start),
+        super::login::LOGIN
+        | super::login::WAIT
+        | super::login::REDIRECT
+        | super::login::LOGOUT => super::login::handle(req, ctx),
         other => {
             let e = AgentError::UnknownMethod(other.to_owned());
             error(&req.id, e)

@@ -6,6 +6,7 @@ mod conn;
 mod handlers;
 pub mod http;
 pub mod listener;
+mod login;
 mod modern;
 pub mod registry;
 mod surface;

@@ -90,6 +90,8 @@ enum Msg {
     Logout {
         respond_to: oneshot::Sender<Result<String, String>>,
     },
+    /// The server refused a token that was just renewed: the login is over.
+    Spent { token: Arc<Secret>, why: String },
 }
 
 /// The cloneable way to a server's login.
@@ -111,7 +113,8 @@ impl std::fmt::Debug for CredentialHandle {
 impl CredentialHandle {
     /// Starts the owner of a server's login, which reads `file` (the stored login, if
     /// any) first and writes every change to it.
-    pub fn spawn(setup: Arc<Setup>, file: PathBuf, notify: Notify) -> CredentialHandle {
+    /// Without a file (no state directory), a login lasts until mcpd stops.
+    pub fn spawn(setup: Arc<Setup>, file: Option<PathBuf>, notify: Notify) -> CredentialHandle {
         let (tx, rx) = mpsc::channel(64);
         let (token_tx, token) = watch::channel(None);
         let (view_tx, view) = watch::channel(AuthView {
@@ -197,6 +200,14 @@ impl CredentialHandle {
         let _ = self.tx.send(Msg::Insufficient { challenge }).await;
     }
 
+    /// The server refused even a renewed `token`: unless a newer one has come since, the
+    /// login is over.
+    pub async fn spent(&self, token: Arc<Secret>, why: &str) {
+        let why = why.to_owned();
+        // If the actor is gone, so is the login.
+        let _ = self.tx.send(Msg::Spent { token, why }).await;
+    }
+
     /// Starts a login (or joins the one pending): the URL to open.
     pub async fn login(&self) -> Result<Url, LoginError> {
         let asked = crate::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Login {
@@ -261,7 +272,7 @@ struct Exchange {
 
 struct Credential {
     setup: Arc<Setup>,
-    file: PathBuf,
+    file: Option<PathBuf>,
     notify: Notify,
     rx: mpsc::Receiver<Msg>,
     stored: Option<Stored>,
@@ -326,7 +337,10 @@ impl Credential {
 
     /// Reads the stored login, if it is this server's.
     async fn load(&mut self) {
-        let Some(stored) = store::load(self.file.clone()).await else {
+        let Some(file) = self.file.clone() else {
+            return;
+        };
+        let Some(stored) = store::load(file).await else {
             return;
         };
         if stored.server_url != self.setup.url.as_str() {
@@ -392,6 +406,12 @@ impl Credential {
                 }
             }
             Msg::Logout { respond_to } => self.logout(respond_to),
+            Msg::Spent { token, why } => {
+                let current = self.token.borrow().clone();
+                if current.is_some_and(|c| c.expose() == token.expose()) {
+                    self.needs_login(why);
+                }
+            }
         }
     }
 
@@ -501,8 +521,10 @@ impl Credential {
                 apply(&mut stored.tokens, &tokens);
                 // Stored (and synced) before anything uses the new tokens: a crash now
                 // must not leave only the spent refresh token on disk.
-                if let Err(e) = store::save(self.file.clone(), stored).await {
-                    tracing::warn!(path = %self.file.display(), "could not store refreshed credentials: {e}");
+                if let Some(file) = &self.file
+                    && let Err(e) = store::save(file.clone(), stored).await
+                {
+                    tracing::warn!(path = %file.display(), "could not store refreshed credentials: {e}");
                 }
                 tracing::debug!(upstream = %self.setup.server, "refreshed the access token");
                 let access = Arc::new(tokens.access);
@@ -528,12 +550,13 @@ impl Credential {
     fn needs_login(&mut self, why: String) {
         tracing::warn!(upstream = %self.setup.server, "the login ended: {why}; run `mcpd ctl login {}`", self.setup.server);
         self.stored = None;
-        let file = self.file.clone();
-        tokio::spawn(async move {
-            if let Err(e) = store::remove(file.clone()).await {
-                tracing::warn!(path = %file.display(), "could not remove the spent credentials: {e}");
-            }
-        });
+        if let Some(file) = self.file.clone() {
+            tokio::spawn(async move {
+                if let Err(e) = store::remove(file.clone()).await {
+                    tracing::warn!(path = %file.display(), "could not remove the spent credentials: {e}");
+                }
+            });
+        }
         self.token.send_replace(None);
         self.view
             .send_modify(|v| v.state = AuthState::NeedsLogin(why.clone()));
@@ -676,8 +699,10 @@ impl Credential {
                     requested_scopes: ex.pending.scopes.clone(),
                     tokens: kept,
                 };
-                if let Err(e) = store::save(self.file.clone(), &stored).await {
-                    tracing::warn!(path = %self.file.display(), "could not store the login (it works until mcpd restarts): {e}");
+                if let Some(file) = &self.file
+                    && let Err(e) = store::save(file.clone(), &stored).await
+                {
+                    tracing::warn!(path = %file.display(), "could not store the login (it works until mcpd restarts): {e}");
                 }
                 tracing::info!(upstream = %self.setup.server, issuer = %stored.metadata.issuer, "logged in");
                 self.stored = Some(stored);
@@ -740,7 +765,10 @@ impl Credential {
         let http = self.setup.http.clone();
         let server = self.setup.server.clone();
         tokio::spawn(async move {
-            let removed = store::remove(file).await;
+            let removed = match file {
+                Some(f) => store::remove(f).await,
+                None => Ok(()),
+            };
             let revoked = match &stored {
                 Some(s) => revoke(&http, s).await,
                 None => "no login was stored".to_owned(),
@@ -911,7 +939,7 @@ mod tests {
             oauth: crate::config::OAuthConfig::default(),
             http: http(),
         });
-        let cred = CredentialHandle::spawn(setup, file, Box::new(|_| {}));
+        let cred = CredentialHandle::spawn(setup, Some(file), Box::new(|_| {}));
         assert!(cred.current().await.is_some(), "the stored login is used");
         cred
     }

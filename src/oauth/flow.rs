@@ -34,8 +34,6 @@ pub enum LoginError {
     BadEndpoint(String),
     #[error(transparent)]
     Callback(#[from] authorize::CallbackError),
-    #[error("{0}")]
-    Token(String),
     #[error("the login was not completed within {0}; run `mcpd ctl login` again")]
     Expired(String),
     #[error("{0}")]

@@ -1,9 +1,4 @@
-//! OAuth 2.1 for remote servers (MCP authorization, 2025-06-18 … 2026-07-28), the client side. So far the pure parts: reading challenges and finding metadata.
-//!
-//! The login flow (`mcpd ctl login`), registration, tokens and refresh build on these;
-//! until they are wired to the remote transports, nothing outside the unit tests calls
-//! this module.
-#![allow(dead_code, reason = "the login flow that uses it is not wired yet")]
+//! OAuth 2.1 for remote servers (MCP authorization, 2025-06-18 … 2026-07-28), the client side: challenges, discovery, registration, the authorization code grant, the credential store, and the actor that owns each server's login.
 
 pub mod authorize;
 pub mod challenge;

@@ -58,6 +58,10 @@ pub enum Availability {
     PerAgent {
         wait: std::time::Duration,
     },
+    /// A remote server waiting for `mcpd ctl login`; the reason says so.
+    NeedsLogin {
+        reason: String,
+    },
 }
 
 impl Availability {
@@ -85,6 +89,7 @@ impl Availability {
             }
             Availability::Idle { .. } => "idle and could not be started".into(),
             Availability::PerAgent { .. } => "run per agent".into(),
+            Availability::NeedsLogin { reason } => reason.clone(),
         }
     }
 }

@@ -52,6 +52,7 @@ impl Supervisor {
                 slot.last_error = Some(error);
                 self.publish();
             }
+            ConnectionEvent::Login { server, logged_in } => self.on_login(&server, logged_in),
             ConnectionEvent::Idle { server, instance } => {
                 let Some(slot) = self.current(&server, instance) else {
                     return;

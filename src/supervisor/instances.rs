@@ -40,7 +40,9 @@ impl Supervisor {
         if !self.slots.contains_key(&key) {
             let mut cfg = template.cfg.clone();
             cfg.name = key.to_string();
+            let login = template.login.clone();
             let mut slot = Slot::new(cfg);
+            slot.login = login;
             slot.owner = Some(Owner {
                 template: Arc::from(server),
                 agent,

@@ -39,7 +39,11 @@ impl Supervisor {
         if let Some(e) = &exit.error {
             slot.last_error = Some(e.clone());
         }
-        match slot.after_exit {
+        let after = slot.after_exit;
+        match after {
+            // A server whose login is over waits for `mcpd ctl login`, not a retry.
+            AfterExit::Recover | AfterExit::Restart
+                if super::login::park_if_logged_out(slot, name) => {}
             AfterExit::Stay => slot.state = ServerState::Stopped,
             AfterExit::Idle => {
                 tracing::info!(upstream = %name, "stopped while idle; the next call starts it");

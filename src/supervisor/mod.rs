@@ -10,6 +10,7 @@ pub(crate) mod state_file;
 
 pub use reload::ReloadSummary;
 mod lifecycle;
+mod login;
 mod probing;
 mod status;
 
@@ -52,6 +53,11 @@ enum SupervisorMsg {
     },
     /// An agent disconnected; its instances may go.
     AgentGone { agent: u64 },
+    /// The login of a remote server, for `mcpd ctl login` and `logout`.
+    Login {
+        name: String,
+        respond_to: oneshot::Sender<Result<crate::oauth::credential::CredentialHandle, String>>,
+    },
     /// Apply a new, already validated configuration's servers.
     Reload {
         config: Box<Config>,
@@ -97,6 +103,7 @@ impl SupervisorHandle {
             .collect();
         let writer = state_file::StateWriter::spawn();
         let state_dir = eras::state_dir(config.daemon.state_dir.clone());
+        let credentials_dir = state_dir.clone();
         let configured = &|name: &str| config.servers.contains_key(name);
         let sup = Supervisor {
             slots,
@@ -107,6 +114,7 @@ impl SupervisorHandle {
             rx,
             conns: JoinSet::new(),
             eras: eras::EraCache::load(state_dir.clone(), configured, writer.clone()),
+            state_dir: credentials_dir,
             catalog_cache: catalog_cache::CatalogCache::load(state_dir, configured, writer.clone()),
             writer,
             next_instance: 0,
@@ -162,6 +170,21 @@ impl SupervisorHandle {
     pub fn agent_gone(&self, agent: u64) {
         // A full mailbox drops this; the instances then stay until the daemon stops.
         let _ = self.tx.try_send(SupervisorMsg::AgentGone { agent });
+    }
+
+    /// The login of a remote server, for `mcpd ctl login` and `logout`.
+    pub async fn login(
+        &self,
+        name: &str,
+    ) -> Result<crate::oauth::credential::CredentialHandle, String> {
+        let asked = crate::ask::ask(&self.tx, Duration::from_secs(10), |respond_to| {
+            SupervisorMsg::Login {
+                name: name.to_owned(),
+                respond_to,
+            }
+        })
+        .await;
+        asked.unwrap_or_else(|e| Err(e.to_string()))
     }
 
     pub async fn control(&self, name: &str, action: Action) -> Result<(), String> {
@@ -244,6 +267,10 @@ struct Slot {
     linger_until: Option<Instant>,
     /// The slot goes away once its process has stopped.
     removing: bool,
+    /// A remote server's OAuth login (None for local servers and static credentials).
+    login: Option<crate::oauth::credential::CredentialHandle>,
+    /// The server asked for scopes the login lacks.
+    more_scope: bool,
     /// Lifecycle events (state changes, exits), newest last, for `mcpd ctl logs`.
     history: std::collections::VecDeque<String>,
     /// The state the history last recorded.
@@ -276,7 +303,7 @@ impl Slot {
                 .and_then(|r| r.pid)
                 .map(|p| format!(" (pid {p})"))
                 .unwrap_or_default(),
-            ServerState::Backoff | ServerState::Failed => self
+            ServerState::Backoff | ServerState::Failed | ServerState::NeedsLogin => self
                 .last_error
                 .as_ref()
                 .map(|e| format!(": {e}"))
@@ -313,6 +340,8 @@ impl Slot {
             removing: false,
             history: std::collections::VecDeque::new(),
             noted: None,
+            login: None,
+            more_scope: false,
             cfg,
         }
     }
@@ -338,6 +367,12 @@ impl Slot {
                 reason: self.last_error.clone().unwrap_or_else(|| "unknown".into()),
             },
             (ServerState::Stopped, _) => Availability::Stopped,
+            (ServerState::NeedsLogin, _) => Availability::NeedsLogin {
+                reason: self
+                    .last_error
+                    .clone()
+                    .unwrap_or_else(|| "needs an OAuth login".into()),
+            },
             (ServerState::Idle, _) => Availability::Idle {
                 wait: self.cfg.health.startup_timeout + self.cfg.health.probe_timeout,
             },
@@ -363,6 +398,8 @@ struct Supervisor {
     catalog_cache: catalog_cache::CatalogCache,
     /// Writes both caches' files, off the runtime.
     writer: state_file::StateWriter,
+    /// Where state files and credentials live, if anywhere.
+    state_dir: Option<std::path::PathBuf>,
     next_instance: u64,
     max_line: usize,
     /// Bytes queued to one server at most (`daemon.queue_bytes`).
@@ -378,6 +415,16 @@ impl Supervisor {
     /// publishes the first catalog.
     fn boot(&mut self) {
         self.load_cached_catalogs();
+        let logins: Vec<_> = self
+            .slots
+            .iter()
+            .map(|(n, s)| (n.clone(), self.login_for(&s.cfg)))
+            .collect();
+        for (name, login) in logins {
+            if let Some(slot) = self.slots.get_mut(&name) {
+                slot.login = login;
+            }
+        }
         let names: Vec<Arc<str>> = self.slots.keys().cloned().collect();
         for name in names {
             let Some(slot) = self.slots.get(&name) else {
@@ -513,6 +560,7 @@ impl Supervisor {
             events: self.events_tx.clone(),
             cancel: cancel.clone(),
             era,
+            login: slot.login.clone(),
         };
         slot.running = Some(Running {
             instance,
@@ -559,6 +607,9 @@ impl Supervisor {
                 self.publish();
             }
             SupervisorMsg::AgentGone { agent } => self.agent_gone(agent),
+            SupervisorMsg::Login { name, respond_to } => {
+                let _ = respond_to.send(self.login_of(&name)); // the asker may have left
+            }
             SupervisorMsg::Reload { config, respond_to } => {
                 let summary = self.reload(&config);
                 let _ = respond_to.send(summary); // the asker may have left

@@ -64,10 +64,17 @@ impl Supervisor {
                 tracing::warn!(upstream = %key, "its tools cannot be listed under the new names: {e}");
                 slot.catalog_error = Some(format!("tool list rejected under the new names: {e}"));
             }
+            // A server whose URL or OAuth settings change gets a login of its own.
+            let fresh_login = match self.slots.get(&key) {
+                Some(s) if launch_oauth(&s.cfg) != launch_oauth(cfg) => self.login_for(cfg),
+                _ => None,
+            };
             match self.slots.get_mut(&key) {
                 None => {
                     summary.added.push(name.clone());
-                    self.slots.insert(key.clone(), Slot::new(cfg.clone()));
+                    let mut slot = Slot::new(cfg.clone());
+                    slot.login = self.login_for(cfg);
+                    self.slots.insert(key.clone(), slot);
                     if cfg.enabled {
                         self.start(&key);
                     }
@@ -82,6 +89,9 @@ impl Supervisor {
                 }
                 Some(slot) => {
                     summary.changed.push(name.clone());
+                    if launch_oauth(&slot.cfg) != launch_oauth(cfg) {
+                        slot.login = fresh_login;
+                    }
                     slot.cfg = cfg.clone();
                     slot.budget.clear();
                     slot.backoff.reset();
@@ -112,5 +122,15 @@ impl Supervisor {
         );
         self.publish();
         summary
+    }
+}
+
+/// What a server's login depends on: its URL and OAuth settings.
+fn launch_oauth(
+    cfg: &crate::config::ServerConfig,
+) -> Option<(&reqwest::Url, &crate::config::OAuthConfig)> {
+    match &cfg.launch {
+        crate::config::Launch::Http(l) => l.oauth.as_ref().map(|o| (&l.url, o)),
+        crate::config::Launch::Stdio(_) => None,
     }
 }

@@ -23,6 +23,9 @@ pub enum ServerState {
     Stopped,
     /// Not running; started by the next call that needs it.
     Idle,
+    /// A remote server that needs an OAuth login (`mcpd ctl login NAME`); not retried.
+    #[serde(rename = "needs-login")]
+    NeedsLogin,
 }
 
 impl ServerState {
@@ -34,6 +37,7 @@ impl ServerState {
             ServerState::Failed => "failed",
             ServerState::Stopped => "stopped",
             ServerState::Idle => "idle",
+            ServerState::NeedsLogin => "needs-login",
         }
     }
 }
@@ -84,6 +88,9 @@ pub struct ServerStatus {
     /// Lifecycle events (state changes, exits) with times, newest last.
     #[serde(default)]
     pub history: Vec<String>,
+    /// A remote server's OAuth login (never a token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<crate::oauth::credential::AuthView>,
 }
 
 /// A tool or prompt name of this server that another server holds.
@@ -142,6 +149,7 @@ impl Slot {
             url,
             http,
             session_renewals: 0,
+            auth: self.login.as_ref().map(|l| l.view()),
             era,
             era_reason: self.era_reason.clone().or_else(|| match self.cfg.protocol {
                 ProtocolMode::Auto => None,

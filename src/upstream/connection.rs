@@ -35,6 +35,8 @@ pub struct ConnectionContext {
     pub cancel: CancellationToken,
     /// How the connection finds the server's protocol era.
     pub era: EraPlan,
+    /// A remote server's OAuth login, owned by its supervisor slot.
+    pub login: Option<crate::oauth::credential::CredentialHandle>,
 }
 
 /// How a connection learns which era to speak.

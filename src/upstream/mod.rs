@@ -134,6 +134,9 @@ pub enum UpstreamError {
     /// The server could not be reached (DNS, connect, TLS).
     #[error("{0}")]
     Unreachable(String),
+    /// The server needs an OAuth login (or more scope) mcpd does not have; says what to run.
+    #[error("{0}")]
+    NeedsLogin(String),
 }
 
 fn excerpt_suffix(excerpt: &str) -> String {
@@ -234,6 +237,9 @@ pub enum ConnectionEvent {
     },
     /// No agent call for the server's `idle_timeout`: the supervisor may stop it.
     Idle { server: Arc<str>, instance: u64 },
+    /// A remote server's login ended well (true) or was logged out (false). Sent by its
+    /// credential, not a connection.
+    Login { server: Arc<str>, logged_in: bool },
     /// A fresh prompt, resource or template list, or why it could not be fetched.
     List {
         server: Arc<str>,

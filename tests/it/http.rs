@@ -291,13 +291,14 @@ async fn refused_credentials_mark_the_server_failed_with_the_hint_and_stop_retry
         ..FixtureOptions::default()
     })
     .await;
-    let d = daemon_for_state(&forbidden, "failed").await;
+    // Without a static credential, a server that asks for a scope wants an OAuth login.
+    let d = daemon_for_state(&forbidden, "needs-login").await;
     let s = d.server_status("remote").await;
     assert!(
         s["last_error"]
             .as_str()
             .unwrap_or_default()
-            .contains("insufficient_scope"),
+            .contains("run `mcpd ctl login remote`"),
         "{s}"
     );
 }

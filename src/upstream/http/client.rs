@@ -1,7 +1,9 @@
 //! The HTTP client of one remote server: headers and secrets, redirects kept to the server's origin, reading bounded bodies and SSE streams, and naming failures.
 
 use super::sse::{Event, SseDecoder};
-use crate::config::{HttpLaunch, display_url};
+use crate::config::{HttpLaunch, Secret, display_url};
+use crate::oauth::challenge::Bearer;
+use crate::oauth::credential::CredentialHandle;
 use futures::{Stream, StreamExt, TryStreamExt};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Response, StatusCode, Url};
@@ -47,10 +49,28 @@ pub struct Endpoint {
     pub headers: HeaderMap,
     /// Longest body or SSE event accepted, in bytes.
     pub max_body: usize,
+    /// The server's OAuth login, when it uses one: its token goes on every request.
+    pub login: Option<CredentialHandle>,
+    pub server: Arc<str>,
+}
+
+/// A request's outcome as far as credentials go.
+pub enum Sent {
+    Response(Response),
+    /// The server wants a login mcpd does not have (or no longer has); says why, with
+    /// what to run.
+    NeedsLogin(String),
+    /// The server wants scopes the login lacks (403 `insufficient_scope`).
+    NeedsScope(String),
 }
 
 impl Endpoint {
-    pub fn new(launch: &HttpLaunch, max_body: usize, server: &str) -> Result<Endpoint, String> {
+    pub fn new(
+        launch: &HttpLaunch,
+        max_body: usize,
+        server: &str,
+        login: Option<CredentialHandle>,
+    ) -> Result<Endpoint, String> {
         // The TLS provider is chosen in Cargo.toml; the first client installs it for the
         // process, and later ones find it installed (that Err is expected).
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -83,7 +103,61 @@ impl Endpoint {
             url: launch.url.clone(),
             headers,
             max_body,
+            login,
+            server: server.into(),
         })
+    }
+
+    /// Sends a request with the server's credentials. With an OAuth login, its access
+    /// token goes along; a 401 gets a newer token (the one refresh every request waits
+    /// on) and the request is sent once more.
+    pub async fn send(&self, req: reqwest::RequestBuilder) -> Result<Sent, reqwest::Error> {
+        let Some(login) = &self.login else {
+            return req.send().await.map(Sent::Response);
+        };
+        let token = login.current().await;
+        let again = req.try_clone();
+        let resp = with_token(req, token.as_deref()).send().await?;
+        let status = resp.status();
+        let step_up = status == StatusCode::FORBIDDEN
+            && challenge_of(&resp).is_some_and(|c| c.insufficient_scope());
+        if step_up
+            && token.is_some()
+            && let Some(c) = challenge_of(&resp)
+        {
+            let scopes = c.scopes().join(" ");
+            login.insufficient(c).await;
+            return Ok(Sent::NeedsScope(format!(
+                "needs the scope {scopes:?}, which the login lacks: run `mcpd ctl login {}` to grant it",
+                self.server
+            )));
+        }
+        // A request without a token refused for its scope needs a login as a 401 does.
+        if status != StatusCode::UNAUTHORIZED && !step_up {
+            return Ok(Sent::Response(resp));
+        }
+        let hint = |why: &str| {
+            format!(
+                "the server needs an OAuth login ({why}): run `mcpd ctl login {}`",
+                self.server
+            )
+        };
+        let challenge = challenge_of(&resp);
+        let fresh = match login.refused(token.clone(), challenge).await {
+            Ok(t) => t,
+            Err(why) => return Ok(Sent::NeedsLogin(hint(&why.0))),
+        };
+        let Some(again) = again else {
+            return Ok(Sent::Response(resp));
+        };
+        let resp = with_token(again, Some(&fresh)).send().await?;
+        if resp.status() != StatusCode::UNAUTHORIZED {
+            return Ok(Sent::Response(resp));
+        }
+        // A token just renewed is refused too: the login is no good any more.
+        let why = "the server refused a renewed token";
+        login.spent(fresh, why).await;
+        Ok(Sent::NeedsLogin(hint(why)))
     }
 
     /// A request with the configured headers.
@@ -96,6 +170,31 @@ impl Endpoint {
     pub fn shown_url(&self) -> String {
         display_url(&self.url)
     }
+}
+
+/// The request with an access token, marked sensitive.
+fn with_token(req: reqwest::RequestBuilder, token: Option<&Secret>) -> reqwest::RequestBuilder {
+    let Some(token) = token else {
+        return req;
+    };
+    match HeaderValue::from_str(&format!("Bearer {}", token.expose())) {
+        Ok(mut v) => {
+            v.set_sensitive(true);
+            req.header(reqwest::header::AUTHORIZATION, v)
+        }
+        // A token a header cannot carry is sent without, and refused.
+        Err(_) => req,
+    }
+}
+
+/// The `Bearer` challenge of a response, if it has one.
+pub fn challenge_of(resp: &Response) -> Option<Bearer> {
+    crate::oauth::challenge::bearer(
+        resp.headers()
+            .get_all(reqwest::header::WWW_AUTHENTICATE)
+            .iter()
+            .filter_map(|v| v.to_str().ok()),
+    )
 }
 
 /// Follows a redirect only within the origin (scheme, host and port) of the request's

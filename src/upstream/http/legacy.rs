@@ -47,13 +47,14 @@ pub async fn run(
         Some((_, why)) => format!("{why}, and the HTTP+SSE fallback failed: {e}"),
         None => e,
     };
-    let resp = match ep
+    let req = ep
         .request(Method::GET, &ep.url)
-        .header(ACCEPT, "text/event-stream")
-        .send()
-        .await
-    {
-        Ok(r) => r,
+        .header(ACCEPT, "text/event-stream");
+    let resp = match ep.send(req).await {
+        Ok(client::Sent::Response(r)) => r,
+        Ok(client::Sent::NeedsLogin(why) | client::Sent::NeedsScope(why)) => {
+            return close(why, true).await;
+        }
         Err(e) => return close(context(client::describe_error(&e, &shown)), false).await,
     };
     let status = resp.status();
@@ -179,14 +180,23 @@ async fn post_message(
             }
         }
     };
-    let resp = match ep
+    let req = ep
         .request(Method::POST, &url)
         .header(CONTENT_TYPE, "application/json")
-        .body(line)
-        .send()
-        .await
-    {
-        Ok(r) => r,
+        .body(line);
+    let resp = match ep.send(req).await {
+        Ok(client::Sent::Response(r)) => r,
+        Ok(client::Sent::NeedsLogin(why)) => {
+            ended(UpstreamError::NeedsLogin(why.clone())).await;
+            return Outcome::Fatal {
+                error: why,
+                fatal: true,
+            };
+        }
+        Ok(client::Sent::NeedsScope(why)) => {
+            ended(UpstreamError::NeedsLogin(why)).await;
+            return Outcome::Finished;
+        }
         Err(e) => {
             let why = client::describe_error(&e, &shown);
             if client::is_unreachable(&e) {

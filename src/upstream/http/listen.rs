@@ -39,7 +39,17 @@ impl Listener {
             if let Some(id) = &last_id {
                 req = req.header(LAST_EVENT_ID, id.as_str());
             }
-            match req.send().await {
+            let sent = match self.ep.send(req).await {
+                Ok(client::Sent::Response(r)) => Ok(r),
+                Ok(client::Sent::NeedsLogin(why) | client::Sent::NeedsScope(why)) => {
+                    // The POSTs hear the same and end the connection.
+                    tracing::debug!(upstream = %self.server, "the GET stream needs a login: {why}");
+                    set("off");
+                    return;
+                }
+                Err(e) => Err(e),
+            };
+            match sent {
                 Ok(resp) if resp.status() == StatusCode::METHOD_NOT_ALLOWED => {
                     // The server has no stream of its own to offer; nothing to do.
                     tracing::debug!(upstream = %self.server, "the server offers no GET stream (405)");

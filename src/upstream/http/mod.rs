@@ -48,7 +48,7 @@ pub struct HttpInfo {
 /// Runs one remote connection to its end.
 pub async fn run(ctx: ConnectionContext, launch: HttpLaunch) -> ConnectionExit {
     let server: Arc<str> = Arc::from(ctx.config.name.as_str());
-    let ep = match Endpoint::new(&launch, ctx.max_line, &server) {
+    let ep = match Endpoint::new(&launch, ctx.max_line, &server, ctx.login.clone()) {
         Ok(ep) => ep,
         Err(e) => return ConnectionExit::before_start(e),
     };

@@ -1,6 +1,6 @@
 //! One POST (or resumed reply stream) of the Streamable HTTP transport: sending a message and delivering its reply.
 
-use super::client::{self, ACCEPT_BOTH, Body, Endpoint, LAST_EVENT_ID, SESSION_HEADER};
+use super::client::{self, ACCEPT_BOTH, Body, Endpoint, LAST_EVENT_ID, SESSION_HEADER, Sent};
 use super::sse::Event;
 use crate::framing::Frame;
 use crate::upstream::UpstreamError;
@@ -26,6 +26,8 @@ pub(super) enum Outcome {
         retried: bool,
     },
     Refused(String),
+    /// The server needs a login mcpd does not have; says why and what to run.
+    NeedsLogin(String),
     Unreachable(String),
 }
 
@@ -73,17 +75,27 @@ impl PostCtx {
         retried: bool,
     ) -> Done {
         let shown = self.ep.shown_url();
-        let sent = self
+        let req = self
             .ep
             .request(Method::POST, &self.ep.url)
             .headers(self.headers.clone())
             .header(ACCEPT, ACCEPT_BOTH)
             .header(CONTENT_TYPE, "application/json")
-            .body(line.clone())
-            .send()
-            .await;
-        let resp = match sent {
-            Ok(r) => r,
+            .body(line.clone());
+        let resp = match self.ep.send(req).await {
+            Ok(Sent::Response(r)) => r,
+            Ok(Sent::NeedsLogin(why)) => {
+                if let Some(id) = id {
+                    self.ended(id, UpstreamError::NeedsLogin(why.clone())).await;
+                }
+                return self.done(id, Outcome::NeedsLogin(why));
+            }
+            Ok(Sent::NeedsScope(why)) => {
+                if let Some(id) = id {
+                    self.ended(id, UpstreamError::NeedsLogin(why)).await;
+                }
+                return self.done(id, Outcome::Finished);
+            }
             Err(e) => {
                 let why = client::describe_error(&e, &shown);
                 if client::is_unreachable(&e) {
@@ -170,15 +182,25 @@ impl PostCtx {
             .map(Duration::from_millis)
             .unwrap_or(RESUME_DELAY);
         tokio::time::sleep(delay).await;
-        let sent = self
+        let req = self
             .ep
             .request(Method::GET, &self.ep.url)
             .headers(self.headers.clone())
             .header(ACCEPT, "text/event-stream")
-            .header(LAST_EVENT_ID, resume.last_event_id.as_str())
-            .send()
-            .await;
+            .header(LAST_EVENT_ID, resume.last_event_id.as_str());
         let failed = |why: String| UpstreamError::NoResponse { id, why };
+        let sent = match self.ep.send(req).await {
+            Ok(Sent::Response(r)) => Ok(r),
+            Ok(Sent::NeedsLogin(why)) => {
+                self.ended(id, UpstreamError::NeedsLogin(why.clone())).await;
+                return self.done(Some(id), Outcome::NeedsLogin(why));
+            }
+            Ok(Sent::NeedsScope(why)) => {
+                self.ended(id, UpstreamError::NeedsLogin(why)).await;
+                return self.done(Some(id), Outcome::Finished);
+            }
+            Err(e) => Err(e),
+        };
         match sent {
             Ok(resp)
                 if resp.status().is_success()

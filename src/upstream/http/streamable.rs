@@ -1,7 +1,7 @@
 //! The Streamable HTTP transport (2025-03-26 … 2025-11-25): one POST per message, JSON or SSE replies, the session, the GET listener.
 
 use super::HttpInfo;
-use super::client::{self, ACCEPT_BOTH, Body, Endpoint, SESSION_HEADER, VERSION_HEADER};
+use super::client::{self, ACCEPT_BOTH, Body, Endpoint, SESSION_HEADER, Sent, VERSION_HEADER};
 use super::listen::Listener;
 use super::post::{Done, ERROR_BODY_MAX, Outcome, PostCtx, answers, deliver, initialize_result};
 use crate::budget::Charged;
@@ -226,6 +226,10 @@ impl Streamable {
                 self.close(refused_message(&hint), true).await;
                 false
             }
+            Outcome::NeedsLogin(why) => {
+                self.close(why, true).await;
+                false
+            }
             Outcome::Unreachable(why) => {
                 self.close(why, false).await;
                 false
@@ -241,16 +245,18 @@ impl Streamable {
     /// Sends `initialize`, keeps the session id it assigns, and delivers the answer.
     async fn initialize(&mut self, line: String, id: u64) -> Result<(), InitError> {
         let shown = self.ep.shown_url();
-        let sent = self
+        let req = self
             .ep
             .request(Method::POST, &self.ep.url)
             .header(ACCEPT, ACCEPT_BOTH)
             .header(CONTENT_TYPE, "application/json")
-            .body(line)
-            .send()
-            .await;
-        let resp = match sent {
-            Ok(r) => r,
+            .body(line);
+        let resp = match self.ep.send(req).await {
+            Ok(Sent::Response(r)) => r,
+            Ok(Sent::NeedsLogin(why) | Sent::NeedsScope(why)) => {
+                self.close(why, true).await;
+                return Err(InitError::Closed);
+            }
             Err(e) => {
                 self.close(client::describe_error(&e, &shown), false).await;
                 return Err(InitError::Closed);
@@ -322,15 +328,17 @@ impl Streamable {
         if let Some(l) = self.listener.take() {
             l.abort();
         }
-        let resp = self
+        let req = self
             .ep
             .request(Method::POST, &self.ep.url)
             .header(ACCEPT, ACCEPT_BOTH)
             .header(CONTENT_TYPE, "application/json")
-            .body(line)
-            .send()
-            .await
-            .map_err(|e| client::describe_error(&e, &self.ep.shown_url()))?;
+            .body(line);
+        let resp = match self.ep.send(req).await {
+            Ok(Sent::Response(r)) => r,
+            Ok(Sent::NeedsLogin(why) | Sent::NeedsScope(why)) => return Err(why),
+            Err(e) => return Err(client::describe_error(&e, &self.ep.shown_url())),
+        };
         let status = resp.status();
         if !status.is_success() {
             return Err(format!("initialize answered HTTP {}", status.as_u16()));
@@ -387,10 +395,12 @@ impl Streamable {
             .ep
             .request(Method::DELETE, &self.ep.url)
             .headers(self.session_headers())
-            .header(SESSION_HEADER, session)
-            .send();
-        match tokio::time::timeout(DELETE_TIMEOUT, req).await {
-            Ok(Ok(r)) => {
+            .header(SESSION_HEADER, session);
+        match tokio::time::timeout(DELETE_TIMEOUT, self.ep.send(req)).await {
+            Ok(Ok(Sent::NeedsLogin(_) | Sent::NeedsScope(_))) => {
+                tracing::debug!(upstream = %self.server, "ending the HTTP session needs a login; left to expire")
+            }
+            Ok(Ok(Sent::Response(r))) => {
                 tracing::debug!(upstream = %self.server, status = r.status().as_u16(), "ended the HTTP session")
             }
             Ok(Err(e)) => {

@@ -1,0 +1,80 @@
+//! mcpd's login control methods (`mcpd/login`, `mcpd/login/wait`, `mcpd/login/redirect`, `mcpd/logout`): the daemon's side of `mcpd ctl login` and `logout`, handed to the server's credential.
+
+use super::AgentContext;
+use super::handlers::{Handled, Step};
+use crate::jsonrpc::{self, ErrorObject, Request};
+use futures::FutureExt;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+pub const LOGIN: &str = "mcpd/login";
+pub const WAIT: &str = "mcpd/login/wait";
+pub const REDIRECT: &str = "mcpd/login/redirect";
+pub const LOGOUT: &str = "mcpd/logout";
+
+/// Answers one of the login methods. Each names its server in `name`.
+pub fn handle(req: Request, ctx: &AgentContext) -> Handled {
+    let param = |k: &str| {
+        req.params
+            .as_ref()
+            .and_then(|p| p.get(k))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let fail = |id: &jsonrpc::Id, code: i64, why: String| {
+        jsonrpc::error_line(Some(id), &ErrorObject::new(code, why))
+    };
+    let Some(name) = param("name") else {
+        let line = fail(
+            &req.id,
+            jsonrpc::code::INVALID_PARAMS,
+            format!(
+                "invalid params for {}: \"name\" (a server name) is required",
+                req.method
+            ),
+        );
+        return Handled::Now(line);
+    };
+    let redirect = param("url");
+    let supervisor = ctx.supervisor.clone();
+    let method = req.method.clone();
+    let id = req.id;
+    let reply_id = id.clone();
+    let fut = async move {
+        let refused = crate::errors::mcpd_code::NEEDS_LOGIN;
+        let line = match supervisor.login(&name).await {
+            Err(why) => fail(&reply_id, jsonrpc::code::INVALID_PARAMS, why),
+            Ok(login) => match method.as_str() {
+                LOGIN => match login.login().await {
+                    Ok(url) => jsonrpc::result_line(&reply_id, &json!({ "url": url.as_str() })),
+                    Err(e) => fail(&reply_id, refused, e.to_string()),
+                },
+                WAIT => match login.wait().await {
+                    Ok(()) => jsonrpc::result_line(&reply_id, &json!({})),
+                    Err(why) => fail(&reply_id, refused, why),
+                },
+                REDIRECT => match redirect.as_deref().map(reqwest::Url::parse) {
+                    Some(Ok(url)) => match login.redirected(url).await {
+                        Ok(()) => jsonrpc::result_line(&reply_id, &json!({})),
+                        Err(why) => fail(&reply_id, refused, why),
+                    },
+                    _ => fail(
+                        &reply_id,
+                        jsonrpc::code::INVALID_PARAMS,
+                        "\"url\" must be the URL the browser was redirected to".into(),
+                    ),
+                },
+                _ => match login.logout().await {
+                    Ok(what) => jsonrpc::result_line(&reply_id, &json!({ "revocation": what })),
+                    Err(why) => fail(&reply_id, jsonrpc::code::INTERNAL_ERROR, why),
+                },
+            },
+        };
+        (reply_id, Step::Reply(line))
+    };
+    Handled::Later {
+        id,
+        cancel: CancellationToken::new(),
+        fut: fut.boxed(),
+    }
+}

@@ -1,0 +1,147 @@
+//! Remote servers' OAuth logins as the supervisor sees them: each slot owns its server's credential, a login that ends well starts the server, a logout or a refused login parks it as `needs-login` instead of retrying.
+
+use super::{AfterExit, ServerState, Slot, Supervisor};
+use crate::config::{Launch, ServerConfig};
+use crate::oauth::credential::CredentialHandle;
+use crate::oauth::flow::Setup;
+use crate::upstream::ConnectionEvent;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Redirect hops followed at most by metadata, registration and token requests.
+const MAX_REDIRECTS: usize = 3;
+
+impl Supervisor {
+    /// The login of a remote server that may use OAuth, started (its store read) now.
+    pub(super) fn login_for(&self, cfg: &ServerConfig) -> Option<CredentialHandle> {
+        let Launch::Http(launch) = &cfg.launch else {
+            return None;
+        };
+        let oauth = launch.oauth.clone()?;
+        let http = match oauth_client(launch.connect_timeout) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(upstream = %cfg.name, "cannot set up the OAuth client: {e}");
+                return None;
+            }
+        };
+        let setup = Arc::new(Setup {
+            server: cfg.name.clone(),
+            url: launch.url.clone(),
+            oauth,
+            http,
+        });
+        let file = self
+            .state_dir
+            .as_ref()
+            .map(|d| crate::oauth::store::path(d, &cfg.name));
+        if file.is_none() {
+            tracing::warn!(upstream = %cfg.name, "no state_dir (nor HOME): a login lasts until mcpd stops");
+        }
+        let events = self.events_tx.clone();
+        let server: Arc<str> = Arc::from(cfg.name.as_str());
+        let notify = Box::new(move |logged_in: bool| {
+            let events = events.clone();
+            let server = server.clone();
+            tokio::spawn(async move {
+                // If the supervisor is gone, the daemon is stopping.
+                let _ = events
+                    .send(ConnectionEvent::Login { server, logged_in })
+                    .await;
+            });
+        });
+        Some(CredentialHandle::spawn(setup, file, notify))
+    }
+
+    /// A login ended well (start the server if it waited for it) or was logged out
+    /// (stop it until the next login).
+    pub(super) fn on_login(&mut self, server: &Arc<str>, logged_in: bool) {
+        let Some(slot) = self.slots.get_mut(server) else {
+            return;
+        };
+        if logged_in {
+            slot.more_scope = false;
+            match slot.running {
+                // A running connection sends the new token with its next request.
+                Some(_) => {}
+                None if slot.cfg.enabled && slot.state != ServerState::Stopped => {
+                    slot.budget.clear();
+                    slot.backoff.reset();
+                    tracing::info!(upstream = %server, "logged in; starting it");
+                    self.start(server);
+                }
+                None => {}
+            }
+        } else if let Some(r) = &slot.running {
+            slot.after_exit = AfterExit::Recover;
+            r.cancel.cancel();
+        } else if matches!(
+            slot.state,
+            ServerState::Backoff | ServerState::Failed | ServerState::Starting
+        ) {
+            slot.retry_at = None;
+            park(slot, server);
+        }
+        self.publish();
+    }
+
+    /// The credential of `server`, for `mcpd ctl login` and `logout`.
+    pub(super) fn login_of(&self, server: &str) -> Result<CredentialHandle, String> {
+        let Some(slot) = self.slots.get(server) else {
+            let known: Vec<&str> = self.slots.keys().map(|k| &**k).collect();
+            return Err(format!(
+                "no server named '{server}' (configured: {})",
+                known.join(", ")
+            ));
+        };
+        slot.login.clone().ok_or_else(|| match &slot.cfg.launch {
+            Launch::Stdio(_) => format!("'{server}' is a local server; only remote servers log in"),
+            Launch::Http(_) => format!(
+                "'{server}' has a static credential (bearer_token_env or an Authorization header) or oauth = false"
+            ),
+        })
+    }
+}
+
+/// Parks a slot whose login is over as `needs-login`, with the hint. True if it was.
+pub(super) fn park_if_logged_out(slot: &mut Slot, server: &str) -> bool {
+    if slot.login.as_ref().and_then(|l| l.needs_login()).is_none() {
+        return false;
+    }
+    park(slot, server);
+    true
+}
+
+fn park(slot: &mut Slot, server: &str) {
+    let why = slot
+        .login
+        .as_ref()
+        .and_then(|l| l.needs_login())
+        .unwrap_or_else(|| "not logged in".into());
+    let error = format!("needs an OAuth login ({why}): run `mcpd ctl login {server}`");
+    if slot.state != ServerState::NeedsLogin {
+        tracing::warn!(upstream = %server, "{error}");
+    }
+    slot.last_error = Some(error);
+    slot.state = ServerState::NeedsLogin;
+}
+
+/// The HTTP client of metadata, registration, token and revocation requests: no
+/// credentials of the server, and redirects only to https (or loopback) URLs.
+fn oauth_client(connect_timeout: Duration) -> Result<reqwest::Client, reqwest::Error> {
+    let _ = rustls::crypto::ring::default_provider().install_default(); // installed once
+    let policy = reqwest::redirect::Policy::custom(|attempt| {
+        if attempt.previous().len() > MAX_REDIRECTS {
+            attempt.stop()
+        } else if crate::oauth::wellknown::endpoint_allowed(attempt.url()) {
+            attempt.follow()
+        } else {
+            attempt.stop()
+        }
+    });
+    reqwest::Client::builder()
+        .connect_timeout(connect_timeout)
+        .redirect(policy)
+        .user_agent(concat!("mcpd/", env!("CARGO_PKG_VERSION")))
+        .build()
+}
