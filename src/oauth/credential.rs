@@ -30,6 +30,7 @@ const ARRIVALS: usize = 4;
 /// Where a server's login stands, as status shows it. Never holds a token.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuthView {
+    #[serde(flatten)]
     pub state: AuthState,
     /// A `mcpd ctl login` waits for its redirect.
     pub pending: bool,
@@ -131,6 +132,7 @@ impl CredentialHandle {
             notify,
             rx,
             stored: None,
+            expires: None,
             token: token_tx,
             view: view_tx,
             refreshing: None,
@@ -276,6 +278,8 @@ struct Credential {
     notify: Notify,
     rx: mpsc::Receiver<Msg>,
     stored: Option<Stored>,
+    /// When the access token expires, as exactly as known (the store keeps seconds).
+    expires: Option<SystemTime>,
     token: watch::Sender<Option<Arc<Secret>>>,
     view: watch::Sender<AuthView>,
     /// The one refresh in flight, if any.
@@ -351,6 +355,7 @@ impl Credential {
         self.token.send_replace(Some(Arc::new(Secret::new(
             stored.tokens.access_token.clone(),
         ))));
+        self.expires = stored.tokens.expires_at.map(store::from_epoch);
         self.stored = Some(stored);
         self.publish_logged_in();
     }
@@ -431,7 +436,7 @@ impl Credential {
         }
         let t = &self.stored.as_ref()?.tokens;
         t.refresh_token.as_ref()?;
-        let expires = store::from_epoch(t.expires_at?);
+        let expires = self.expires?;
         let lifetime = Duration::from_secs(t.lifetime.unwrap_or(600));
         let ahead = (lifetime / 10).min(AHEAD_MAX);
         let left = expires
@@ -519,6 +524,7 @@ impl Credential {
         match outcome {
             Ok(tokens) => {
                 apply(&mut stored.tokens, &tokens);
+                self.expires = tokens.expires_at;
                 // Stored (and synced) before anything uses the new tokens: a crash now
                 // must not leave only the spent refresh token on disk.
                 if let Some(file) = &self.file
@@ -705,7 +711,16 @@ impl Credential {
                     tracing::warn!(path = %file.display(), "could not store the login (it works until mcpd restarts): {e}");
                 }
                 tracing::info!(upstream = %self.setup.server, issuer = %stored.metadata.issuer, "logged in");
-                self.stored = Some(stored);
+                // The login this one replaces is of no use to anyone: end it at its server.
+                if let Some(old) = self.stored.replace(stored) {
+                    let http = self.setup.http.clone();
+                    let server = self.setup.server.clone();
+                    tokio::spawn(async move {
+                        let what = revoke(&http, &old).await;
+                        tracing::debug!(upstream = %server, "the replaced login: {what}");
+                    });
+                }
+                self.expires = tokens.expires_at;
                 self.retry_at = None;
                 self.wanted.clear();
                 self.challenge = None;

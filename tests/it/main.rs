@@ -31,6 +31,7 @@ mod interop_eras;
 mod interop_http;
 mod interop_http_serve;
 mod naming;
+mod oauth;
 mod oauth_fixture_selftest;
 mod profiles;
 mod surface;
