@@ -146,6 +146,20 @@ impl Supervisor {
                         tracing::warn!(upstream = %server, "kept the previous tool list: {e}");
                         slot.catalog_error =
                             Some(format!("new tool list rejected, previous kept: {e}"));
+                        // A server that will not even list its tools without more scope
+                        // is of no use until someone logs in again.
+                        let wants_scope = slot
+                            .login
+                            .as_ref()
+                            .is_some_and(|l| !l.view().more_scope.is_empty());
+                        if wants_scope
+                            && slot.state == ServerState::Starting
+                            && let Some(r) = &slot.running
+                        {
+                            slot.more_scope = true;
+                            slot.after_exit = AfterExit::Recover;
+                            r.cancel.cancel();
+                        }
                     }
                 }
                 if slot.state == ServerState::Starting {

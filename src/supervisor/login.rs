@@ -105,7 +105,7 @@ impl Supervisor {
 
 /// Parks a slot whose login is over as `needs-login`, with the hint. True if it was.
 pub(super) fn park_if_logged_out(slot: &mut Slot, server: &str) -> bool {
-    if slot.login.as_ref().and_then(|l| l.needs_login()).is_none() {
+    if slot.login.as_ref().and_then(|l| l.needs_login()).is_none() && !slot.more_scope {
         return false;
     }
     park(slot, server);
@@ -113,11 +113,15 @@ pub(super) fn park_if_logged_out(slot: &mut Slot, server: &str) -> bool {
 }
 
 fn park(slot: &mut Slot, server: &str) {
-    let why = slot
-        .login
-        .as_ref()
-        .and_then(|l| l.needs_login())
-        .unwrap_or_else(|| "not logged in".into());
+    let login = slot.login.as_ref();
+    let more = login
+        .map(|l| l.view().more_scope.join(" "))
+        .unwrap_or_default();
+    let why = match login.and_then(|l| l.needs_login()) {
+        Some(why) => why,
+        None if slot.more_scope => format!("its tools cannot be listed without the scope {more:?}"),
+        None => "not logged in".into(),
+    };
     let error = format!("needs an OAuth login ({why}): run `mcpd ctl login {server}`");
     if slot.state != ServerState::NeedsLogin {
         tracing::warn!(upstream = %server, "{error}");

@@ -56,8 +56,9 @@ fail() {
   say "FAILED: $*"
   failing=1
   if [[ -n "$work" && -s "$work/mcpd.log" ]]; then
-    say "the end of mcpd's log:"
-    tail -n 40 "$work/mcpd.log" | sed 's/^/  mcpd| /' >&2
+    say "the end of mcpd's log (less the driver's own status and tools/list polling):"
+    grep -v -E ' agent (connected|disconnected)|DEBUG request agent=[0-9]+ rpc_id=[0-9]+ method=(mcpd/status|tools/list)$' \
+      "$work/mcpd.log" | tail -n 40 | sed 's/^/  mcpd| /' >&2 || true
   fi
   exit 1
 }

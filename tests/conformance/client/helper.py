@@ -22,11 +22,11 @@ go to stderr, prefixed "mcpd-auth-driver:"; results go to stdout.
       Speaks to mcpd as an agent over its Unix socket (one JSON-RPC message per line):
       initialize (protocolVersion 2025-11-25), notifications/initialized, then tools/list
       until TOOL is listed, then tools/call TOOL {}. While waiting for the tool it also
-      watches `ctl status`: a server that went back to needs-login after having left it
-      needs another login. Exit codes:
+      watches `ctl status`: a server in needs-login, or ready with its tool list refused
+      for a login (see cmd_call), needs another login. Exit codes:
         0  the call succeeded (its text content on stdout)
         3  mcpd says a login is needed: an error whose message contains "mcpd ctl login",
-           or the server back in needs-login (the reason on stderr)
+           or `ctl status` asking for one while TOOL is missing (the reason on stderr)
         1  anything else (the cause on stderr)
 """
 
@@ -139,6 +139,17 @@ def describe(row):
         if row.get(key):
             bits.append(f"{key}: {row[key]}")
     return "; ".join(bits)
+
+
+def login_hint(row):
+    """What in a status row asks for `mcpd ctl login`, or None."""
+    if not row:
+        return None
+    if row.get("state") == "needs-login":
+        return row.get("last_error") or "needs-login"
+    if row.get("state") == "ready" and LOGIN_HINT in str(row.get("catalog_error") or ""):
+        return row.get("catalog_error")
+    return None
 
 
 def cmd_wait_state(args):
@@ -273,8 +284,16 @@ def cmd_call(args):
     say(f"agent initialized (mcpd {cut(json.dumps((init or {}).get('serverInfo')), 120)})")
     agent.notify("notifications/initialized")
 
-    # The server may need a moment after the login to be ready and list its tools.
-    left_needs_login = False
+    # The server may need a moment after the login to be ready and list its tools. While
+    # the tool is missing, `ctl status` may say that mcpd wants another login: the server
+    # is in needs-login, or it is ready but its tool list was refused for want of a login
+    # or of scope (a catalog_error naming `mcpd ctl login`). Right after a login such a
+    # status may still be the one from before it (the daemon starts the server after it
+    # answers ctl login), so it counts once the status has changed since this call began,
+    # or has stayed as it is for --settle seconds.
+    began = time.monotonic()
+    first = None
+    changed = False
     row = None
     while True:
         names = agent.tool_names()
@@ -284,11 +303,14 @@ def cmd_call(args):
         state = row.get("state") if row else None
         if state == "failed":
             raise Failure(f"server {args.server!r} failed before listing {args.tool}: {describe(row)}")
-        if state == "needs-login":
-            if left_needs_login:
-                raise NeedsLogin(f"server {args.server!r} is back in needs-login: {describe(row)}")
-        elif state is not None:
-            left_needs_login = True
+        hint = login_hint(row)
+        seen = (state, hint)
+        if first is None:
+            first = seen
+        elif seen != first:
+            changed = True
+        if hint and (changed or time.monotonic() - began >= args.settle):
+            raise NeedsLogin(f"{args.tool} is not listed and `mcpd ctl status` asks for a login: {describe(row)}")
         if time.monotonic() >= deadline:
             raise Failure(
                 f"{args.tool} was not listed before the deadline (tools listed: {names or 'none'}); "
@@ -321,6 +343,8 @@ def main():
             s.add_argument("--want", required=True)
         else:
             s.add_argument("--tool", required=True)
+            s.add_argument("--settle", type=float, default=3.0,
+                           help="seconds after which an unchanged status asking for a login counts (default 3)")
     args = p.parse_args()
     run = {"redirect": cmd_redirect, "get": cmd_get, "wait-state": cmd_wait_state, "call": cmd_call}[args.cmd]
     try:
