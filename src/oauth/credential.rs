@@ -140,6 +140,7 @@ impl CredentialHandle {
             retry_at: None,
             challenge: None,
             wanted: Vec::new(),
+            registered: None,
             preparing: None,
             starters: Vec::new(),
             pending: None,
@@ -292,6 +293,9 @@ struct Credential {
     challenge: Option<Bearer>,
     /// Scopes a step-up asked for.
     wanted: Vec<String>,
+    /// The client registered dynamically at an authorization server (its issuer), kept
+    /// when a login ends so the next login there reuses it; forgotten by logout.
+    registered: Option<(String, StoredClient)>,
     /// Discovery and registration of a login, in flight.
     preparing: Option<BoxFuture<'static, Result<Prepared, LoginError>>>,
     /// `mcpd ctl login`s waiting for its URL.
@@ -356,6 +360,7 @@ impl Credential {
             stored.tokens.access_token.clone(),
         ))));
         self.expires = stored.tokens.expires_at.map(store::from_epoch);
+        self.registered = Some((stored.metadata.issuer.clone(), stored.client.clone()));
         self.stored = Some(stored);
         self.publish_logged_in();
     }
@@ -599,8 +604,15 @@ impl Credential {
             }
         }
         tracing::info!(upstream = %self.setup.server, "starting a login");
-        self.preparing =
-            Some(flow::prepare(self.setup.clone(), self.challenge.clone(), wanted).boxed());
+        self.preparing = Some(
+            flow::prepare(
+                self.setup.clone(),
+                self.challenge.clone(),
+                wanted,
+                self.registered.clone(),
+            )
+            .boxed(),
+        );
     }
 
     fn on_prepared(&mut self, prepared: Result<Prepared, LoginError>) {
@@ -701,7 +713,7 @@ impl Credential {
                     server_url: self.setup.url.to_string(),
                     resource: ex.pending.resource.clone(),
                     metadata: ex.metadata,
-                    client: StoredClient::of(&ex.pending.client),
+                    client: StoredClient::of(&ex.pending.client, &ex.pending.redirect_uri),
                     requested_scopes: ex.pending.scopes.clone(),
                     tokens: kept,
                 };
@@ -711,6 +723,7 @@ impl Credential {
                     tracing::warn!(path = %file.display(), "could not store the login (it works until mcpd restarts): {e}");
                 }
                 tracing::info!(upstream = %self.setup.server, issuer = %stored.metadata.issuer, "logged in");
+                self.registered = Some((stored.metadata.issuer.clone(), stored.client.clone()));
                 // The login this one replaces is of no use to anyone: end it at its server.
                 if let Some(old) = self.stored.replace(stored) {
                     let http = self.setup.http.clone();
@@ -763,6 +776,7 @@ impl Credential {
             let _ = f.send(Err("logged out".into())); // the caller may have gone
         }
         let stored = self.stored.take();
+        self.registered = None;
         self.refreshing = None;
         self.retry_at = None;
         self.token.send_replace(None);
@@ -928,6 +942,7 @@ mod tests {
                 client_secret: None,
                 method: AuthMethod::None,
                 source: Source::Dynamic,
+                redirect_uri: None,
             },
             requested_scopes: Vec::new(),
             tokens: StoredTokens {

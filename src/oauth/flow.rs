@@ -3,7 +3,8 @@
 use super::authorize::{self, Pending};
 use super::challenge::Bearer;
 use super::discovery::{self, DiscoveryError, ServerMetadata};
-use super::registration::{self, Configured, RegistrationError};
+use super::registration::{self, Configured, RegistrationError, Source};
+use super::store::StoredClient;
 use crate::config::OAuthConfig;
 use reqwest::Url;
 use std::sync::Arc;
@@ -55,10 +56,14 @@ pub struct Prepared {
 ///
 /// `challenge` is the server's last `WWW-Authenticate`, `wanted` the scopes a step-up
 /// asked for on top of those granted before.
+///
+/// `registered` is a client registered dynamically before, with its issuer: reused
+/// when the issuer is the same and its redirect port can be bound again.
 pub async fn prepare(
     setup: Arc<Setup>,
     challenge: Option<Bearer>,
     wanted: Vec<String>,
+    registered: Option<(String, StoredClient)>,
 ) -> Result<Prepared, LoginError> {
     let http = &setup.http;
     let prm = discovery::resource_metadata(http, &setup.url, challenge.as_ref()).await?;
@@ -85,14 +90,41 @@ pub async fn prepare(
         &wanted,
         &metadata,
     );
+    // A client this authorization server registered before, with the port it knows.
+    let reusable = registered
+        .filter(|(issuer, c)| {
+            *issuer == metadata.issuer
+                && c.source == Source::Dynamic
+                && setup.oauth.client_id.is_none()
+        })
+        .and_then(|(_, c)| {
+            let port = c
+                .redirect_uri
+                .as_deref()
+                .and_then(|u| Url::parse(u).ok())
+                .and_then(|u| u.port())?;
+            let fits = setup.oauth.redirect_port.is_none_or(|p| p == port);
+            fits.then_some((c, port))
+        });
+    let mut listener = None;
+    let mut reused = None;
+    if let Some((client, port)) = reusable
+        && let Ok(l) = tokio::net::TcpListener::bind(("127.0.0.1", port)).await
+    {
+        listener = Some(l);
+        reused = Some(client);
+    }
     let port = setup.oauth.redirect_port.unwrap_or(0);
     let addr = format!("127.0.0.1:{port}");
-    let listener = tokio::net::TcpListener::bind(&addr)
-        .await
-        .map_err(|e| LoginError::Listen {
-            addr: addr.clone(),
-            why: e.to_string(),
-        })?;
+    let listener = match listener {
+        Some(l) => l,
+        None => tokio::net::TcpListener::bind(&addr)
+            .await
+            .map_err(|e| LoginError::Listen {
+                addr: addr.clone(),
+                why: e.to_string(),
+            })?,
+    };
     let bound = listener
         .local_addr()
         .map_err(|e| LoginError::Listen {
@@ -106,8 +138,13 @@ pub async fn prepare(
         client_secret: setup.oauth.client_secret.clone(),
         metadata_url: setup.oauth.client_metadata_url.clone(),
     };
-    let client =
-        registration::register(http, &setup.server, &metadata, &configured, &redirect_uri).await?;
+    let client = match reused {
+        Some(c) => c.client(),
+        None => {
+            registration::register(http, &setup.server, &metadata, &configured, &redirect_uri)
+                .await?
+        }
+    };
     let (url, pending) = authorize::start(&metadata, client, &redirect_uri, &resource, &scopes)
         .ok_or_else(|| LoginError::BadEndpoint(metadata.authorization_endpoint.clone()))?;
     Ok(Prepared {

@@ -33,6 +33,9 @@ pub struct StoredClient {
     pub client_secret: Option<String>,
     pub method: AuthMethod,
     pub source: Source,
+    /// The redirect URI a dynamically registered client was registered with.
+    #[serde(default)]
+    pub redirect_uri: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -52,12 +55,13 @@ pub struct StoredTokens {
 }
 
 impl StoredClient {
-    pub fn of(c: &Client) -> StoredClient {
+    pub fn of(c: &Client, redirect_uri: &str) -> StoredClient {
         StoredClient {
             client_id: c.client_id.clone(),
             client_secret: c.secret.as_ref().map(|s| s.expose().to_owned()),
             method: c.method,
             source: c.source,
+            redirect_uri: Some(redirect_uri.to_owned()),
         }
     }
 
@@ -150,6 +154,7 @@ mod tests {
                 client_secret: None,
                 method: AuthMethod::None,
                 source: Source::Dynamic,
+                redirect_uri: None,
             },
             requested_scopes: vec!["mcp:basic".into()],
             tokens: StoredTokens {

@@ -39,6 +39,15 @@ impl Supervisor {
         if let Some(e) = &exit.error {
             slot.last_error = Some(e.clone());
         }
+        // A start the server refused for want of scope waits for a login that grants it.
+        if slot.state == ServerState::Starting
+            && slot
+                .login
+                .as_ref()
+                .is_some_and(|l| !l.view().more_scope.is_empty())
+        {
+            slot.more_scope = true;
+        }
         let after = slot.after_exit;
         match after {
             // A server whose login is over waits for `mcpd ctl login`, not a retry.

@@ -119,7 +119,7 @@ fn park(slot: &mut Slot, server: &str) {
         .unwrap_or_default();
     let why = match login.and_then(|l| l.needs_login()) {
         Some(why) => why,
-        None if slot.more_scope => format!("its tools cannot be listed without the scope {more:?}"),
+        None if slot.more_scope => format!("it cannot be used without the scope {more:?}"),
         None => "not logged in".into(),
     };
     let error = format!("needs an OAuth login ({why}): run `mcpd ctl login {server}`");

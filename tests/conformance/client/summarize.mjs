@@ -31,7 +31,7 @@ const scored = scoredArg === "1";
 // The baseline: scenario -> true (whole scenario) or a Set of check ids.
 const baseline = new Map();
 if (baselineFile) {
-  const { parse } = createRequire(path.join(suiteDir, "package.json"))("yaml");
+  const { parse } = createRequire(path.resolve(suiteDir, "package.json"))("yaml");
   const doc = parse(readFileSync(baselineFile, "utf8")) ?? {};
   for (const entry of doc.client ?? []) {
     const s = String(entry);
