@@ -1,5 +1,6 @@
 //! `mcpd import`: reads the MCP server definitions of other clients (Claude Desktop, Claude
-//! Code, Cursor, VS Code) and appends them to mcpd's config as `[servers.NAME]` tables.
+//! Code, Cursor, VS Code) and appends them to mcpd's config as `[servers.NAME]` tables,
+//! with a remote server's OAuth client settings as `[servers.NAME.oauth]`.
 //!
 //! The existing config file is only ever appended to, so its comments and formatting stay;
 //! a server whose name is already configured is never overwritten. The merged text is
@@ -423,6 +424,10 @@ struct Notes {
     vars: Vec<(String, String)>,
     /// Servers whose literal env values were copied.
     literal_env: Vec<String>,
+    /// Servers given an OAuth `client_id`, whose app must allow mcpd's redirect.
+    oauth_clients: Vec<String>,
+    /// Of those, the ones without a client secret in the client's config.
+    oauth_without_secret: Vec<String>,
     /// Per-entry warnings, printed as they come.
     warnings: Vec<String>,
 }
@@ -439,6 +444,8 @@ impl Notes {
         }
         self.vars.extend(other.vars);
         self.literal_env.extend(other.literal_env);
+        self.oauth_clients.extend(other.oauth_clients);
+        self.oauth_without_secret.extend(other.oauth_without_secret);
     }
 
     fn print(&self) {
@@ -449,10 +456,26 @@ impl Notes {
                 self.literal_env.join(", ")
             );
         }
+        if !self.oauth_clients.is_empty() {
+            eprintln!(
+                "note: an OAuth client_id was copied for {}: mcpd logs in with the redirect \
+                 http://127.0.0.1:PORT/callback (PORT is redirect_port, else a random one), which the OAuth app \
+                 must allow (Claude Code registers http://localhost:PORT/callback, Cursor and VS Code their own redirects)",
+                self.oauth_clients.join(", ")
+            );
+        }
+        if !self.oauth_without_secret.is_empty() {
+            eprintln!(
+                "note: no OAuth client secret was copied for {} (Claude Code and VS Code keep it in the keychain \
+                 or their secret storage, not in the config): if the app has one, set client_secret_env in \
+                 [servers.NAME.oauth] to a variable of mcpd's environment that holds it",
+                self.oauth_without_secret.join(", ")
+            );
+        }
         if !self.vars.is_empty() {
             eprintln!(
-                "note: literal header values were not copied; set these variables in mcpd's environment \
-                 (e.g. a systemd drop-in with Environment= or EnvironmentFile=):"
+                "note: literal header values and OAuth client secrets were not copied; set these variables in \
+                 mcpd's environment (e.g. a systemd drop-in with Environment= or EnvironmentFile=):"
             );
             for (var, what) in &self.vars {
                 eprintln!("  {var}  ({what})");
@@ -503,8 +526,20 @@ fn convert(entry: &Entry, name: &str, notes: &mut Notes) -> Option<toml::Table> 
                 }
             }
         }
+        let auth_header = headers
+            .keys()
+            .any(|k| k.eq_ignore_ascii_case("authorization"));
         if !headers.is_empty() {
             t.insert("headers".into(), headers.into());
+        }
+        if auth_header && OAUTH_FIELDS.iter().any(|f| def.contains_key(*f)) {
+            notes.warn(format!(
+                "{what}: its OAuth settings were not copied: it also sends an Authorization header, and a static \
+                 Authorization header turns mcpd's OAuth login off; to log in with OAuth instead, remove \
+                 headers.Authorization from [servers.{name}] and add a [servers.{name}.oauth] table"
+            ));
+        } else if let Some(oauth) = oauth_table(def, name, &what, notes) {
+            t.insert("oauth".into(), oauth.into());
         }
     } else if let Some(command) = def.get("command").and_then(Value::as_str) {
         if is_mcpd(command) {
@@ -516,6 +551,11 @@ fn convert(entry: &Entry, name: &str, notes: &mut Notes) -> Option<toml::Table> 
         if kind.is_some_and(|k| k != "stdio") {
             notes.warn(format!("{what}: skipped: type {kind:?} without a url"));
             return None;
+        }
+        for field in OAUTH_FIELDS.iter().filter(|f| def.contains_key(**f)) {
+            notes.warn(format!(
+                "{what}: \"{field}\" ignored: OAuth settings apply to remote servers (with a \"url\") only"
+            ));
         }
         t.insert("command".into(), command.into());
         let args: Vec<String> = match def.get("args") {
@@ -572,6 +612,181 @@ fn convert(entry: &Entry, name: &str, notes: &mut Notes) -> Option<toml::Table> 
         t.insert("enabled".into(), false.into());
     }
     Some(t)
+}
+
+/// The fields of a client's server entry that hold OAuth client settings: Claude Code's and
+/// VS Code's `"oauth"`, Cursor's `"auth"`.
+const OAUTH_FIELDS: [&str; 2] = ["oauth", "auth"];
+
+/// The body of `[servers.NAME.oauth]` from a remote entry's OAuth settings; None when
+/// nothing mcpd can use is left. Read, case- and `_`-insensitively:
+///
+/// - Claude Code (`~/.claude.json`, `.mcp.json`): `"oauth": {"clientId", "callbackPort",
+///   "scopes" (one space-separated string), "authServerMetadataUrl", "xaa"}`; its client
+///   secret is kept in the keychain, not in the config;
+/// - VS Code (`mcp.json`): `"oauth": {"clientId"}`;
+/// - Cursor (`mcp.json`): `"auth": {"CLIENT_ID", "CLIENT_SECRET", "scopes" (a list)}`.
+///
+/// A client secret becomes `client_secret_env`, following the headers' convention: a
+/// `${VAR}` (or `${env:VAR}`) names the variable, a literal is replaced by an
+/// `IMPORTED_…` variable the user is told to set. Everything left out gets a note.
+fn oauth_table(
+    def: &serde_json::Map<String, Value>,
+    name: &str,
+    what: &str,
+    notes: &mut Notes,
+) -> Option<toml::Table> {
+    let mut client_id: Option<String> = None;
+    // The variable, and whether it replaces a literal the user must now set.
+    let mut secret: Option<(String, bool)> = None;
+    let mut scopes: Vec<String> = Vec::new();
+    let mut port: Option<u16> = None;
+    for field in OAUTH_FIELDS {
+        let Some(value) = def.get(field) else {
+            continue;
+        };
+        let Some(map) = value.as_object() else {
+            notes.warn(format!(
+                "{what}: \"{field}\" is not an object; no OAuth settings copied from it"
+            ));
+            continue;
+        };
+        for (key, value) in map {
+            let k = format!("{field}.{key}");
+            match key.to_ascii_lowercase().replace('_', "").as_str() {
+                "clientid" => match value.as_str() {
+                    Some(id) if id.contains("${") => notes.warn(format!(
+                        "{what}: {k} {id:?} is a placeholder, and mcpd does not expand ${{…}} in client_id; \
+                         write the client id into [servers.{name}.oauth] client_id by hand"
+                    )),
+                    Some(id) if !id.trim().is_empty() => client_id = Some(id.to_owned()),
+                    _ => notes.warn(format!(
+                        "{what}: {k} is not a client id (a non-empty string); ignored"
+                    )),
+                },
+                "clientsecret" => match value.as_str().map(reference) {
+                    Some(Ref::Literal) if value.as_str() == Some("") => {
+                        notes.warn(format!("{what}: {k} is empty; ignored"));
+                    }
+                    Some(Ref::Literal) => {
+                        secret = Some((imported_var(name, "OAUTH_CLIENT_SECRET"), true));
+                    }
+                    Some(Ref::Vars(v)) => match whole_var(&v) {
+                        Some(var) => secret = Some((var.to_owned(), false)),
+                        None => notes.warn(format!(
+                            "{what}: {k} skipped: client_secret_env names one variable that holds the whole \
+                             secret, not text around ${{VAR}}; set it in [servers.{name}.oauth] by hand"
+                        )),
+                    },
+                    Some(Ref::Unresolvable(why)) => notes.warn(format!(
+                        "{what}: {k} skipped: {why}; set client_secret_env in [servers.{name}.oauth] by hand"
+                    )),
+                    None => notes.warn(format!("{what}: {k} is not a string; ignored")),
+                },
+                "callbackport" => match port_of(value) {
+                    Some(p) => port = Some(p),
+                    None => notes.warn(format!(
+                        "{what}: {k} {value} is not a port (1-65535); ignored, so mcpd redirects to a random port"
+                    )),
+                },
+                "scopes" | "scope" => scopes.extend(scope_list(value, &k, what, notes)),
+                "authservermetadataurl" => notes.warn(format!(
+                    "{what}: {k} not copied: mcpd has no such setting and finds the authorization server \
+                     itself (protected resource metadata, then authorization server metadata)"
+                )),
+                "xaa" if value == &Value::Bool(false) => {}
+                "xaa" => notes.warn(format!(
+                    "{what}: {k} not copied: mcpd has no cross-app access; it logs in with mcpd ctl login"
+                )),
+                _ => notes.warn(format!(
+                    "{what}: {k} is not an OAuth setting mcpd import knows; ignored"
+                )),
+            }
+        }
+    }
+    if secret.is_some() && client_id.is_none() {
+        notes.warn(format!(
+            "{what}: its OAuth client secret was not copied: mcpd uses a client secret only with its client_id"
+        ));
+        secret = None;
+    }
+    let mut t = toml::Table::new();
+    if let Some(id) = client_id {
+        t.insert("client_id".into(), id.into());
+        notes.oauth_clients.push(name.to_owned());
+        if secret.is_none() {
+            notes.oauth_without_secret.push(name.to_owned());
+        }
+    }
+    if let Some((var, literal)) = secret {
+        if literal {
+            notes
+                .vars
+                .push((var.clone(), format!("OAuth client secret of {name}")));
+        }
+        t.insert("client_secret_env".into(), var.into());
+    }
+    let mut seen = BTreeSet::new();
+    scopes.retain(|s| seen.insert(s.clone()));
+    if !scopes.is_empty() {
+        t.insert("scopes".into(), scopes.into());
+    }
+    if let Some(p) = port {
+        t.insert("redirect_port".into(), i64::from(p).into());
+    }
+    (!t.is_empty()).then_some(t)
+}
+
+/// The variable of a value that is exactly one `${VAR}` reference, as [`reference`]
+/// rewrites it.
+fn whole_var(value: &str) -> Option<&str> {
+    let var = value.strip_prefix("${")?.strip_suffix('}')?;
+    (!var.contains(['$', '{', '}'])).then_some(var)
+}
+
+/// A callback port: an integer (or a string of digits) from 1 to 65535.
+fn port_of(value: &Value) -> Option<u16> {
+    let n = match value {
+        Value::Number(n) => n.as_u64()?,
+        Value::String(s) => s.trim().parse().ok()?,
+        _ => return None,
+    };
+    u16::try_from(n).ok().filter(|p| *p != 0)
+}
+
+/// Scopes from one space-separated string (Claude Code) or a list of strings (Cursor);
+/// values mcpd's config would refuse are reported and left out.
+fn scope_list(value: &Value, key: &str, what: &str, notes: &mut Notes) -> Vec<String> {
+    let mut words = Vec::new();
+    match value {
+        Value::String(s) => words.extend(s.split_whitespace().map(str::to_owned)),
+        Value::Array(items) => {
+            for item in items {
+                match item.as_str() {
+                    Some(s) => words.extend(s.split_whitespace().map(str::to_owned)),
+                    None => notes.warn(format!(
+                        "{what}: {key} has {item}, which is not a scope (a string); ignored"
+                    )),
+                }
+            }
+        }
+        _ => {
+            notes.warn(format!(
+                "{what}: {key} is neither a string nor a list of strings; ignored"
+            ));
+        }
+    }
+    let mut out = Vec::new();
+    for w in words {
+        if w.contains(['"', '\\']) || w.contains("${") {
+            notes.warn(format!(
+                "{what}: {key}: {w:?} is not a scope mcpd accepts; ignored"
+            ));
+        } else {
+            out.push(w);
+        }
+    }
+    out
 }
 
 /// The string values of a JSON object field; other values are reported and left out.
@@ -677,6 +892,14 @@ fn render(servers: &[Converted]) -> String {
         ] {
             if let Some(v) = c.table.get(key) {
                 let _ = writeln!(out, "{key} = {}", value_text(v));
+            }
+        }
+        if let Some(toml::Value::Table(oauth)) = c.table.get("oauth") {
+            let _ = writeln!(out, "[servers.{}.oauth]", c.name);
+            for key in ["client_id", "client_secret_env", "scopes", "redirect_port"] {
+                if let Some(v) = oauth.get(key) {
+                    let _ = writeln!(out, "{key} = {}", value_text(v));
+                }
             }
         }
     }
