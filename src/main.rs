@@ -216,7 +216,22 @@ fn check_config(paths: Paths) -> ExitCode {
         let what = match &s.launch {
             mcpd::config::Launch::Stdio(l) => format!("{} {}", l.command, l.args.join(" ")),
             mcpd::config::Launch::Http(h) => {
-                format!("{} (transport {})", h.display_url(), h.transport.as_str())
+                let auth = match (&h.oauth, &h.bearer) {
+                    (Some(o), _) => match (&o.client_id, o.redirect_port) {
+                        (Some(id), Some(p)) => {
+                            format!("OAuth login, client {id}, redirect port {p}")
+                        }
+                        (Some(id), None) => format!("OAuth login, client {id}"),
+                        (None, _) => "OAuth login when asked".to_owned(),
+                    },
+                    (None, Some(_)) => "bearer token".to_owned(),
+                    (None, None) => "OAuth off".to_owned(),
+                };
+                format!(
+                    "{} (transport {}, {auth})",
+                    h.display_url(),
+                    h.transport.as_str()
+                )
             }
         };
         println!("server {}{state}: {}", s.name, what.trim_end());

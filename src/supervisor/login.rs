@@ -112,16 +112,21 @@ pub(super) fn park_if_logged_out(slot: &mut Slot, server: &str) -> bool {
     true
 }
 
-fn park(slot: &mut Slot, server: &str) {
+/// Why a parked server waits for a login.
+pub(super) fn login_reason(slot: &Slot) -> String {
     let login = slot.login.as_ref();
     let more = login
         .map(|l| l.view().more_scope.join(" "))
         .unwrap_or_default();
-    let why = match login.and_then(|l| l.needs_login()) {
+    match login.and_then(|l| l.needs_login()) {
         Some(why) => why,
         None if slot.more_scope => format!("it cannot be used without the scope {more:?}"),
         None => "not logged in".into(),
-    };
+    }
+}
+
+fn park(slot: &mut Slot, server: &str) {
+    let why = login_reason(slot);
     let error = format!("needs an OAuth login ({why}): run `mcpd ctl login {server}`");
     if slot.state != ServerState::NeedsLogin {
         tracing::warn!(upstream = %server, "{error}");

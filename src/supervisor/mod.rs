@@ -368,10 +368,11 @@ impl Slot {
             },
             (ServerState::Stopped, _) => Availability::Stopped,
             (ServerState::NeedsLogin, _) => Availability::NeedsLogin {
-                reason: self
-                    .last_error
-                    .clone()
-                    .unwrap_or_else(|| "needs an OAuth login".into()),
+                reason: format!(
+                    "waiting for an OAuth login ({}): run `mcpd ctl login {}`",
+                    login::login_reason(self),
+                    self.cfg.name
+                ),
             },
             (ServerState::Idle, _) => Availability::Idle {
                 wait: self.cfg.health.startup_timeout + self.cfg.health.probe_timeout,
