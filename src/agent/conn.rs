@@ -1,12 +1,12 @@
-//! One agent connection as an actor: reads requests, keeps its calls in flight concurrently, writes through its outbox.
+//! One agent connection as an actor: the `Conn` owns the session, the calls in flight and the cross-era input state, reads the agent's frames, and sends every answer through the outbox.
 
 use super::AgentContext;
-use super::bridge;
-use super::calls::{self, InFlight};
-use super::handlers::{self, Pending, Step};
+use super::handlers;
+use super::input::{self, Inputs, Resumed};
+use super::reply::{Handled, Pending, Step};
+use super::session::Session;
 use crate::errors::AgentError;
 use crate::framing::{self, BoundedLines, Frame};
-use crate::jsonrpc::ErrorObject;
 use crate::jsonrpc::{self, Id, Message};
 use crate::outbox::{Held, Out, Outbox};
 use crate::protocol::era::Era;
@@ -14,11 +14,12 @@ use crate::protocol::method;
 use crate::upstream::ServerAsk;
 use futures::stream::FuturesUnordered;
 use futures::{Stream, StreamExt};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::UnixStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::codec::FramedRead;
@@ -31,82 +32,6 @@ const WRITE_FLUSH: Duration = Duration::from_secs(2);
 /// How long replies to an agent's requests may wait for room in its queue, with no reply
 /// moving, before the agent counts as not reading.
 const READ_STALL: Duration = Duration::from_secs(5);
-
-/// What the agent said in `initialize`, and the connection's era.
-#[derive(Debug)]
-pub struct Session {
-    /// The connection's number, for logs.
-    pub agent: u64,
-    pub protocol_version: Option<String>,
-    pub client_name: Option<String>,
-    pub client_version: Option<String>,
-    /// True after `notifications/initialized`: list-change notifications may be sent.
-    pub initialized: bool,
-    /// The era the connection is pinned to by its first decisive exchange.
-    pub era: Option<Era>,
-    /// The capabilities a legacy agent declared in `initialize`.
-    pub capabilities: Value,
-    /// Open `subscriptions/listen` requests of a modern agent, by request id.
-    pub listens: HashMap<Id, super::modern::Listen>,
-    /// The actor's service that sends a server's requests to this (legacy) agent.
-    pub asks: mpsc::Sender<ServerAsk>,
-    /// Servers this agent subscribed to resources on, to unsubscribe when it goes.
-    pub subscribed: std::collections::HashSet<std::sync::Arc<str>>,
-    /// The resources it subscribed to, as (server, the server's URI): at most
-    /// `surface::MAX_SUBSCRIPTIONS`, so no agent grows a server's table without bound.
-    pub resources: std::collections::HashSet<(std::sync::Arc<str>, String)>,
-    /// The logging level a legacy agent set for its own calls.
-    pub log_level: Option<String>,
-    /// Call and byte counters.
-    pub metrics: crate::metrics::Metrics,
-    /// The profile the agent chose; None sees everything.
-    pub profile: Option<std::sync::Arc<crate::config::Profile>>,
-}
-
-impl Session {
-    /// Whether the agent's profile includes this server.
-    pub fn sees_server(&self, server: &str) -> bool {
-        self.profile
-            .as_ref()
-            .is_none_or(|p| p.includes_server(server))
-    }
-
-    /// Whether the agent's profile includes this tool.
-    pub fn sees_tool(&self, server: &str, qualified: &str) -> bool {
-        self.profile
-            .as_ref()
-            .is_none_or(|p| p.includes_tool(server, qualified))
-    }
-}
-
-/// Server requests queued for a legacy agent.
-const AGENT_ASKS: usize = 16;
-/// Calls of one modern agent parked while waiting for its input, at most.
-const MAX_PARKED: usize = 64;
-/// How long a parked call waits for the agent's retry, and a request of mcpd's to the
-/// agent (an elicitation a person may be answering) for its answer.
-const PARK_TIMEOUT: Duration = Duration::from_secs(300);
-/// mcpd's requests to one agent waiting for its answer, at most.
-const MAX_OUTGOING: usize = 64;
-
-/// A modern agent's call waiting for the agent to retry it with its input.
-struct Parked {
-    respond_to: oneshot::Sender<Result<Value, ErrorObject>>,
-    /// The key of the input request in `inputRequests`.
-    key: String,
-    call: InFlight,
-    since: Instant,
-}
-
-/// The connection's bridge state: requests mcpd sent the agent, and parked calls.
-struct Bridge {
-    binding: bridge::Binding,
-    next_out: u64,
-    /// mcpd's requests to the agent, by the id mcpd gave them, with when they were sent.
-    outgoing: HashMap<Id, (oneshot::Sender<Result<Value, ErrorObject>>, Instant)>,
-    next_parked: u64,
-    parked: HashMap<u64, Parked>,
-}
 
 /// Why the loop ended, which decides what in-flight calls are told.
 #[derive(Debug, PartialEq)]
@@ -148,7 +73,7 @@ pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: 
 /// of the transport's writes (`writer`, which ends once `outbox` and its copies are
 /// dropped). `seed` is what `ctl agents` shows before the agent says who it is.
 pub async fn run<S>(
-    mut frames: S,
+    frames: S,
     outbox: Outbox,
     writer: JoinHandle<std::io::Result<u64>>,
     seed: super::registry::AgentInfo,
@@ -158,498 +83,368 @@ pub async fn run<S>(
     S: Stream<Item = std::io::Result<Frame>> + Unpin,
 {
     let agent = seed.agent;
-    let max_in_flight = (ctx.queue / 2).max(8);
-    let mut catalog = ctx.catalog.clone();
-    let mut seen_versions = {
-        let c = catalog.borrow_and_update();
-        (c.tools_version, c.prompts_version, c.resources_version)
-    };
-    let (asks_tx, mut asks_rx) = mpsc::channel(AGENT_ASKS);
-    let mut session = Session {
-        agent,
-        protocol_version: None,
-        client_name: None,
-        client_version: None,
-        initialized: false,
-        era: None,
-        // A connection that never sends `initialize` (`mcpd ctl call`) declared none.
-        capabilities: json!({}),
-        listens: HashMap::new(),
-        asks: asks_tx,
-        subscribed: Default::default(),
-        resources: Default::default(),
-        log_level: None,
-        metrics: ctx.metrics.clone(),
-        profile: None,
-    };
-    let mut bridge = Bridge {
-        binding: bridge::Binding {
-            agent,
-            nonce: rand::random(),
-        },
-        next_out: 0,
-        outgoing: HashMap::new(),
-        next_parked: 0,
-        parked: HashMap::new(),
-    };
-    let mut in_flight: HashMap<Id, CancellationToken> = HashMap::new();
-    let mut calls: FuturesUnordered<Pending> = FuturesUnordered::new();
-    let mut drain_deadline: Option<Instant> = None;
-    // Replies waiting for room in the outbox; no request is read while any wait.
-    let mut held = Held::default();
-    // Bytes read from the agent not yet reported to the metrics.
-    let mut received = 0u64;
-    let (ask_tx, mut ask_rx) = mpsc::channel(4);
-    ctx.agents.join(seed, ask_tx);
+    let (asks_tx, asks) = mpsc::channel(input::AGENT_ASKS);
+    let (describe_tx, describes) = mpsc::channel(4);
+    ctx.agents.join(seed, describe_tx);
+    let conn = Conn::new(agent, ctx, outbox, asks_tx);
+    conn.serve(frames, writer, shutdown, asks, describes).await;
+}
 
-    let close = loop {
-        if drain_deadline.is_some() && calls.is_empty() {
-            break Close::Shutdown;
-        }
-        tokio::select! {
-            biased;
-            () = shutdown.cancelled(), if drain_deadline.is_none() => {
-                drain_deadline = Some(Instant::now() + ctx.drain_grace);
-            }
-            () = sleep_until(drain_deadline) => break Close::Shutdown,
-            () = outbox.overflowed().cancelled() => {
-                tracing::warn!(agent, queue = ctx.queue, "agent is not reading its socket; disconnecting it");
-                break Close::Gone;
-            }
-            () = sleep_until(held.deadline(READ_STALL)) => {
-                tracing::warn!(agent, queue = ctx.queue, "agent is not reading its socket; disconnecting it");
-                break Close::Gone;
-            }
-            Some(permit) = outbox.reserve(held.next_bytes()), if !held.is_empty() => held.release(permit),
-            Some((id, step)) = calls.next() => {
-                in_flight.remove(&id);
-                match step {
-                    Step::Reply(line) => held.reply(&outbox, Out { line, about: Some(id) }),
-                    Step::Cancelled => {}
-                    Step::Park { ask, call } => park(&mut bridge, &outbox, &mut held, ask, *call),
-                }
-            }
-            Some(ask) = asks_rx.recv() => ask_agent(&mut bridge, &session, &outbox, ask),
-            Some(respond_to) = ask_rx.recv() => {
-                let _ = respond_to.send(describe(&session, in_flight.len())); // the asker may have left
-            }
-            () = sleep_until(next_expiry(&bridge)) => expire_parked(&mut bridge, &mut calls),
-            Ok(()) = catalog.changed() => {
-                let versions = {
-                    let c = catalog.borrow_and_update();
-                    (c.tools_version, c.prompts_version, c.resources_version)
-                };
-                notify_changes(&session, &outbox, seen_versions, versions);
-                seen_versions = versions;
-            }
-            frame = frames.next(), if held.is_empty() => match frame {
-                None | Some(Err(_)) => break Close::Gone,
-                Some(Ok(frame)) => {
-                    if let Frame::Line(l) = &frame {
-                        received += l.len() as u64 + 1;
-                        // Reported in batches: one message per call would be wasteful.
-                        if received >= 1 << 20 {
-                            ctx.metrics.bytes(std::mem::take(&mut received), 0);
-                        }
-                    }
-                    let draining = drain_deadline.is_some();
-                    let reply = on_frame(frame, agent, &ctx, &outbox, &mut session, &mut bridge, &mut in_flight, &mut calls, max_in_flight, draining);
-                    if let Some(out) = reply {
-                        held.reply(&outbox, out);
-                    }
-                }
-            },
-        }
-    };
+/// One agent connection: everything its actor owns.
+struct Conn {
+    agent: u64,
+    ctx: AgentContext,
+    outbox: Outbox,
+    session: Session,
+    inputs: Inputs,
+    /// Requests in flight, by the agent's id, with what cancels them.
+    in_flight: HashMap<Id, CancellationToken>,
+    calls: FuturesUnordered<Pending>,
+    max_in_flight: usize,
+    /// Set once shutdown began: the calls in flight may finish until then.
+    drain_deadline: Option<Instant>,
+    /// Replies waiting for room in the outbox; no request is read while any wait.
+    held: Held,
+    /// Bytes read from the agent not yet reported to the metrics.
+    received: u64,
+    catalog: watch::Receiver<Arc<crate::registry::Catalog>>,
+    /// The catalog's list versions the agent was last told about.
+    seen_versions: (u64, u64, u64),
+}
 
-    for Out { line, about } in held.drain() {
-        // Best effort: an agent that is gone or not reading gets no more.
-        let _ = match about {
-            Some(id) => outbox.send_about(&id, line),
-            None => outbox.send(line),
+impl Conn {
+    fn new(agent: u64, ctx: AgentContext, outbox: Outbox, asks: mpsc::Sender<ServerAsk>) -> Conn {
+        let mut catalog = ctx.catalog.clone();
+        let seen_versions = {
+            let c = catalog.borrow_and_update();
+            (c.tools_version, c.prompts_version, c.resources_version)
         };
-    }
-    // Whatever is still in flight is cancelled upstream; on shutdown the caller is told.
-    for token in in_flight.values() {
-        token.cancel();
-    }
-    ctx.agents.leave(agent);
-    // Its own server instances (`share = "agent"`) go after a grace period.
-    ctx.supervisor.agent_gone(agent);
-    // Its resource subscriptions end with it.
-    {
-        let catalog = ctx.catalog.borrow();
-        for server in &session.subscribed {
-            if let Some(crate::registry::Availability::Ready(h)) = catalog.servers.get(server) {
-                h.forget(agent);
-            }
-        }
-    }
-    for (_, p) in bridge.parked.drain() {
-        let cancel = CancellationToken::new();
-        cancel.cancel();
-        let id = p.call.id.clone();
-        calls.push(p.call.resume(id, cancel));
-    }
-    let flush = tokio::time::timeout(CANCEL_FLUSH, async {
-        while let Some((id, step)) = calls.next().await {
-            match step {
-                Step::Reply(line) => {
-                    outbox.send(line);
-                }
-                Step::Cancelled if close == Close::Shutdown => {
-                    let e = AgentError::ShuttingDown.to_error_object();
-                    outbox.send(jsonrpc::error_line(Some(&id), &e));
-                }
-                Step::Cancelled | Step::Park { .. } => {}
-            }
-        }
-    });
-    if flush.await.is_err() {
-        tracing::warn!(
+        let session = Session {
             agent,
-            "some cancellations did not reach their servers in time"
-        );
-    }
-    drop(outbox);
-    let mut writer = writer;
-    let sent = match tokio::time::timeout(WRITE_FLUSH, &mut writer).await {
-        Ok(Ok(Ok(n))) => n,
-        Ok(_) => 0,
-        Err(_) => {
-            // A writer blocked on an agent that does not read would hold the connection
-            // open for as long as the agent likes: end it, which closes the socket.
-            writer.abort();
-            tracing::debug!(agent, "dropped replies to an agent that stopped reading");
-            0
+            protocol_version: None,
+            client_name: None,
+            client_version: None,
+            initialized: false,
+            era: None,
+            // A connection that never sends `initialize` (`mcpd ctl call`) declared none.
+            capabilities: json!({}),
+            listens: HashMap::new(),
+            asks,
+            subscribed: Default::default(),
+            resources: Default::default(),
+            log_level: None,
+            metrics: ctx.metrics.clone(),
+            profile: None,
+        };
+        Conn {
+            agent,
+            max_in_flight: (ctx.queue / 2).max(8),
+            ctx,
+            outbox,
+            session,
+            inputs: Inputs::new(agent),
+            in_flight: HashMap::new(),
+            calls: FuturesUnordered::new(),
+            drain_deadline: None,
+            held: Held::default(),
+            received: 0,
+            catalog,
+            seen_versions,
         }
-    };
-    ctx.metrics.bytes(received, sent);
+    }
+
+    async fn serve<S>(
+        mut self,
+        mut frames: S,
+        writer: JoinHandle<std::io::Result<u64>>,
+        shutdown: CancellationToken,
+        mut asks: mpsc::Receiver<ServerAsk>,
+        mut describes: mpsc::Receiver<oneshot::Sender<super::registry::AgentInfo>>,
+    ) where
+        S: Stream<Item = std::io::Result<Frame>> + Unpin,
+    {
+        let agent = self.agent;
+        let queue = self.ctx.queue;
+        // A permit for held replies borrows the queue it is for: a copy of the outbox
+        // here, so the handlers may borrow the connection as they like.
+        let room = self.outbox.clone();
+        let close = loop {
+            if self.drain_deadline.is_some() && self.calls.is_empty() {
+                break Close::Shutdown;
+            }
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled(), if self.drain_deadline.is_none() => {
+                    self.drain_deadline = Some(Instant::now() + self.ctx.drain_grace);
+                }
+                () = sleep_until(self.drain_deadline) => break Close::Shutdown,
+                () = self.outbox.overflowed().cancelled() => {
+                    tracing::warn!(agent, queue, "agent is not reading its socket; disconnecting it");
+                    break Close::Gone;
+                }
+                () = sleep_until(self.held.deadline(READ_STALL)) => {
+                    tracing::warn!(agent, queue, "agent is not reading its socket; disconnecting it");
+                    break Close::Gone;
+                }
+                Some(permit) = room.reserve(self.held.next_bytes()), if !self.held.is_empty() => {
+                    self.held.release(permit);
+                }
+                Some((id, step)) = self.calls.next() => self.on_step(id, step),
+                Some(ask) = asks.recv() => self.inputs.ask(&self.session, &self.outbox, ask),
+                Some(respond_to) = describes.recv() => {
+                    let _ = respond_to.send(self.describe()); // the asker may have left
+                }
+                () = sleep_until(self.inputs.next_expiry()) => self.inputs.expire(&mut self.calls),
+                Ok(()) = self.catalog.changed() => self.on_catalog(),
+                frame = frames.next(), if self.held.is_empty() => match frame {
+                    None | Some(Err(_)) => break Close::Gone,
+                    Some(Ok(frame)) => self.on_frame(frame),
+                },
+            }
+        };
+        drop(room);
+        self.finish(close, writer).await;
+    }
+
+    /// A request in flight ended, or paused for the agent's input.
+    fn on_step(&mut self, id: Id, step: Step) {
+        self.in_flight.remove(&id);
+        match step {
+            Step::Reply(line) => self.held.reply(
+                &self.outbox,
+                Out {
+                    line,
+                    about: Some(id),
+                },
+            ),
+            Step::Cancelled => {}
+            Step::Park { ask, call } => {
+                self.inputs.park(&self.outbox, &mut self.held, ask, *call);
+            }
+        }
+    }
+
+    fn on_catalog(&mut self) {
+        let versions = {
+            let c = self.catalog.borrow_and_update();
+            (c.tools_version, c.prompts_version, c.resources_version)
+        };
+        notify_changes(&self.session, &self.outbox, self.seen_versions, versions);
+        self.seen_versions = versions;
+    }
+
+    /// Handles one frame from the agent, and queues the reply due at once, if any.
+    fn on_frame(&mut self, frame: Frame) {
+        if let Frame::Line(l) = &frame {
+            self.received += l.len() as u64 + 1;
+            // Reported in batches: one message per call would be wasteful.
+            if self.received >= 1 << 20 {
+                self.ctx
+                    .metrics
+                    .bytes(std::mem::take(&mut self.received), 0);
+            }
+        }
+        if let Some(out) = self.reply_to(frame) {
+            self.held.reply(&self.outbox, out);
+        }
+    }
+
+    /// What a frame is answered with at once, if anything.
+    fn reply_to(&mut self, frame: Frame) -> Option<Out> {
+        let agent = self.agent;
+        let line = match frame {
+            Frame::Line(line) => line,
+            Frame::TooLong => {
+                tracing::warn!(agent, "discarded an over-long message");
+                let e = AgentError::MessageTooLarge(self.ctx.max_line).to_error_object();
+                return unowned(jsonrpc::error_line(None, &e));
+            }
+            Frame::NotUtf8 => {
+                return unowned(jsonrpc::error_line(
+                    None,
+                    &AgentError::NotUtf8.to_error_object(),
+                ));
+            }
+        };
+        if line.trim().is_empty() {
+            return None;
+        }
+        match jsonrpc::parse(&line) {
+            Ok(Message::Request(req)) => self.on_request(req),
+            Ok(Message::Notification(n)) => {
+                self.on_notification(n);
+                None
+            }
+            Ok(Message::Response(r)) => {
+                self.inputs.answered(r, agent);
+                None
+            }
+            Err(e) => {
+                tracing::debug!(agent, error = %e, "unusable message from agent");
+                unowned(jsonrpc::error_line(e.id(), &e.to_error_object()))
+            }
+        }
+    }
+
+    fn on_request(&mut self, req: jsonrpc::Request) -> Option<Out> {
+        if self.drain_deadline.is_some() {
+            return unowned(jsonrpc::error_line(
+                Some(&req.id),
+                &AgentError::ShuttingDown.to_error_object(),
+            ));
+        }
+        if self.in_flight.contains_key(&req.id) {
+            let e = jsonrpc::ErrorObject::new(
+                jsonrpc::code::INVALID_REQUEST,
+                format!(
+                    "request id {} is already in use by a request in flight",
+                    req.id
+                ),
+            );
+            return unowned(jsonrpc::error_line(Some(&req.id), &e));
+        }
+        // An open subscription is a request in flight too.
+        if self.in_flight.len() + self.session.listens.len() >= self.max_in_flight {
+            let e = AgentError::TooManyInFlight(self.max_in_flight).to_error_object();
+            return unowned(jsonrpc::error_line(Some(&req.id), &e));
+        }
+        tracing::debug!(agent = self.agent, rpc_id = %req.id, method = %req.method, "request");
+        if req.method == method::TOOLS_CALL {
+            match self.inputs.resume_parked(&req) {
+                Resumed::NotARetry => {}
+                Resumed::Refused(line) => return unowned(line),
+                Resumed::Resume(call) => {
+                    let cancel = CancellationToken::new();
+                    self.in_flight.insert(req.id.clone(), cancel.clone());
+                    self.calls.push(input::resume(call, req.id, cancel));
+                    return None;
+                }
+            }
+        }
+        let id = req.id.clone();
+        match handlers::handle(req, &self.ctx, &self.outbox, &mut self.session) {
+            Handled::Now(line) => Some(Out {
+                line,
+                about: Some(id),
+            }),
+            Handled::Later { id, cancel, fut } => {
+                self.in_flight.insert(id, cancel);
+                self.calls.push(fut);
+                None
+            }
+        }
+    }
+
+    fn on_notification(&mut self, n: jsonrpc::Notification) {
+        match n.method.as_str() {
+            method::INITIALIZED => self.session.initialized = true,
+            method::CANCELLED => {
+                let id = n
+                    .params
+                    .as_ref()
+                    .and_then(|p| p.get("requestId"))
+                    .and_then(Id::from_value);
+                if let Some(id) = id {
+                    if let Some(token) = self.in_flight.get(&id) {
+                        token.cancel();
+                    }
+                    // Ending a subscription is silent: no response is due.
+                    self.session.listens.remove(&id);
+                }
+            }
+            other => tracing::debug!(agent = self.agent, method = other, "ignored a notification"),
+        }
+    }
+
+    /// The connection's end: queued replies go out as far as they can, calls in flight
+    /// are cancelled upstream (on shutdown their callers are told), the agent leaves
+    /// its instances and subscriptions, and the writer gets a last deadline.
+    async fn finish(mut self, close: Close, mut writer: JoinHandle<std::io::Result<u64>>) {
+        let agent = self.agent;
+        for Out { line, about } in self.held.drain() {
+            // Best effort: an agent that is gone or not reading gets no more.
+            let _ = match about {
+                Some(id) => self.outbox.send_about(&id, line),
+                None => self.outbox.send(line),
+            };
+        }
+        for token in self.in_flight.values() {
+            token.cancel();
+        }
+        self.ctx.agents.leave(agent);
+        // Its own server instances (`share = "agent"`) go after a grace period.
+        self.ctx.supervisor.agent_gone(agent);
+        // Its resource subscriptions end with it.
+        {
+            let catalog = self.ctx.catalog.borrow();
+            for server in &self.session.subscribed {
+                if let Some(crate::registry::Availability::Ready(h)) = catalog.servers.get(server) {
+                    h.forget(agent);
+                }
+            }
+        }
+        self.inputs.cancel_parked(&mut self.calls);
+        let (calls, outbox) = (&mut self.calls, &self.outbox);
+        let flush = tokio::time::timeout(CANCEL_FLUSH, async {
+            while let Some((id, step)) = calls.next().await {
+                match step {
+                    Step::Reply(line) => {
+                        outbox.send(line);
+                    }
+                    Step::Cancelled if close == Close::Shutdown => {
+                        let e = AgentError::ShuttingDown.to_error_object();
+                        outbox.send(jsonrpc::error_line(Some(&id), &e));
+                    }
+                    Step::Cancelled | Step::Park { .. } => {}
+                }
+            }
+        });
+        if flush.await.is_err() {
+            tracing::warn!(
+                agent,
+                "some cancellations did not reach their servers in time"
+            );
+        }
+        let Conn {
+            ctx,
+            outbox,
+            received,
+            ..
+        } = self;
+        drop(outbox);
+        let sent = match tokio::time::timeout(WRITE_FLUSH, &mut writer).await {
+            Ok(Ok(Ok(n))) => n,
+            Ok(_) => 0,
+            Err(_) => {
+                // A writer blocked on an agent that does not read would hold the connection
+                // open for as long as the agent likes: end it, which closes the socket.
+                writer.abort();
+                tracing::debug!(agent, "dropped replies to an agent that stopped reading");
+                0
+            }
+        };
+        ctx.metrics.bytes(received, sent);
+    }
+
+    /// What this connection says about itself for `mcpd ctl agents`.
+    fn describe(&self) -> super::registry::AgentInfo {
+        let session = &self.session;
+        let in_flight = self.in_flight.len();
+        super::registry::AgentInfo {
+            agent: session.agent,
+            client: session.client_name.clone(),
+            client_version: session.client_version.clone(),
+            era: session.era.map(|e| e.as_str().to_owned()),
+            in_flight,
+            profile: session.profile.as_ref().map(|p| p.name.clone()),
+            ..Default::default()
+        }
+    }
 }
 
 /// A line that belongs to no request of the agent's.
 fn unowned(line: String) -> Option<Out> {
     Some(Out { line, about: None })
-}
-
-/// Handles one frame from the agent; returns the reply to send at once, if any.
-#[allow(clippy::too_many_arguments)]
-fn on_frame(
-    frame: Frame,
-    agent: u64,
-    ctx: &AgentContext,
-    outbox: &Outbox,
-    session: &mut Session,
-    bridge: &mut Bridge,
-    in_flight: &mut HashMap<Id, CancellationToken>,
-    calls: &mut FuturesUnordered<Pending>,
-    max_in_flight: usize,
-    draining: bool,
-) -> Option<Out> {
-    let line = match frame {
-        Frame::Line(line) => line,
-        Frame::TooLong => {
-            tracing::warn!(agent, "discarded an over-long message");
-            let e = AgentError::MessageTooLarge(ctx.max_line).to_error_object();
-            return unowned(jsonrpc::error_line(None, &e));
-        }
-        Frame::NotUtf8 => {
-            return unowned(jsonrpc::error_line(
-                None,
-                &AgentError::NotUtf8.to_error_object(),
-            ));
-        }
-    };
-    if line.trim().is_empty() {
-        return None;
-    }
-    let msg = match jsonrpc::parse(&line) {
-        Ok(msg) => msg,
-        Err(e) => {
-            tracing::debug!(agent, error = %e, "unusable message from agent");
-            return unowned(jsonrpc::error_line(e.id(), &e.to_error_object()));
-        }
-    };
-    match msg {
-        Message::Request(req) => {
-            if draining {
-                return unowned(jsonrpc::error_line(
-                    Some(&req.id),
-                    &AgentError::ShuttingDown.to_error_object(),
-                ));
-            }
-            if in_flight.contains_key(&req.id) {
-                let e = jsonrpc::ErrorObject::new(
-                    jsonrpc::code::INVALID_REQUEST,
-                    format!(
-                        "request id {} is already in use by a request in flight",
-                        req.id
-                    ),
-                );
-                return unowned(jsonrpc::error_line(Some(&req.id), &e));
-            }
-            // An open subscription is a request in flight too.
-            if in_flight.len() + session.listens.len() >= max_in_flight {
-                let e = AgentError::TooManyInFlight(max_in_flight).to_error_object();
-                return unowned(jsonrpc::error_line(Some(&req.id), &e));
-            }
-            tracing::debug!(agent, rpc_id = %req.id, method = %req.method, "request");
-            if req.method == method::TOOLS_CALL {
-                match resume_parked(bridge, &req) {
-                    Resumed::NotARetry => {}
-                    Resumed::Refused(line) => return unowned(line),
-                    Resumed::Resume(call) => {
-                        let cancel = CancellationToken::new();
-                        in_flight.insert(req.id.clone(), cancel.clone());
-                        calls.push(call.resume(req.id, cancel));
-                        return None;
-                    }
-                }
-            }
-            let id = req.id.clone();
-            match handlers::handle(req, ctx, outbox, session) {
-                handlers::Handled::Now(line) => Some(Out {
-                    line,
-                    about: Some(id),
-                }),
-                handlers::Handled::Later { id, cancel, fut } => {
-                    in_flight.insert(id, cancel);
-                    calls.push(fut);
-                    None
-                }
-            }
-        }
-        Message::Notification(n) => {
-            match n.method.as_str() {
-                method::INITIALIZED => session.initialized = true,
-                method::CANCELLED => {
-                    let id = n
-                        .params
-                        .as_ref()
-                        .and_then(|p| p.get("requestId"))
-                        .and_then(Id::from_value);
-                    if let Some(id) = id {
-                        if let Some(token) = in_flight.get(&id) {
-                            token.cancel();
-                        }
-                        // Ending a subscription is silent: no response is due.
-                        session.listens.remove(&id);
-                    }
-                }
-                other => tracing::debug!(agent, method = other, "ignored a notification"),
-            }
-            None
-        }
-        Message::Response(r) => {
-            match bridge.outgoing.remove(&r.id) {
-                // The server may have given up waiting; then no one needs the answer.
-                Some((respond_to, _)) => {
-                    let _ = respond_to.send(r.outcome);
-                }
-                None => {
-                    tracing::debug!(agent, rpc_id = %r.id, "ignored a response to no request of mcpd's")
-                }
-            }
-            None
-        }
-    }
-}
-
-/// What this connection says about itself for `mcpd ctl agents`.
-fn describe(session: &Session, in_flight: usize) -> super::registry::AgentInfo {
-    super::registry::AgentInfo {
-        agent: session.agent,
-        client: session.client_name.clone(),
-        client_version: session.client_version.clone(),
-        era: session.era.map(|e| e.as_str().to_owned()),
-        in_flight,
-        profile: session.profile.as_ref().map(|p| p.name.clone()),
-        ..Default::default()
-    }
-}
-
-/// Sends a server's request to a legacy agent as a real request, if the agent declared
-/// the capability it needs; the answer goes back through `respond_to`.
-fn ask_agent(bridge: &mut Bridge, session: &Session, outbox: &Outbox, ask: ServerAsk) {
-    if let Err(e) = calls::has_capability(&session.capabilities, &ask.method) {
-        let _ = ask.respond_to.send(Err(e)); // the server side may have given up
-        return;
-    }
-    // A server that gave up waiting needs no answer: its entry goes now.
-    bridge
-        .outgoing
-        .retain(|_, (respond_to, _)| !respond_to.is_closed());
-    if bridge.outgoing.len() >= MAX_OUTGOING {
-        let e = ErrorObject::new(
-            crate::errors::mcpd_code::BUSY,
-            format!("{MAX_OUTGOING} requests to this agent already wait for its answer"),
-        );
-        let _ = ask.respond_to.send(Err(e)); // the server side may have given up
-        return;
-    }
-    bridge.next_out += 1;
-    let id = Id::Str(format!("mcpd-{}", bridge.next_out));
-    let line = jsonrpc::request_line(&id, &ask.method, ask.params.as_ref());
-    if outbox.send(line) {
-        bridge.outgoing.insert(id, (ask.respond_to, Instant::now()));
-    } else {
-        let e = ErrorObject::new(
-            jsonrpc::code::INTERNAL_ERROR,
-            "the agent is not reading its connection".to_owned(),
-        );
-        let _ = ask.respond_to.send(Err(e));
-    }
-}
-
-/// A legacy server asked for input during a modern agent's call: answer the agent
-/// `input_required` with a sealed state, and keep the call until it retries. An agent
-/// without the capability gets the error, and the server's request gets it too.
-fn park(bridge: &mut Bridge, outbox: &Outbox, held: &mut Held, ask: ServerAsk, call: InFlight) {
-    let id = call.id.clone();
-    let refusal = calls::has_capability(&call.caps, &ask.method)
-        .err()
-        .or_else(|| {
-            (bridge.parked.len() >= MAX_PARKED).then(|| {
-                ErrorObject::new(
-                    jsonrpc::code::INTERNAL_ERROR,
-                    format!("{MAX_PARKED} calls already wait for this agent's input"),
-                )
-            })
-        });
-    if let Some(e) = refusal {
-        let _ = ask.respond_to.send(Err(e.clone())); // the server may have given up
-        let line = jsonrpc::error_line(Some(&id), &e);
-        held.reply(
-            outbox,
-            Out {
-                line,
-                about: Some(id),
-            },
-        );
-        call.cancel.cancel();
-        return;
-    }
-    bridge.next_parked += 1;
-    let n = bridge.next_parked;
-    let key = format!("mcpd-{n}");
-    let result = json!({
-        "resultType": "input_required",
-        "inputRequests": { key.clone(): { "method": ask.method, "params": ask.params } },
-        "requestState": bridge::seal(bridge.binding, n),
-        "_meta": { crate::protocol::era::key::SERVER_INFO: crate::protocol::era::server_info() },
-    });
-    let line = jsonrpc::result_line(&id, &result);
-    held.reply(
-        outbox,
-        Out {
-            line,
-            about: Some(id),
-        },
-    );
-    bridge.parked.insert(
-        n,
-        Parked {
-            respond_to: ask.respond_to,
-            key,
-            call,
-            since: Instant::now(),
-        },
-    );
-}
-
-enum Resumed {
-    /// An ordinary call (or a retry carrying a server's own state).
-    NotARetry,
-    Refused(String),
-    Resume(InFlight),
-}
-
-/// A modern agent's retry with one of mcpd's `requestState`s: deliver its input to the
-/// waiting server request and resume the parked call under the retry's id.
-fn resume_parked(bridge: &mut Bridge, req: &jsonrpc::Request) -> Resumed {
-    let params = req.params.as_ref();
-    let Some(state) = params
-        .and_then(|p| p.get("requestState"))
-        .and_then(Value::as_str)
-    else {
-        return Resumed::NotARetry;
-    };
-    let refuse = |why: String| {
-        let e = ErrorObject::new(jsonrpc::code::INVALID_PARAMS, why);
-        Resumed::Refused(jsonrpc::error_line(Some(&req.id), &e))
-    };
-    let n = match bridge::open(state, bridge.binding) {
-        bridge::Opened::Foreign => return Resumed::NotARetry,
-        bridge::Opened::Invalid(why) => {
-            return refuse(format!("requestState was not accepted: {why}"));
-        }
-        bridge::Opened::Ours(n) => n,
-    };
-    let Some(p) = bridge.parked.remove(&n) else {
-        return refuse(
-            "requestState refers to a call that is no longer waiting (answered, expired or cancelled)"
-                .into(),
-        );
-    };
-    let answer = params
-        .and_then(|p| p.get("inputResponses"))
-        .and_then(|r| r.get(&p.key))
-        .cloned()
-        .ok_or_else(|| {
-            ErrorObject::new(
-                jsonrpc::code::INVALID_PARAMS,
-                format!("the retry has no inputResponses.{}", p.key),
-            )
-        });
-    // The server may have given up waiting; the call then ends with its error.
-    let _ = p.respond_to.send(answer);
-    Resumed::Resume(p.call)
-}
-
-fn next_expiry(bridge: &Bridge) -> Option<Instant> {
-    let parked = bridge.parked.values().map(|p| p.since);
-    let asked = bridge.outgoing.values().map(|(_, since)| *since);
-    parked.chain(asked).min().map(|t| t + PARK_TIMEOUT)
-}
-
-/// Parked calls whose agent never retried are cancelled upstream; requests the agent
-/// never answered are failed.
-fn expire_parked(bridge: &mut Bridge, calls: &mut FuturesUnordered<Pending>) {
-    let now = Instant::now();
-    let unanswered: Vec<Id> = bridge
-        .outgoing
-        .iter()
-        .filter(|(_, (_, since))| *since + PARK_TIMEOUT <= now)
-        .map(|(id, _)| id.clone())
-        .collect();
-    for id in unanswered {
-        if let Some((respond_to, _)) = bridge.outgoing.remove(&id) {
-            let e = ErrorObject::new(
-                crate::errors::mcpd_code::TIMEOUT,
-                "the agent did not answer in time".to_owned(),
-            );
-            let _ = respond_to.send(Err(e)); // the server may have given up
-        }
-    }
-    let expired: Vec<u64> = bridge
-        .parked
-        .iter()
-        .filter(|(_, p)| p.since + PARK_TIMEOUT <= now)
-        .map(|(n, _)| *n)
-        .collect();
-    for n in expired {
-        if let Some(p) = bridge.parked.remove(&n) {
-            let e = ErrorObject::new(
-                jsonrpc::code::INTERNAL_ERROR,
-                "the agent did not answer in time".to_owned(),
-            );
-            let _ = p.respond_to.send(Err(e));
-            let cancel = CancellationToken::new();
-            cancel.cancel();
-            let id = p.call.id.clone();
-            calls.push(p.call.resume(id, cancel));
-        }
-    }
 }
 
 /// Tells the agent which of its lists changed, once per change: a legacy agent by the

@@ -1,6 +1,6 @@
 //! What mcpd does with each request an agent sends: the handshake, listing, routing calls, and the daemon's own methods.
 
-use super::conn::Session;
+use super::session::Session;
 use super::{AgentContext, calls, modern, surface};
 use crate::errors::{AgentError, ControlDenial};
 use crate::jsonrpc::{self, Id, Request};
@@ -13,18 +13,7 @@ use serde_json::{Value, json};
 use std::sync::atomic::Ordering;
 use tokio_util::sync::CancellationToken;
 
-pub use super::calls::{Pending, Step};
-
-pub enum Handled {
-    /// Answered at once.
-    Now(String),
-    /// Answered when `fut` resolves; `cancel` cancels it.
-    Later {
-        id: Id,
-        cancel: CancellationToken,
-        fut: Pending,
-    },
-}
+pub use super::reply::{Handled, Step};
 
 fn error(id: &Id, e: AgentError) -> Handled {
     Handled::Now(jsonrpc::error_line(Some(id), &e.to_error_object()))

@@ -1,14 +1,19 @@
 //! Server side of mcpd: the Unix-socket listener and one actor per agent connection.
 
-mod bridge;
 mod calls;
 mod conn;
+mod forward;
 mod handlers;
 pub mod http;
+mod input;
 pub mod listener;
 mod login;
 mod modern;
 pub mod registry;
+mod render;
+mod reply;
+mod request_state;
+mod session;
 mod surface;
 
 use crate::registry::Catalog;

@@ -1,7 +1,7 @@
 //! The modern (2026-07-28) side of an agent connection: era pinning, `server/discover`, request envelopes, and `subscriptions/listen`.
 
 use super::AgentContext;
-use super::conn::Session;
+use super::session::{Listen, Session};
 use crate::jsonrpc::{self, ErrorObject, Id, Request};
 use crate::protocol::era::{self, Era, RequestEra, key};
 use crate::protocol::method;
@@ -133,26 +133,6 @@ pub fn discover(req: &Request, ctx: &AgentContext) -> String {
         "_meta": era::handshake_meta(),
     });
     jsonrpc::result_line(&req.id, &result)
-}
-
-/// Which notifications one `subscriptions/listen` of an agent asked for.
-#[derive(Debug, Clone, Copy)]
-pub struct Listen {
-    pub tools: bool,
-    pub prompts: bool,
-    pub resources: bool,
-}
-
-impl Listen {
-    /// Whether this subscription asked for a list-changed notification method.
-    pub fn wants(&self, m: &str) -> bool {
-        match m {
-            method::TOOLS_LIST_CHANGED => self.tools,
-            method::PROMPTS_LIST_CHANGED => self.prompts,
-            method::RESOURCES_LIST_CHANGED => self.resources,
-            _ => false,
-        }
-    }
 }
 
 /// Open `subscriptions/listen` requests one connection may have at once.

@@ -1,9 +1,10 @@
 //! Prompts, resources, templates, completion, resource subscriptions and logging levels, as an agent asks for them: listing from the catalog, routing to the right server.
 
 use super::AgentContext;
-use super::calls::{self, Rewrite, Target};
-use super::conn::Session;
+use super::forward::{self, Caller, Route, Target};
 use super::handlers::{Handled, Step};
+use super::render::{self, Rewrite};
+use super::session::Session;
 use crate::errors::AgentError;
 use crate::jsonrpc::{self, ErrorObject, Id, Request};
 use crate::outbox::Outbox;
@@ -140,14 +141,13 @@ pub fn prompts_get(
     };
     params.insert("name".into(), Value::String(prompt.original.clone()));
     let server = prompt.server.clone();
-    let target = (
-        catalog.clone(),
+    let route = Route {
         server,
-        method::PROMPTS_GET,
+        method: method::PROMPTS_GET,
         params,
-        Rewrite::None,
-    );
-    send(req.id, target, outbox, session, modern)
+        rewrite: Rewrite::None,
+    };
+    send(req.id, &catalog, route, outbox, session, modern)
 }
 
 /// `resources/read`: routed by URI (see `registry::surface` for the scheme).
@@ -168,16 +168,15 @@ pub fn resources_read(
         Err(why) => return not_found(&req.id, &uri, why, modern),
     };
     params.insert("uri".into(), Value::String(original));
-    let target = (
-        catalog.clone(),
+    let route = Route {
         server,
-        method::RESOURCES_READ,
+        method: method::RESOURCES_READ,
         params,
-        Rewrite::ContentUris {
+        rewrite: Rewrite::ContentUris {
             surface: catalog.surface.clone(),
         },
-    );
-    send(req.id, target, outbox, session, modern)
+    };
+    send(req.id, &catalog, route, outbox, session, modern)
 }
 
 /// Routes a URI among the servers the agent's profile includes.
@@ -277,8 +276,13 @@ pub fn complete(
         }
     };
     params.insert("ref".into(), rewritten);
-    let target = (catalog, server, method::COMPLETE, params, Rewrite::None);
-    send(req.id, target, outbox, session, modern)
+    let route = Route {
+        server,
+        method: method::COMPLETE,
+        params,
+        rewrite: Rewrite::None,
+    };
+    send(req.id, &catalog, route, outbox, session, modern)
 }
 
 /// `resources/subscribe` and `resources/unsubscribe` of a legacy agent.
@@ -309,7 +313,7 @@ pub fn subscribe(
         Ok(r) => r,
         Err(why) => return not_found(&req.id, &uri, why, false),
     };
-    let handle = match calls::ready_handle(&catalog, &server, &req.id) {
+    let handle = match forward::ready_handle(&catalog, &server, &req.id) {
         Ok(h) => h,
         Err(line) => return Handled::Now(line),
     };
@@ -333,7 +337,7 @@ pub fn subscribe(
     let reply_id = id.clone();
     let fut = async move {
         let reply = handle.subscribe(sub, on).await;
-        let line = calls::render(&reply_id, &server, m, reply, false, &Rewrite::None);
+        let line = render::render(&reply_id, &server, m, reply, false, &Rewrite::None);
         (reply_id, Step::Reply(line))
     };
     Handled::Later {
@@ -433,7 +437,7 @@ pub fn requested_level(params: &Map<String, Value>) -> Option<&str> {
     params.get("_meta")?.get(key::LOG_LEVEL)?.as_str()
 }
 
-fn later((id, cancel, fut): (Id, CancellationToken, super::calls::Pending)) -> Handled {
+fn later((id, cancel, fut): (Id, CancellationToken, super::reply::Pending)) -> Handled {
     Handled::Later { id, cancel, fut }
 }
 
@@ -441,31 +445,16 @@ fn later((id, cancel, fut): (Id, CancellationToken, super::calls::Pending)) -> H
 /// answer as a call of the agent's.
 fn send(
     id: Id,
-    (catalog, server, method, params, rewrite): (
-        Arc<registry::Catalog>,
-        Arc<str>,
-        &'static str,
-        Map<String, Value>,
-        Rewrite,
-    ),
+    catalog: &registry::Catalog,
+    route: Route,
     outbox: &Outbox,
     session: &Session,
     modern: bool,
 ) -> Handled {
-    let handle = match calls::ready_handle(&catalog, &server, &id) {
+    let handle = match forward::ready_handle(catalog, &route.server, &id) {
         Ok(h) => h,
         Err(line) => return Handled::Now(line),
     };
-    let target = Target {
-        server,
-        handle,
-        method,
-        params,
-        rewrite,
-    };
-    later(calls::launch(
-        id,
-        target,
-        &calls::Caller::of(outbox, session, modern),
-    ))
+    let caller = Caller::of(outbox, session, modern);
+    later(forward::launch(id, Target { route, handle }, &caller))
 }

@@ -125,7 +125,9 @@ async fn every_format_imports_into_a_valid_config() {
 
     let (code, out, err) = check_config(&config).await;
     assert_eq!(code, 0, "check-config: {out}{err}\n{text}");
-    assert!(out.contains("server legacy-events: https://events.example.com/sse (transport sse)"));
+    assert!(out.contains(
+        "server legacy-events: https://events.example.com/sse (transport sse, OAuth login when asked)"
+    ));
     assert!(out.contains("server db: uvx mcp-server-sqlite --db-path app.db"));
 }
 

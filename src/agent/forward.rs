@@ -1,0 +1,309 @@
+//! Forwarding an agent's request to its server: the route, the caller's side of it (its outbox, era, capabilities), waiting for a server that is starting or for the agent's own instance, and the future of the answer.
+
+use super::input;
+use super::render::Rewrite;
+use super::reply::{InFlight, Pending, Step};
+use super::session::Session;
+use crate::errors::AgentError;
+use crate::jsonrpc::{self, Id};
+use crate::outbox::Outbox;
+use crate::protocol::era::{self, Era};
+use crate::registry::Availability;
+use crate::upstream::{CallOptions, LogRoute, ProgressSink, ServerAsk, UpstreamHandle};
+use futures::FutureExt;
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Daemon-wide call ids, so an upstream can tell apart calls from different agents.
+static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
+
+/// Server requests queued per modern-agent call.
+const CALL_ASKS: usize = 4;
+
+/// Where a request goes and what it says there, before its server's handle is known.
+pub struct Route {
+    pub server: Arc<str>,
+    pub method: &'static str,
+    /// The params with the agent's names replaced by the server's own.
+    pub params: Map<String, Value>,
+    /// How the server's result is changed on the way back.
+    pub rewrite: Rewrite,
+}
+
+/// A route to a server that can take it now.
+pub struct Target {
+    pub route: Route,
+    pub handle: UpstreamHandle,
+}
+
+/// The handle of a server that can take requests now, or the error line explaining why not.
+pub fn ready_handle(
+    catalog: &crate::registry::Catalog,
+    server: &Arc<str>,
+    id: &Id,
+) -> Result<UpstreamHandle, String> {
+    match catalog.servers.get(server) {
+        Some(Availability::Ready(h)) => Ok(h.clone()),
+        other => {
+            let why = other.map_or_else(
+                || "not configured any more".to_owned(),
+                Availability::explain,
+            );
+            let e = AgentError::Unavailable {
+                server: server.to_string(),
+                why,
+            };
+            Err(jsonrpc::error_line(Some(id), &e.to_error_object()))
+        }
+    }
+}
+
+/// Sends a routed request and returns the future of its answer: progress goes to the
+/// agent, the server's requests during it are bridged to the agent's era.
+/// What a call needs to know about the agent making it, owned so a call can start
+/// later (after its server is ready).
+#[derive(Clone)]
+pub struct Caller {
+    outbox: Outbox,
+    /// The agent speaks the modern era (this request, or the connection).
+    modern: bool,
+    /// The capabilities a legacy agent declared in `initialize`.
+    caps: Value,
+    asks: mpsc::Sender<ServerAsk>,
+    log_level: Option<String>,
+    metrics: crate::metrics::Metrics,
+}
+
+impl Caller {
+    pub fn of(outbox: &Outbox, session: &Session, modern: bool) -> Caller {
+        Caller {
+            metrics: session.metrics.clone(),
+            outbox: outbox.clone(),
+            modern: modern || session.era == Some(Era::Modern),
+            caps: session.capabilities.clone(),
+            asks: session.asks.clone(),
+            log_level: session.log_level.clone(),
+        }
+    }
+}
+
+pub fn launch(id: Id, target: Target, caller: &Caller) -> (Id, CancellationToken, Pending) {
+    let cancel = CancellationToken::new();
+    let fut = launch_with(id.clone(), target, caller, cancel.clone());
+    (id, cancel, fut)
+}
+
+/// A call to a server that is still starting: waits (up to `wait`) for it to be ready,
+/// then sends the request; a cancellation meanwhile ends it at once.
+pub fn deferred(
+    id: Id,
+    route: Route,
+    wait: std::time::Duration,
+    mut catalog: tokio::sync::watch::Receiver<Arc<crate::registry::Catalog>>,
+    caller: Caller,
+    supervisor: crate::supervisor::SupervisorHandle,
+) -> (Id, CancellationToken, Pending) {
+    let cancel = CancellationToken::new();
+    let token = cancel.clone();
+    let reply_id = id.clone();
+    let fut = async move {
+        let ready = async {
+            let mut asked = false;
+            loop {
+                let state = catalog
+                    .borrow_and_update()
+                    .servers
+                    .get(&route.server)
+                    .cloned();
+                match state {
+                    Some(Availability::Starting { .. }) => {}
+                    Some(Availability::Idle { .. }) if !asked => {
+                        // An idle server is started by the call that needs it.
+                        asked = true;
+                        let start = crate::supervisor::Action::Start;
+                        if let Err(e) = supervisor.control(&route.server, start).await {
+                            tracing::warn!(upstream = %route.server, "could not start an idle server: {e}");
+                        }
+                        continue;
+                    }
+                    Some(Availability::Idle { .. }) => {}
+                    other => return other,
+                }
+                if catalog.changed().await.is_err() {
+                    return None;
+                }
+            }
+        };
+        let state = tokio::select! {
+            s = tokio::time::timeout(wait, ready) => s.ok().flatten(),
+            () = token.cancelled() => return (reply_id, Step::Cancelled),
+        };
+        let handle = match state {
+            Some(Availability::Ready(h)) => h,
+            other => {
+                let why = other.map_or_else(
+                    || format!("still starting after {}", humantime::format_duration(wait)),
+                    |a| a.explain(),
+                );
+                return unavailable(reply_id, &route.server, why);
+            }
+        };
+        launch_with(reply_id, Target { route, handle }, &caller, token).await
+    };
+    (id, cancel, fut.boxed())
+}
+
+/// A call to the agent's own instance of a `share = "agent"` server: the supervisor
+/// starts it on first use (waited for up to `wait`), then the call goes to it.
+pub fn instance_call(
+    id: Id,
+    route: Route,
+    wait: std::time::Duration,
+    caller: Caller,
+    supervisor: crate::supervisor::SupervisorHandle,
+    agent: u64,
+) -> (Id, CancellationToken, Pending) {
+    let cancel = CancellationToken::new();
+    let token = cancel.clone();
+    let reply_id = id.clone();
+    let fut = async move {
+        let got = tokio::select! {
+            r = tokio::time::timeout(wait, supervisor.instance(&route.server, agent)) => r,
+            () = token.cancelled() => return (reply_id, Step::Cancelled),
+        };
+        let handle = match got {
+            Ok(Ok(h)) => h,
+            Ok(Err(why)) => return unavailable(reply_id, &route.server, why),
+            Err(_) => {
+                let why = format!(
+                    "still starting this agent's instance after {}",
+                    humantime::format_duration(wait)
+                );
+                return unavailable(reply_id, &route.server, why);
+            }
+        };
+        launch_with(reply_id, Target { route, handle }, &caller, token).await
+    };
+    (id, cancel, fut.boxed())
+}
+
+fn unavailable(id: Id, server: &str, why: String) -> (Id, Step) {
+    let e = AgentError::Unavailable {
+        server: server.to_owned(),
+        why,
+    };
+    let line = jsonrpc::error_line(Some(&id), &e.to_error_object());
+    (id, Step::Reply(line))
+}
+
+fn launch_with(id: Id, target: Target, caller: &Caller, cancel: CancellationToken) -> Pending {
+    // Every routed request is timed for `mcpd ctl metrics`, whatever its outcome.
+    let (metrics, server, method) = (
+        caller.metrics.clone(),
+        target.route.server.clone(),
+        target.route.method,
+    );
+    let started = std::time::Instant::now();
+    call_future(id, target, caller, cancel)
+        .map(move |(id, step)| {
+            let error = match &step {
+                Step::Reply(line) => jsonrpc::is_error_line(line),
+                Step::Cancelled => true,
+                Step::Park { .. } => false,
+            };
+            if !matches!(step, Step::Park { .. }) {
+                metrics.call(&server, method, started.elapsed(), error);
+            }
+            (id, step)
+        })
+        .boxed()
+}
+
+fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToken) -> Pending {
+    let outbox = &caller.outbox.about(&id);
+    let modern = caller.modern;
+    let Target {
+        route:
+            Route {
+                server,
+                method,
+                params,
+                rewrite,
+            },
+        handle,
+    } = target;
+    let progress = params
+        .get("_meta")
+        .and_then(|m| m.get("progressToken"))
+        .map(|token| ProgressSink {
+            token: token.clone(),
+            outbox: outbox.clone(),
+        });
+    // A modern agent asks for log messages per request; a legacy one sets a level for
+    // its calls (or gets everything).
+    let logs = if modern {
+        super::surface::requested_level(&params).map(|l| LogRoute {
+            outbox: outbox.clone(),
+            threshold: Some(l.to_owned()),
+        })
+    } else {
+        // A modern server is asked for log messages at this level, upstream, when the
+        // request is dressed for its era.
+        Some(LogRoute {
+            outbox: outbox.clone(),
+            threshold: caller.log_level.clone(),
+        })
+    };
+    let call = NEXT_CALL.fetch_add(1, Ordering::Relaxed);
+    if modern {
+        let caps = params
+            .get("_meta")
+            .and_then(|m| m.get(era::key::CLIENT_CAPABILITIES))
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        let (asks_tx, asks) = mpsc::channel(CALL_ASKS);
+        let opts = CallOptions {
+            progress,
+            caps: None,
+            asks: Some(asks_tx),
+            logs,
+        };
+        let h = handle.clone();
+        let reply = async move {
+            h.call(call, method, Some(Value::Object(params)), opts)
+                .await
+        }
+        .boxed();
+        input::drive(InFlight {
+            id,
+            server,
+            handle,
+            call,
+            cancel: cancel.clone(),
+            reply,
+            asks,
+            caps,
+            method,
+            rewrite,
+        })
+    } else {
+        let legacy = input::LegacyCall {
+            id,
+            server,
+            handle,
+            call,
+            cancel: cancel.clone(),
+            params,
+            progress,
+            caps: caller.caps.clone(),
+            asks: caller.asks.clone(),
+            method,
+            rewrite,
+            logs,
+        };
+        legacy.run().boxed()
+    }
+}

@@ -1,0 +1,493 @@
+//! Input across eras: a modern agent's call paused for input (answered `input_required`, parked until the agent retries with mcpd's sealed `requestState`), a legacy agent's call that fulfils a modern server's `input_required` by asking the agent real requests, and mcpd's own requests to the agent.
+//!
+//! A call is a future inside its agent's actor. For a legacy agent it fulfils a modern
+//! server's `input_required` itself and retries. For a modern agent, a legacy server's
+//! request during the call makes the future yield the call back to the actor, which
+//! answers `input_required` and parks it here until the agent retries.
+
+use super::render::{self, Rewrite};
+use super::reply::{InFlight, Pending, Step};
+use super::request_state;
+use super::session::Session;
+use crate::jsonrpc::{self, ErrorObject, Id};
+use crate::outbox::{Held, Out, Outbox};
+use crate::protocol::era;
+use crate::protocol::results::RawMembers;
+use crate::upstream::{
+    CallId, CallOptions, LogRoute, ProgressSink, RawReply, ServerAsk, UpstreamHandle,
+};
+use futures::FutureExt;
+use futures::stream::FuturesUnordered;
+use serde_json::{Map, Value, json};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Rounds of `input_required` mcpd fulfils for a legacy agent before giving up.
+const MAX_INPUT_ROUNDS: usize = 10;
+
+/// Server requests queued for a legacy agent.
+pub const AGENT_ASKS: usize = 16;
+/// Calls of one modern agent parked while waiting for its input, at most.
+const MAX_PARKED: usize = 64;
+/// How long a parked call waits for the agent's retry, and a request of mcpd's to the
+/// agent (an elicitation a person may be answering) for its answer.
+const PARK_TIMEOUT: Duration = Duration::from_secs(300);
+/// mcpd's requests to one agent waiting for its answer, at most.
+const MAX_OUTGOING: usize = 64;
+
+/// A modern agent's call waiting for the agent to retry it with its input.
+struct Parked {
+    respond_to: oneshot::Sender<Result<Value, ErrorObject>>,
+    /// The key of the input request in `inputRequests`.
+    key: String,
+    call: InFlight,
+    since: Instant,
+}
+
+/// A connection's cross-era input state: requests mcpd sent the agent, and calls
+/// parked until the agent retries them with its input.
+pub struct Inputs {
+    binding: request_state::Binding,
+    next_out: u64,
+    /// mcpd's requests to the agent, by the id mcpd gave them, with when they were sent.
+    outgoing: HashMap<Id, (oneshot::Sender<Result<Value, ErrorObject>>, Instant)>,
+    next_parked: u64,
+    parked: HashMap<u64, Parked>,
+}
+
+impl Inputs {
+    pub fn new(agent: u64) -> Inputs {
+        Inputs {
+            binding: request_state::Binding {
+                agent,
+                nonce: rand::random(),
+            },
+            next_out: 0,
+            outgoing: HashMap::new(),
+            next_parked: 0,
+            parked: HashMap::new(),
+        }
+    }
+
+    /// The agent answered one of mcpd's requests.
+    pub fn answered(&mut self, r: jsonrpc::Response, agent: u64) {
+        match self.outgoing.remove(&r.id) {
+            // The server may have given up waiting; then no one needs the answer.
+            Some((respond_to, _)) => {
+                let _ = respond_to.send(r.outcome);
+            }
+            None => {
+                tracing::debug!(agent, rpc_id = %r.id, "ignored a response to no request of mcpd's")
+            }
+        }
+    }
+
+    /// Cancels every parked call, for the connection's end.
+    pub fn cancel_parked(&mut self, calls: &mut FuturesUnordered<Pending>) {
+        for (_, p) in self.parked.drain() {
+            let cancel = CancellationToken::new();
+            cancel.cancel();
+            let id = p.call.id.clone();
+            calls.push(resume(p.call, id, cancel));
+        }
+    }
+
+    /// Sends a server's request to a legacy agent as a real request, if the agent declared
+    /// the capability it needs; the answer goes back through `respond_to`.
+    pub fn ask(&mut self, session: &Session, outbox: &Outbox, ask: ServerAsk) {
+        if let Err(e) = has_capability(&session.capabilities, &ask.method) {
+            let _ = ask.respond_to.send(Err(e)); // the server side may have given up
+            return;
+        }
+        // A server that gave up waiting needs no answer: its entry goes now.
+        self.outgoing
+            .retain(|_, (respond_to, _)| !respond_to.is_closed());
+        if self.outgoing.len() >= MAX_OUTGOING {
+            let e = ErrorObject::new(
+                crate::errors::mcpd_code::BUSY,
+                format!("{MAX_OUTGOING} requests to this agent already wait for its answer"),
+            );
+            let _ = ask.respond_to.send(Err(e)); // the server side may have given up
+            return;
+        }
+        self.next_out += 1;
+        let id = Id::Str(format!("mcpd-{}", self.next_out));
+        let line = jsonrpc::request_line(&id, &ask.method, ask.params.as_ref());
+        if outbox.send(line) {
+            self.outgoing.insert(id, (ask.respond_to, Instant::now()));
+        } else {
+            let e = ErrorObject::new(
+                jsonrpc::code::INTERNAL_ERROR,
+                "the agent is not reading its connection".to_owned(),
+            );
+            let _ = ask.respond_to.send(Err(e));
+        }
+    }
+
+    /// A legacy server asked for input during a modern agent's call: answer the agent
+    /// `input_required` with a sealed state, and keep the call until it retries. An agent
+    /// without the capability gets the error, and the server's request gets it too.
+    pub fn park(&mut self, outbox: &Outbox, held: &mut Held, ask: ServerAsk, call: InFlight) {
+        let id = call.id.clone();
+        let refusal = has_capability(&call.caps, &ask.method).err().or_else(|| {
+            (self.parked.len() >= MAX_PARKED).then(|| {
+                ErrorObject::new(
+                    jsonrpc::code::INTERNAL_ERROR,
+                    format!("{MAX_PARKED} calls already wait for this agent's input"),
+                )
+            })
+        });
+        if let Some(e) = refusal {
+            let _ = ask.respond_to.send(Err(e.clone())); // the server may have given up
+            let line = jsonrpc::error_line(Some(&id), &e);
+            held.reply(
+                outbox,
+                Out {
+                    line,
+                    about: Some(id),
+                },
+            );
+            call.cancel.cancel();
+            return;
+        }
+        self.next_parked += 1;
+        let n = self.next_parked;
+        let key = format!("mcpd-{n}");
+        let result = json!({
+            "resultType": "input_required",
+            "inputRequests": { key.clone(): { "method": ask.method, "params": ask.params } },
+            "requestState": request_state::seal(self.binding, n),
+            "_meta": { crate::protocol::era::key::SERVER_INFO: crate::protocol::era::server_info() },
+        });
+        let line = jsonrpc::result_line(&id, &result);
+        held.reply(
+            outbox,
+            Out {
+                line,
+                about: Some(id),
+            },
+        );
+        self.parked.insert(
+            n,
+            Parked {
+                respond_to: ask.respond_to,
+                key,
+                call,
+                since: Instant::now(),
+            },
+        );
+    }
+
+    /// A modern agent's retry with one of mcpd's `requestState`s: deliver its input to the
+    /// waiting server request and resume the parked call under the retry's id.
+    pub fn resume_parked(&mut self, req: &jsonrpc::Request) -> Resumed {
+        let params = req.params.as_ref();
+        let Some(state) = params
+            .and_then(|p| p.get("requestState"))
+            .and_then(Value::as_str)
+        else {
+            return Resumed::NotARetry;
+        };
+        let refuse = |why: String| {
+            let e = ErrorObject::new(jsonrpc::code::INVALID_PARAMS, why);
+            Resumed::Refused(jsonrpc::error_line(Some(&req.id), &e))
+        };
+        let n = match request_state::open(state, self.binding) {
+            request_state::Opened::Foreign => return Resumed::NotARetry,
+            request_state::Opened::Invalid(why) => {
+                return refuse(format!("requestState was not accepted: {why}"));
+            }
+            request_state::Opened::Ours(n) => n,
+        };
+        let Some(p) = self.parked.remove(&n) else {
+            return refuse(
+                "requestState refers to a call that is no longer waiting (answered, expired or cancelled)"
+                    .into(),
+            );
+        };
+        let answer = params
+            .and_then(|p| p.get("inputResponses"))
+            .and_then(|r| r.get(&p.key))
+            .cloned()
+            .ok_or_else(|| {
+                ErrorObject::new(
+                    jsonrpc::code::INVALID_PARAMS,
+                    format!("the retry has no inputResponses.{}", p.key),
+                )
+            });
+        // The server may have given up waiting; the call then ends with its error.
+        let _ = p.respond_to.send(answer);
+        Resumed::Resume(p.call)
+    }
+
+    pub fn next_expiry(&self) -> Option<Instant> {
+        let parked = self.parked.values().map(|p| p.since);
+        let asked = self.outgoing.values().map(|(_, since)| *since);
+        parked.chain(asked).min().map(|t| t + PARK_TIMEOUT)
+    }
+
+    /// Parked calls whose agent never retried are cancelled upstream; requests the agent
+    /// never answered are failed.
+    pub fn expire(&mut self, calls: &mut FuturesUnordered<Pending>) {
+        let now = Instant::now();
+        let unanswered: Vec<Id> = self
+            .outgoing
+            .iter()
+            .filter(|(_, (_, since))| *since + PARK_TIMEOUT <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in unanswered {
+            if let Some((respond_to, _)) = self.outgoing.remove(&id) {
+                let e = ErrorObject::new(
+                    crate::errors::mcpd_code::TIMEOUT,
+                    "the agent did not answer in time".to_owned(),
+                );
+                let _ = respond_to.send(Err(e)); // the server may have given up
+            }
+        }
+        let expired: Vec<u64> = self
+            .parked
+            .iter()
+            .filter(|(_, p)| p.since + PARK_TIMEOUT <= now)
+            .map(|(n, _)| *n)
+            .collect();
+        for n in expired {
+            if let Some(p) = self.parked.remove(&n) {
+                let e = ErrorObject::new(
+                    jsonrpc::code::INTERNAL_ERROR,
+                    "the agent did not answer in time".to_owned(),
+                );
+                let _ = p.respond_to.send(Err(e));
+                let cancel = CancellationToken::new();
+                cancel.cancel();
+                let id = p.call.id.clone();
+                calls.push(resume(p.call, id, cancel));
+            }
+        }
+    }
+}
+
+/// What a `tools/call` that may be a retry of a parked call turned out to be.
+pub enum Resumed {
+    /// An ordinary call (or a retry carrying a server's own state).
+    NotARetry,
+    Refused(String),
+    Resume(InFlight),
+}
+
+/// Resumes a parked call as the answer to the agent's retry `id`.
+pub fn resume(mut call: InFlight, id: Id, cancel: CancellationToken) -> Pending {
+    call.id = id;
+    call.cancel = cancel;
+    drive(call)
+}
+
+/// Drives a modern agent's call until it answers, is cancelled, or needs input.
+pub fn drive(mut c: InFlight) -> Pending {
+    async move {
+        enum Next {
+            Reply(RawReply),
+            Ask(ServerAsk),
+            Cancelled,
+        }
+        let next = tokio::select! {
+            reply = &mut c.reply => Next::Reply(reply),
+            Some(ask) = c.asks.recv() => Next::Ask(ask),
+            () = c.cancel.cancelled() => Next::Cancelled,
+        };
+        let id = c.id.clone();
+        match next {
+            Next::Reply(reply) => {
+                let line = render::render_raw(&id, &c.server, c.method, reply, true, &c.rewrite);
+                (id, Step::Reply(line))
+            }
+            Next::Ask(ask) => (
+                id,
+                Step::Park {
+                    ask,
+                    call: Box::new(c),
+                },
+            ),
+            Next::Cancelled => {
+                c.handle.cancel(c.call, "cancelled by the agent").await;
+                (id, Step::Cancelled)
+            }
+        }
+    }
+    .boxed()
+}
+
+/// A legacy agent's call, which fulfils a modern server's `input_required` itself.
+pub struct LegacyCall {
+    pub id: Id,
+    pub server: Arc<str>,
+    pub handle: UpstreamHandle,
+    pub call: CallId,
+    pub cancel: CancellationToken,
+    pub params: Map<String, Value>,
+    pub progress: Option<ProgressSink>,
+    /// The capabilities the agent declared in `initialize`.
+    pub caps: Value,
+    /// The actor's service that sends requests to the agent.
+    pub asks: mpsc::Sender<ServerAsk>,
+    pub method: &'static str,
+    pub rewrite: Rewrite,
+    pub logs: Option<LogRoute>,
+}
+
+impl LegacyCall {
+    pub async fn run(mut self) -> (Id, Step) {
+        for _ in 0..MAX_INPUT_ROUNDS {
+            let opts = CallOptions {
+                progress: self.progress.clone(),
+                caps: Some(self.caps.clone()),
+                asks: Some(self.asks.clone()),
+                logs: self.logs.clone(),
+            };
+            let params = Some(Value::Object(self.params.clone()));
+            let reply = tokio::select! {
+                r = self.handle.call(self.call, self.method, params, opts) => r,
+                () = self.cancel.cancelled() => {
+                    self.handle.cancel(self.call, "cancelled by the agent").await;
+                    return (self.id, Step::Cancelled);
+                }
+            };
+            // Only a result that may ask for input (a resultType other than complete) is
+            // parsed here; any other is passed on.
+            let reply = match reply {
+                Ok(Ok(raw)) => {
+                    let members = RawMembers::of(raw.get());
+                    let asks_input = members
+                        .as_ref()
+                        .is_none_or(|m| m.get("resultType").is_some_and(|t| t != "\"complete\""));
+                    if asks_input {
+                        raw.to_value().map(Ok)
+                    } else {
+                        let line = render::render_members(
+                            &self.id,
+                            (&self.server, self.method),
+                            &raw,
+                            members,
+                            false,
+                            &self.rewrite,
+                        );
+                        return (self.id, Step::Reply(line));
+                    }
+                }
+                Ok(Err(e)) => Ok(Err(e)),
+                Err(e) => Err(e),
+            };
+            match reply {
+                Ok(Ok(result)) if era::result_type(&result) == "input_required" => {
+                    match self.fulfil(&result).await {
+                        Ok(responses) => self.prepare_retry(&result, responses),
+                        Err(e) => {
+                            let line = jsonrpc::error_line(Some(&self.id), &e);
+                            return (self.id, Step::Reply(line));
+                        }
+                    }
+                }
+                other => {
+                    let line = render::render(
+                        &self.id,
+                        &self.server,
+                        self.method,
+                        other,
+                        false,
+                        &self.rewrite,
+                    );
+                    return (self.id, Step::Reply(line));
+                }
+            }
+        }
+        let e = ErrorObject::new(
+            jsonrpc::code::INTERNAL_ERROR,
+            format!(
+                "server '{}' asked for input more than {MAX_INPUT_ROUNDS} times in one call; mcpd gave up",
+                self.server
+            ),
+        );
+        (
+            self.id.clone(),
+            Step::Reply(jsonrpc::error_line(Some(&self.id), &e)),
+        )
+    }
+
+    /// Asks the agent each of the server's input requests, as real requests.
+    async fn fulfil(&self, result: &Value) -> Result<Map<String, Value>, ErrorObject> {
+        let mut responses = Map::new();
+        let requests = result.get("inputRequests").and_then(Value::as_object);
+        for (key, req) in requests.into_iter().flatten() {
+            let method = req.get("method").and_then(Value::as_str).unwrap_or("");
+            let (respond_to, rx) = oneshot::channel();
+            let ask = ServerAsk {
+                method: method.to_owned(),
+                params: req.get("params").cloned(),
+                respond_to,
+            };
+            let gone = || {
+                ErrorObject::new(
+                    jsonrpc::code::INTERNAL_ERROR,
+                    "the agent connection is closing".to_owned(),
+                )
+            };
+            self.asks.send(ask).await.map_err(|_| gone())?;
+            let answer = tokio::select! {
+                a = rx => a.map_err(|_| gone())?,
+                () = self.cancel.cancelled() => return Err(gone()),
+            };
+            match answer {
+                Ok(v) => {
+                    responses.insert(key.clone(), v);
+                }
+                Err(e) => {
+                    return Err(ErrorObject::new(
+                        e.code,
+                        format!(
+                            "server '{}' needs {method} to finish this call: {}",
+                            self.server, e.message
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(responses)
+    }
+
+    fn prepare_retry(&mut self, result: &Value, responses: Map<String, Value>) {
+        self.params
+            .insert("inputResponses".into(), Value::Object(responses));
+        // The state is echoed byte for byte; without one, none is sent.
+        match result.get("requestState") {
+            Some(state) => {
+                self.params.insert("requestState".into(), state.clone());
+            }
+            None => {
+                self.params.remove("requestState");
+            }
+        }
+    }
+}
+
+/// Whether an agent declared the capability a server request needs.
+pub fn has_capability(caps: &Value, method: &str) -> Result<(), ErrorObject> {
+    let Some(cap) = request_state::capability_for(method) else {
+        return Err(ErrorObject::new(
+            jsonrpc::code::METHOD_NOT_FOUND,
+            format!("mcpd does not forward {method} to agents"),
+        ));
+    };
+    if caps.get(cap).is_some_and(Value::is_object) {
+        Ok(())
+    } else {
+        Err(ErrorObject::new(
+            era::code::MISSING_CLIENT_CAPABILITY,
+            format!("the agent did not declare the {cap} capability, which {method} needs"),
+        )
+        .with_data(json!({ "requiredCapabilities": { cap: {} } })))
+    }
+}

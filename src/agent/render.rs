@@ -1,0 +1,147 @@
+//! Rendering a server's reply for the agent: its own result passed on as written when nothing needs checking, else checked, rewritten (content URIs) and given the agent's era's shape; or mcpd's error saying why there is none.
+
+use crate::errors::AgentError;
+use crate::jsonrpc::{self, Id};
+use crate::protocol::era;
+use crate::protocol::results::{RawMembers, passes_unchanged};
+use crate::upstream::{RawReply, RawResult, Reply};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// A change made to a server's result before the agent sees it.
+#[derive(Clone)]
+pub enum Rewrite {
+    None,
+    /// `resources/read`: the contents' URIs become the ones agents see.
+    ContentUris {
+        surface: Arc<crate::registry::Surface>,
+    },
+    /// `tools/call`: the result is checked (shape, media, the tool's `outputSchema`).
+    ToolResult {
+        output_schema: Option<Arc<Value>>,
+        limits: crate::protocol::results::Limits,
+    },
+}
+
+/// [`render`] for a reply whose result is the server's text. A result mcpd has nothing
+/// to check or change in is passed on as written (a large one is copied once, never
+/// parsed into values or written out again); any other takes the full path.
+pub fn render_raw(
+    id: &Id,
+    server: &str,
+    method: &str,
+    reply: RawReply,
+    modern: bool,
+    rewrite: &Rewrite,
+) -> String {
+    match reply {
+        Ok(Ok(raw)) => {
+            let members = RawMembers::of(raw.get());
+            render_members(id, (server, method), &raw, members, modern, rewrite)
+        }
+        Ok(Err(e)) => render(id, server, method, Ok(Err(e)), modern, rewrite),
+        Err(e) => render(id, server, method, Err(e), modern, rewrite),
+    }
+}
+
+/// [`render_raw`] for a result whose top-level members were already read (None: it is not
+/// an object, or names a member twice).
+pub(super) fn render_members(
+    id: &Id,
+    (server, method): (&str, &str),
+    raw: &RawResult,
+    members: Option<RawMembers>,
+    modern: bool,
+    rewrite: &Rewrite,
+) -> String {
+    if let Some(members) = members {
+        let plain = match rewrite {
+            Rewrite::None => true,
+            Rewrite::ContentUris { .. } => false,
+            Rewrite::ToolResult { output_schema, .. } => {
+                passes_unchanged(&members, output_schema.as_deref())
+            }
+        };
+        if plain {
+            return match era::present_raw(&members, modern) {
+                era::Presented::AsIs => jsonrpc::raw_result_line(id, raw.get()),
+                era::Presented::Text(text) => jsonrpc::raw_result_line(id, &text),
+            };
+        }
+    }
+    render(id, server, method, raw.to_value().map(Ok), modern, rewrite)
+}
+
+/// The agent's answer for an upstream reply: the server's own result or error, or mcpd's
+/// explanation of why there is none. A modern agent's result gets the modern shape.
+pub fn render(
+    id: &Id,
+    server: &str,
+    method: &str,
+    reply: Reply,
+    modern: bool,
+    rewrite: &Rewrite,
+) -> String {
+    match reply {
+        Ok(Ok(mut result)) => {
+            match rewrite {
+                Rewrite::None => {}
+                Rewrite::ContentUris { surface } => present_contents(&mut result, surface, server),
+                Rewrite::ToolResult {
+                    output_schema,
+                    limits,
+                } => {
+                    use crate::protocol::results::{Checked, check_call_result};
+                    match check_call_result(&mut result, output_schema.as_deref(), limits) {
+                        Checked::Ok => {}
+                        Checked::Fixed(notes) => {
+                            tracing::warn!(
+                                upstream = server,
+                                "changed a tool result before passing it on: {}",
+                                notes.join("; ")
+                            );
+                        }
+                        Checked::Invalid(why) => {
+                            let e = AgentError::Upstream {
+                                server: server.to_owned(),
+                                method: method.to_owned(),
+                                error: crate::upstream::UpstreamError::Protocol(format!(
+                                    "the result is not a CallToolResult: {why}"
+                                )),
+                            };
+                            return jsonrpc::error_line(Some(id), &e.to_error_object());
+                        }
+                    }
+                }
+            }
+            if modern {
+                era::modernize_result(&mut result);
+            } else {
+                era::legacy_result(&mut result);
+            }
+            jsonrpc::response_line(id, &Ok(result))
+        }
+        Ok(outcome) => jsonrpc::response_line(id, &outcome),
+        Err(error) => {
+            let e = AgentError::Upstream {
+                server: server.to_owned(),
+                method: method.to_owned(),
+                error,
+            };
+            jsonrpc::error_line(Some(id), &e.to_error_object())
+        }
+    }
+}
+
+/// Gives each `resources/read` content the URI agents know it by.
+fn present_contents(result: &mut Value, surface: &crate::registry::Surface, server: &str) {
+    let Some(contents) = result.get_mut("contents").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for c in contents {
+        if let Some(uri) = c.get("uri").and_then(Value::as_str) {
+            let shown = surface.present_uri(server, uri);
+            c["uri"] = Value::String(shown);
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! One agent connection's session: what the agent said about itself, its era, its profile, its subscriptions; the state every handler reads.
+
+use crate::jsonrpc::Id;
+use crate::protocol::era::Era;
+use crate::protocol::method;
+use crate::upstream::ServerAsk;
+use serde_json::Value;
+use std::collections::HashMap;
+use tokio::sync::mpsc;
+
+/// What the agent said in `initialize`, and the connection's era.
+#[derive(Debug)]
+pub struct Session {
+    /// The connection's number, for logs.
+    pub agent: u64,
+    pub protocol_version: Option<String>,
+    pub client_name: Option<String>,
+    pub client_version: Option<String>,
+    /// True after `notifications/initialized`: list-change notifications may be sent.
+    pub initialized: bool,
+    /// The era the connection is pinned to by its first decisive exchange.
+    pub era: Option<Era>,
+    /// The capabilities a legacy agent declared in `initialize`.
+    pub capabilities: Value,
+    /// Open `subscriptions/listen` requests of a modern agent, by request id.
+    pub listens: HashMap<Id, Listen>,
+    /// The actor's service that sends a server's requests to this (legacy) agent.
+    pub asks: mpsc::Sender<ServerAsk>,
+    /// Servers this agent subscribed to resources on, to unsubscribe when it goes.
+    pub subscribed: std::collections::HashSet<std::sync::Arc<str>>,
+    /// The resources it subscribed to, as (server, the server's URI): at most
+    /// `surface::MAX_SUBSCRIPTIONS`, so no agent grows a server's table without bound.
+    pub resources: std::collections::HashSet<(std::sync::Arc<str>, String)>,
+    /// The logging level a legacy agent set for its own calls.
+    pub log_level: Option<String>,
+    /// Call and byte counters.
+    pub metrics: crate::metrics::Metrics,
+    /// The profile the agent chose; None sees everything.
+    pub profile: Option<std::sync::Arc<crate::config::Profile>>,
+}
+
+impl Session {
+    /// Whether the agent's profile includes this server.
+    pub fn sees_server(&self, server: &str) -> bool {
+        self.profile
+            .as_ref()
+            .is_none_or(|p| p.includes_server(server))
+    }
+
+    /// Whether the agent's profile includes this tool.
+    pub fn sees_tool(&self, server: &str, qualified: &str) -> bool {
+        self.profile
+            .as_ref()
+            .is_none_or(|p| p.includes_tool(server, qualified))
+    }
+}
+
+/// Which notifications one `subscriptions/listen` of an agent asked for.
+#[derive(Debug, Clone, Copy)]
+pub struct Listen {
+    pub tools: bool,
+    pub prompts: bool,
+    pub resources: bool,
+}
+
+impl Listen {
+    /// Whether this subscription asked for a list-changed notification method.
+    pub fn wants(&self, m: &str) -> bool {
+        match m {
+            method::TOOLS_LIST_CHANGED => self.tools,
+            method::PROMPTS_LIST_CHANGED => self.prompts,
+            method::RESOURCES_LIST_CHANGED => self.resources,
+            _ => false,
+        }
+    }
+}
