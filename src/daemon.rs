@@ -90,7 +90,11 @@ pub async fn serve(
                 token: token.clone(),
             }),
     });
-    let reloader = Reloader::spawn(config.source.clone(), config.clone(), supervisor.clone());
+    let reloader = crate::supervisor::Reloader::spawn(
+        config.source.clone(),
+        config.clone(),
+        supervisor.clone(),
+    );
     let hup = reloader.clone();
     tokio::spawn(async move {
         while reloads.recv().await.is_some() {
@@ -238,64 +242,4 @@ fn mcpd_limits(config: &Config) -> crate::protocol::results::Limits {
     crate::protocol::results::Limits {
         max_media_bytes: config.daemon.max_media_bytes,
     }
-}
-
-type ReloadReply = tokio::sync::oneshot::Sender<Result<crate::supervisor::ReloadSummary, String>>;
-
-/// Re-reads the config file and applies it: from SIGHUP and from `mcpd ctl reload`. Only
-/// `[servers.*]` changes apply live; other changes are reported as needing a restart. A
-/// small actor owns the configuration in force, so reloads happen one at a time.
-#[derive(Clone)]
-pub struct Reloader {
-    tx: tokio::sync::mpsc::Sender<ReloadReply>,
-}
-
-impl Reloader {
-    fn spawn(path: Option<PathBuf>, mut current: Config, supervisor: SupervisorHandle) -> Reloader {
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<ReloadReply>(4);
-        tokio::spawn(async move {
-            while let Some(respond_to) = rx.recv().await {
-                crate::systemd::reloading();
-                let result = apply(path.as_deref(), &mut current, &supervisor).await;
-                crate::systemd::reloaded();
-                if let Err(e) = &result {
-                    tracing::error!(
-                        "reload rejected; the previous configuration stays in force: {e}"
-                    );
-                }
-                let _ = respond_to.send(result); // the asker may have left
-            }
-        });
-        Reloader { tx }
-    }
-
-    /// Reloads; the error is what `mcpd check-config` would print.
-    pub async fn reload(&self) -> Result<crate::supervisor::ReloadSummary, String> {
-        let (respond_to, rx) = tokio::sync::oneshot::channel();
-        let gone = || "mcpd is shutting down".to_owned();
-        self.tx.send(respond_to).await.map_err(|_| gone())?;
-        rx.await.map_err(|_| gone())?
-    }
-}
-
-async fn apply(
-    path: Option<&std::path::Path>,
-    current: &mut Config,
-    supervisor: &SupervisorHandle,
-) -> Result<crate::supervisor::ReloadSummary, String> {
-    let Some(path) = path else {
-        return Err("mcpd was started without a config file; there is nothing to reload".into());
-    };
-    // Read on a blocking thread: the runtime's workers serve agents meanwhile.
-    let path = path.to_owned();
-    let new = tokio::task::spawn_blocking(move || Config::load(&path))
-        .await
-        .map_err(|e| format!("reading the config failed: {e}"))?
-        .map_err(|e| e.to_string())?;
-    if new.daemon != current.daemon || new.profiles != current.profiles {
-        tracing::warn!("[daemon] and [profiles] changes take effect when mcpd restarts");
-    }
-    let summary = supervisor.reload(new.clone()).await?;
-    *current = new;
-    Ok(summary)
 }

@@ -5,8 +5,8 @@ use super::{AgentContext, calls, modern, surface};
 use crate::errors::{AgentError, ControlDenial};
 use crate::jsonrpc::{self, Id, Request};
 use crate::outbox::Outbox;
+use crate::protocol::ListKind;
 use crate::protocol::{self, method};
-use crate::registry::Kind;
 use crate::supervisor::Action;
 use futures::FutureExt;
 use serde_json::{Value, json};
@@ -75,10 +75,10 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
             session.listens.insert(req.id.clone(), listen);
             Handled::Now(ack)
         }
-        method::PROMPTS_LIST => surface::list(&req, ctx, Kind::Prompts, modern, session),
-        method::RESOURCES_LIST => surface::list(&req, ctx, Kind::Resources, modern, session),
+        method::PROMPTS_LIST => surface::list(&req, ctx, ListKind::Prompts, modern, session),
+        method::RESOURCES_LIST => surface::list(&req, ctx, ListKind::Resources, modern, session),
         method::RESOURCE_TEMPLATES_LIST => {
-            surface::list(&req, ctx, Kind::Templates, modern, session)
+            surface::list(&req, ctx, ListKind::Templates, modern, session)
         }
         method::PROMPTS_GET => surface::prompts_get(req, ctx, outbox, session, modern),
         method::RESOURCES_READ => surface::resources_read(req, ctx, outbox, session, modern),
@@ -376,7 +376,7 @@ fn reload(req: Request, ctx: &AgentContext) -> Handled {
         let line = match reloader.reload().await {
             Ok(summary) => jsonrpc::result_line(&reply_id, &summary),
             Err(why) => {
-                let e = jsonrpc::ErrorObject::new(jsonrpc::code::INVALID_PARAMS, why);
+                let e = jsonrpc::ErrorObject::new(jsonrpc::code::INVALID_PARAMS, why.to_string());
                 jsonrpc::error_line(Some(&reply_id), &e)
             }
         };

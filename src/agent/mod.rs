@@ -85,7 +85,7 @@ pub struct AgentContext {
     /// Every connected agent, for `mcpd ctl agents`.
     pub agents: registry::AgentRegistry,
     /// Applies a re-read config (`mcpd/reload`).
-    pub reloader: crate::daemon::Reloader,
+    pub reloader: crate::supervisor::Reloader,
     pub daemon: Arc<DaemonInfo>,
     pub max_line: usize,
     pub queue: usize,

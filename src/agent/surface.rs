@@ -8,10 +8,11 @@ use super::session::Session;
 use crate::errors::AgentError;
 use crate::jsonrpc::{self, ErrorObject, Id, Request};
 use crate::outbox::Outbox;
+use crate::protocol::ListKind;
 use crate::protocol::era::{self, key};
 use crate::protocol::method;
+use crate::registry;
 use crate::registry::surface::RouteError;
-use crate::registry::{self, Kind};
 use crate::upstream::Subscription;
 use futures::FutureExt;
 use serde_json::{Map, Value, json};
@@ -43,7 +44,7 @@ fn invalid(id: &Id, m: &str, reason: impl Into<String>) -> Handled {
 pub fn list(
     req: &Request,
     ctx: &AgentContext,
-    kind: Kind,
+    kind: ListKind,
     modern: bool,
     session: &Session,
 ) -> Handled {
@@ -54,9 +55,9 @@ pub fn list(
     };
     let catalog = ctx.catalog.borrow().clone();
     let items = match kind {
-        Kind::Prompts => &catalog.surface.prompts,
-        Kind::Resources => &catalog.surface.resources,
-        Kind::Templates => &catalog.surface.templates,
+        ListKind::Prompts => &catalog.surface.prompts,
+        ListKind::Resources => &catalog.surface.resources,
+        ListKind::Templates => &catalog.surface.templates,
     };
     let (page, next) = match registry::page_entries(items, cursor) {
         Ok(p) => p,

@@ -2,9 +2,12 @@
 
 pub mod era;
 pub mod headers;
+pub mod lists;
 pub mod logging;
 pub mod naming;
 pub mod results;
+
+pub use lists::ListKind;
 mod schema;
 
 /// Legacy-era protocol versions mcpd speaks, newest first.

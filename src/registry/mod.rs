@@ -8,6 +8,7 @@
 pub mod claims;
 pub mod surface;
 
+use crate::protocol::ListKind;
 use crate::protocol::naming::Naming;
 use crate::upstream::UpstreamHandle;
 pub use claims::{Collision, NameKind};
@@ -15,7 +16,7 @@ use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
-pub use surface::{Entry, Kind, Surface};
+pub use surface::{Entry, Surface};
 
 /// Tools returned per `tools/list` page to agents.
 pub const PAGE_SIZE: usize = 500;
@@ -271,7 +272,7 @@ pub struct Registry {
     tool_collisions: Vec<Collision>,
     prompt_collisions: Vec<Collision>,
     /// Each server's last good prompt, resource and template lists, as it sent them.
-    lists: BTreeMap<(Arc<str>, Kind), Vec<Value>>,
+    lists: BTreeMap<(Arc<str>, ListKind), Vec<Value>>,
     prompts_version: u64,
     resources_version: u64,
     /// The presented surface, rebuilt only when a list changed.
@@ -418,7 +419,7 @@ impl Registry {
     pub fn replace_list(
         &mut self,
         server: &Arc<str>,
-        kind: Kind,
+        kind: ListKind,
         items: Vec<Value>,
         limit: usize,
     ) -> bool {
@@ -432,12 +433,12 @@ impl Registry {
             self.lists.insert(key, items);
         }
         match kind {
-            Kind::Prompts => {
+            ListKind::Prompts => {
                 self.prompts_version += 1;
                 self.clock += 1;
                 self.prompt_stamps.insert(server.clone(), self.clock);
             }
-            Kind::Resources | Kind::Templates => self.resources_version += 1,
+            ListKind::Resources | ListKind::Templates => self.resources_version += 1,
         }
         self.name_limit = limit;
         self.surface_stale = true;
@@ -506,7 +507,7 @@ impl Registry {
         let namings: BTreeMap<&Arc<str>, Naming> = self
             .lists
             .keys()
-            .filter(|(_, k)| *k == Kind::Prompts)
+            .filter(|(_, k)| *k == ListKind::Prompts)
             .map(|(s, _)| (s, self.naming_of(s)))
             .collect();
         let presented: Vec<(String, &Arc<str>, u64)> = namings
@@ -514,7 +515,7 @@ impl Registry {
             .flat_map(|(server, naming)| {
                 let stamp = self.prompt_stamps.get(*server).copied().unwrap_or(0);
                 self.lists
-                    .get(&((*server).clone(), Kind::Prompts))
+                    .get(&((*server).clone(), ListKind::Prompts))
                     .into_iter()
                     .flatten()
                     .filter_map(|p| p.get("name").and_then(Value::as_str))

@@ -8,6 +8,7 @@
 //! template) is routed by the servers' URI templates; when templates of several servers
 //! match, the agent is told to use the qualified form.
 
+use crate::protocol::ListKind;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -27,34 +28,6 @@ pub struct Entry {
     pub definition: Value,
 }
 
-/// What kind of list an entry comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Kind {
-    Prompts,
-    Resources,
-    Templates,
-}
-
-impl Kind {
-    /// The list method, and the field of its result that holds the items.
-    pub fn list(self) -> (&'static str, &'static str) {
-        match self {
-            Kind::Prompts => ("prompts/list", "prompts"),
-            Kind::Resources => ("resources/list", "resources"),
-            Kind::Templates => ("resources/templates/list", "resourceTemplates"),
-        }
-    }
-
-    /// The field of an item that names it.
-    pub fn key(self) -> &'static str {
-        match self {
-            Kind::Prompts => "name",
-            Kind::Resources => "uri",
-            Kind::Templates => "uriTemplate",
-        }
-    }
-}
-
 /// Every server's prompts, resources and templates, built from the raw lists.
 #[derive(Debug, Default)]
 pub struct Surface {
@@ -70,17 +43,17 @@ impl Surface {
     /// server's prompt name; `holds` says whether a server holds a presented prompt name
     /// (another server may hold a name both present).
     pub fn build(
-        raw: &BTreeMap<(Arc<str>, Kind), Vec<Value>>,
+        raw: &BTreeMap<(Arc<str>, ListKind), Vec<Value>>,
         prompt_name: &dyn Fn(&Arc<str>, &str) -> String,
         holds: &dyn Fn(&Arc<str>, &str) -> bool,
     ) -> Surface {
-        let of = |kind: Kind| {
+        let of = |kind: ListKind| {
             raw.iter()
                 .filter(move |((_, k), _)| *k == kind)
                 .map(|((s, _), items)| (s, items))
         };
         let mut prompts = Vec::new();
-        for (server, items) in of(Kind::Prompts) {
+        for (server, items) in of(ListKind::Prompts) {
             for item in items {
                 let Some(name) = item.get("name").and_then(Value::as_str) else {
                     continue;
@@ -92,8 +65,8 @@ impl Surface {
                 prompts.push(entry(server, name, presented, item, "name"));
             }
         }
-        let resources = present_uris(of(Kind::Resources), Kind::Resources);
-        let templates = present_uris(of(Kind::Templates), Kind::Templates);
+        let resources = present_uris(of(ListKind::Resources), ListKind::Resources);
+        let templates = present_uris(of(ListKind::Templates), ListKind::Templates);
         let mut s = Surface {
             prompts: sorted_unique(prompts),
             resources: sorted_unique(resources),
@@ -181,7 +154,7 @@ fn entry(
 /// Keeps URIs that only one server lists; qualifies every copy of a shared one.
 fn present_uris<'a>(
     lists: impl Iterator<Item = (&'a Arc<str>, &'a Vec<Value>)> + Clone,
-    kind: Kind,
+    kind: ListKind,
 ) -> Vec<Arc<Entry>> {
     let key = kind.key();
     let mut owners: HashMap<&str, usize> = HashMap::new();
@@ -366,7 +339,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn raw(lists: &[(&str, Kind, Value)]) -> BTreeMap<(Arc<str>, Kind), Vec<Value>> {
+    fn raw(lists: &[(&str, ListKind, Value)]) -> BTreeMap<(Arc<str>, ListKind), Vec<Value>> {
         lists
             .iter()
             .map(|(s, k, v)| {
@@ -378,7 +351,7 @@ mod tests {
             .collect()
     }
 
-    fn build(raw: &BTreeMap<(Arc<str>, Kind), Vec<Value>>) -> Surface {
+    fn build(raw: &BTreeMap<(Arc<str>, ListKind), Vec<Value>>) -> Surface {
         let name = |s: &Arc<str>, n: &str| crate::protocol::naming::qualify(s, n, 64);
         Surface::build(raw, &name, &|_, _| true)
     }
@@ -388,17 +361,17 @@ mod tests {
         let r = raw(&[
             (
                 "a",
-                Kind::Resources,
+                ListKind::Resources,
                 json!([{"uri": "file:///x", "name": "x"}, {"uri": "a://only", "name": "o"}]),
             ),
             (
                 "b",
-                Kind::Resources,
+                ListKind::Resources,
                 json!([{"uri": "file:///x", "name": "x"}]),
             ),
             (
                 "b",
-                Kind::Templates,
+                ListKind::Templates,
                 json!([{"uriTemplate": "b://items/{id}", "name": "item"}]),
             ),
         ]);
@@ -460,7 +433,7 @@ mod tests {
     fn long_uris_are_refused_before_matching_and_long_ones_below_the_cap_match() {
         let r = raw(&[(
             "d",
-            Kind::Templates,
+            ListKind::Templates,
             json!([{"uriTemplate": "demo://resource/dynamic/text/{resourceId}", "name": "t"}]),
         )]);
         let s = build(&r);
@@ -489,7 +462,7 @@ mod tests {
     fn prompts_get_qualified_names() {
         let r = raw(&[(
             "a",
-            Kind::Prompts,
+            ListKind::Prompts,
             json!([{"name": "greet"}, {"name": "has space"}]),
         )]);
         let s = build(&r);

@@ -79,7 +79,12 @@ fn a_naming_change_presents_listed_tools_and_prompts_again() {
         64,
     )
     .unwrap();
-    r.replace_list(&s, Kind::Prompts, vec![json!({"name": "summarize"})], 64);
+    r.replace_list(
+        &s,
+        ListKind::Prompts,
+        vec![json!({"name": "summarize"})],
+        64,
+    );
     let c = r.catalog(BTreeMap::new());
     assert_eq!(names(&c), vec!["srv__b", "srv__search_repositories"]);
     let mut naming = Naming::prefixed("gh");

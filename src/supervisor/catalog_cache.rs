@@ -11,7 +11,7 @@
 
 use super::state_file::{StateWriter, load};
 use crate::config::ServerConfig;
-use crate::registry::Kind;
+use crate::protocol::ListKind;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -32,11 +32,11 @@ pub struct Lists {
 }
 
 impl Lists {
-    fn slot(&mut self, kind: Kind) -> &mut Option<Box<RawValue>> {
+    fn slot(&mut self, kind: ListKind) -> &mut Option<Box<RawValue>> {
         match kind {
-            Kind::Prompts => &mut self.prompts,
-            Kind::Resources => &mut self.resources,
-            Kind::Templates => &mut self.templates,
+            ListKind::Prompts => &mut self.prompts,
+            ListKind::Resources => &mut self.resources,
+            ListKind::Templates => &mut self.templates,
         }
     }
 
@@ -46,11 +46,11 @@ impl Lists {
     }
 
     /// A cached prompt, resource or template list (empty if none).
-    pub fn list(&self, kind: Kind) -> Vec<Value> {
+    pub fn list(&self, kind: ListKind) -> Vec<Value> {
         let text = match kind {
-            Kind::Prompts => &self.prompts,
-            Kind::Resources => &self.resources,
-            Kind::Templates => &self.templates,
+            ListKind::Prompts => &self.prompts,
+            ListKind::Resources => &self.resources,
+            ListKind::Templates => &self.templates,
         };
         text.as_deref().and_then(parse).unwrap_or_default()
     }
@@ -146,7 +146,7 @@ impl CatalogCache {
         self.save(&cfg.name);
     }
 
-    pub fn put_list(&mut self, cfg: &ServerConfig, kind: Kind, items: &[Value]) {
+    pub fn put_list(&mut self, cfg: &ServerConfig, kind: ListKind, items: &[Value]) {
         let new = text(items);
         let slot = self.entry(cfg).slot(kind);
         if same(slot, &new) {

@@ -8,14 +8,15 @@ mod instances;
 mod reload;
 pub(crate) mod state_file;
 
-pub use reload::ReloadSummary;
+pub use reload::{ReloadSummary, Reloader};
 mod lifecycle;
 mod login;
 mod probing;
 mod status;
 
 use crate::config::{Config, Launch, ServerConfig};
-use crate::registry::{Availability, Catalog, Kind, Registry};
+use crate::protocol::ListKind;
+use crate::registry::{Availability, Catalog, Registry};
 use crate::sentinel::SentinelHandle;
 use crate::upstream::connection::{self, ConnectionContext, EraPlan};
 use crate::upstream::http::HttpInfo;
@@ -516,7 +517,7 @@ impl Supervisor {
                     tracing::debug!(upstream = %name, "ignored the cached tool list: {e}");
                 }
             }
-            for kind in [Kind::Prompts, Kind::Resources, Kind::Templates] {
+            for kind in [ListKind::Prompts, ListKind::Resources, ListKind::Templates] {
                 self.registry
                     .replace_list(name, kind, lists.list(kind), limit);
             }

@@ -3,9 +3,109 @@
 //! A change of naming only (`prefix`, renames) keeps the process: its lists are presented
 //! again under the new names at once.
 
-use super::{AfterExit, ServerState, Slot, Supervisor};
+use super::{AfterExit, ServerState, Slot, Supervisor, SupervisorHandle};
 use crate::config::Config;
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// How long a reload may take (reading the file, the supervisor applying it).
+const RELOAD_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Why a reload did not apply; the configuration in force stays.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ReloadError {
+    #[error("mcpd was started without a config file; there is nothing to reload")]
+    NoConfigFile,
+    #[error("reading the config failed: {0}")]
+    Read(String),
+    /// What `mcpd check-config` would print.
+    #[error("{0}")]
+    Invalid(String),
+    #[error("mcpd is shutting down")]
+    ShuttingDown,
+    #[error("the reload did not finish: {0}; see the daemon's log")]
+    Busy(String),
+}
+
+type ReloadReply = oneshot::Sender<Result<ReloadSummary, ReloadError>>;
+
+/// Re-reads the config file and applies it: from SIGHUP and from `mcpd ctl reload`. Only
+/// `[servers.*]` changes apply live; other changes are reported as needing a restart. A
+/// small actor owns the configuration in force, so reloads happen one at a time.
+#[derive(Debug, Clone)]
+pub struct Reloader {
+    tx: mpsc::Sender<ReloadReply>,
+}
+
+impl Reloader {
+    pub fn spawn(path: Option<PathBuf>, current: Config, supervisor: SupervisorHandle) -> Reloader {
+        let (tx, rx) = mpsc::channel(4);
+        let actor = ConfigOwner {
+            path,
+            current,
+            supervisor,
+            rx,
+        };
+        tokio::spawn(actor.run());
+        Reloader { tx }
+    }
+
+    /// Reloads; the error says why nothing changed.
+    pub async fn reload(&self) -> Result<ReloadSummary, ReloadError> {
+        let asked = crate::ask::ask(&self.tx, RELOAD_TIMEOUT, |respond_to| respond_to).await;
+        asked.unwrap_or_else(|e| {
+            Err(match e {
+                crate::ask::AskError::Gone => ReloadError::ShuttingDown,
+                e @ crate::ask::AskError::Timeout(_) => ReloadError::Busy(e.to_string()),
+            })
+        })
+    }
+}
+
+/// The actor behind `Reloader`: the owner of the configuration in force.
+struct ConfigOwner {
+    path: Option<PathBuf>,
+    current: Config,
+    supervisor: SupervisorHandle,
+    rx: mpsc::Receiver<ReloadReply>,
+}
+
+impl ConfigOwner {
+    async fn run(mut self) {
+        while let Some(respond_to) = self.rx.recv().await {
+            crate::systemd::reloading();
+            let result = self.apply().await;
+            crate::systemd::reloaded();
+            if let Err(e) = &result {
+                tracing::error!("reload rejected; the previous configuration stays in force: {e}");
+            }
+            let _ = respond_to.send(result); // the asker may have left
+        }
+    }
+
+    async fn apply(&mut self) -> Result<ReloadSummary, ReloadError> {
+        let Some(path) = self.path.clone() else {
+            return Err(ReloadError::NoConfigFile);
+        };
+        // Read on a blocking thread: the runtime's workers serve agents meanwhile.
+        let new = tokio::task::spawn_blocking(move || Config::load(&path))
+            .await
+            .map_err(|e| ReloadError::Read(e.to_string()))?
+            .map_err(|e| ReloadError::Invalid(e.to_string()))?;
+        if new.daemon != self.current.daemon || new.profiles != self.current.profiles {
+            tracing::warn!("[daemon] and [profiles] changes take effect when mcpd restarts");
+        }
+        let summary = self
+            .supervisor
+            .reload(new.clone())
+            .await
+            .map_err(|_| ReloadError::ShuttingDown)?;
+        self.current = new;
+        Ok(summary)
+    }
+}
 
 /// What a reload changed, for the log and `mcpd ctl reload`.
 #[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]

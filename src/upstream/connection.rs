@@ -214,21 +214,21 @@ where
 }
 
 /// The lists besides tools a server's capabilities say it has.
-fn surface_kinds(caps: &serde_json::Value) -> Vec<crate::registry::Kind> {
-    use crate::registry::Kind;
+fn surface_kinds(caps: &serde_json::Value) -> Vec<crate::protocol::ListKind> {
+    use crate::protocol::ListKind;
     let mut kinds = Vec::new();
     if caps
         .get("prompts")
         .is_some_and(serde_json::Value::is_object)
     {
-        kinds.push(Kind::Prompts);
+        kinds.push(ListKind::Prompts);
     }
     if caps
         .get("resources")
         .is_some_and(serde_json::Value::is_object)
     {
-        kinds.push(Kind::Resources);
-        kinds.push(Kind::Templates);
+        kinds.push(ListKind::Resources);
+        kinds.push(ListKind::Templates);
     }
     kinds
 }

@@ -244,7 +244,7 @@ pub enum ConnectionEvent {
     List {
         server: Arc<str>,
         instance: u64,
-        kind: crate::registry::Kind,
+        kind: crate::protocol::ListKind,
         items: Result<Vec<Value>, String>,
     },
     /// A fresh tool list, or why it could not be fetched.

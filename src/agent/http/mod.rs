@@ -225,11 +225,11 @@ async fn stateless(
     shared: &Shared,
     headers: &HeaderMap,
     message: Value,
-    kind: modern::Kind,
+    kind: modern::MessageKind,
     remote: SocketAddr,
 ) -> Response {
     match kind {
-        modern::Kind::Response => {
+        modern::MessageKind::Response => {
             return rpc_error(
                 StatusCode::BAD_REQUEST,
                 ErrorObject::new(
@@ -240,8 +240,8 @@ async fn stateless(
         }
         // No client notification means anything over stateless HTTP (closing the
         // response stream is the cancellation).
-        modern::Kind::Notification => return StatusCode::ACCEPTED.into_response(),
-        modern::Kind::Request => {}
+        modern::MessageKind::Notification => return StatusCode::ACCEPTED.into_response(),
+        modern::MessageKind::Request => {}
     }
     let id = message.get("id").and_then(Id::from_value);
     // Stateless requests share one connection: a profile chosen there would be chosen

@@ -9,14 +9,14 @@ use serde_json::{Value, json};
 
 /// What a POSTed message is.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Kind {
+pub enum MessageKind {
     Request,
     Notification,
     Response,
 }
 
 /// Classifies a POST body: a single JSON-RPC 2.0 request, notification or response.
-pub fn kind(message: &Value) -> Result<Kind, ErrorObject> {
+pub fn kind(message: &Value) -> Result<MessageKind, ErrorObject> {
     let invalid = |why: &str| ErrorObject::new(jsonrpc::code::INVALID_REQUEST, why.to_owned());
     let Some(obj) = message.as_object() else {
         return Err(invalid(if message.is_array() {
@@ -31,15 +31,15 @@ pub fn kind(message: &Value) -> Result<Kind, ErrorObject> {
     let id_ok = |v: &Value| v.is_string() || v.is_i64() || v.is_u64();
     match (obj.get("method"), obj.get("id")) {
         (Some(m), id) if m.is_string() => match id {
-            None => Ok(Kind::Notification),
-            Some(id) if id_ok(id) => Ok(Kind::Request),
+            None => Ok(MessageKind::Notification),
+            Some(id) if id_ok(id) => Ok(MessageKind::Request),
             Some(_) => Err(invalid("\"id\" must be a string or an integer")),
         },
         (Some(_), _) => Err(invalid("\"method\" must be a string")),
         (None, Some(id))
             if id_ok(id) && (obj.contains_key("result") || obj.contains_key("error")) =>
         {
-            Ok(Kind::Response)
+            Ok(MessageKind::Response)
         }
         (None, _) => Err(invalid(
             "not a request, notification or response: \"method\", or \"id\" with \"result\" or \"error\", is missing",
@@ -310,15 +310,15 @@ mod tests {
     fn messages_are_classified() {
         assert_eq!(
             kind(&json!({"jsonrpc":"2.0","id":1,"method":"x"})).unwrap(),
-            Kind::Request
+            MessageKind::Request
         );
         assert_eq!(
             kind(&json!({"jsonrpc":"2.0","method":"x"})).unwrap(),
-            Kind::Notification
+            MessageKind::Notification
         );
         assert_eq!(
             kind(&json!({"jsonrpc":"2.0","id":"a","result":{}})).unwrap(),
-            Kind::Response
+            MessageKind::Response
         );
         assert!(kind(&json!([])).is_err());
         assert!(kind(&json!({"jsonrpc":"2.0","id":1})).is_err());

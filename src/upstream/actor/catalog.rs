@@ -1,8 +1,8 @@
 //! Keeping the supervisor's copy of the server's catalog fresh: the tool list (with its TTL) and the prompt, resource and template lists.
 
 use super::{Actor, MIN_TTL_REFRESH};
+use crate::protocol::ListKind;
 use crate::protocol::era::Era;
-use crate::registry::Kind;
 use crate::upstream::list::ToolList;
 use crate::upstream::modern;
 use crate::upstream::{ConnectionEvent, fetch_list, fetch_tools};
@@ -13,7 +13,7 @@ use tokio::time::Instant;
 impl Actor {
     /// Asks for a fresh copy of one of the server's other lists, batched with any
     /// others asked for meanwhile.
-    pub(super) fn want_surface(&mut self, kind: Kind) {
+    pub(super) fn want_surface(&mut self, kind: ListKind) {
         if !self.surface_kinds.contains(&kind) {
             return;
         }
@@ -35,7 +35,7 @@ impl Actor {
         }
     }
 
-    pub(super) async fn on_surface(&mut self, lists: Vec<(Kind, Result<ToolList, String>)>) {
+    pub(super) async fn on_surface(&mut self, lists: Vec<(ListKind, Result<ToolList, String>)>) {
         self.surface_refresh = None;
         for (kind, list) in lists {
             let items = list.map(|l| l.tools);

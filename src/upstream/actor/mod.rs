@@ -15,8 +15,8 @@ use super::{
 use crate::budget;
 use crate::config::ServerConfig;
 use crate::jsonrpc::{ErrorObject, Id};
+use crate::protocol::ListKind;
 use crate::protocol::era::Era;
-use crate::registry::Kind;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::{Stream, StreamExt};
@@ -38,14 +38,14 @@ mod requests;
 mod server;
 
 /// A running fetch of some of a server's prompt, resource and template lists.
-type SurfaceFetch = BoxFuture<'static, Vec<(Kind, Result<ToolList, String>)>>;
+type SurfaceFetch = BoxFuture<'static, Vec<(ListKind, Result<ToolList, String>)>>;
 
 /// What a server offers that the actor keeps up to date.
 pub struct Offers {
     pub tools: bool,
     /// Modern servers announce list changes only on a subscription.
     pub listen: bool,
-    pub lists: Vec<Kind>,
+    pub lists: Vec<ListKind>,
 }
 
 /// Requests queued in a connection's mailbox.
@@ -137,10 +137,10 @@ pub struct Actor {
     refresh: Option<BoxFuture<'static, Result<ToolList, String>>>,
     refresh_again: bool,
     /// The prompt/resource/template lists the server has (from its capabilities).
-    surface_kinds: Vec<Kind>,
+    surface_kinds: Vec<ListKind>,
     /// A running fetch of some of those lists, and the lists to fetch after it.
     surface_refresh: Option<SurfaceFetch>,
-    surface_wanted: BTreeSet<Kind>,
+    surface_wanted: BTreeSet<ListKind>,
     /// Agents' resource subscriptions on this server.
     subs: Subscriptions,
     /// The server's era, which decides how requests are dressed.
@@ -363,7 +363,9 @@ impl Actor {
     }
 }
 
-async fn poll_surface(refresh: &mut Option<SurfaceFetch>) -> Vec<(Kind, Result<ToolList, String>)> {
+async fn poll_surface(
+    refresh: &mut Option<SurfaceFetch>,
+) -> Vec<(ListKind, Result<ToolList, String>)> {
     match refresh {
         Some(f) => f.await,
         None => std::future::pending().await,

@@ -3,8 +3,8 @@
 use super::{Actor, ListenState, Pending, Responder};
 use crate::framing::Frame;
 use crate::jsonrpc::{self, ErrorObject, Id, Message, Notification, Request, Response, code};
+use crate::protocol::ListKind;
 use crate::protocol::method;
-use crate::registry::Kind;
 use crate::upstream::modern;
 use crate::upstream::subscriptions;
 use crate::upstream::transport::Outbound;
@@ -98,7 +98,7 @@ impl Actor {
                 tracing::info!(upstream = %self.server, "server says its tools changed");
                 self.start_refresh();
             }
-            method::PROMPTS_LIST_CHANGED => self.want_surface(Kind::Prompts),
+            method::PROMPTS_LIST_CHANGED => self.want_surface(ListKind::Prompts),
             method::MESSAGE => self.route_log(n, related),
             method::RESOURCES_UPDATED => {
                 if let Some(uri) = subscriptions::updated_uri(n.params.as_ref()) {
@@ -106,8 +106,8 @@ impl Actor {
                 }
             }
             method::RESOURCES_LIST_CHANGED => {
-                self.want_surface(Kind::Resources);
-                self.want_surface(Kind::Templates);
+                self.want_surface(ListKind::Resources);
+                self.want_surface(ListKind::Templates);
             }
             _ => {
                 tracing::debug!(upstream = %self.server, method = %n.method, "ignored a notification")
