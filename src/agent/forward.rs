@@ -245,7 +245,7 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
     // A modern agent asks for log messages per request; a legacy one sets a level for
     // its calls (or gets everything).
     let logs = if modern {
-        super::surface::requested_level(&params).map(|l| LogRoute {
+        requested_level(&params).map(|l| LogRoute {
             outbox: outbox.clone(),
             threshold: Some(l.to_owned()),
         })
@@ -306,4 +306,9 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
         };
         legacy.run().boxed()
     }
+}
+
+/// The level a modern agent asks for in its request's `_meta`.
+pub fn requested_level(params: &Map<String, Value>) -> Option<&str> {
+    params.get("_meta")?.get(era::key::LOG_LEVEL)?.as_str()
 }

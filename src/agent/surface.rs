@@ -9,7 +9,7 @@ use crate::errors::AgentError;
 use crate::jsonrpc::{self, ErrorObject, Id, Request};
 use crate::outbox::Outbox;
 use crate::protocol::ListKind;
-use crate::protocol::era::{self, key};
+use crate::protocol::era;
 use crate::protocol::method;
 use crate::registry;
 use crate::registry::surface::RouteError;
@@ -431,11 +431,6 @@ pub fn set_level(req: &Request, session: &mut Session) -> Handled {
             "\"level\" must be one of debug, info, notice, warning, error, critical, alert, emergency",
         ),
     }
-}
-
-/// The level a modern agent asks for in its request's `_meta`.
-pub fn requested_level(params: &Map<String, Value>) -> Option<&str> {
-    params.get("_meta")?.get(key::LOG_LEVEL)?.as_str()
 }
 
 fn later((id, cancel, fut): (Id, CancellationToken, super::reply::Pending)) -> Handled {

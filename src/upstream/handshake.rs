@@ -9,8 +9,7 @@ use crate::protocol::{self, era, method};
 use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
 
-/// The id of the `initialize` request; mcpd's later request ids start above it.
-pub const INITIALIZE_ID: u64 = 0;
+pub use super::INITIALIZE_ID;
 
 fn initialize_params() -> Value {
     json!({
@@ -364,7 +363,7 @@ where
                         excerpt,
                     } => {
                         return Err(HandshakeError {
-                            message: super::http::refused_message(excerpt),
+                            message: super::refused_message(excerpt),
                             fatal: true,
                             era_mismatch: false,
                         });

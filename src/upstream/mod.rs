@@ -110,6 +110,17 @@ impl ReplyTo {
     }
 }
 
+/// The id of the `initialize` (or `server/discover`) request of a connection; mcpd's
+/// later request ids start above it.
+pub const INITIALIZE_ID: u64 = 0;
+
+/// The message for a server that refused mcpd's static credentials.
+pub fn refused_message(hint: &str) -> String {
+    format!(
+        "the server refused mcpd's credentials ({hint}); set `bearer_token_env` or `headers` for this server, then run `mcpd ctl restart`"
+    )
+}
+
 /// Why an upstream request got no answer from the server.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum UpstreamError {

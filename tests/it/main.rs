@@ -36,3 +36,4 @@ mod oauth_fixture_selftest;
 mod profiles;
 mod surface;
 mod systemd;
+mod tidy;

@@ -186,7 +186,7 @@ impl Actor {
             max_in_flight: cfg.max_in_flight,
             ping_interval: cfg.health.ping_interval,
             ping_timeout: cfg.health.ping_timeout,
-            next_id: super::handshake::INITIALIZE_ID + 1,
+            next_id: super::INITIALIZE_ID + 1,
             pending: HashMap::new(),
             by_call: HashMap::new(),
             deadlines: DelayQueue::new(),

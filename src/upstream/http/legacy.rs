@@ -3,9 +3,9 @@
 use super::HttpInfo;
 use super::client::{self, Endpoint};
 use super::post::message_frame;
-use super::streamable::refused_message;
 use crate::budget::Charged;
 use crate::upstream::UpstreamError;
+use crate::upstream::refused_message;
 use crate::upstream::transport::{Inbound, Outbound};
 use futures::StreamExt;
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
@@ -98,7 +98,7 @@ pub async fn run(
         post_message(ep.clone(), post_url.clone(), inbound.clone(), line, id)
     };
     if let Some((line, _)) = first {
-        posts.spawn(post(line, Some(crate::upstream::handshake::INITIALIZE_ID)));
+        posts.spawn(post(line, Some(crate::upstream::INITIALIZE_ID)));
     }
     loop {
         tokio::select! {

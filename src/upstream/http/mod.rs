@@ -11,8 +11,6 @@ mod post;
 pub(crate) mod sse;
 mod streamable;
 
-pub use streamable::refused_message;
-
 use super::actor::End;
 use super::connection::{ConnectionContext, negotiate, report_lost, serve};
 use super::transport::{Inbound, Outbound};

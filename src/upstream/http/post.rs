@@ -372,7 +372,7 @@ pub(super) async fn initialize_result(
 ) -> Result<Value, String> {
     let is_answer = |text: &str| -> Option<Result<Value, String>> {
         let v: Value = serde_json::from_str(text).ok()?;
-        if v.get("id") != Some(&Value::from(crate::upstream::handshake::INITIALIZE_ID)) {
+        if v.get("id") != Some(&Value::from(crate::upstream::INITIALIZE_ID)) {
             return None;
         }
         Some(match (v.get("result"), v.get("error")) {

@@ -6,8 +6,8 @@ use super::listen::Listener;
 use super::post::{Done, ERROR_BODY_MAX, Outcome, PostCtx, answers, deliver, initialize_result};
 use crate::budget::Charged;
 use crate::framing::Frame;
-use crate::upstream::UpstreamError;
 use crate::upstream::transport::{Inbound, Outbound, Resume};
+use crate::upstream::{UpstreamError, refused_message};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
@@ -409,11 +409,4 @@ impl Streamable {
             Err(_) => tracing::debug!(upstream = %self.server, "ending the HTTP session timed out"),
         }
     }
-}
-
-/// The message for a server that refused our credentials.
-pub fn refused_message(hint: &str) -> String {
-    format!(
-        "the server refused mcpd's credentials ({hint}); set `bearer_token_env` or `headers` for this server, then run `mcpd ctl restart`"
-    )
 }

@@ -1,0 +1,237 @@
+//! The cloneable side of a server's login: what status shows of it, the current access token (a `watch` every request reads), and the requests to its owner: refused tokens, step-ups, `ctl login`, redirects, logout.
+
+use super::{ASK_TIMEOUT, Credential, LOGIN_TIMEOUT};
+use crate::config::Secret;
+use crate::oauth::challenge::Bearer;
+use crate::oauth::flow::{LoginError, Setup};
+use reqwest::Url;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// Where a server's login stands, as status shows it. Never holds a token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthView {
+    #[serde(flatten)]
+    pub state: AuthState,
+    /// A `mcpd ctl login` waits for its redirect.
+    pub pending: bool,
+    /// The authorization server of the current login.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+    /// The scopes granted, space-separated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scopes: Option<String>,
+    /// Scopes the server asked for (a 403 `insufficient_scope`) that the login lacks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more_scope: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "state", content = "detail")]
+pub enum AuthState {
+    /// The server has not asked for a login, and none is stored.
+    None,
+    /// A token that works as far as mcpd knows; valid until then (seconds since the
+    /// epoch), if known.
+    LoggedIn { expires_at: Option<u64> },
+    /// No usable token: a person must run `mcpd ctl login`. Says why.
+    NeedsLogin(String),
+}
+
+/// Why no token can be had now.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NoToken(pub String);
+
+/// Told of each login that ends well (true) and each logout (false).
+pub type Notify = Box<dyn Fn(bool) + Send + Sync>;
+
+pub(super) enum Msg {
+    /// The server refused `rejected` (or a request without a token): answer with a newer
+    /// token, refreshing if needed.
+    Refused {
+        rejected: Option<Arc<Secret>>,
+        challenge: Option<Bearer>,
+        respond_to: oneshot::Sender<Result<Arc<Secret>, NoToken>>,
+    },
+    /// The server wants scopes the token lacks.
+    Insufficient { challenge: Bearer },
+    /// `mcpd ctl login`: the authorization URL of the one pending login.
+    Login {
+        respond_to: oneshot::Sender<Result<Url, LoginError>>,
+    },
+    /// A redirect pasted by hand (`mcpd ctl login --paste`).
+    Redirected {
+        url: Url,
+        respond_to: oneshot::Sender<Result<(), String>>,
+    },
+    /// Waits for the pending login to end.
+    Wait {
+        respond_to: oneshot::Sender<Result<(), String>>,
+    },
+    Logout {
+        respond_to: oneshot::Sender<Result<String, String>>,
+    },
+    /// The server refused a token that was just renewed: the login is over.
+    Spent { token: Arc<Secret>, why: String },
+}
+
+/// The cloneable way to a server's login.
+#[derive(Clone)]
+pub struct CredentialHandle {
+    tx: mpsc::Sender<Msg>,
+    token: watch::Receiver<Option<Arc<Secret>>>,
+    view: watch::Receiver<AuthView>,
+    /// The store has been read (a token, if any, is in `token`).
+    loaded: watch::Receiver<bool>,
+}
+
+impl std::fmt::Debug for CredentialHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CredentialHandle({:?})", self.view.borrow().state)
+    }
+}
+
+impl CredentialHandle {
+    /// Starts the owner of a server's login, which reads `file` (the stored login, if
+    /// any) first and writes every change to it.
+    /// Without a file (no state directory), a login lasts until mcpd stops.
+    pub fn spawn(setup: Arc<Setup>, file: Option<PathBuf>, notify: Notify) -> CredentialHandle {
+        let (tx, rx) = mpsc::channel(64);
+        let (token_tx, token) = watch::channel(None);
+        let (view_tx, view) = watch::channel(AuthView {
+            state: AuthState::None,
+            pending: false,
+            issuer: None,
+            scopes: None,
+            more_scope: Vec::new(),
+        });
+        let (loaded_tx, loaded) = watch::channel(false);
+        let actor = Credential {
+            setup,
+            file,
+            notify,
+            rx,
+            stored: None,
+            expires: None,
+            token: token_tx,
+            view: view_tx,
+            refreshing: None,
+            waiting: Vec::new(),
+            retry_at: None,
+            challenge: None,
+            wanted: Vec::new(),
+            registered: None,
+            preparing: None,
+            starters: Vec::new(),
+            pending: None,
+            exchanging: None,
+            finishers: Vec::new(),
+        };
+        tokio::spawn(actor.run(loaded_tx));
+        CredentialHandle {
+            tx,
+            token,
+            view,
+            loaded,
+        }
+    }
+
+    /// The access token to send now, once the store has been read.
+    pub async fn current(&self) -> Option<Arc<Secret>> {
+        let mut loaded = self.loaded.clone();
+        // An actor gone before loading has no token to give.
+        let _ = loaded.wait_for(|l| *l).await;
+        self.token()
+    }
+
+    /// The access token to send now, if there is one.
+    pub fn token(&self) -> Option<Arc<Secret>> {
+        self.token.borrow().clone()
+    }
+
+    pub fn view(&self) -> AuthView {
+        self.view.borrow().clone()
+    }
+
+    /// Whether the login is over until a person logs in again.
+    pub fn needs_login(&self) -> Option<String> {
+        match &self.view.borrow().state {
+            AuthState::NeedsLogin(why) => Some(why.clone()),
+            _ => None,
+        }
+    }
+
+    /// The server refused `rejected` (a 401), or a request that carried no token: a
+    /// newer token, from the one refresh every caller waits on; or why there is none.
+    pub async fn refused(
+        &self,
+        rejected: Option<Arc<Secret>>,
+        challenge: Option<Bearer>,
+    ) -> Result<Arc<Secret>, NoToken> {
+        let asked = crate::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Refused {
+            rejected,
+            challenge,
+            respond_to,
+        })
+        .await;
+        asked.unwrap_or_else(|e| Err(NoToken(format!("the login is not available: {e}"))))
+    }
+
+    /// The server answered 403 `insufficient_scope`: the next login asks for more.
+    pub async fn insufficient(&self, challenge: Bearer) {
+        // If the actor is gone, there is no next login to widen.
+        let _ = self.tx.send(Msg::Insufficient { challenge }).await;
+    }
+
+    /// The server refused even a renewed `token`: unless a newer one has come since, the
+    /// login is over.
+    pub async fn spent(&self, token: Arc<Secret>, why: &str) {
+        let why = why.to_owned();
+        // If the actor is gone, so is the login.
+        let _ = self.tx.send(Msg::Spent { token, why }).await;
+    }
+
+    /// Starts a login (or joins the one pending): the URL to open.
+    pub async fn login(&self) -> Result<Url, LoginError> {
+        let asked = crate::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Login {
+            respond_to,
+        })
+        .await;
+        asked.unwrap_or_else(|e| Err(LoginError::Other(e.to_string())))
+    }
+
+    /// Hands over the URL the browser was redirected to; Ok once the code is exchanged.
+    pub async fn redirected(&self, url: Url) -> Result<(), String> {
+        let asked = crate::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Redirected {
+            url,
+            respond_to,
+        })
+        .await;
+        asked.unwrap_or_else(|e| Err(e.to_string()))
+    }
+
+    /// Waits (up to the login's own timeout) for the pending login to end.
+    pub async fn wait(&self) -> Result<(), String> {
+        let (respond_to, rx) = oneshot::channel();
+        if self.tx.send(Msg::Wait { respond_to }).await.is_err() {
+            return Err("the login is not available".into());
+        }
+        match tokio::time::timeout(LOGIN_TIMEOUT + ASK_TIMEOUT, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err("the login was abandoned".into()),
+            Err(_) => Err("the login did not end in time".into()),
+        }
+    }
+
+    /// Forgets the login (revoking its tokens where the server offers revocation).
+    pub async fn logout(&self) -> Result<String, String> {
+        let asked = crate::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Logout {
+            respond_to,
+        })
+        .await;
+        asked.unwrap_or_else(|e| Err(e.to_string()))
+    }
+}

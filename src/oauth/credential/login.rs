@@ -1,0 +1,284 @@
+//! The credential's login half: the one pending authorization (its start, the redirect that comes back, the code exchanged once), and logout with revocation.
+
+use super::{
+    ARRIVALS, AuthState, Credential, Exchange, LOGIN_TIMEOUT, NoToken, PendingLogin, apply,
+};
+use crate::config::Secret;
+use crate::oauth::authorize::{self, TokenError, Tokens};
+use crate::oauth::flow::{self, LoginError, Prepared};
+use crate::oauth::store::{self, Stored, StoredClient, StoredTokens};
+use futures::FutureExt;
+use reqwest::Url;
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+impl Credential {
+    pub(super) fn on_login(&mut self, respond_to: oneshot::Sender<Result<Url, LoginError>>) {
+        // One pending authorization: a second `ctl login` joins it, so its verifier
+        // and state are never replaced while a browser may still come back with them.
+        if let Some(p) = &self.pending {
+            let _ = respond_to.send(Ok(p.url.clone())); // the caller may have gone
+            return;
+        }
+        if self.exchanging.is_some() {
+            let _ = respond_to.send(Err(LoginError::Other(
+                "a login is completing right now; wait for it".into(),
+            )));
+            return;
+        }
+        self.starters.push(respond_to);
+        if self.preparing.is_some() {
+            return;
+        }
+        let mut wanted = self
+            .stored
+            .as_ref()
+            .map(|s| s.requested_scopes.clone())
+            .unwrap_or_default();
+        for s in &self.wanted {
+            if !wanted.contains(s) {
+                wanted.push(s.clone());
+            }
+        }
+        tracing::info!(upstream = %self.setup.server, "starting a login");
+        self.preparing = Some(
+            flow::prepare(
+                self.setup.clone(),
+                self.challenge.clone(),
+                wanted,
+                self.registered.clone(),
+            )
+            .boxed(),
+        );
+    }
+
+    pub(super) fn on_prepared(&mut self, prepared: Result<Prepared, LoginError>) {
+        match prepared {
+            Ok(p) => {
+                let (arrived_tx, arrived) = mpsc::channel(ARRIVALS);
+                let listening = CancellationToken::new();
+                tokio::spawn(flow::serve_callback(
+                    p.listener,
+                    arrived_tx,
+                    listening.clone(),
+                ));
+                tracing::info!(upstream = %self.setup.server, issuer = %p.metadata.issuer, redirect = %p.pending.redirect_uri, "waiting for the login's redirect");
+                for s in self.starters.drain(..) {
+                    let _ = s.send(Ok(p.url.clone())); // the caller may have gone
+                }
+                self.pending = Some(PendingLogin {
+                    pending: p.pending,
+                    metadata: p.metadata,
+                    url: p.url,
+                    arrived,
+                    listening,
+                    expires: Instant::now() + LOGIN_TIMEOUT,
+                });
+                self.view.send_modify(|v| v.pending = true);
+            }
+            Err(e) => {
+                tracing::warn!(upstream = %self.setup.server, "the login could not start: {e}");
+                for s in self.starters.drain(..) {
+                    let _ = s.send(Err(e.clone())); // the caller may have gone
+                }
+                for f in self.finishers.drain(..) {
+                    let _ = f.send(Err(e.to_string())); // the caller may have gone
+                }
+            }
+        }
+    }
+
+    /// A redirect came back (to the listener or pasted): checked against the pending
+    /// login, whose code is then exchanged, once.
+    pub(super) fn on_redirect(
+        &mut self,
+        url: Url,
+        respond_to: oneshot::Sender<Result<(), String>>,
+    ) {
+        if self.exchanging.is_some() {
+            let _ = respond_to.send(Err("this login's code is already being exchanged".into()));
+            return;
+        }
+        let Some(login) = &self.pending else {
+            let _ = respond_to.send(Err(authorize::CallbackError::UnknownState.to_string()));
+            return;
+        };
+        match authorize::callback(&login.pending, &url) {
+            Err(authorize::CallbackError::UnknownState) => {
+                // Not this login's redirect: the real one may still come.
+                let _ = respond_to.send(Err(authorize::CallbackError::UnknownState.to_string()));
+            }
+            Err(e) => {
+                tracing::warn!(upstream = %self.setup.server, "the login's redirect was refused: {e}");
+                let why = e.to_string();
+                if let Some(p) = self.pending.take() {
+                    p.listening.cancel();
+                }
+                self.view.send_modify(|v| v.pending = false);
+                let _ = respond_to.send(Err(why.clone()));
+                for f in self.finishers.drain(..) {
+                    let _ = f.send(Err(why.clone())); // the caller may have gone
+                }
+            }
+            Ok(code) => {
+                let Some(login) = self.pending.take() else {
+                    return;
+                };
+                let http = self.setup.http.clone();
+                let pending = login.pending.clone();
+                self.exchanging = Some(Exchange {
+                    future: async move { authorize::exchange(&http, &pending, &code).await }
+                        .boxed(),
+                    pending: login.pending,
+                    metadata: login.metadata,
+                    listening: login.listening,
+                    respond_to,
+                });
+            }
+        }
+    }
+
+    pub(super) async fn on_exchanged(&mut self, ex: Exchange, outcome: Result<Tokens, TokenError>) {
+        self.view.send_modify(|v| v.pending = false);
+        let result = match outcome {
+            Ok(tokens) => {
+                let mut kept = StoredTokens {
+                    access_token: String::new(),
+                    expires_at: None,
+                    lifetime: None,
+                    refresh_token: None,
+                    scope: None,
+                };
+                apply(&mut kept, &tokens);
+                let stored = Stored {
+                    server_url: self.setup.url.to_string(),
+                    resource: ex.pending.resource.clone(),
+                    metadata: ex.metadata,
+                    client: StoredClient::of(&ex.pending.client, &ex.pending.redirect_uri),
+                    requested_scopes: ex.pending.scopes.clone(),
+                    tokens: kept,
+                };
+                if let Some(file) = &self.file
+                    && let Err(e) = store::save(file.clone(), &stored).await
+                {
+                    tracing::warn!(path = %file.display(), "could not store the login (it works until mcpd restarts): {e}");
+                }
+                tracing::info!(upstream = %self.setup.server, issuer = %stored.metadata.issuer, "logged in");
+                self.registered = Some((stored.metadata.issuer.clone(), stored.client.clone()));
+                // The login this one replaces is of no use to anyone: end it at its server.
+                if let Some(old) = self.stored.replace(stored) {
+                    let http = self.setup.http.clone();
+                    let server = self.setup.server.clone();
+                    tokio::spawn(async move {
+                        let what = revoke(&http, &old).await;
+                        tracing::debug!(upstream = %server, "the replaced login: {what}");
+                    });
+                }
+                self.expires = tokens.expires_at;
+                self.retry_at = None;
+                self.wanted.clear();
+                self.challenge = None;
+                self.token.send_replace(Some(Arc::new(tokens.access)));
+                self.publish_logged_in();
+                self.view.send_modify(|v| v.more_scope.clear());
+                (self.notify)(true);
+                Ok(())
+            }
+            Err(e) => {
+                tracing::warn!(upstream = %self.setup.server, "the login failed: {e}");
+                Err(e.to_string())
+            }
+        };
+        let _ = ex.respond_to.send(result.clone()); // the browser may have gone
+        ex.listening.cancel();
+        for f in self.finishers.drain(..) {
+            let _ = f.send(result.clone()); // the caller may have gone
+        }
+    }
+
+    pub(super) fn expire_login(&mut self) {
+        if let Some(p) = self.pending.take() {
+            p.listening.cancel();
+            let why = LoginError::Expired(humantime::format_duration(LOGIN_TIMEOUT).to_string())
+                .to_string();
+            tracing::info!(upstream = %self.setup.server, "{why}");
+            self.view.send_modify(|v| v.pending = false);
+            for f in self.finishers.drain(..) {
+                let _ = f.send(Err(why.clone())); // the caller may have gone
+            }
+        }
+    }
+
+    pub(super) fn logout(&mut self, respond_to: oneshot::Sender<Result<String, String>>) {
+        if let Some(p) = self.pending.take() {
+            p.listening.cancel();
+        }
+        for f in self.finishers.drain(..) {
+            let _ = f.send(Err("logged out".into())); // the caller may have gone
+        }
+        let stored = self.stored.take();
+        self.registered = None;
+        self.refreshing = None;
+        self.retry_at = None;
+        self.token.send_replace(None);
+        self.view.send_modify(|v| {
+            v.state = AuthState::NeedsLogin("logged out with `mcpd ctl logout`".into());
+            v.pending = false;
+            v.issuer = None;
+            v.scopes = None;
+        });
+        for w in self.waiting.drain(..) {
+            let _ = w.send(Err(NoToken("logged out".into()))); // the caller may have gone
+        }
+        (self.notify)(false);
+        let file = self.file.clone();
+        let http = self.setup.http.clone();
+        let server = self.setup.server.clone();
+        tokio::spawn(async move {
+            let removed = match file {
+                Some(f) => store::remove(f).await,
+                None => Ok(()),
+            };
+            let revoked = match &stored {
+                Some(s) => revoke(&http, s).await,
+                None => "no login was stored".to_owned(),
+            };
+            tracing::info!(upstream = %server, "logged out: {revoked}");
+            let answer = match removed {
+                Ok(()) => Ok(revoked),
+                Err(e) => Err(format!("could not remove the stored login: {e}")),
+            };
+            let _ = respond_to.send(answer); // the caller may have gone
+        });
+    }
+}
+
+/// Revokes a stored login's tokens where the server offers it (RFC 7009): the refresh
+/// token first, which also ends its access tokens at most servers. Says what happened.
+async fn revoke(http: &reqwest::Client, s: &Stored) -> String {
+    let Some(endpoint) = &s.metadata.revocation_endpoint else {
+        return "the authorization server offers no revocation; the tokens were forgotten".into();
+    };
+    let client = s.client.client();
+    let mut outcome = Vec::new();
+    if let Some(r) = &s.tokens.refresh_token {
+        let secret = Secret::new(r.clone());
+        outcome.push(
+            authorize::revoke(http, endpoint, &client, &secret, "refresh_token")
+                .await
+                .map_err(|e| e.to_string()),
+        );
+    }
+    let access = Secret::new(s.tokens.access_token.clone());
+    outcome.push(
+        authorize::revoke(http, endpoint, &client, &access, "access_token")
+            .await
+            .map_err(|e| e.to_string()),
+    );
+    match outcome.into_iter().find_map(Result::err) {
+        None => "the tokens were revoked".into(),
+        Some(e) => format!("revoking the tokens failed ({e}); they were forgotten"),
+    }
+}
