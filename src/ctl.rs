@@ -572,7 +572,7 @@ pub async fn agents(socket: &Path, as_json: bool) -> Result<(), CtlError> {
         )?;
         return Ok(());
     }
-    let agents: Vec<crate::agent::registry::AgentInfo> =
+    let agents: Vec<crate::agent::roster::AgentInfo> =
         serde_json::from_value(at(&result, "agents").clone())
             .map_err(|e| CtlError::Unexpected(format!("agents: {e}")))?;
     writeln!(

@@ -113,7 +113,7 @@ pub async fn serve(
         peer_uid: None,
         peer_pid: None,
         over_http: false,
-        agents: crate::agent::registry::AgentRegistry::spawn(),
+        agents: crate::agent::roster::AgentRoster::spawn(),
         metrics: crate::metrics::Metrics::spawn(),
         daemon,
         max_line: config.daemon.max_message_bytes,

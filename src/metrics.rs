@@ -44,42 +44,14 @@ pub struct Metrics {
 
 impl Metrics {
     pub fn spawn() -> Metrics {
-        let (tx, mut rx) = mpsc::channel::<Msg>(4096);
-        tokio::spawn(async move {
-            let mut series: BTreeMap<(String, &'static str), Series> = BTreeMap::new();
-            let (mut received, mut sent) = (0u64, 0u64);
-            while let Some(msg) = rx.recv().await {
-                match msg {
-                    Msg::Call {
-                        server,
-                        method,
-                        took,
-                        error,
-                    } => {
-                        let s = series.entry((server, method)).or_default();
-                        s.calls += 1;
-                        s.errors += u64::from(error);
-                        let secs = took.as_secs_f64();
-                        s.seconds += secs;
-                        for (count, bound) in s.buckets.iter_mut().zip(BUCKETS) {
-                            if secs <= bound {
-                                *count += 1;
-                            }
-                        }
-                    }
-                    Msg::Bytes {
-                        received: r,
-                        sent: w,
-                    } => {
-                        received += r;
-                        sent += w;
-                    }
-                    Msg::Render { respond_to } => {
-                        let _ = respond_to.send(render(&series, received, sent)); // the asker may have left
-                    }
-                }
-            }
-        });
+        let (tx, rx) = mpsc::channel::<Msg>(4096);
+        let counters = Counters {
+            series: BTreeMap::new(),
+            received: 0,
+            sent: 0,
+            rx,
+        };
+        tokio::spawn(counters.run());
         Metrics { tx }
     }
 
@@ -102,11 +74,62 @@ impl Metrics {
 
     /// The call and byte metrics in Prometheus text format.
     pub async fn render(&self) -> String {
-        let (respond_to, rx) = oneshot::channel();
-        if self.tx.send(Msg::Render { respond_to }).await.is_err() {
-            return String::new();
+        crate::ask::ask(&self.tx, RENDER_TIMEOUT, |respond_to| Msg::Render {
+            respond_to,
+        })
+        .await
+        .unwrap_or_default()
+    }
+}
+
+/// How long `ctl metrics` waits for the counters.
+const RENDER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The actor behind `Metrics`: every series, and the byte totals.
+struct Counters {
+    series: BTreeMap<(String, &'static str), Series>,
+    received: u64,
+    sent: u64,
+    rx: mpsc::Receiver<Msg>,
+}
+
+impl Counters {
+    async fn run(mut self) {
+        while let Some(msg) = self.rx.recv().await {
+            self.on_msg(msg);
         }
-        rx.await.unwrap_or_default()
+    }
+
+    fn on_msg(&mut self, msg: Msg) {
+        match msg {
+            Msg::Call {
+                server,
+                method,
+                took,
+                error,
+            } => {
+                let s = self.series.entry((server, method)).or_default();
+                s.calls += 1;
+                s.errors += u64::from(error);
+                let secs = took.as_secs_f64();
+                s.seconds += secs;
+                for (count, bound) in s.buckets.iter_mut().zip(BUCKETS) {
+                    if secs <= bound {
+                        *count += 1;
+                    }
+                }
+            }
+            Msg::Bytes {
+                received: r,
+                sent: w,
+            } => {
+                self.received += r;
+                self.sent += w;
+            }
+            Msg::Render { respond_to } => {
+                let _ = respond_to.send(render(&self.series, self.received, self.sent)); // the asker may have left
+            }
+        }
     }
 }
 

@@ -58,7 +58,7 @@ pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: 
             std::fs::read_link(format!("/proc/{p}/exe")).ok()
         })
         .map(|p| p.display().to_string());
-    let seed = super::registry::AgentInfo {
+    let seed = super::roster::AgentInfo {
         agent,
         pid: ctx.peer_pid,
         uid: ctx.peer_uid,
@@ -76,7 +76,7 @@ pub async fn run<S>(
     frames: S,
     outbox: Outbox,
     writer: JoinHandle<std::io::Result<u64>>,
-    seed: super::registry::AgentInfo,
+    seed: super::roster::AgentInfo,
     ctx: AgentContext,
     shutdown: CancellationToken,
 ) where
@@ -159,7 +159,7 @@ impl Conn {
         writer: JoinHandle<std::io::Result<u64>>,
         shutdown: CancellationToken,
         mut asks: mpsc::Receiver<ServerAsk>,
-        mut describes: mpsc::Receiver<oneshot::Sender<super::registry::AgentInfo>>,
+        mut describes: mpsc::Receiver<oneshot::Sender<super::roster::AgentInfo>>,
     ) where
         S: Stream<Item = std::io::Result<Frame>> + Unpin,
     {
@@ -427,10 +427,10 @@ impl Conn {
     }
 
     /// What this connection says about itself for `mcpd ctl agents`.
-    fn describe(&self) -> super::registry::AgentInfo {
+    fn describe(&self) -> super::roster::AgentInfo {
         let session = &self.session;
         let in_flight = self.in_flight.len();
-        super::registry::AgentInfo {
+        super::roster::AgentInfo {
             agent: session.agent,
             client: session.client_name.clone(),
             client_version: session.client_version.clone(),

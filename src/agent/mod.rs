@@ -9,10 +9,10 @@ mod input;
 pub mod listener;
 mod login;
 mod modern;
-pub mod registry;
 mod render;
 mod reply;
 mod request_state;
+pub mod roster;
 mod session;
 mod surface;
 
@@ -83,7 +83,7 @@ pub struct AgentContext {
     /// Call and byte counters, for `mcpd ctl metrics`.
     pub metrics: crate::metrics::Metrics,
     /// Every connected agent, for `mcpd ctl agents`.
-    pub agents: registry::AgentRegistry,
+    pub agents: roster::AgentRoster,
     /// Applies a re-read config (`mcpd/reload`).
     pub reloader: crate::supervisor::Reloader,
     pub daemon: Arc<DaemonInfo>,

@@ -35,6 +35,12 @@ use tokio_util::sync::CancellationToken;
 pub use status::{ServerState, ServerStatus};
 
 const MAILBOX: usize = 64;
+/// How long a status, control or reload request waits for the supervisor (which answers
+/// each at once, never waiting on a server).
+const STATUS_WAIT: Duration = Duration::from_secs(10);
+/// How long a call waits for the supervisor to hand over the agent's own instance (the
+/// caller bounds its wait for the instance to start by itself).
+const INSTANCE_WAIT: Duration = Duration::from_secs(3600);
 const EVENTS: usize = 256;
 
 enum SupervisorMsg {
@@ -134,37 +140,33 @@ impl SupervisorHandle {
     }
 
     pub async fn status(&self) -> Option<Vec<ServerStatus>> {
-        let (respond_to, rx) = oneshot::channel();
-        self.tx
-            .send(SupervisorMsg::Status { respond_to })
-            .await
-            .ok()?;
-        rx.await.ok()
+        let asked = crate::ask::ask(&self.tx, STATUS_WAIT, |respond_to| SupervisorMsg::Status {
+            respond_to,
+        })
+        .await;
+        asked.ok()
     }
 
     /// The caller's own instance of a `share = "agent"` server, once it is ready.
     pub async fn instance(&self, server: &str, agent: u64) -> Result<UpstreamHandle, String> {
-        let (respond_to, rx) = oneshot::channel();
-        let msg = SupervisorMsg::Instance {
-            server: server.to_owned(),
-            agent,
-            respond_to,
-        };
-        let gone = || "the supervisor is shutting down".to_owned();
-        self.tx.send(msg).await.map_err(|_| gone())?;
-        rx.await.map_err(|_| gone())?
+        let asked = crate::ask::ask(&self.tx, INSTANCE_WAIT, |respond_to| {
+            SupervisorMsg::Instance {
+                server: server.to_owned(),
+                agent,
+                respond_to,
+            }
+        })
+        .await;
+        asked.unwrap_or_else(|e| Err(format!("the supervisor did not answer: {e}")))
     }
 
     /// Applies a new configuration's servers; returns what changed.
-    pub async fn reload(&self, config: Config) -> Result<ReloadSummary, String> {
-        let (respond_to, rx) = oneshot::channel();
-        let msg = SupervisorMsg::Reload {
+    pub async fn reload(&self, config: Config) -> Result<ReloadSummary, crate::ask::AskError> {
+        crate::ask::ask(&self.tx, STATUS_WAIT, |respond_to| SupervisorMsg::Reload {
             config: Box::new(config),
             respond_to,
-        };
-        let gone = || "the supervisor is shutting down".to_owned();
-        self.tx.send(msg).await.map_err(|_| gone())?;
-        rx.await.map_err(|_| gone())
+        })
+        .await
     }
 
     /// Tells the supervisor an agent disconnected.
@@ -189,15 +191,13 @@ impl SupervisorHandle {
     }
 
     pub async fn control(&self, name: &str, action: Action) -> Result<(), String> {
-        let (respond_to, rx) = oneshot::channel();
-        let msg = SupervisorMsg::Control {
+        let asked = crate::ask::ask(&self.tx, STATUS_WAIT, |respond_to| SupervisorMsg::Control {
             name: name.to_owned(),
             action,
             respond_to,
-        };
-        let gone = || "the supervisor is shutting down".to_owned();
-        self.tx.send(msg).await.map_err(|_| gone())?;
-        rx.await.map_err(|_| gone())?
+        })
+        .await;
+        asked.unwrap_or_else(|e| Err(format!("the supervisor did not answer: {e}")))
     }
 }
 

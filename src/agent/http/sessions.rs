@@ -2,7 +2,7 @@
 
 use super::relay::{Relay, RelayHandle, SESSION_IDLE};
 use crate::agent::AgentContext;
-use crate::agent::registry::AgentInfo;
+use crate::agent::roster::AgentInfo;
 use crate::outbox::Outbox;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -13,6 +13,8 @@ use tokio_util::task::TaskTracker;
 
 /// Frames queued from HTTP requests to one connection.
 const FRAMES: usize = 64;
+/// How long a request waits for the sessions actor.
+const ASK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 enum Msg {
     Open {
@@ -45,7 +47,7 @@ impl Sessions {
         shutdown: CancellationToken,
         max: usize,
     ) -> Sessions {
-        let (tx, mut rx) = mpsc::channel(64);
+        let (tx, rx) = mpsc::channel(64);
         let me = Sessions { tx: tx.clone() };
         let starter = Starter {
             ctx,
@@ -53,57 +55,31 @@ impl Sessions {
             shutdown,
             sessions: Sessions { tx },
         };
-        tokio::spawn(async move {
-            let mut open: HashMap<String, RelayHandle> = HashMap::new();
-            let mut stateless: Option<RelayHandle> = None;
-            while let Some(msg) = rx.recv().await {
-                match msg {
-                    Msg::Open { remote, reply } => {
-                        open.retain(|_, r| !r.is_closed());
-                        let made = (open.len() < max).then(|| {
-                            let id = new_session_id();
-                            let relay = starter.start(remote, Some(id.clone()));
-                            open.insert(id.clone(), relay.clone());
-                            (id, relay)
-                        });
-                        let _ = reply.send(made); // the client may have gone
-                    }
-                    Msg::Find { id, reply } => {
-                        let found = open.get(&id).filter(|r| !r.is_closed()).cloned();
-                        let _ = reply.send(found); // the client may have gone
-                    }
-                    Msg::Forget { id } => {
-                        open.remove(&id);
-                    }
-                    Msg::Stateless { remote, reply } => {
-                        let relay = match &stateless {
-                            Some(r) if !r.is_closed() => r.clone(),
-                            _ => {
-                                let r = starter.start(remote, None);
-                                stateless = Some(r.clone());
-                                r
-                            }
-                        };
-                        let _ = reply.send(relay); // the client may have gone
-                    }
-                }
-            }
-        });
+        let table = SessionTable {
+            open: HashMap::new(),
+            stateless: None,
+            max,
+            starter,
+            rx,
+        };
+        tokio::spawn(table.run());
         me
     }
 
     /// Starts a new legacy session; None when `max` are open.
     pub async fn open(&self, remote: SocketAddr) -> Option<(String, RelayHandle)> {
-        let (reply, rx) = oneshot::channel();
-        self.tx.send(Msg::Open { remote, reply }).await.ok()?;
-        rx.await.ok().flatten()
+        crate::ask::ask(&self.tx, ASK_TIMEOUT, |reply| Msg::Open { remote, reply })
+            .await
+            .ok()
+            .flatten()
     }
 
     pub async fn find(&self, id: &str) -> Option<RelayHandle> {
-        let (reply, rx) = oneshot::channel();
         let id = id.to_owned();
-        self.tx.send(Msg::Find { id, reply }).await.ok()?;
-        rx.await.ok().flatten()
+        crate::ask::ask(&self.tx, ASK_TIMEOUT, |reply| Msg::Find { id, reply })
+            .await
+            .ok()
+            .flatten()
     }
 
     pub async fn forget(&self, id: &str) {
@@ -114,9 +90,64 @@ impl Sessions {
 
     /// The shared connection for stateless requests, started again if it ended.
     pub async fn stateless(&self, remote: SocketAddr) -> Option<RelayHandle> {
-        let (reply, rx) = oneshot::channel();
-        self.tx.send(Msg::Stateless { remote, reply }).await.ok()?;
-        rx.await.ok()
+        crate::ask::ask(&self.tx, ASK_TIMEOUT, |reply| Msg::Stateless {
+            remote,
+            reply,
+        })
+        .await
+        .ok()
+    }
+}
+
+/// The actor behind `Sessions`: the open legacy sessions by id and the one shared
+/// stateless connection.
+struct SessionTable {
+    open: HashMap<String, RelayHandle>,
+    stateless: Option<RelayHandle>,
+    /// Sessions open at once, at most.
+    max: usize,
+    starter: Starter,
+    rx: mpsc::Receiver<Msg>,
+}
+
+impl SessionTable {
+    async fn run(mut self) {
+        while let Some(msg) = self.rx.recv().await {
+            self.on_msg(msg);
+        }
+    }
+
+    fn on_msg(&mut self, msg: Msg) {
+        match msg {
+            Msg::Open { remote, reply } => {
+                self.open.retain(|_, r| !r.is_closed());
+                let made = (self.open.len() < self.max).then(|| {
+                    let id = new_session_id();
+                    let relay = self.starter.start(remote, Some(id.clone()));
+                    self.open.insert(id.clone(), relay.clone());
+                    (id, relay)
+                });
+                let _ = reply.send(made); // the client may have gone
+            }
+            Msg::Find { id, reply } => {
+                let found = self.open.get(&id).filter(|r| !r.is_closed()).cloned();
+                let _ = reply.send(found); // the client may have gone
+            }
+            Msg::Forget { id } => {
+                self.open.remove(&id);
+            }
+            Msg::Stateless { remote, reply } => {
+                let relay = match &self.stateless {
+                    Some(r) if !r.is_closed() => r.clone(),
+                    _ => {
+                        let r = self.starter.start(remote, None);
+                        self.stateless = Some(r.clone());
+                        r
+                    }
+                };
+                let _ = reply.send(relay); // the client may have gone
+            }
+        }
     }
 }
 

@@ -1,4 +1,4 @@
-//! Who is connected: an actor that knows every agent connection and asks each for its live details when `mcpd ctl agents` wants them.
+//! Who is connected: the roster, an actor that knows every agent connection and asks each for its live details when `mcpd ctl agents` wants them.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -7,6 +7,8 @@ use tokio::sync::{mpsc, oneshot};
 
 /// How long a busy agent connection may take to describe itself.
 const ASK_TIMEOUT: Duration = Duration::from_millis(500);
+/// How long `ctl agents` waits for the whole list (every agent asked at once).
+const LIST_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One agent as `ctl agents` shows it.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -46,46 +48,25 @@ enum Msg {
     },
 }
 
-/// The cloneable way to the registry.
+/// The cloneable way to the roster.
 #[derive(Clone)]
-pub struct AgentRegistry {
+pub struct AgentRoster {
     tx: mpsc::Sender<Msg>,
 }
 
-impl AgentRegistry {
-    pub fn spawn() -> AgentRegistry {
-        let (tx, mut rx) = mpsc::channel::<Msg>(256);
-        tokio::spawn(async move {
-            let mut agents: BTreeMap<u64, (AgentInfo, Asker)> = BTreeMap::new();
-            while let Some(msg) = rx.recv().await {
-                // A connection whose `Leave` was dropped (a full mailbox) is gone all
-                // the same: its asker is closed. Pruned here so no ghost stays listed.
-                agents.retain(|_, (_, ask)| !ask.is_closed());
-                match msg {
-                    Msg::Join { info, ask } => {
-                        agents.insert(info.agent, (info, ask));
-                    }
-                    Msg::Leave { agent } => {
-                        agents.remove(&agent);
-                    }
-                    Msg::List { respond_to } => {
-                        // Asked from a task of its own, so a slow agent never holds
-                        // up joins and leaves.
-                        let known: Vec<(AgentInfo, Asker)> = agents.values().cloned().collect();
-                        tokio::spawn(async move {
-                            let asked = known.into_iter().map(|(base, ask)| describe(base, ask));
-                            let out = futures::future::join_all(asked).await;
-                            let _ = respond_to.send(out); // the asker may have left
-                        });
-                    }
-                }
-            }
-        });
-        AgentRegistry { tx }
+impl AgentRoster {
+    pub fn spawn() -> AgentRoster {
+        let (tx, rx) = mpsc::channel::<Msg>(256);
+        let roster = Roster {
+            agents: BTreeMap::new(),
+            rx,
+        };
+        tokio::spawn(roster.run());
+        AgentRoster { tx }
     }
 
     pub fn join(&self, info: AgentInfo, ask: Asker) {
-        // A full registry mailbox only costs this agent its line in `ctl agents`.
+        // A full roster mailbox only costs this agent its line in `ctl agents`.
         let _ = self.tx.try_send(Msg::Join { info, ask });
     }
 
@@ -94,11 +75,49 @@ impl AgentRegistry {
     }
 
     pub async fn list(&self) -> Vec<AgentInfo> {
-        let (respond_to, rx) = oneshot::channel();
-        if self.tx.send(Msg::List { respond_to }).await.is_err() {
-            return Vec::new();
+        crate::ask::ask(&self.tx, LIST_TIMEOUT, |respond_to| Msg::List {
+            respond_to,
+        })
+        .await
+        .unwrap_or_default()
+    }
+}
+
+/// The actor behind `AgentRoster`: every connected agent, with how to ask it.
+struct Roster {
+    agents: BTreeMap<u64, (AgentInfo, Asker)>,
+    rx: mpsc::Receiver<Msg>,
+}
+
+impl Roster {
+    async fn run(mut self) {
+        while let Some(msg) = self.rx.recv().await {
+            self.on_msg(msg);
         }
-        rx.await.unwrap_or_default()
+    }
+
+    fn on_msg(&mut self, msg: Msg) {
+        // A connection whose `Leave` was dropped (a full mailbox) is gone all the same:
+        // its asker is closed. Pruned here so no ghost stays listed.
+        self.agents.retain(|_, (_, ask)| !ask.is_closed());
+        match msg {
+            Msg::Join { info, ask } => {
+                self.agents.insert(info.agent, (info, ask));
+            }
+            Msg::Leave { agent } => {
+                self.agents.remove(&agent);
+            }
+            Msg::List { respond_to } => {
+                // Asked from a task of its own, so a slow agent never holds up joins and
+                // leaves.
+                let known: Vec<(AgentInfo, Asker)> = self.agents.values().cloned().collect();
+                tokio::spawn(async move {
+                    let asked = known.into_iter().map(|(base, ask)| describe(base, ask));
+                    let out = futures::future::join_all(asked).await;
+                    let _ = respond_to.send(out); // the asker may have left
+                });
+            }
+        }
     }
 }
 
