@@ -155,7 +155,7 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
     if servers.is_empty() {
         writeln!(
             out,
-            "no servers configured; add a [servers.NAME] table to the config file (see README)"
+            "no servers configured; add a [servers.NAME] table to the config file (see docs/configuration.md)"
         )?;
         return Ok(());
     }

@@ -8,7 +8,7 @@ use std::error::Error;
 use std::process::ExitCode;
 use tokio_util::sync::CancellationToken;
 
-/// Exit codes, from sysexits.h; documented in README.
+/// Exit codes, from sysexits.h; documented in docs/operations.md ("Exit codes").
 mod exit {
     pub const RUNTIME: u8 = 1;
     pub const USAGE: u8 = 64;
@@ -119,7 +119,7 @@ fn load_config(paths: &Paths) -> Result<Config, ConfigError> {
         Some((path, explicit)) if explicit || path.exists() => Config::load(&path),
         Some((path, _)) => {
             eprintln!(
-                "mcpd: no config file at {}; starting with no servers. Create it with a [servers.NAME] table (see README) to add one.",
+                "mcpd: no config file at {}; starting with no servers. Create it with a [servers.NAME] table (see docs/configuration.md) to add one.",
                 path.display()
             );
             Ok(Config::empty())
