@@ -578,3 +578,6 @@ impl Validator<'_> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod reference;
