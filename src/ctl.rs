@@ -1,9 +1,9 @@
 //! The client side of the socket: `mcpd ctl` commands and the `mcpd connect` stdio bridge.
 
 use crate::jsonrpc::{self, Id, Message};
+use crate::stdout::{Out, OutputError};
 use crate::supervisor::ServerStatus;
 use serde_json::{Value, json};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -31,6 +31,9 @@ pub enum CtlError {
     Timeout(Duration),
     #[error("talking to the daemon failed: {0}")]
     Io(#[from] std::io::Error),
+    /// Printing the answer failed (`main` ends quietly when the reader left).
+    #[error(transparent)]
+    Output(#[from] OutputError),
     #[error("the daemon closed the connection without answering")]
     Closed,
     #[error("{message} (code {code})")]
@@ -128,7 +131,7 @@ async fn exchange(
 
 pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
     let result = request(socket, crate::protocol::method::MCPD_STATUS, None).await?;
-    let mut out = std::io::stdout().lock();
+    let mut out = Out::lock();
     if as_json {
         writeln!(
             out,
@@ -348,7 +351,7 @@ pub async fn reload(socket: &Path) -> Result<(), CtlError> {
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| "none".into())
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = Out::lock();
     writeln!(
         out,
         "reloaded: added {}; removed {}; changed {}; renamed {}; {} unchanged",
@@ -421,7 +424,7 @@ pub async fn bridge(socket: &Path, profile: Option<&str>) -> Result<(), CtlError
 /// `mcpd ctl tools [SERVER]`: every tool agents see, with the first line of its
 /// description.
 pub async fn tools(socket: &Path, server: Option<&str>) -> Result<(), CtlError> {
-    let mut out = std::io::stdout().lock();
+    let mut out = Out::lock();
     let mut cursor: Option<String> = None;
     let prefix = server.map(|s| format!("{s}__"));
     let mut shown = 0;
@@ -475,7 +478,7 @@ pub async fn call(
         CALL_WAIT,
     )
     .await?;
-    let mut out = std::io::stdout().lock();
+    let mut out = Out::lock();
     for block in at(&result, "content").as_array().into_iter().flatten() {
         match at(block, "text").as_str() {
             Some(text) if *at(block, "type") == "text" => writeln!(out, "{text}")?,
@@ -532,7 +535,7 @@ pub async fn logs(socket: &Path, name: &str, lines: usize, follow: bool) -> Resu
     let mut events = last(&row.history);
     let mut stderr = last(&row.stderr_tail);
     {
-        let mut out = std::io::stdout().lock();
+        let mut out = Out::lock();
         for e in &events {
             writeln!(out, "event | {e}")?;
         }
@@ -547,7 +550,7 @@ pub async fn logs(socket: &Path, name: &str, lines: usize, follow: bool) -> Resu
     loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let row = server_row(socket, name).await?;
-        let mut out = std::io::stdout().lock();
+        let mut out = Out::lock();
         for e in fresh(&events, &row.history) {
             writeln!(out, "event | {e}")?;
         }
@@ -563,7 +566,7 @@ pub async fn logs(socket: &Path, name: &str, lines: usize, follow: bool) -> Resu
 /// `mcpd ctl agents [--json]`: who is connected, and doing what.
 pub async fn agents(socket: &Path, as_json: bool) -> Result<(), CtlError> {
     let result = request(socket, "mcpd/agents", None).await?;
-    let mut out = std::io::stdout().lock();
+    let mut out = Out::lock();
     if as_json {
         writeln!(
             out,
@@ -620,7 +623,7 @@ pub async fn agents(socket: &Path, as_json: bool) -> Result<(), CtlError> {
 /// `mcpd ctl http-token`: the HTTP listener's bearer token (with `url`, its URL first).
 pub async fn http_token(socket: &Path, url: bool) -> Result<(), CtlError> {
     let result = request(socket, "mcpd/http-token", None).await?;
-    let mut out = std::io::stdout().lock();
+    let mut out = Out::lock();
     let token = at(&result, "token").as_str().unwrap_or_default();
     if url {
         writeln!(
@@ -637,7 +640,7 @@ pub async fn http_token(socket: &Path, url: bool) -> Result<(), CtlError> {
 /// `mcpd ctl metrics`: the daemon's counters in Prometheus text format.
 pub async fn metrics(socket: &Path) -> Result<(), CtlError> {
     let result = request(socket, "mcpd/metrics", None).await?;
-    let mut out = std::io::stdout().lock();
+    let mut out = Out::lock();
     write!(out, "{}", at(&result, "text").as_str().unwrap_or(""))?;
     Ok(())
 }
@@ -663,9 +666,11 @@ pub async fn login(socket: &Path, name: &str, browser: bool, paste: bool) -> Res
     };
     eprintln!("To log in to {name}, open this URL in a browser:");
     {
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "{url}")?;
-        out.flush()?;
+        // Not a quiet success when nobody reads it: without the URL there is no login.
+        let mut out = Out::lock();
+        writeln!(out, "{url}")
+            .and_then(|()| out.flush())
+            .map_err(|e| CtlError::LoginFailed(format!("the URL could not be printed: {}", e.0)))?;
     }
     if browser && !paste {
         open_browser(url);

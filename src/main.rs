@@ -4,6 +4,7 @@ use clap::Parser;
 use mcpd::cli::{Cli, Command, CtlCommand, Paths};
 use mcpd::config::{Config, ConfigError};
 use mcpd::ctl::{self, CtlError};
+use mcpd::stdout::OutputError;
 use std::error::Error;
 use std::process::ExitCode;
 use tokio_util::sync::CancellationToken;
@@ -248,9 +249,20 @@ fn check_config(paths: Paths) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// The one place a failed write to stdout becomes an exit code. A reader that closed the
+/// pipe early (`mcpd ctl status | head -1`) had all it wanted: exit 0, saying nothing.
+fn printed(r: Result<(), OutputError>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.reader_left() => ExitCode::SUCCESS,
+        Err(e) => fail(exit::RUNTIME, &e),
+    }
+}
+
 fn ctl_result(r: Result<(), CtlError>) -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
+        Err(CtlError::Output(e)) => printed(Err(e)),
         Err(e @ CtlError::NotRunning { .. }) => fail(exit::UNAVAILABLE, &e),
         Err(e @ CtlError::Rejected(_)) => fail(exit::CONFIG, &e),
         Err(e) => fail(exit::RUNTIME, &e),
