@@ -61,6 +61,8 @@ pub struct Session {
     pub metrics: crate::metrics::Metrics,
     /// The profile the agent chose; None sees everything.
     pub profile: Option<std::sync::Arc<crate::config::Profile>>,
+    /// Set once the connection acts as an agent (see `AgentGauge`).
+    pub counted: Option<super::AgentGauge>,
 }
 
 impl Session {
@@ -181,6 +183,7 @@ pub async fn run<S>(
         log_level: None,
         metrics: ctx.metrics.clone(),
         profile: None,
+        counted: None,
     };
     let mut bridge = Bridge {
         binding: bridge::Binding {

@@ -1,6 +1,7 @@
-//! The command line as users meet it: `ctl` output read by a reader that stops early.
+//! The command line as users meet it: `ctl` output read by a reader that stops early, and what `ctl status` counts as agents.
 
 use crate::support::*;
+use serde_json::{Value, json};
 use std::process::Stdio;
 
 /// Runs `mcpd ARGS` with its stdout a pipe whose reading end is closed before mcpd writes:
@@ -51,4 +52,40 @@ async fn printing_commands_exit_quietly_when_their_reader_has_gone() {
     let (code, err) = run_with_closed_stdout(&["ctl", "tools", "--socket", "/nonexistent"]).await;
     assert_eq!(code, 69, "{err}");
     assert!(err.contains("mcpd is not running"), "{err}");
+}
+
+async fn status_agents(d: &Daemon) -> Value {
+    let (code, out, err) = d.run_cli(&["ctl", "status", "--json"]).await;
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).expect("status --json prints JSON");
+    v["daemon"]["agents"].clone()
+}
+
+#[tokio::test]
+async fn ctl_status_counts_the_connected_agents_but_not_the_ctl_connection_asking() {
+    let d = DaemonBuilder::new()
+        .fixture("fx", &["--tools", "echo"])
+        .start()
+        .await;
+    d.wait_ready().await;
+    assert_eq!(status_agents(&d).await, 0, "no agent is connected");
+
+    let mut agent = d.initialized_agent().await;
+    assert_eq!(status_agents(&d).await, 1, "one agent");
+    // A connection that only asks for the daemon's status is no agent either.
+    assert_eq!(d.status().await["daemon"]["agents"], 1);
+
+    let r = agent.call("fx__echo", json!({"text": "still here"})).await;
+    assert_eq!(text(&r), "still here");
+    let _second = d.initialized_agent().await;
+    assert_eq!(status_agents(&d).await, 2, "two agents");
+
+    drop(agent);
+    d.wait_status("the agent that left is no longer counted", |s| {
+        s["daemon"]["agents"] == 1
+    })
+    .await;
+    let (code, metrics, err) = d.run_cli(&["ctl", "metrics"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(metrics.contains("\nmcpd_agents 1\n"), "{metrics}");
 }
