@@ -4,7 +4,7 @@ use clap::Parser;
 use mcpd::cli::{Cli, Command, CtlCommand, Paths};
 use mcpd::config::{Config, ConfigError};
 use mcpd::ctl::{self, CtlError};
-use mcpd::stdout::OutputError;
+use mcpd::stdout::{Out, OutputError};
 use std::error::Error;
 use std::process::ExitCode;
 use tokio_util::sync::CancellationToken;
@@ -26,9 +26,12 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    if matches!(cli.command, Command::Sentinel) {
-        // No runtime and no logging: the sentinel only reads its pipe.
-        return mcpd::sentinel::run();
+    // No runtime and no logging: the sentinel only reads its pipe, these only print.
+    match cli.command {
+        Command::Sentinel => return mcpd::sentinel::run(),
+        Command::Completions { shell } => return completions(shell),
+        Command::Man { dir } => return man(dir.as_deref()),
+        _ => {}
     }
     // mcpd shares the machine with the servers and agents it connects, and relaying is
     // light work: half the cores (one on a 2-core machine) serve it. Measured on 2 cores,
@@ -54,6 +57,8 @@ async fn dispatch(command: Command) -> ExitCode {
         }
         Command::CheckConfig { paths } => check_config(paths),
         Command::Sentinel => mcpd::sentinel::run(),
+        Command::Completions { shell } => completions(shell),
+        Command::Man { dir } => man(dir.as_deref()),
         Command::Import {
             from,
             config,
@@ -247,6 +252,34 @@ fn check_config(paths: Paths) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+fn completions(shell: clap_complete::Shell) -> ExitCode {
+    print(&mcpd::cli::completions(shell))
+}
+
+fn man(dir: Option<&std::path::Path>) -> ExitCode {
+    let Some(dir) = dir else {
+        return match mcpd::cli::man_page() {
+            Ok(page) => print(&page),
+            Err(e) => fail(exit::RUNTIME, &e),
+        };
+    };
+    match mcpd::cli::man_pages(dir) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!(
+                "error: cannot write the man pages into {}: {e}",
+                dir.display()
+            );
+            ExitCode::from(exit::RUNTIME)
+        }
+    }
+}
+
+fn print(bytes: &[u8]) -> ExitCode {
+    let mut out = Out::lock();
+    printed(out.write_all(bytes).and_then(|()| out.flush()))
 }
 
 /// The one place a failed write to stdout becomes an exit code. A reader that closed the
