@@ -1,6 +1,6 @@
-//! The command-line model: `mcpd serve | connect | ctl | check-config | import`.
+//! The command-line model: `mcpd serve | connect | ctl | check-config | import | completions | man`, and the completion scripts and man page generated from it.
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -70,6 +70,17 @@ pub enum Command {
         /// Print the text that would be appended; write nothing
         #[arg(long)]
         dry_run: bool,
+    },
+    /// Print the completion script for SHELL
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page mcpd(1) as roff; with --dir, write it and a page per command
+    Man {
+        /// Write mcpd.1, mcpd-ctl-status.1 … into this directory, e.g. ~/.local/share/man/man1
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
     },
     /// Internal: the helper that stops servers' process groups if the daemon dies
     #[command(name = "__sentinel", hide = true)]
@@ -164,4 +175,45 @@ pub enum CtlCommand {
         #[arg(long)]
         url: bool,
     },
+}
+
+/// The completion script for `shell`, generated from the command-line model.
+pub fn completions(shell: clap_complete::Shell) -> Vec<u8> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut public_command(), "mcpd", &mut script);
+    script
+}
+
+/// mcpd(1) as roff: the commands, each with its first help line.
+pub fn man_page() -> std::io::Result<Vec<u8>> {
+    let mut page = Vec::new();
+    clap_mangen::Man::new(public_command()).render(&mut page)?;
+    Ok(page)
+}
+
+/// Writes mcpd(1) and a page for every command below it (mcpd-ctl-status(1) …) into `dir`:
+/// the pages mcpd(1) refers to.
+pub fn man_pages(dir: &std::path::Path) -> std::io::Result<()> {
+    clap_mangen::generate_to(public_command(), dir)
+}
+
+/// The command-line model as users see it: without the hidden `__sentinel` (clap_complete's
+/// bash script would offer it) and without the `help` subcommand (`--help` says the same,
+/// and a man page for it would only repeat mcpd(1)).
+fn public_command() -> clap::Command {
+    let full = Cli::command();
+    let visible = full
+        .get_subcommands()
+        .filter(|c| !c.is_hide_set())
+        .cloned()
+        .collect::<Vec<_>>();
+    let mut public = clap::Command::new("mcpd")
+        .version(env!("CARGO_PKG_VERSION"))
+        .subcommand_required(true)
+        .disable_help_subcommand(true)
+        .subcommands(visible);
+    if let Some(about) = full.get_about() {
+        public = public.about(about.clone());
+    }
+    public
 }

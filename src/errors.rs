@@ -5,7 +5,7 @@ use crate::upstream::UpstreamError;
 use serde_json::json;
 
 /// mcpd's own error codes, in the implementation-defined server range. Documented in
-/// README ("Errors"). They avoid -32020..-32022 and -32042, which MCP itself uses.
+/// docs/troubleshooting.md ("Errors"). They avoid -32020..-32022 and -32042, which MCP itself uses.
 pub mod mcpd_code {
     /// The server is starting, restarting, failed or stopped.
     pub const SERVER_UNAVAILABLE: i64 = -32010;

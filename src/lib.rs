@@ -22,6 +22,7 @@ pub(crate) mod protocol;
 pub(crate) mod reaper;
 pub(crate) mod registry;
 pub mod sentinel;
+pub mod stdout;
 pub(crate) mod supervisor;
 pub(crate) mod systemd;
 pub(crate) mod upstream;

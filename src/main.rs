@@ -4,11 +4,12 @@ use clap::Parser;
 use mcpd::cli::{Cli, Command, CtlCommand, Paths};
 use mcpd::config::{Config, ConfigError};
 use mcpd::ctl::{self, CtlError};
+use mcpd::stdout::{Out, OutputError};
 use std::error::Error;
 use std::process::ExitCode;
 use tokio_util::sync::CancellationToken;
 
-/// Exit codes, from sysexits.h; documented in README.
+/// Exit codes, from sysexits.h; documented in docs/operations.md ("Exit codes").
 mod exit {
     pub const RUNTIME: u8 = 1;
     pub const USAGE: u8 = 64;
@@ -25,9 +26,12 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    if matches!(cli.command, Command::Sentinel) {
-        // No runtime and no logging: the sentinel only reads its pipe.
-        return mcpd::sentinel::run();
+    // No runtime and no logging: the sentinel only reads its pipe, these only print.
+    match cli.command {
+        Command::Sentinel => return mcpd::sentinel::run(),
+        Command::Completions { shell } => return completions(shell),
+        Command::Man { dir } => return man(dir.as_deref()),
+        _ => {}
     }
     // mcpd shares the machine with the servers and agents it connects, and relaying is
     // light work: half the cores (one on a 2-core machine) serve it. Measured on 2 cores,
@@ -53,6 +57,8 @@ async fn dispatch(command: Command) -> ExitCode {
         }
         Command::CheckConfig { paths } => check_config(paths),
         Command::Sentinel => mcpd::sentinel::run(),
+        Command::Completions { shell } => completions(shell),
+        Command::Man { dir } => man(dir.as_deref()),
         Command::Import {
             from,
             config,
@@ -119,7 +125,7 @@ fn load_config(paths: &Paths) -> Result<Config, ConfigError> {
         Some((path, explicit)) if explicit || path.exists() => Config::load(&path),
         Some((path, _)) => {
             eprintln!(
-                "mcpd: no config file at {}; starting with no servers. Create it with a [servers.NAME] table (see README) to add one.",
+                "mcpd: no config file at {}; starting with no servers. Create it with a [servers.NAME] table (see docs/configuration.md) to add one.",
                 path.display()
             );
             Ok(Config::empty())
@@ -248,9 +254,48 @@ fn check_config(paths: Paths) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+fn completions(shell: clap_complete::Shell) -> ExitCode {
+    print(&mcpd::cli::completions(shell))
+}
+
+fn man(dir: Option<&std::path::Path>) -> ExitCode {
+    let Some(dir) = dir else {
+        return match mcpd::cli::man_page() {
+            Ok(page) => print(&page),
+            Err(e) => fail(exit::RUNTIME, &e),
+        };
+    };
+    match mcpd::cli::man_pages(dir) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!(
+                "error: cannot write the man pages into {}: {e}",
+                dir.display()
+            );
+            ExitCode::from(exit::RUNTIME)
+        }
+    }
+}
+
+fn print(bytes: &[u8]) -> ExitCode {
+    let mut out = Out::lock();
+    printed(out.write_all(bytes).and_then(|()| out.flush()))
+}
+
+/// The one place a failed write to stdout becomes an exit code. A reader that closed the
+/// pipe early (`mcpd ctl status | head -1`) had all it wanted: exit 0, saying nothing.
+fn printed(r: Result<(), OutputError>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.reader_left() => ExitCode::SUCCESS,
+        Err(e) => fail(exit::RUNTIME, &e),
+    }
+}
+
 fn ctl_result(r: Result<(), CtlError>) -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
+        Err(CtlError::Output(e)) => printed(Err(e)),
         Err(e @ CtlError::NotRunning { .. }) => fail(exit::UNAVAILABLE, &e),
         Err(e @ CtlError::Rejected(_)) => fail(exit::CONFIG, &e),
         Err(e) => fail(exit::RUNTIME, &e),

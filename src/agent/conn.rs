@@ -135,6 +135,7 @@ impl Conn {
             log_level: None,
             metrics: ctx.metrics.clone(),
             profile: None,
+            counted: None,
         };
         Conn {
             agent,

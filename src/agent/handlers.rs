@@ -20,6 +20,9 @@ fn error(id: &Id, e: AgentError) -> Handled {
 }
 
 pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut Session) -> Handled {
+    if session.counted.is_none() && !is_control(&req.method) {
+        session.counted = Some(super::AgentGauge::count(&ctx.daemon));
+    }
     let modern = match modern::check(&req, session) {
         modern::Verdict::Refuse(line) => return Handled::Now(line),
         modern::Verdict::Serve { modern } => modern,
@@ -212,7 +215,7 @@ fn gauges(out: &mut String, servers: &[crate::supervisor::ServerStatus], agents:
     use std::fmt::Write as _;
     let _ = writeln!(
         out,
-        "# HELP mcpd_agents Agent connections now.\n# TYPE mcpd_agents gauge\nmcpd_agents {agents}"
+        "# HELP mcpd_agents Agent connections now (mcpd ctl's own are not agents).\n# TYPE mcpd_agents gauge\nmcpd_agents {agents}"
     );
     let _ = writeln!(
         out,

@@ -139,9 +139,7 @@ pub async fn run(
         ctx.peer_pid = pid;
         let cancel = cancel.clone();
         tracker.spawn(async move {
-            ctx.daemon.agents.fetch_add(1, Ordering::Relaxed);
-            super::conn::serve(stream, agent, ctx.clone(), cancel).await;
-            ctx.daemon.agents.fetch_sub(1, Ordering::Relaxed);
+            super::conn::serve(stream, agent, ctx, cancel).await;
             drop(permit);
             tracing::info!(agent, "agent disconnected");
         });

@@ -20,7 +20,7 @@ use crate::registry::Catalog;
 use crate::supervisor::SupervisorHandle;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
@@ -30,7 +30,8 @@ pub struct DaemonInfo {
     pub started: Instant,
     pub socket: PathBuf,
     pub config: Option<PathBuf>,
-    /// Agents connected now. A gauge, written only by the listeners' connection tasks.
+    /// Agents connected now: connections that have asked for something other than a
+    /// control method. A gauge, written only through `AgentGauge`.
     pub agents: AtomicUsize,
     /// The last agent number given out, by either listener.
     pub next_agent: AtomicU64,
@@ -38,6 +39,30 @@ pub struct DaemonInfo {
     pub max_agents: usize,
     /// The HTTP listener, when one is configured.
     pub http: Option<HttpInfo>,
+}
+
+/// One connection's place in `DaemonInfo::agents`, held from its first request that is
+/// not a control method until the connection ends (dropped with its session).
+///
+/// Counting by what a connection asks, not by its being open, is what makes the count
+/// exact for the one who reads it: `mcpd ctl status` (and metrics, and systemd's
+/// `STATUS=`) come through connections that only send control methods, which therefore
+/// never count themselves or each other. A connection that is open but has not sent a
+/// request yet is not counted either; a client's first message comes at once.
+#[derive(Debug)]
+pub struct AgentGauge(Arc<DaemonInfo>);
+
+impl AgentGauge {
+    pub fn count(daemon: &Arc<DaemonInfo>) -> AgentGauge {
+        daemon.agents.fetch_add(1, Ordering::Relaxed);
+        AgentGauge(daemon.clone())
+    }
+}
+
+impl Drop for AgentGauge {
+    fn drop(&mut self) {
+        self.0.agents.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// The HTTP listener as `mcpd ctl http-token` tells it.

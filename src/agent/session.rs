@@ -37,6 +37,8 @@ pub struct Session {
     pub metrics: crate::metrics::Metrics,
     /// The profile the agent chose; None sees everything.
     pub profile: Option<std::sync::Arc<crate::config::Profile>>,
+    /// Set once the connection acts as an agent (see `AgentGauge`).
+    pub counted: Option<super::AgentGauge>,
 }
 
 impl Session {

@@ -5,7 +5,7 @@ use super::{ConfigError, Validator};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-/// Defaults and bounds of the listener's connection settings, documented in README.
+/// Defaults and bounds of the listener's connection settings, documented in docs/configuration.md.
 pub mod limits {
     use std::time::Duration;
     /// TCP connections served at once; more wait to be accepted.

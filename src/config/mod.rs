@@ -39,7 +39,7 @@ pub enum ConfigError {
     },
 }
 
-/// Default limits, documented in README's configuration reference.
+/// Default limits, documented in docs/configuration.md.
 pub mod defaults {
     use std::time::Duration;
     pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
@@ -576,5 +576,7 @@ impl Validator<'_> {
     }
 }
 
+#[cfg(test)]
+mod reference;
 #[cfg(test)]
 mod tests;

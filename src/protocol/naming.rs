@@ -1,6 +1,6 @@
 //! Names agents see for servers' tools and prompts: `PREFIX__name` (the prefix defaults to the server's name), renames, and a stable mapping for names that are too long or use other characters.
 //!
-//! The mapping, documented in README ("Naming"):
+//! The mapping, documented in docs/naming.md:
 //! 1. A renamed tool or prompt is `PREFIX__TARGET` (just `TARGET` with an empty prefix);
 //!    the config checked at load that it fits the limit and uses only `[A-Za-z0-9_-]`.
 //! 2. Otherwise `PREFIX__NAME` when NAME uses only `[A-Za-z0-9_-]` and the whole fits.

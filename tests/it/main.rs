@@ -15,6 +15,7 @@ mod http_fixture;
 mod oauth_fixture;
 
 mod adversarial;
+mod cli;
 mod eras;
 mod failure;
 mod foundation;

@@ -197,9 +197,7 @@ impl Starter {
         let shutdown = self.shutdown.clone();
         tracing::info!(agent, %remote, stateless, "HTTP agent connected");
         self.tracker.spawn(async move {
-            ctx.daemon.agents.fetch_add(1, Ordering::Relaxed);
-            crate::agent::conn::run(frames, outbox, writer, seed, ctx.clone(), shutdown).await;
-            ctx.daemon.agents.fetch_sub(1, Ordering::Relaxed);
+            crate::agent::conn::run(frames, outbox, writer, seed, ctx, shutdown).await;
             if let Some(id) = session {
                 sessions.forget(&id).await;
             }

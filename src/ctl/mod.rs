@@ -1,13 +1,16 @@
 //! The client side of the socket: `mcpd ctl` commands and the `mcpd connect` stdio bridge.
 
 use crate::jsonrpc::{self, Id, Message};
+use crate::stdout::{Out, OutputError};
 use crate::supervisor::ServerStatus;
 use serde_json::{Value, json};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
+
+mod login;
+pub use login::{login, logout};
 
 /// Member `key` of a JSON object, or null: reading a field of the daemon's answer
 /// never fails, whatever it sent.
@@ -31,6 +34,9 @@ pub enum CtlError {
     Timeout(Duration),
     #[error("talking to the daemon failed: {0}")]
     Io(#[from] std::io::Error),
+    /// Printing the answer failed (`main` ends quietly when the reader left).
+    #[error(transparent)]
+    Output(#[from] OutputError),
     #[error("the daemon closed the connection without answering")]
     Closed,
     #[error("{message} (code {code})")]
@@ -128,7 +134,7 @@ async fn exchange(
 
 pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
     let result = request(socket, crate::protocol::method::MCPD_STATUS, None).await?;
-    let mut out = std::io::stdout().lock();
+    let mut out = Out::lock();
     if as_json {
         writeln!(
             out,
@@ -155,7 +161,7 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
     if servers.is_empty() {
         writeln!(
             out,
-            "no servers configured; add a [servers.NAME] table to the config file (see README)"
+            "no servers configured; add a [servers.NAME] table to the config file (see docs/configuration.md)"
         )?;
         return Ok(());
     }
@@ -348,7 +354,7 @@ pub async fn reload(socket: &Path) -> Result<(), CtlError> {
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| "none".into())
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = Out::lock();
     writeln!(
         out,
         "reloaded: added {}; removed {}; changed {}; renamed {}; {} unchanged",
@@ -421,7 +427,7 @@ pub async fn bridge(socket: &Path, profile: Option<&str>) -> Result<(), CtlError
 /// `mcpd ctl tools [SERVER]`: every tool agents see, with the first line of its
 /// description.
 pub async fn tools(socket: &Path, server: Option<&str>) -> Result<(), CtlError> {
-    let mut out = std::io::stdout().lock();
+    let mut out = Out::lock();
     let mut cursor: Option<String> = None;
     let prefix = server.map(|s| format!("{s}__"));
     let mut shown = 0;
@@ -475,7 +481,7 @@ pub async fn call(
         CALL_WAIT,
     )
     .await?;
-    let mut out = std::io::stdout().lock();
+    let mut out = Out::lock();
     for block in at(&result, "content").as_array().into_iter().flatten() {
         match at(block, "text").as_str() {
             Some(text) if *at(block, "type") == "text" => writeln!(out, "{text}")?,
@@ -532,7 +538,7 @@ pub async fn logs(socket: &Path, name: &str, lines: usize, follow: bool) -> Resu
     let mut events = last(&row.history);
     let mut stderr = last(&row.stderr_tail);
     {
-        let mut out = std::io::stdout().lock();
+        let mut out = Out::lock();
         for e in &events {
             writeln!(out, "event | {e}")?;
         }
@@ -547,7 +553,7 @@ pub async fn logs(socket: &Path, name: &str, lines: usize, follow: bool) -> Resu
     loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let row = server_row(socket, name).await?;
-        let mut out = std::io::stdout().lock();
+        let mut out = Out::lock();
         for e in fresh(&events, &row.history) {
             writeln!(out, "event | {e}")?;
         }
@@ -563,7 +569,7 @@ pub async fn logs(socket: &Path, name: &str, lines: usize, follow: bool) -> Resu
 /// `mcpd ctl agents [--json]`: who is connected, and doing what.
 pub async fn agents(socket: &Path, as_json: bool) -> Result<(), CtlError> {
     let result = request(socket, "mcpd/agents", None).await?;
-    let mut out = std::io::stdout().lock();
+    let mut out = Out::lock();
     if as_json {
         writeln!(
             out,
@@ -620,7 +626,7 @@ pub async fn agents(socket: &Path, as_json: bool) -> Result<(), CtlError> {
 /// `mcpd ctl http-token`: the HTTP listener's bearer token (with `url`, its URL first).
 pub async fn http_token(socket: &Path, url: bool) -> Result<(), CtlError> {
     let result = request(socket, "mcpd/http-token", None).await?;
-    let mut out = std::io::stdout().lock();
+    let mut out = Out::lock();
     let token = at(&result, "token").as_str().unwrap_or_default();
     if url {
         writeln!(
@@ -637,107 +643,7 @@ pub async fn http_token(socket: &Path, url: bool) -> Result<(), CtlError> {
 /// `mcpd ctl metrics`: the daemon's counters in Prometheus text format.
 pub async fn metrics(socket: &Path) -> Result<(), CtlError> {
     let result = request(socket, "mcpd/metrics", None).await?;
-    let mut out = std::io::stdout().lock();
+    let mut out = Out::lock();
     write!(out, "{}", at(&result, "text").as_str().unwrap_or(""))?;
-    Ok(())
-}
-
-/// How long `ctl login` waits for the daemon to start a login (discovery, registration).
-const LOGIN_START: Duration = Duration::from_secs(90);
-/// How long `ctl login` waits for the browser (the daemon's own limit is 10 minutes).
-const LOGIN_WAIT: Duration = Duration::from_secs(11 * 60);
-
-/// `mcpd ctl login NAME`: the daemon starts (or joins) the server's one pending login;
-/// this prints its URL, opens it, and waits for the daemon to report how it ended.
-pub async fn login(socket: &Path, name: &str, browser: bool, paste: bool) -> Result<(), CtlError> {
-    let params = json!({ "name": name });
-    let failed = |e: CtlError| match e {
-        CtlError::Rpc { message, .. } => CtlError::LoginFailed(message),
-        e => e,
-    };
-    let started = request_within(socket, "mcpd/login", Some(params.clone()), LOGIN_START)
-        .await
-        .map_err(failed)?;
-    let Some(url) = at(&started, "url").as_str() else {
-        return Err(CtlError::Unexpected(started.to_string()));
-    };
-    eprintln!("To log in to {name}, open this URL in a browser:");
-    {
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "{url}")?;
-        out.flush()?;
-    }
-    if browser && !paste {
-        open_browser(url);
-    }
-    if paste {
-        eprintln!(
-            "Then paste the address the browser was sent to (it starts with http://127.0.0.1:…/callback) and press Enter:"
-        );
-        let mut line = String::new();
-        let mut stdin = BufReader::new(tokio::io::stdin());
-        // Waits for the paste, or for the redirect reaching the daemon by itself.
-        let wait = request_within(socket, "mcpd/login/wait", Some(params.clone()), LOGIN_WAIT);
-        tokio::select! {
-            read = stdin.read_line(&mut line) => {
-                read?;
-                let pasted = line.trim();
-                if pasted.is_empty() {
-                    return Err(CtlError::LoginFailed("nothing was pasted".into()));
-                }
-                let p = json!({ "name": name, "url": pasted });
-                request_within(socket, "mcpd/login/redirect", Some(p), LOGIN_START)
-                    .await
-                    .map_err(failed)?;
-            }
-            r = wait => { r.map_err(failed)?; }
-        }
-    } else {
-        request_within(socket, "mcpd/login/wait", Some(params), LOGIN_WAIT)
-            .await
-            .map_err(failed)?;
-    }
-    eprintln!("logged in to {name}");
-    Ok(())
-}
-
-/// Opens a URL with `xdg-open` when there is a display; says so when it cannot.
-fn open_browser(url: &str) {
-    let display = ["DISPLAY", "WAYLAND_DISPLAY"]
-        .iter()
-        .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()));
-    if !display {
-        eprintln!(
-            "(no display here: open it on any machine, or use --paste if this host's loopback is out of the browser's reach)"
-        );
-        return;
-    }
-    // The URL is one argument, never a shell word.
-    let spawned = std::process::Command::new("xdg-open")
-        .arg(url)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn();
-    match spawned {
-        Ok(mut child) => {
-            // xdg-open returns at once; reaped off the async runtime.
-            std::thread::spawn(move || child.wait());
-        }
-        Err(e) => eprintln!("(could not open a browser: {e}; open the URL yourself)"),
-    }
-}
-
-/// `mcpd ctl logout NAME`.
-pub async fn logout(socket: &Path, name: &str) -> Result<(), CtlError> {
-    let r = request_within(
-        socket,
-        "mcpd/logout",
-        Some(json!({ "name": name })),
-        LOGIN_START,
-    )
-    .await?;
-    let what = at(&r, "revocation").as_str().unwrap_or("");
-    eprintln!("logged out of {name}: {what}");
     Ok(())
 }

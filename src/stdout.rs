@@ -1,0 +1,40 @@
+//! Standard output of the commands that print: its write errors are told apart from the socket's, so a reader that stops early (`| head -1`) ends a command quietly.
+
+use std::io::Write;
+
+/// Writing to standard output failed. Rust ignores SIGPIPE, so a reader that closed the
+/// pipe shows up here as `BrokenPipe` rather than killing the process.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write to standard output")]
+pub struct OutputError(#[source] pub std::io::Error);
+
+impl OutputError {
+    /// Whether the reader went away: what was printed was all it wanted, which is no
+    /// failure of the command (`mcpd ctl status | head -1`).
+    pub fn reader_left(&self) -> bool {
+        self.0.kind() == std::io::ErrorKind::BrokenPipe
+    }
+}
+
+/// Locked standard output whose errors are `OutputError`s. It has the `write_fmt` that
+/// `write!` and `writeln!` call, so `writeln!(out, …)?` reads as usual.
+pub struct Out(std::io::StdoutLock<'static>);
+
+impl Out {
+    pub fn lock() -> Out {
+        Out(std::io::stdout().lock())
+    }
+
+    pub fn write_fmt(&mut self, args: std::fmt::Arguments<'_>) -> Result<(), OutputError> {
+        self.0.write_fmt(args).map_err(OutputError)
+    }
+
+    pub fn write_all(&mut self, bytes: &[u8]) -> Result<(), OutputError> {
+        self.0.write_all(bytes).map_err(OutputError)
+    }
+
+    /// Line-buffered output keeps a partial line until this (or the next newline).
+    pub fn flush(&mut self) -> Result<(), OutputError> {
+        self.0.flush().map_err(OutputError)
+    }
+}
