@@ -18,6 +18,8 @@
 import net from "node:net";
 import { pathToFileURL } from "node:url";
 
+import { whenParentDies } from "./helpers.mjs";
+
 const [entry, mode, port] = process.argv.slice(2);
 if (!entry || !["streamableHttp", "sse"].includes(mode) || !/^\d+$/.test(port ?? "")) {
   process.stderr.write("usage: node everything_http.mjs ENTRY streamableHttp|sse PORT\n");
@@ -32,10 +34,7 @@ net.Server.prototype.listen = function (...args) {
   return listen.apply(this, args);
 };
 
-const parent = process.ppid;
-setInterval(() => {
-  if (process.ppid !== parent) process.exit(0);
-}, 200).unref();
+whenParentDies(() => process.exit(0), 200);
 
 process.env.PORT = port;
 process.argv = [process.argv[0], entry, mode];

@@ -28,12 +28,10 @@ interpreter of the venv that .ci/install-peers builds: target/peers/venv/bin/pyt
 
 from __future__ import annotations
 
-import ctypes
-import os
-import signal
 import sys
 from typing import Annotated
 
+import helpers
 from pydantic import BaseModel, Field
 
 from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
@@ -67,18 +65,10 @@ def ask(name: Annotated[Name, Resolve(ask_name)], ctx: Context) -> str:
     return f"hello, {name.name}"
 
 
-def die_with_parent() -> None:
-    # SIGKILL when the parent dies (PR_SET_PDEATHSIG is 1), then catch a parent that died
-    # before that call. stdin EOF (the SDK's stdio loop ends) is the normal way out.
-    parent = os.getppid()
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
-    if os.getppid() != parent:
-        sys.exit(1)
-
-
 if __name__ == "__main__":
     if len(sys.argv) > 1:
         print("usage: py_era_server.py (no arguments)", file=sys.stderr)
         sys.exit(2)
-    die_with_parent()
+    # SIGKILL when the parent dies; stdin EOF (the SDK's stdio loop ends) is the normal way out.
+    helpers.killed_with_parent()
     server.run("stdio")

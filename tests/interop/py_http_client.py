@@ -46,33 +46,22 @@ Run it with target/peers/venv/bin/python.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
-import signal
 import sys
-import traceback
 from contextlib import asynccontextmanager
 from typing import Any
 
-import anyio
+import helpers
 import httpx2
+from helpers import MODERN, TapReadStream, Wire, dump, list_all
 from mcp import types
 from mcp.client import Client
-from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 PROG = "py_http_client"
-MODERN = "2026-07-28"
-MAX_PAGES = 1000
 TOKEN_ENV = "MCPD_INTEROP_TOKEN"
-
-
-def fail(msg: str, code: int = 1) -> None:
-    print(f"{PROG}: error: {msg}", file=sys.stderr, flush=True)
-    # os._exit: don't wait on SDK tasks during interpreter teardown.
-    os._exit(code)
 
 
 def parse_argv(argv: list[str]) -> argparse.Namespace:
@@ -82,77 +71,11 @@ def parse_argv(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("url", metavar="URL", help="the MCP endpoint")
     ns = parser.parse_args(argv)
     if ns.timeout <= 0:
-        fail("--timeout must be positive", 2)
+        helpers.fail(PROG, "--timeout must be positive", 2)
     ns.token = os.environ.get(TOKEN_ENV, "")
     if not ns.token:
-        fail(f"{TOKEN_ENV} is not set", 2)
+        helpers.fail(PROG, f"{TOKEN_ENV} is not set", 2)
     return ns
-
-
-def dump(model: Any) -> Any:
-    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-
-class Wire:
-    """Counts what the SDK reads from the transport once armed."""
-
-    def __init__(self) -> None:
-        self.armed = False
-        self.elicitation_requests = 0
-        self.input_required_results = 0
-        self.progress_notifications = 0
-
-    def record(self, item: Any) -> None:
-        if not self.armed:
-            return
-        message = getattr(item, "message", None)
-        if isinstance(message, types.JSONRPCRequest) and message.method == "elicitation/create":
-            self.elicitation_requests += 1
-        elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/progress":
-            self.progress_notifications += 1
-        elif isinstance(message, types.JSONRPCResponse) and message.result.get("resultType") == "input_required":
-            self.input_required_results += 1
-
-    def as_json(self) -> dict[str, int]:
-        return {
-            "elicitationRequests": self.elicitation_requests,
-            "inputRequiredResults": self.input_required_results,
-            "progressNotifications": self.progress_notifications,
-        }
-
-
-class TapReadStream:
-    """A read stream that shows every item to `Wire` on its way to the SDK."""
-
-    def __init__(self, inner: Any, wire: Wire) -> None:
-        self._inner = inner
-        self._wire = wire
-
-    async def receive(self) -> Any:
-        item = await self._inner.receive()
-        self._wire.record(item)
-        return item
-
-    def __aiter__(self) -> TapReadStream:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> TapReadStream:
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self.aclose()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
 
 class HttpLog:
@@ -189,23 +112,14 @@ def tapped_http(url: str, token: str, wire: Wire, log: HttpLog) -> Any:
 
 
 async def run(ns: argparse.Namespace, log: HttpLog) -> dict[str, Any]:
-    elicitations: list[dict[str, Any]] = []
-
-    async def on_elicit(
-        _ctx: ClientRequestContext, params: types.ElicitRequestParams
-    ) -> types.ElicitResult | types.ErrorData:
-        mode = getattr(params, "mode", None) or "form"
-        elicitations.append({"mode": mode, "message": params.message})
-        if mode != "form":
-            return types.ElicitResult(action="decline")
-        return types.ElicitResult(action="accept", content={"name": "Ada"})
+    elicitations, on_elicit = helpers.elicitation_answerer()
 
     updates: list[dict[str, Any]] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         updates.append({"progress": progress, "total": total, "message": message})
 
-    wire = Wire()
+    wire = Wire(progress=True)
     client = Client(
         tapped_http(ns.url, ns.token, wire, log),
         mode=ns.mode,
@@ -217,20 +131,7 @@ async def run(ns: argparse.Namespace, log: HttpLog) -> dict[str, Any]:
     async with client:
         wire.armed = True
 
-        tools: list[str] = []
-        cursor: str | None = None
-        seen: set[str] = set()
-        for _ in range(MAX_PAGES):
-            page = await client.list_tools(cursor=cursor)
-            tools.extend(t.name for t in page.tools)
-            cursor = page.next_cursor
-            if cursor is None:
-                break
-            if cursor in seen:
-                raise RuntimeError(f"tools/list returned cursor {cursor!r} twice")
-            seen.add(cursor)
-        else:
-            raise RuntimeError(f"tools/list did not finish within {MAX_PAGES} pages")
+        tools = await list_all("tools/list", lambda c: client.list_tools(cursor=c), "tools")
 
         echo = await client.call_tool("fx__echo", {"text": "hello over http"})
         progress = await client.call_tool("fx__progress", {"steps": 3, "ms": 0}, progress_callback=on_progress)
@@ -244,7 +145,7 @@ async def run(ns: argparse.Namespace, log: HttpLog) -> dict[str, Any]:
             "era": "modern" if version == MODERN else "legacy",
             "protocolVersion": version,
             "serverInfo": dump(server_info) if server_info is not None else None,
-            "tools": sorted(tools),
+            "tools": sorted(t.name for t in tools),
             "echo": dump(echo),
             "progress": {"call": dump(progress), "updates": updates},
             "ask": {"call": dump(ask), "elicitations": elicitations},
@@ -255,51 +156,17 @@ async def run(ns: argparse.Namespace, log: HttpLog) -> dict[str, Any]:
     return out
 
 
-def describe(exc: BaseException) -> str:
-    # anyio task groups wrap failures in ExceptionGroups; show the leaves.
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(describe(e) for e in exc.exceptions)
-    code = getattr(getattr(exc, "error", None), "code", None)
-    text = str(exc)
-    name = type(exc).__name__ + (f" (code {code})" if code is not None else "")
-    return f"{name}: {text}" if text else name
-
-
-def die_with_parent() -> None:
-    # SIGTERM from the kernel when the parent dies (PR_SET_PDEATHSIG is 1). Also catch a
-    # parent that died before the prctl call.
-    parent = os.getppid()
-    signal.signal(signal.SIGTERM, lambda _s, _f: fail("terminated (parent died?)", 1))
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
-    if os.getppid() != parent:
-        fail("parent died")
-
-
 def main() -> None:
     ns = parse_argv(sys.argv[1:])
-    die_with_parent()
-
-    # Hard backstop: if the SDK's own shutdown wedges past the deadline, die anyway.
-    signal.signal(signal.SIGALRM, lambda _s, _f: fail(f"timed out after {ns.timeout:g}s (hard deadline)", 124))
-    signal.alarm(int(ns.timeout) + 10)
-
+    helpers.terminated_with_parent(PROG, lambda: helpers.fail(PROG, "terminated (parent died?)", 1))
     log = HttpLog()
-
-    async def bounded() -> dict[str, Any]:
-        with anyio.fail_after(ns.timeout):
-            return await run(ns, log)
-
-    try:
-        out = anyio.run(bounded)
-    except TimeoutError:
-        fail(f"timed out after {ns.timeout:g}s; HTTP so far: {json.dumps(log.as_json())}", 124)
-    except BaseException as e:  # noqa: BLE001 - report everything, including ExceptionGroups
-        if os.environ.get("MCPD_INTEROP_DEBUG"):
-            traceback.print_exception(e)
-        fail(f"{describe(e)}; HTTP so far: {json.dumps(log.as_json())}")
-    signal.alarm(0)
-    sys.stdout.write(json.dumps(out, separators=(",", ":")) + "\n")
-    sys.stdout.flush()
+    helpers.run_and_print(
+        PROG,
+        ns.timeout,
+        lambda: run(ns, log),
+        codes=True,
+        so_far=lambda: f"; HTTP so far: {json.dumps(log.as_json())}",
+    )
 
 
 if __name__ == "__main__":

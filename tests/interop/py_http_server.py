@@ -8,11 +8,9 @@ Serves stateful sessions at http://127.0.0.1:PORT/mcp with two tools, `echo(text
 Run it with the interpreter of the venv that .ci/install-peers builds.
 """
 
-import ctypes
-import os
-import signal
 import sys
 
+import helpers
 from mcp.server.mcpserver import MCPServer
 
 server = MCPServer("py-http-interop")
@@ -32,11 +30,7 @@ def add(a: int, b: int) -> int:
 
 if __name__ == "__main__":
     port = int(sys.argv[1])
-    # A test killed without cleanup must not leave a server behind: ask the kernel for
-    # SIGKILL when the parent dies (PR_SET_PDEATHSIG is 1), then catch a parent that
-    # died before that call.
-    parent = os.getppid()
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
-    if os.getppid() != parent:
-        sys.exit(1)
+    # A test killed without cleanup must not leave a server behind: SIGKILL when the
+    # parent dies.
+    helpers.killed_with_parent()
     server.run("streamable-http", host="127.0.0.1", port=port, stateless_http=False)

@@ -38,37 +38,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 import sys
-import traceback
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-import anyio
+import helpers
+from helpers import dump, list_all, page_params
 from mcp import types
 from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import stdio_client
 
 PROG = "py_surface_client"
-MAX_PAGES = 1000
 USAGE = (
     "usage: py_surface_client.py [--timeout SECS] [--get-prompt NAME JSON]... "
     "[--read-listed SUFFIX]... [--read URI]... -- COMMAND [ARGS...]"
 )
 
 
-def fail(msg: str, code: int = 1) -> None:
-    print(f"{PROG}: error: {msg}", file=sys.stderr, flush=True)
-    # os._exit: don't wait on SDK tasks or a stuck child during interpreter teardown.
-    os._exit(code)
-
-
 def parse_argv(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
-    if "--" not in argv:
-        fail(USAGE, 2)
-    split = argv.index("--")
-    own, command = argv[:split], argv[split + 1 :]
     parser = argparse.ArgumentParser(prog="py_surface_client.py", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--get-prompt",
@@ -87,49 +73,21 @@ def parse_argv(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     )
     parser.add_argument("--read", action="append", default=[], metavar="URI", help="read URI as given")
     parser.add_argument("--timeout", type=float, default=60.0, metavar="SECS", help="bound on the whole run")
-    ns = parser.parse_args(own)
-    if not command:
-        fail("no server COMMAND after --", 2)
+    ns, command = helpers.parse_with_command(PROG, parser, argv, USAGE)
     ns.prompts = []
     for name, raw in ns.get_prompt:
         try:
             arguments = json.loads(raw)
         except json.JSONDecodeError as e:
-            fail(f"--get-prompt {name}: arguments are not valid JSON: {e}", 2)
+            helpers.fail(PROG, f"--get-prompt {name}: arguments are not valid JSON: {e}", 2)
         if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
-            fail(f"--get-prompt {name}: arguments must be a JSON object of strings", 2)
+            helpers.fail(PROG, f"--get-prompt {name}: arguments must be a JSON object of strings", 2)
         ns.prompts.append((name, arguments))
     return ns, command
 
 
-def dump(model: Any) -> Any:
-    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-
-async def list_all(what: str, fetch: Callable[[str | None], Awaitable[Any]], items: str) -> list[Any]:
-    """Every item of a paginated list, following nextCursor."""
-    out: list[Any] = []
-    cursor: str | None = None
-    seen_cursors: set[str] = set()
-    for _ in range(MAX_PAGES):
-        page = await fetch(cursor)
-        out.extend(getattr(page, items))
-        cursor = page.next_cursor
-        if cursor is None:
-            return out
-        if cursor in seen_cursors:
-            raise RuntimeError(f"{what} returned cursor {cursor!r} twice")
-        seen_cursors.add(cursor)
-    raise RuntimeError(f"{what} did not finish within {MAX_PAGES} pages")
-
-
-def page_params(cursor: str | None) -> types.PaginatedRequestParams | None:
-    return types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
-
-
 async def run(ns: argparse.Namespace, command: list[str]) -> dict[str, Any]:
-    params = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
-    async with stdio_client(params, errlog=sys.stderr) as (read, write):
+    async with stdio_client(helpers.stdio_params(command), errlog=sys.stderr) as (read, write):
         async with ClientSession(
             read,
             write,
@@ -179,39 +137,9 @@ async def run(ns: argparse.Namespace, command: list[str]) -> dict[str, Any]:
             }
 
 
-def describe(exc: BaseException) -> str:
-    # anyio task groups wrap failures in ExceptionGroups; show the leaves.
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(describe(e) for e in exc.exceptions)
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 def main() -> None:
     ns, command = parse_argv(sys.argv[1:])
-
-    # Hard backstop: if the SDK's own shutdown wedges past the deadline, die anyway.
-    def on_alarm(_signum: int, _frame: Any) -> None:
-        fail(f"timed out after {ns.timeout:g}s (hard deadline)", 124)
-
-    signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(int(ns.timeout) + 10)
-
-    async def bounded() -> dict[str, Any]:
-        with anyio.fail_after(ns.timeout):
-            return await run(ns, command)
-
-    try:
-        out = anyio.run(bounded)
-    except TimeoutError:
-        fail(f"timed out after {ns.timeout:g}s", 124)
-    except BaseException as e:  # noqa: BLE001 - report everything, including ExceptionGroups
-        if os.environ.get("MCPD_INTEROP_DEBUG"):
-            traceback.print_exception(e)
-        fail(describe(e))
-    signal.alarm(0)
-    sys.stdout.write(json.dumps(out, separators=(",", ":"), sort_keys=False) + "\n")
-    sys.stdout.flush()
+    helpers.run_and_print(PROG, ns.timeout, lambda: run(ns, command))
 
 
 if __name__ == "__main__":

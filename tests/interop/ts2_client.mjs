@@ -45,77 +45,53 @@
 // SDK location: imported by absolute path from $MCPD_PEERS_DIR/node/node_modules (default
 // <repo>/target/peers), as installed by .ci/install-peers (ESM ignores NODE_PATH).
 
-import { existsSync, readFileSync, readdirSync } from "node:fs";
-import path from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { readFileSync, readdirSync } from "node:fs";
+
+import {
+  MODERN,
+  answerElicitations,
+  closeWithin,
+  errorText,
+  fail as failAs,
+  printAndExit,
+  readFlags,
+  reportTransportErrors,
+  seconds,
+  stdioTransport,
+  toolArgsFrom,
+  v2Importer,
+  whenParentDies,
+} from "./helpers.mjs";
 
 const PROG = "ts2_client";
-const MODERN = "2026-07-28";
 const USAGE =
   "usage: node ts2_client.mjs [--mode legacy|auto|modern] [--timeout SECS] [--probe-timeout SECS] --call TOOL [--args JSON] -- COMMAND [ARGS...]";
-const ELICIT_ANSWER = { action: "accept", content: { name: "Ada" } };
 
-function fail(msg, code = 1) {
-  process.stderr.write(`${PROG}: error: ${msg}\n`);
-  process.exit(code);
-}
-
-function seconds(flag, value) {
-  const n = Number(value);
-  if (!(n > 0)) fail(`${flag} must be a positive number of seconds, got ${value}`, 2);
-  return n * 1000;
-}
+const fail = (msg, code) => failAs(PROG, msg, code);
 
 function parseArgv(argv) {
   const split = argv.indexOf("--");
   if (split < 0) fail(USAGE, 2);
   const own = argv.slice(0, split);
   const command = argv.slice(split + 1);
-  const opts = { mode: "auto", call: undefined, args: "{}", timeout: "60", "probe-timeout": "10" };
-  for (let i = 0; i < own.length; i++) {
-    const flag = own[i];
-    const value = own[i + 1];
-    if (!["--mode", "--call", "--args", "--timeout", "--probe-timeout"].includes(flag)) fail(`unknown option ${flag}`, 2);
-    if (value === undefined) fail(`${flag} needs a value`, 2);
-    opts[flag.slice(2)] = value;
-    i++;
-  }
+  const opts = readFlags(PROG, own, ["--mode", "--call", "--args", "--timeout", "--probe-timeout"], {
+    mode: "auto",
+    call: undefined,
+    args: "{}",
+    timeout: "60",
+    "probe-timeout": "10",
+  });
   if (!opts.call) fail(USAGE, 2);
   if (!["legacy", "auto", "modern"].includes(opts.mode)) fail(`--mode must be legacy, auto or modern, got ${opts.mode}`, 2);
   if (command.length === 0) fail("no server COMMAND after --", 2);
-  let toolArgs;
-  try {
-    toolArgs = JSON.parse(opts.args);
-  } catch (e) {
-    fail(`--args is not valid JSON: ${e.message}`, 2);
-  }
-  if (toolArgs === null || typeof toolArgs !== "object" || Array.isArray(toolArgs)) fail("--args must be a JSON object", 2);
+  const toolArgs = toolArgsFrom(PROG, opts.args);
   return {
     mode: opts.mode,
     tool: opts.call,
     toolArgs,
-    timeoutMs: seconds("--timeout", opts.timeout),
-    probeTimeoutMs: seconds("--probe-timeout", opts["probe-timeout"]),
+    timeoutMs: seconds(PROG, "--timeout", opts.timeout),
+    probeTimeoutMs: seconds(PROG, "--probe-timeout", opts["probe-timeout"]),
     command,
-  };
-}
-
-// Import `@modelcontextprotocol/<pkg>` (sub-path `sub`, e.g. "." or "./stdio") from the peers
-// install by absolute path, through the package's own "exports" map.
-function v2Importer(pkg) {
-  const here = path.dirname(fileURLToPath(import.meta.url));
-  const peers = process.env.MCPD_PEERS_DIR || path.resolve(here, "..", "..", "target", "peers");
-  const pkgDir = path.join(peers, "node", "node_modules", "@modelcontextprotocol", pkg);
-  const pkgJson = path.join(pkgDir, "package.json");
-  if (!existsSync(pkgJson)) {
-    fail(`@modelcontextprotocol/${pkg} is not installed at ${pkgDir}; run .ci/install-peers (or set MCPD_PEERS_DIR)`);
-  }
-  const manifest = JSON.parse(readFileSync(pkgJson, "utf8"));
-  return (sub) => {
-    const entry = manifest.exports?.[sub];
-    const target = entry?.import?.default ?? entry?.import ?? entry?.default;
-    if (typeof target !== "string") fail(`cannot map @modelcontextprotocol/${pkg} ${sub} through its exports`);
-    return import(pathToFileURL(path.join(pkgDir, target)).href);
   };
 }
 
@@ -183,24 +159,16 @@ async function main() {
   }, timeoutMs);
 
   // Die with our parent: nothing else would stop us (stdin is not ours to watch).
-  const parent = process.ppid;
-  setInterval(() => {
-    if (process.ppid !== parent) {
-      killServer("SIGKILL");
-      process.exit(1);
-    }
-  }, 500).unref();
+  whenParentDies(() => {
+    killServer("SIGKILL");
+    process.exit(1);
+  });
 
-  const importClient = v2Importer("client");
+  const importClient = v2Importer(PROG, "client");
   const { Client } = await importClient(".");
   const { StdioClientTransport } = await importClient("./stdio");
 
-  const transport = new StdioClientTransport({
-    command: command[0],
-    args: command.slice(1),
-    env: { ...process.env },
-    stderr: "inherit",
-  });
+  const transport = stdioTransport(StdioClientTransport, command);
   active = { transport, client: null };
 
   const negotiation = mode === "modern" ? { pin: MODERN } : mode;
@@ -212,15 +180,9 @@ async function main() {
     },
   );
   active.client = client;
-  client.onerror = (e) => process.stderr.write(`${PROG}: transport error: ${e?.message ?? e}\n`);
+  reportTransportErrors(PROG, client);
 
-  const elicitations = [];
-  client.setRequestHandler("elicitation/create", async (request) => {
-    const params = request.params ?? {};
-    elicitations.push({ mode: params.mode ?? "form", message: params.message });
-    if ((params.mode ?? "form") !== "form") return { action: "decline" };
-    return ELICIT_ANSWER;
-  });
+  const elicitations = answerElicitations(client);
 
   const reqOpts = { timeout: timeoutMs };
   await client.connect(transport, reqOpts);
@@ -245,18 +207,14 @@ async function main() {
 
   await client.close();
   clearTimeout(deadline);
-  process.stdout.write(JSON.stringify(out) + "\n", () => process.exit(0));
+  printAndExit(out);
 }
 
 main().catch(async (e) => {
-  if (process.env.MCPD_INTEROP_DEBUG) console.error(e);
-  const code = e?.code !== undefined ? ` (code ${e.code})` : "";
-  const msg = `${e?.name ?? "Error"}${code}: ${e?.message ?? e}`;
-  // Let the SDK close the server as on success (stdin EOF, then SIGTERM, then SIGKILL),
-  // but give it at most 5 s before killing it ourselves.
-  if (active?.client) {
-    await Promise.race([active.client.close().catch(() => {}), new Promise((r) => setTimeout(r, 5000).unref())]);
-  }
+  const msg = errorText(e);
+  // Let the SDK close the server as on success, but give it at most 5 s before killing it
+  // ourselves.
+  await closeWithin(active?.client, 5000);
   killServer("SIGKILL");
   fail(msg);
 });

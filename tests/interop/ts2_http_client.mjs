@@ -38,62 +38,35 @@
 // SDK location: imported by absolute path from $MCPD_PEERS_DIR/node/node_modules (default
 // <repo>/target/peers), as installed by .ci/install-peers (ESM ignores NODE_PATH).
 
-import { existsSync, readFileSync } from "node:fs";
-import path from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import {
+  MODERN,
+  answerElicitations,
+  closeWithin,
+  errorText,
+  fail as failAs,
+  printAndExit,
+  readFlags,
+  reportTransportErrors,
+  seconds,
+  v2Importer,
+  whenParentDies,
+} from "./helpers.mjs";
 
 const PROG = "ts2_http_client";
-const MODERN = "2026-07-28";
 const TOKEN_ENV = "MCPD_INTEROP_TOKEN";
 const USAGE = "usage: node ts2_http_client.mjs [--mode legacy|auto|modern] [--timeout SECS] URL";
-const ELICIT_ANSWER = { action: "accept", content: { name: "Ada" } };
 
-function fail(msg, code = 1) {
-  process.stderr.write(`${PROG}: error: ${msg}\n`);
-  process.exit(code);
-}
+const fail = (msg, code) => failAs(PROG, msg, code);
 
 function parseArgv(argv) {
-  const opts = { mode: "modern", timeout: "60" };
   const rest = [];
-  for (let i = 0; i < argv.length; i++) {
-    const flag = argv[i];
-    if (!flag.startsWith("--")) {
-      rest.push(flag);
-      continue;
-    }
-    if (!["--mode", "--timeout"].includes(flag)) fail(`unknown option ${flag}`, 2);
-    const value = argv[i + 1];
-    if (value === undefined) fail(`${flag} needs a value`, 2);
-    opts[flag.slice(2)] = value;
-    i++;
-  }
+  const opts = readFlags(PROG, argv, ["--mode", "--timeout"], { mode: "modern", timeout: "60" }, rest);
   if (rest.length !== 1) fail(USAGE, 2);
   if (!["legacy", "auto", "modern"].includes(opts.mode)) fail(`--mode must be legacy, auto or modern, got ${opts.mode}`, 2);
-  const timeout = Number(opts.timeout);
-  if (!(timeout > 0)) fail(`--timeout must be a positive number of seconds, got ${opts.timeout}`, 2);
+  const timeoutMs = seconds(PROG, "--timeout", opts.timeout);
   const token = process.env[TOKEN_ENV];
   if (!token) fail(`${TOKEN_ENV} is not set`, 2);
-  return { mode: opts.mode, timeoutMs: timeout * 1000, url: rest[0], token };
-}
-
-// Import `@modelcontextprotocol/<pkg>` (sub-path `sub`, e.g. ".") from the peers install by
-// absolute path, through the package's own "exports" map.
-function v2Importer(pkg) {
-  const here = path.dirname(fileURLToPath(import.meta.url));
-  const peers = process.env.MCPD_PEERS_DIR || path.resolve(here, "..", "..", "target", "peers");
-  const pkgDir = path.join(peers, "node", "node_modules", "@modelcontextprotocol", pkg);
-  const pkgJson = path.join(pkgDir, "package.json");
-  if (!existsSync(pkgJson)) {
-    fail(`@modelcontextprotocol/${pkg} is not installed at ${pkgDir}; run .ci/install-peers (or set MCPD_PEERS_DIR)`);
-  }
-  const manifest = JSON.parse(readFileSync(pkgJson, "utf8"));
-  return (sub) => {
-    const entry = manifest.exports?.[sub];
-    const target = entry?.import?.default ?? entry?.import ?? entry?.default;
-    if (typeof target !== "string") fail(`cannot map @modelcontextprotocol/${pkg} ${sub} through its exports`);
-    return import(pathToFileURL(path.join(pkgDir, target)).href);
-  };
+  return { mode: opts.mode, timeoutMs, url: rest[0], token };
 }
 
 // A fetch that records every exchange in `log`; `pending` holds the requests whose response
@@ -141,12 +114,9 @@ async function main() {
   const deadline = setTimeout(() => fail(`timed out after ${timeoutMs / 1000}s; HTTP so far: ${JSON.stringify(http)}`, 124), timeoutMs);
 
   // Die with our parent: nothing else would stop us.
-  const parent = process.ppid;
-  setInterval(() => {
-    if (process.ppid !== parent) process.exit(1);
-  }, 500).unref();
+  whenParentDies(() => process.exit(1));
 
-  const importClient = v2Importer("client");
+  const importClient = v2Importer(PROG, "client");
   const { Client, StreamableHTTPClientTransport } = await importClient(".");
 
   const transport = new StreamableHTTPClientTransport(new URL(url), {
@@ -163,15 +133,9 @@ async function main() {
     },
   );
   active.client = client;
-  client.onerror = (e) => process.stderr.write(`${PROG}: transport error: ${e?.message ?? e}\n`);
+  reportTransportErrors(PROG, client);
 
-  const elicitations = [];
-  client.setRequestHandler("elicitation/create", async (request) => {
-    const params = request.params ?? {};
-    elicitations.push({ mode: params.mode ?? "form", message: params.message });
-    if ((params.mode ?? "form") !== "form") return { action: "decline" };
-    return ELICIT_ANSWER;
-  });
+  const elicitations = answerElicitations(client);
 
   const reqOpts = { timeout: timeoutMs };
   await client.connect(transport, reqOpts);
@@ -196,15 +160,11 @@ async function main() {
   await client.close();
   out.http = http;
   clearTimeout(deadline);
-  process.stdout.write(JSON.stringify(out) + "\n", () => process.exit(0));
+  printAndExit(out);
 }
 
 main().catch(async (e) => {
-  if (process.env.MCPD_INTEROP_DEBUG) console.error(e);
-  const code = e?.code !== undefined ? ` (code ${e.code})` : "";
-  const msg = `${e?.name ?? "Error"}${code}: ${e?.message ?? e}`;
-  if (active?.client) {
-    await Promise.race([active.client.close().catch(() => {}), new Promise((r) => setTimeout(r, 5000).unref())]);
-  }
+  const msg = errorText(e);
+  await closeWithin(active?.client, 5000);
   fail(`${msg}; HTTP so far: ${JSON.stringify(active?.http ?? [])}`);
 });

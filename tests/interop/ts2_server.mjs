@@ -30,16 +30,11 @@
 // SDK location: imported by absolute path from $MCPD_PEERS_DIR/node/node_modules (default
 // <repo>/target/peers), as installed by .ci/install-peers (ESM ignores NODE_PATH).
 
-import { existsSync, readFileSync } from "node:fs";
-import path from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { fail as failAs, v2Importer, whenParentDies } from "./helpers.mjs";
 
 const PROG = "ts2_server";
 
-function fail(msg, code = 1) {
-  process.stderr.write(`${PROG}: error: ${msg}\n`);
-  process.exit(code);
-}
+const fail = (msg, code) => failAs(PROG, msg, code);
 
 function parseArgv(argv) {
   const opts = { legacy: "serve" };
@@ -53,42 +48,15 @@ function parseArgv(argv) {
   return opts;
 }
 
-// Import `@modelcontextprotocol/<pkg>` (sub-path `sub`, e.g. "." or "./stdio") from the peers
-// install by absolute path, through the package's own "exports" map.
-function v2Importer(pkg) {
-  const here = path.dirname(fileURLToPath(import.meta.url));
-  const peers = process.env.MCPD_PEERS_DIR || path.resolve(here, "..", "..", "target", "peers");
-  const pkgDir = path.join(peers, "node", "node_modules", "@modelcontextprotocol", pkg);
-  const pkgJson = path.join(pkgDir, "package.json");
-  if (!existsSync(pkgJson)) {
-    fail(`@modelcontextprotocol/${pkg} is not installed at ${pkgDir}; run .ci/install-peers (or set MCPD_PEERS_DIR)`);
-  }
-  const manifest = JSON.parse(readFileSync(pkgJson, "utf8"));
-  return (sub) => {
-    const entry = manifest.exports?.[sub];
-    const target = entry?.import?.default ?? entry?.import ?? entry?.default;
-    if (typeof target !== "string") fail(`cannot map @modelcontextprotocol/${pkg} ${sub} through its exports`);
-    return import(pathToFileURL(path.join(pkgDir, target)).href);
-  };
-}
-
-// Exit when the parent goes away (our stdin EOF normally covers that, but a parent that
-// leaked our stdin's write end elsewhere would not close it). The timer does not keep the
-// process alive.
-function exitWithParent() {
-  const parent = process.ppid;
-  setInterval(() => {
-    if (process.ppid !== parent) process.exit(0);
-  }, 500).unref();
-}
-
 const text = (t) => ({ content: [{ type: "text", text: t }] });
 
 async function main() {
   const { legacy } = parseArgv(process.argv.slice(2));
-  exitWithParent();
+  // Exit when the parent goes away (our stdin EOF normally covers that, but a parent that
+  // leaked our stdin's write end elsewhere would not close it).
+  whenParentDies(() => process.exit(0));
 
-  const importServer = v2Importer("server");
+  const importServer = v2Importer(PROG, "server");
   const { McpServer, fromJsonSchema, inputRequired, inputResponse } = await importServer(".");
   const { serveStdio } = await importServer("./stdio");
 

@@ -27,17 +27,23 @@
 // from $MCPD_PEERS_DIR/node/node_modules (default: <repo>/target/peers, i.e. two levels
 // above this file's directory, then target/peers), as installed by .ci/install-peers.
 
-import { existsSync, readFileSync } from "node:fs";
-import path from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import {
+  closeWithin,
+  errorText,
+  fail as failAs,
+  printAndExit,
+  readFlags,
+  reportTransportErrors,
+  sdkImporter,
+  seconds,
+  stdioTransport,
+  toolArgsFrom,
+} from "./helpers.mjs";
 
 const PROG = "ts_client";
 const MAX_PAGES = 1000;
 
-function fail(msg, code = 1) {
-  process.stderr.write(`${PROG}: error: ${msg}\n`);
-  process.exit(code);
-}
+const fail = (msg, code) => failAs(PROG, msg, code);
 
 function usage() {
   fail("usage: node ts_client.mjs [--timeout SECS] --call TOOL [--args JSON] -- COMMAND [ARGS...]", 2);
@@ -48,49 +54,11 @@ function parseArgv(argv) {
   if (split < 0) usage();
   const own = argv.slice(0, split);
   const command = argv.slice(split + 1);
-  const opts = { call: undefined, args: "{}", timeout: 60 };
-  for (let i = 0; i < own.length; i++) {
-    const flag = own[i];
-    const value = own[i + 1];
-    if (!["--call", "--args", "--timeout"].includes(flag)) fail(`unknown option ${flag}`, 2);
-    if (value === undefined) fail(`${flag} needs a value`, 2);
-    opts[flag.slice(2)] = value;
-    i++;
-  }
+  const opts = readFlags(PROG, own, ["--call", "--args", "--timeout"], { call: undefined, args: "{}", timeout: 60 });
   if (!opts.call) usage();
   if (command.length === 0) fail("no server COMMAND after --", 2);
-  let toolArgs;
-  try {
-    toolArgs = JSON.parse(opts.args);
-  } catch (e) {
-    fail(`--args is not valid JSON: ${e.message}`, 2);
-  }
-  if (toolArgs === null || typeof toolArgs !== "object" || Array.isArray(toolArgs)) {
-    fail("--args must be a JSON object", 2);
-  }
-  const timeout = Number(opts.timeout);
-  if (!(timeout > 0)) fail(`--timeout must be a positive number of seconds, got ${opts.timeout}`, 2);
-  return { tool: opts.call, toolArgs, timeoutMs: timeout * 1000, command };
-}
-
-// Import `@modelcontextprotocol/sdk/<sub>` from the peers install by absolute path,
-// mapping <sub> through the package's own "exports" ("./*" -> import target).
-function sdkImporter() {
-  const here = path.dirname(fileURLToPath(import.meta.url));
-  const peers = process.env.MCPD_PEERS_DIR || path.resolve(here, "..", "..", "target", "peers");
-  const pkgDir = path.join(peers, "node", "node_modules", "@modelcontextprotocol", "sdk");
-  const pkgJson = path.join(pkgDir, "package.json");
-  if (!existsSync(pkgJson)) {
-    fail(`the MCP TypeScript SDK is not installed at ${pkgDir}; run .ci/install-peers (or set MCPD_PEERS_DIR)`);
-  }
-  const pkg = JSON.parse(readFileSync(pkgJson, "utf8"));
-  return async (sub) => {
-    const entry = pkg.exports?.[`./${sub}`] ?? pkg.exports?.["./*"];
-    const target = typeof entry === "string" ? entry : entry?.import;
-    if (!target) fail(`cannot map @modelcontextprotocol/sdk/${sub} through the SDK's exports`);
-    const file = path.join(pkgDir, target.replace("*", sub));
-    return import(pathToFileURL(file).href);
-  };
+  const toolArgs = toolArgsFrom(PROG, opts.args);
+  return { tool: opts.call, toolArgs, timeoutMs: seconds(PROG, "--timeout", opts.timeout), command };
 }
 
 // The live transport/client, so failure paths can shut the server down.
@@ -116,16 +84,11 @@ async function main() {
     fail(`timed out after ${timeoutMs / 1000}s`, 124);
   }, timeoutMs);
 
-  const importSdk = sdkImporter();
+  const importSdk = sdkImporter(PROG);
   const { Client } = await importSdk("client/index.js");
   const { StdioClientTransport } = await importSdk("client/stdio.js");
 
-  const transport = new StdioClientTransport({
-    command: command[0],
-    args: command.slice(1),
-    env: { ...process.env },
-    stderr: "inherit",
-  });
+  const transport = stdioTransport(StdioClientTransport, command);
   active = { transport, client: null };
   let protocolVersion = null;
   transport.setProtocolVersion = (v) => {
@@ -134,7 +97,7 @@ async function main() {
 
   const client = new Client({ name: "mcpd-interop-ts-client", version: "0.1.0" }, { capabilities: {} });
   active.client = client;
-  client.onerror = (e) => process.stderr.write(`${PROG}: transport error: ${e?.message ?? e}\n`);
+  reportTransportErrors(PROG, client);
   const reqOpts = { timeout: timeoutMs };
 
   await client.connect(transport, reqOpts);
@@ -163,18 +126,14 @@ async function main() {
 
   await client.close();
   clearTimeout(deadline);
-  process.stdout.write(JSON.stringify(out) + "\n", () => process.exit(0));
+  printAndExit(out);
 }
 
 main().catch(async (e) => {
-  if (process.env.MCPD_INTEROP_DEBUG) console.error(e);
-  const code = e?.code !== undefined ? ` (code ${e.code})` : "";
-  const msg = `${e?.name ?? "Error"}${code}: ${e?.message ?? e}`;
-  // Let the SDK close the server as on success (stdin EOF, then SIGTERM, then
-  // SIGKILL), but give it at most 5 s before killing it ourselves.
-  if (active?.client) {
-    await Promise.race([active.client.close().catch(() => {}), new Promise((r) => setTimeout(r, 5000).unref())]);
-  }
+  const msg = errorText(e);
+  // Let the SDK close the server as on success, but give it at most 5 s before killing it
+  // ourselves.
+  await closeWithin(active?.client, 5000);
   killServer("SIGKILL");
   fail(msg);
 });

@@ -9,6 +9,7 @@
     clippy::disallowed_methods
 )]
 
+mod failure_support;
 mod support;
 
 mod http_fixture;
@@ -17,7 +18,11 @@ mod oauth_fixture;
 mod adversarial;
 mod cli;
 mod eras;
-mod failure;
+mod failure_calls;
+mod failure_crashes;
+mod failure_health;
+mod failure_load;
+mod failure_processes;
 mod foundation;
 mod hardening;
 mod http;

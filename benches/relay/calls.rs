@@ -1,0 +1,376 @@
+//! The tools/call measurement: a closed loop through direct, bare-hop and mcpd, with every
+//! response checked.
+
+use crate::bare_hop::Relay;
+use crate::client::{Client, clip};
+use crate::daemon::Daemon;
+use crate::options::Opts;
+use crate::{BIG, LOAD_BUF, MAX_CONNS, WAIT};
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::Value;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::time::Instant;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Direct,
+    BareHop,
+    Mcpd,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 3] = [Mode::Direct, Mode::BareHop, Mode::Mcpd];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Direct => "direct",
+            Mode::BareHop => "bare-hop",
+            Mode::Mcpd => "mcpd",
+        }
+    }
+
+    fn tool_prefix(self) -> &'static str {
+        match self {
+            Mode::Mcpd => "fx__",
+            _ => "",
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Payload {
+    Echo,
+    Big,
+}
+
+impl Payload {
+    pub fn name(self) -> &'static str {
+        match self {
+            Payload::Echo => "echo",
+            Payload::Big => "1MiB",
+        }
+    }
+}
+
+fn call_line(id: u64, conn: usize, prefix: &str, payload: Payload) -> Vec<u8> {
+    let line = match payload {
+        Payload::Echo => format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"{prefix}echo\",\"arguments\":{{\"text\":\"c{conn}-{id}\"}}}}}}\n"
+        ),
+        Payload::Big => format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"{prefix}big\",\"arguments\":{{\"bytes\":{BIG}}}}}}}\n"
+        ),
+    };
+    line.into_bytes()
+}
+
+#[derive(Deserialize)]
+struct CallResponse<'a> {
+    id: Option<Value>,
+    method: Option<IgnoredAny>,
+    #[serde(borrow)]
+    result: Option<CallResult<'a>>,
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct CallResult<'a> {
+    #[serde(borrow, default)]
+    content: Vec<Content<'a>>,
+    #[serde(rename = "isError", default)]
+    is_error: bool,
+}
+
+#[derive(Deserialize)]
+struct Content<'a> {
+    #[serde(borrow)]
+    text: Option<Cow<'a, str>>,
+}
+
+/// What one connection saw.
+#[derive(Default)]
+pub struct Tally {
+    /// Latencies (ns) of the correct responses that arrived inside the counted window.
+    lat_ns: Vec<u64>,
+    /// JSON-RPC errors and `isError` results.
+    pub rpc_errors: u64,
+    /// Results with the wrong content (a crossed or corrupted response).
+    pub wrong: u64,
+    /// Lines that are not a response to a request in flight (unknown id, unparsable).
+    pub stray: u64,
+    /// The connection failed (closed, read timeout) with requests still in flight.
+    pub broken: u64,
+    pub samples: Vec<String>,
+}
+
+impl Tally {
+    fn note(&mut self, s: String) {
+        if self.samples.len() < 3 {
+            self.samples.push(s);
+        }
+    }
+
+    pub fn errors(&self) -> u64 {
+        self.rpc_errors + self.wrong + self.stray + self.broken
+    }
+
+    fn merge(&mut self, other: Tally) {
+        self.lat_ns.extend(other.lat_ns);
+        self.rpc_errors += other.rpc_errors;
+        self.wrong += other.wrong;
+        self.stray += other.stray;
+        self.broken += other.broken;
+        for s in other.samples {
+            self.note(s);
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Window {
+    from: Instant,
+    to: Instant,
+}
+
+enum Verdict {
+    Ok,
+    RpcError(String),
+    Wrong(String),
+}
+
+fn judge(resp: &CallResponse<'_>, payload: Payload, conn: usize, id: u64) -> Verdict {
+    if let Some(e) = &resp.error {
+        return Verdict::RpcError(format!("id {id}: error {}", clip(&e.to_string())));
+    }
+    let Some(result) = &resp.result else {
+        return Verdict::Wrong(format!("id {id}: neither result nor error"));
+    };
+    let text = result.content.first().and_then(|c| c.text.as_deref());
+    if result.is_error {
+        return Verdict::RpcError(format!(
+            "id {id}: isError result: {}",
+            clip(text.unwrap_or(""))
+        ));
+    }
+    match (payload, text) {
+        (Payload::Echo, Some(t)) if t == format!("c{conn}-{id}") => Verdict::Ok,
+        (Payload::Big, Some(t)) if t.len() == BIG && t.starts_with('x') && t.ends_with('x') => {
+            Verdict::Ok
+        }
+        (_, t) => Verdict::Wrong(format!(
+            "id {id} on connection {conn}: unexpected text {}",
+            clip(t.unwrap_or("<none>"))
+        )),
+    }
+}
+
+/// Runs one connection's closed loop: `depth` requests in flight until the window ends,
+/// then waits for the rest.
+async fn drive(
+    mut client: Client,
+    conn: usize,
+    depth: usize,
+    mode: Mode,
+    payload: Payload,
+    win: Window,
+) -> (Client, Tally) {
+    let mut t = Tally::default();
+    let mut sent: HashMap<u64, Instant> = HashMap::with_capacity(depth * 2);
+    let mut next_id = 1_000_000u64;
+    let prefix = mode.tool_prefix();
+    for _ in 0..depth {
+        next_id += 1;
+        let line = call_line(next_id, conn, prefix, payload);
+        sent.insert(next_id, Instant::now());
+        if let Err(e) = client.send(&line).await {
+            t.broken += sent.len() as u64;
+            t.note(format!("connection {conn}: {e}"));
+            return (client, t);
+        }
+    }
+    while !sent.is_empty() {
+        let raw = match client.recv().await {
+            Ok(raw) => raw,
+            Err(e) => {
+                t.broken += sent.len() as u64;
+                t.note(format!(
+                    "connection {conn}: {e} with {} requests in flight",
+                    sent.len()
+                ));
+                break;
+            }
+        };
+        let now = Instant::now();
+        let resp: CallResponse<'_> = match serde_json::from_slice(raw) {
+            Ok(r) => r,
+            Err(e) => {
+                t.stray += 1;
+                let shown = clip(&String::from_utf8_lossy(raw));
+                t.note(format!("connection {conn}: unparsable line ({e}): {shown}"));
+                continue;
+            }
+        };
+        if resp.method.is_some() && resp.id.is_none() {
+            continue; // a notification
+        }
+        let id = resp.id.as_ref().and_then(Value::as_u64);
+        let Some(started) = id.and_then(|id| sent.remove(&id)) else {
+            t.stray += 1;
+            let shown = clip(&String::from_utf8_lossy(raw));
+            t.note(format!(
+                "connection {conn}: response to no request in flight: {shown}"
+            ));
+            continue;
+        };
+        let id = id.unwrap_or_default();
+        match judge(&resp, payload, conn, id) {
+            Verdict::Ok => {
+                if now >= win.from && now <= win.to {
+                    t.lat_ns.push((now - started).as_nanos() as u64);
+                }
+            }
+            Verdict::RpcError(m) => {
+                t.rpc_errors += 1;
+                t.note(m);
+            }
+            Verdict::Wrong(m) => {
+                t.wrong += 1;
+                t.note(m);
+            }
+        }
+        if now < win.to {
+            next_id += 1;
+            let line = call_line(next_id, conn, prefix, payload);
+            sent.insert(next_id, Instant::now());
+            if let Err(e) = client.send(&line).await {
+                t.broken += sent.len() as u64;
+                t.note(format!("connection {conn}: {e}"));
+                break;
+            }
+        }
+    }
+    (client, t)
+}
+
+pub struct Row {
+    pub payload: Payload,
+    pub concurrency: usize,
+    pub layout: String,
+    pub mode: Mode,
+    pub calls_per_s: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub counted: usize,
+    pub tally: Tally,
+    pub failure: Option<String>,
+}
+
+fn percentile(sorted: &[u64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = (p * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1] as f64 / 1000.0
+}
+
+async fn open_clients(
+    mode: Mode,
+    n: usize,
+    relay: &Relay,
+    daemon: &Daemon,
+) -> Result<Vec<Client>, String> {
+    let mut clients = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut c = match mode {
+            Mode::Direct => Client::over_stdio(LOAD_BUF)?,
+            Mode::BareHop => Client::connect(&relay.socket, LOAD_BUF).await?,
+            Mode::Mcpd => daemon.connect(LOAD_BUF).await?,
+        };
+        c.initialize()
+            .await
+            .map_err(|e| format!("{}: initialize: {e}", mode.name()))?;
+        clients.push(c);
+    }
+    Ok(clients)
+}
+
+pub async fn measure(
+    mode: Mode,
+    payload: Payload,
+    c: usize,
+    opts: &Opts,
+    relay: &Relay,
+    daemon: &Daemon,
+) -> Row {
+    let conns = c.min(MAX_CONNS);
+    let depths: Vec<usize> = (0..conns)
+        .map(|i| c / conns + usize::from(i < c % conns))
+        .collect();
+    let layout = if c.is_multiple_of(conns) {
+        format!("{conns}x{}", c / conns)
+    } else {
+        format!("{conns}x{}+", c / conns)
+    };
+    let mut row = Row {
+        payload,
+        concurrency: c,
+        layout,
+        mode,
+        calls_per_s: 0.0,
+        p50_us: f64::NAN,
+        p99_us: f64::NAN,
+        counted: 0,
+        tally: Tally::default(),
+        failure: None,
+    };
+    let clients = match open_clients(mode, conns, relay, daemon).await {
+        Ok(c) => c,
+        Err(e) => {
+            row.failure = Some(e);
+            return row;
+        }
+    };
+    let start = Instant::now();
+    let win = Window {
+        from: start + opts.warmup,
+        to: start + opts.warmup + opts.duration,
+    };
+    let handles: Vec<_> = clients
+        .into_iter()
+        .zip(depths)
+        .enumerate()
+        .map(|(i, (client, depth))| tokio::spawn(drive(client, i, depth, mode, payload, win)))
+        .collect();
+    let aborts: Vec<_> = handles.iter().map(|h| h.abort_handle()).collect();
+    let limit = opts.warmup + opts.duration + 2 * WAIT;
+    let mut finished = Vec::new();
+    match tokio::time::timeout(limit, futures::future::join_all(handles)).await {
+        Ok(results) => {
+            for r in results {
+                match r {
+                    Ok((client, tally)) => {
+                        row.tally.merge(tally);
+                        finished.push(client);
+                    }
+                    Err(e) => row.failure = Some(format!("a connection task failed: {e}")),
+                }
+            }
+        }
+        Err(_) => {
+            for a in aborts {
+                a.abort();
+            }
+            row.failure = Some(format!("the measurement did not end within {limit:?}"));
+        }
+    }
+    drop(finished); // closes the connections; direct fixtures are stopped and reaped
+    row.tally.lat_ns.sort_unstable();
+    let lat = &row.tally.lat_ns;
+    row.counted = lat.len();
+    row.calls_per_s = lat.len() as f64 / opts.duration.as_secs_f64();
+    row.p50_us = percentile(lat, 0.50);
+    row.p99_us = percentile(lat, 0.99);
+    row
+}

@@ -1,0 +1,75 @@
+//! Facts about the machine and about processes, read from /proc.
+
+fn read_trim(path: &str) -> String {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|_| "?".into())
+}
+
+fn proc_field(path: &str, key: &str) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(key))
+        .map(|v| v.trim_start_matches([':', ' ', '\t']).trim().to_owned())
+}
+
+pub fn machine_facts() -> String {
+    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let cpu = proc_field("/proc/cpuinfo", "model name").unwrap_or_else(|| "?".into());
+    let mem = proc_field("/proc/meminfo", "MemTotal").unwrap_or_else(|| "?".into());
+    format!(
+        "machine: nproc {nproc}, kernel {} {} {}, cpu {cpu}, MemTotal {mem}",
+        read_trim("/proc/sys/kernel/ostype"),
+        read_trim("/proc/sys/kernel/osrelease"),
+        std::env::consts::ARCH,
+    )
+}
+
+pub fn loadavg() -> String {
+    read_trim("/proc/loadavg")
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A value of /proc/PID/status in KiB (VmRSS, VmHWM).
+pub fn status_kib(pid: u32, key: &str) -> Option<u64> {
+    proc_field(&format!("/proc/{pid}/status"), key)?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The "Max open files" soft and hard limits of a process, as /proc shows them.
+pub fn fd_limits_of(pid: u32) -> String {
+    proc_field(&format!("/proc/{pid}/limits"), "Max open files")
+        .map(|v| v.split_whitespace().take(2).collect::<Vec<_>>().join("/"))
+        .unwrap_or_else(|| "?".into())
+}
+
+/// The command name and parent pid of a process, None once it is gone or a zombie.
+pub fn comm_and_ppid(pid: u32) -> Option<(String, u32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    let comm = stat.get(open + 1..close)?.to_owned();
+    let mut rest = stat.get(close + 1..)?.split_whitespace();
+    let state = rest.next()?;
+    let ppid = rest.next()?.parse().ok()?;
+    (state != "Z").then_some((comm, ppid))
+}
+
+/// Live children of `ppid` with their command names.
+pub fn children_of(ppid: u32) -> Vec<(u32, String)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let (comm, parent) = comm_and_ppid(pid)?;
+            (parent == ppid).then_some((pid, comm))
+        })
+        .collect()
+}

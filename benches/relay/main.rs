@@ -1,0 +1,251 @@
+//! Relay benchmark: what the mcpd hop costs, against a direct stdio client and a bare byte relay.
+//!
+//! `cargo bench --bench relay [-- --duration SECS --concurrency LIST --quick]`
+//!
+//! One run measures, on the same machine, the same small MCP client (raw JSON lines:
+//! `initialize`, `notifications/initialized`, then `tools/call`) in three set-ups:
+//!
+//! - **direct**: the client spawns `mcpd-fixture` and talks to it over stdio;
+//! - **bare-hop**: the client connects to a Unix socket served by a byte relay running in
+//!   this process (its own runtime on its own thread). The relay spawns one fixture per
+//!   connection and copies bytes both ways without parsing: the floor for any socket daemon;
+//! - **mcpd**: the client connects to a real `mcpd serve` with the fixture configured as
+//!   server `fx` and calls `fx__echo` / `fx__big`.
+//!
+//! Load model: closed loop. Concurrency `c` means `c` requests in flight at all times, over
+//! `min(c, 8)` connections with `c / conns` requests pipelined on each (the remainder goes
+//! to the first connections); a connection sends its next request as soon as a response
+//! arrives. In direct and bare-hop each connection has its own fixture process; under mcpd
+//! all connections share the one `fx` process, which is the point of mcpd. Each measurement
+//! opens fresh connections, runs a warm-up (`duration / 5`, at most 1 s) that is not
+//! counted, then counts the responses that arrive during `duration`. Latency is from
+//! writing a request to reading its response line. Every response is checked: its id must
+//! be one in flight on that connection, an echo must return exactly the text sent (unique
+//! per request, so crossed responses are caught) and `big` exactly 1 MiB. JSON-RPC errors,
+//! wrong or unknown responses and read timeouts are counted and printed, never dropped.
+//!
+//! It also measures the daemon's resident memory (idle with 10 fixture servers, then with
+//! many idle agent connections), `tools/list` latency with 20 servers × 100 tools, and the
+//! time from starting `mcpd serve` to the first complete listing of those 2,000 tools.
+//!
+//! Every wait is bounded; every process it starts is stopped and reaped by a guard, also on
+//! panic. It exits 1 when anything failed or any error was counted. Run without `--bench`
+//! (as `cargo test --benches` does) it runs the `--quick` smoke mode. Linux only (/proc).
+
+// Test code: a panic here is a failed test or a broken fixture, never the daemon's.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    clippy::disallowed_methods
+)]
+
+mod bare_hop;
+mod calls;
+mod client;
+mod daemon;
+mod listing;
+mod machine;
+mod memory;
+mod nofile;
+mod options;
+mod process;
+mod report;
+
+use crate::bare_hop::Relay;
+use crate::calls::{Mode, Payload, measure};
+use crate::daemon::{Daemon, ServerDef};
+use crate::listing::measure_listing;
+use crate::machine::{loadavg, machine_facts};
+use crate::memory::measure_memory;
+use crate::options::{Opts, Parsed, USAGE, parse_args};
+use crate::report::{mib, print_listing, print_memory, print_relay, us};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// Bound on any single read, write, connect or process exit the bench waits for.
+const WAIT: Duration = Duration::from_secs(20);
+/// Bound on every configured server of a daemon becoming ready.
+const READY_WAIT: Duration = Duration::from_secs(60);
+/// How long mcpd gets to shut down after SIGTERM before it is killed.
+const DAEMON_GRACE: Duration = Duration::from_secs(10);
+/// The size of the large result.
+const BIG: usize = 1 << 20;
+/// Most connections a relay measurement opens; more concurrency is pipelined on them.
+const MAX_CONNS: usize = 8;
+/// Fixture servers of the idle-memory daemon.
+const IDLE_SERVERS: usize = 10;
+/// Servers and tools per server of the tools/list daemon.
+const LIST_SERVERS: usize = 20;
+const TOOLS_PER_SERVER: usize = 100;
+/// Read buffer of a load connection (a 1 MiB result arrives in 64 KiB pipe-sized pieces).
+const LOAD_BUF: usize = 64 * 1024;
+/// Read buffer of an idle connection.
+const IDLE_BUF: usize = 4 * 1024;
+/// Concurrent connection attempts while opening the idle agents.
+const OPEN_PARALLEL: usize = 32;
+
+fn mcpd_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_mcpd")
+}
+
+fn fixture_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_mcpd-fixture")
+}
+
+fn command_line(args: &[String]) -> String {
+    let shown: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .filter(|a| *a != "--bench")
+        .collect();
+    if shown.is_empty() {
+        "cargo bench --bench relay".into()
+    } else {
+        format!("cargo bench --bench relay -- {}", shown.join(" "))
+    }
+}
+
+async fn run(opts: Opts, args: Vec<String>) -> bool {
+    let began = Instant::now();
+    let argv0 = std::env::args().next().unwrap_or_default();
+    println!("mcpd relay benchmark");
+    println!(
+        "command: {}   (binary: {argv0} {})",
+        command_line(&args),
+        args.join(" ")
+    );
+    println!("{}", machine_facts());
+    println!("loadavg at start: {}", loadavg());
+    if let Some(why) = opts.smoke_reason {
+        println!("note: {why}");
+    }
+    println!(
+        "settings: {} mode; {:.2} s counted per measurement after {:.2} s warm-up; concurrency {:?}; \
+         {} listings; {} idle agents",
+        if opts.quick { "quick" } else { "full" },
+        opts.duration.as_secs_f64(),
+        opts.warmup.as_secs_f64(),
+        opts.concurrency,
+        opts.listings,
+        opts.idle_agents
+    );
+    println!("note: numbers are from one run on a shared machine; other work on it adds noise");
+
+    let mut ok = true;
+    // Enough descriptors for the idle agents here and in mcpd, which inherits the limit.
+    let want_fds = (2 * opts.idle_agents + 512) as u64;
+    let bench_fds = match nofile::raise(want_fds) {
+        Ok((cur, max)) => format!("{cur}/{max}"),
+        Err(e) => {
+            println!("warning: {e}; the idle-agent measurement may fail");
+            nofile::get().map_or("?".into(), |(c, m)| format!("{c}/{m}"))
+        }
+    };
+
+    eprintln!(
+        "[relay-bench] memory: {IDLE_SERVERS} servers, {} idle agents",
+        opts.idle_agents
+    );
+    let mem = measure_memory(&opts).await;
+    eprintln!("[relay-bench] tools/list: {LIST_SERVERS} x {TOOLS_PER_SERVER} tools");
+    let list = measure_listing(&opts).await;
+
+    let relay = match Relay::start() {
+        Ok(r) => r,
+        Err(e) => {
+            println!("FAILED to start the relay: {e}");
+            return false;
+        }
+    };
+    let fx = [ServerDef {
+        name: "fx".into(),
+        args: Vec::new(),
+    }];
+    let daemon = match Daemon::start(&fx, &[]) {
+        Ok(d) => d,
+        Err(e) => {
+            println!("FAILED to start mcpd: {e}");
+            return false;
+        }
+    };
+    if let Err(e) = daemon.wait_ready().await {
+        println!("FAILED: mcpd never got ready: {e}");
+        return false;
+    }
+    let mut rows = Vec::new();
+    for payload in [Payload::Echo, Payload::Big] {
+        for &c in &opts.concurrency {
+            for mode in Mode::ALL {
+                let row = measure(mode, payload, c, &opts, &relay, &daemon).await;
+                eprintln!(
+                    "[relay-bench] {:<5} c={:<3} {:<8} {:>8.0} calls/s  p50 {} µs  p99 {} µs  errors {}",
+                    payload.name(),
+                    c,
+                    mode.name(),
+                    row.calls_per_s,
+                    us(row.p50_us),
+                    us(row.p99_us),
+                    row.tally.errors() + u64::from(row.failure.is_some())
+                );
+                ok &= row.failure.is_none() && row.tally.errors() == 0;
+                rows.push(row);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    let relay_rss = daemon.rss_kib();
+    let relay_hwm = daemon.hwm_kib();
+    let relay_shutdown = daemon.shutdown();
+    drop(relay);
+
+    print_relay(&rows, &opts);
+    println!();
+    println!(
+        "mcpd with the one fx server after the runs above: VmRSS {}, peak VmHWM {}",
+        mib(relay_rss),
+        mib(relay_hwm)
+    );
+    if let Err(e) = &relay_shutdown {
+        ok = false;
+        println!("  ERROR at shutdown: {e}");
+    }
+    ok &= print_memory(&mem, &bench_fds);
+    ok &= print_listing(&list);
+    println!();
+    println!(
+        "loadavg at end: {}; bench wall time {:.1} s; result: {}",
+        loadavg(),
+        began.elapsed().as_secs_f64(),
+        if ok { "ok" } else { "ERRORS (see above)" }
+    );
+    ok
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let opts = match parse_args(&args) {
+        Ok(Parsed::Run(o)) => o,
+        Ok(Parsed::Help) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("error: {e}\n{USAGE}");
+            return ExitCode::from(64);
+        }
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("the bench's tokio runtime");
+    let ok = rt.block_on(run(opts, args));
+    // Connection tasks still holding fixtures are dropped here, which reaps them.
+    rt.shutdown_timeout(Duration::from_secs(5));
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}

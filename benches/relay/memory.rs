@@ -1,0 +1,79 @@
+//! The daemon's resident memory: idle with 10 servers, with many idle agent connections, and
+//! after closing them.
+
+use crate::client::Client;
+use crate::daemon::{Daemon, ServerDef};
+use crate::machine::fd_limits_of;
+use crate::options::Opts;
+use crate::{IDLE_BUF, IDLE_SERVERS, OPEN_PARALLEL};
+use futures::StreamExt;
+use std::time::Duration;
+
+pub struct MemReport {
+    pub servers_ready_in: Duration,
+    pub idle_kib: Option<u64>,
+    pub agents: usize,
+    pub agents_opened: usize,
+    pub agent_failures: Vec<String>,
+    pub with_agents_kib: Option<u64>,
+    pub after_close_kib: Option<u64>,
+    pub daemon_fd_limit: String,
+    pub still_answers: Result<(), String>,
+    pub shutdown: Result<(), String>,
+}
+
+pub async fn measure_memory(opts: &Opts) -> Result<MemReport, String> {
+    let servers: Vec<ServerDef> = (0..IDLE_SERVERS)
+        .map(|i| ServerDef {
+            name: format!("idle{i:02}"),
+            args: Vec::new(),
+        })
+        .collect();
+    let max_agents = format!("max_agents = {}", opts.idle_agents + 64);
+    let daemon = Daemon::start(&servers, &[max_agents])?;
+    let servers_ready_in = daemon.wait_ready().await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let idle_kib = daemon.rss_kib();
+    let socket = daemon.socket.clone();
+    let results: Vec<Result<Client, String>> = futures::stream::iter(0..opts.idle_agents)
+        .map(|_| {
+            let socket = socket.clone();
+            async move {
+                let mut c = Client::connect(&socket, IDLE_BUF).await?;
+                c.initialize().await?;
+                Ok(c)
+            }
+        })
+        .buffer_unordered(OPEN_PARALLEL)
+        .collect()
+        .await;
+    let mut agents = Vec::new();
+    let mut agent_failures = Vec::new();
+    for r in results {
+        match r {
+            Ok(c) => agents.push(c),
+            Err(e) => agent_failures.push(e),
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let with_agents_kib = daemon.rss_kib();
+    let still_answers = daemon.status().await.map(|_| ());
+    let agents_opened = agents.len();
+    drop(agents);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after_close_kib = daemon.rss_kib();
+    let daemon_fd_limit = fd_limits_of(daemon.pid());
+    let shutdown = daemon.shutdown();
+    Ok(MemReport {
+        servers_ready_in,
+        idle_kib,
+        agents: opts.idle_agents,
+        agents_opened,
+        agent_failures,
+        with_agents_kib,
+        after_close_kib,
+        daemon_fd_limit,
+        still_answers,
+        shutdown,
+    })
+}

@@ -1,0 +1,95 @@
+//! Command-line options of the bench: `--duration`, `--concurrency`, `--quick`, `--help`.
+
+use std::time::Duration;
+
+pub struct Opts {
+    pub duration: Duration,
+    pub warmup: Duration,
+    pub concurrency: Vec<usize>,
+    pub quick: bool,
+    /// Why quick mode was chosen without `--quick`, if it was.
+    pub smoke_reason: Option<&'static str>,
+    pub listings: usize,
+    pub idle_agents: usize,
+}
+
+pub const USAGE: &str = "\
+usage: cargo bench --bench relay [-- OPTIONS]
+  --duration SECS      counted time per measurement (default 3; --quick 0.25)
+  --concurrency LIST   requests in flight, comma-separated (default 1,8,64; --quick 1,8)
+  --quick              CI smoke mode: tiny durations, concurrency 1 and 8, 20 listings,
+                       100 idle agents instead of 1000
+  --help               this text";
+
+pub enum Parsed {
+    Run(Opts),
+    Help,
+}
+
+pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
+    let mut quick = false;
+    let mut bench_flag = false;
+    let mut duration: Option<Duration> = None;
+    let mut concurrency: Option<Vec<usize>> = None;
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
+            _ => (arg.as_str(), None),
+        };
+        let mut value = |name: &str| -> Result<String, String> {
+            match inline.clone() {
+                Some(v) => Ok(v),
+                None => it.next().cloned().ok_or(format!("{name} needs a value")),
+            }
+        };
+        match flag {
+            "--bench" => bench_flag = true,
+            "--quick" => quick = true,
+            "--help" | "-h" => return Ok(Parsed::Help),
+            "--duration" => {
+                let v = value("--duration")?;
+                let secs: f64 = v
+                    .parse()
+                    .map_err(|e| format!("--duration {v:?}: not a number of seconds ({e})"))?;
+                if !(secs.is_finite() && secs > 0.0 && secs <= 3600.0) {
+                    return Err(format!("--duration {v}: must be in (0, 3600] seconds"));
+                }
+                duration = Some(Duration::from_secs_f64(secs));
+            }
+            "--concurrency" => {
+                let v = value("--concurrency")?;
+                let list = v
+                    .split(',')
+                    .map(|s| match s.trim().parse::<usize>() {
+                        Ok(n) if (1..=512).contains(&n) => Ok(n),
+                        _ => Err(format!(
+                            "--concurrency {v:?}: {s:?} is not an integer in 1..=512"
+                        )),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                concurrency = Some(list);
+            }
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    let mut smoke_reason = None;
+    if !bench_flag && !quick {
+        quick = true;
+        smoke_reason = Some("run without --bench (as `cargo test --benches` does): smoke mode");
+    }
+    let duration = duration.unwrap_or(if quick {
+        Duration::from_millis(250)
+    } else {
+        Duration::from_secs(3)
+    });
+    Ok(Parsed::Run(Opts {
+        duration,
+        warmup: (duration / 5).min(Duration::from_secs(1)),
+        concurrency: concurrency.unwrap_or(if quick { vec![1, 8] } else { vec![1, 8, 64] }),
+        quick,
+        smoke_reason,
+        listings: if quick { 20 } else { 200 },
+        idle_agents: if quick { 100 } else { 1000 },
+    }))
+}

@@ -1,0 +1,240 @@
+//! The printed report: the tables of the tools/call runs, the memory and the listing sections.
+
+use crate::calls::{Mode, Payload, Row};
+use crate::listing::ListReport;
+use crate::memory::MemReport;
+use crate::options::Opts;
+use crate::{IDLE_SERVERS, LIST_SERVERS, TOOLS_PER_SERVER};
+use std::time::Duration;
+
+pub fn mib(kib: Option<u64>) -> String {
+    kib.map_or("?".into(), |k| format!("{:.1} MiB", k as f64 / 1024.0))
+}
+
+pub fn us(v: f64) -> String {
+    if v.is_nan() {
+        "-".into()
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+fn ratio(a: f64, b: f64) -> String {
+    if a.is_finite() && b.is_finite() && b > 0.0 {
+        format!("{:.2}", a / b)
+    } else {
+        "-".into()
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+pub fn print_relay(rows: &[Row], opts: &Opts) {
+    println!();
+    println!(
+        "tools/call through each path: closed loop, {:.2} s counted after {:.2} s warm-up; \
+         conns x depth = connections x requests pipelined on each; latency in µs",
+        opts.duration.as_secs_f64(),
+        opts.warmup.as_secs_f64()
+    );
+    println!(
+        "{:<7} {:>4} {:>6}  {:<9} {:>10} {:>9} {:>9} {:>8} {:>6}",
+        "payload", "c", "conns", "path", "calls/s", "p50 µs", "p99 µs", "counted", "errors"
+    );
+    for r in rows {
+        let errors = r.tally.errors() + u64::from(r.failure.is_some());
+        println!(
+            "{:<7} {:>4} {:>6}  {:<9} {:>10.0} {:>9} {:>9} {:>8} {:>6}",
+            r.payload.name(),
+            r.concurrency,
+            r.layout,
+            r.mode.name(),
+            r.calls_per_s,
+            us(r.p50_us),
+            us(r.p99_us),
+            r.counted,
+            errors
+        );
+    }
+    println!();
+    println!(
+        "ratios (mcpd ÷ baseline): throughput below 1 and p50 above 1 are what the mcpd hop costs"
+    );
+    println!(
+        "{:<7} {:>4}  {:>16} {:>16} {:>16} {:>16}",
+        "payload", "c", "thr mcpd/direct", "thr mcpd/bare", "p50 mcpd/direct", "p50 mcpd/bare"
+    );
+    let find = |p: Payload, c: usize, m: Mode| {
+        rows.iter()
+            .find(|r| r.payload == p && r.concurrency == c && r.mode == m)
+    };
+    for r in rows.iter().filter(|r| r.mode == Mode::Mcpd) {
+        let (Some(d), Some(b)) = (
+            find(r.payload, r.concurrency, Mode::Direct),
+            find(r.payload, r.concurrency, Mode::BareHop),
+        ) else {
+            continue;
+        };
+        println!(
+            "{:<7} {:>4}  {:>16} {:>16} {:>16} {:>16}",
+            r.payload.name(),
+            r.concurrency,
+            ratio(r.calls_per_s, d.calls_per_s),
+            ratio(r.calls_per_s, b.calls_per_s),
+            ratio(r.p50_us, d.p50_us),
+            ratio(r.p50_us, b.p50_us),
+        );
+    }
+    println!(
+        "note: at c > 1, direct and bare-hop run one fixture process per connection while all \
+         of mcpd's connections share its one fx process, so those ratios include that fan-in \
+         onto a single server, not only the hop"
+    );
+    let troubled: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.tally.errors() > 0 || r.failure.is_some())
+        .collect();
+    if !troubled.is_empty() {
+        println!();
+        println!("errors:");
+        for r in troubled {
+            let t = &r.tally;
+            println!(
+                "  {} c={} {}: {} JSON-RPC errors, {} wrong results, {} stray lines, {} lost to a broken connection{}",
+                r.payload.name(),
+                r.concurrency,
+                r.mode.name(),
+                t.rpc_errors,
+                t.wrong,
+                t.stray,
+                t.broken,
+                r.failure
+                    .as_ref()
+                    .map(|f| format!("; FAILED: {f}"))
+                    .unwrap_or_default()
+            );
+            for s in &t.samples {
+                println!("      e.g. {s}");
+            }
+        }
+    }
+}
+
+pub fn print_memory(m: &Result<MemReport, String>, bench_fds: &str) -> bool {
+    println!();
+    let m = match m {
+        Ok(m) => m,
+        Err(e) => {
+            println!("daemon memory: FAILED: {e}");
+            return false;
+        }
+    };
+    let mut ok = true;
+    println!(
+        "daemon memory (VmRSS of the mcpd process; the servers and the sentinel are other processes):"
+    );
+    let delta = match (m.idle_kib, m.with_agents_kib) {
+        (Some(a), Some(b)) if m.agents_opened > 0 => format!(
+            " (+{:.1} MiB, {:.1} KiB per connection)",
+            (b as f64 - a as f64) / 1024.0,
+            (b as f64 - a as f64) / m.agents_opened as f64
+        ),
+        _ => String::new(),
+    };
+    let rows = [
+        (
+            format!(
+                "idle, {IDLE_SERVERS} fixture servers ready ({} after start)",
+                ms(m.servers_ready_in)
+            ),
+            mib(m.idle_kib),
+        ),
+        (
+            format!(
+                "with {} idle initialized agent connections",
+                m.agents_opened
+            ),
+            format!("{}{delta}", mib(m.with_agents_kib)),
+        ),
+        ("after closing them".into(), mib(m.after_close_kib)),
+    ];
+    for (label, value) in rows {
+        println!("  {:<54} {value}", format!("{label}:"));
+    }
+    println!(
+        "  RLIMIT_NOFILE soft/hard: bench {bench_fds}, mcpd {}; daemon.max_agents = {}",
+        m.daemon_fd_limit,
+        m.agents + 64
+    );
+    if !m.agent_failures.is_empty() {
+        ok = false;
+        println!(
+            "  ERROR: {} of {} agent connections failed, e.g. {}",
+            m.agent_failures.len(),
+            m.agents,
+            m.agent_failures[0]
+        );
+    }
+    if let Err(e) = &m.still_answers {
+        ok = false;
+        println!("  ERROR: mcpd/status failed with the agents connected: {e}");
+    }
+    if let Err(e) = &m.shutdown {
+        ok = false;
+        println!("  ERROR at shutdown: {e}");
+    }
+    ok
+}
+
+pub fn print_listing(l: &Result<ListReport, String>) -> bool {
+    println!();
+    let l = match l {
+        Ok(l) => l,
+        Err(e) => {
+            println!("tools/list: FAILED: {e}");
+            return false;
+        }
+    };
+    let mut ok = true;
+    let want = LIST_SERVERS * TOOLS_PER_SERVER;
+    println!(
+        "tools/list with {LIST_SERVERS} servers x {TOOLS_PER_SERVER} tools = {want} tools ({} pages per listing):",
+        l.pages
+    );
+    println!(
+        "  mcpd serve start -> first complete listing of {want} tools, nothing cached: {}",
+        ms(l.cold_full_list)
+    );
+    println!(
+        "  mcpd serve start -> first complete listing of {want} tools, from the catalog cache: {} \
+         (socket accepting after {}, {} incomplete listings before it)",
+        ms(l.first_full_list),
+        ms(l.socket_after),
+        l.partial_listings,
+    );
+    println!(
+        "  full listing latency over {} listings: p50 {} µs, p99 {} µs",
+        l.lat_us.len(),
+        us(pct_f(&l.lat_us, 0.50)),
+        us(pct_f(&l.lat_us, 0.99))
+    );
+    for f in &l.failures {
+        ok = false;
+        println!("  ERROR: {f}");
+    }
+    if let Err(e) = &l.shutdown {
+        ok = false;
+        println!("  ERROR at shutdown: {e}");
+    }
+    ok
+}
+
+fn pct_f(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = (p * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}

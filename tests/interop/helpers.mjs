@@ -1,0 +1,156 @@
+// Shared by the Node interop peers (ts*_*.mjs, everything_http.mjs): failing with a message,
+// reading options, importing the pinned SDKs from the peers install, answering elicitations,
+// exiting with the parent, and the closing steps of a client run.
+//
+// SDK location: ESM `import` ignores NODE_PATH, so the SDKs are imported by absolute path
+// from $MCPD_PEERS_DIR/node/node_modules (default: <repo>/target/peers, i.e. two levels
+// above this file's directory, then target/peers), as installed by .ci/install-peers.
+
+import { existsSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+export const MODERN = "2026-07-28";
+export const ELICIT_ANSWER = { action: "accept", content: { name: "Ada" } };
+
+export function fail(prog, msg, code = 1) {
+  process.stderr.write(`${prog}: error: ${msg}\n`);
+  process.exit(code);
+}
+
+// Reads `--flag value` pairs into `opts` (flags must be in `allowed`); with `rest`, other
+// arguments are collected there, without it they are unknown options. Usage errors exit 2.
+export function readFlags(prog, args, allowed, opts, rest) {
+  for (let i = 0; i < args.length; i++) {
+    const flag = args[i];
+    if (rest && !flag.startsWith("--")) {
+      rest.push(flag);
+      continue;
+    }
+    if (!allowed.includes(flag)) fail(prog, `unknown option ${flag}`, 2);
+    const value = args[i + 1];
+    if (value === undefined) fail(prog, `${flag} needs a value`, 2);
+    opts[flag.slice(2)] = value;
+    i++;
+  }
+  return opts;
+}
+
+// A positive number of seconds, in milliseconds.
+export function seconds(prog, flag, value) {
+  const n = Number(value);
+  if (!(n > 0)) fail(prog, `${flag} must be a positive number of seconds, got ${value}`, 2);
+  return n * 1000;
+}
+
+// The `--args JSON` of a tool call: a JSON object.
+export function toolArgsFrom(prog, raw) {
+  let toolArgs;
+  try {
+    toolArgs = JSON.parse(raw);
+  } catch (e) {
+    fail(prog, `--args is not valid JSON: ${e.message}`, 2);
+  }
+  if (toolArgs === null || typeof toolArgs !== "object" || Array.isArray(toolArgs)) fail(prog, "--args must be a JSON object", 2);
+  return toolArgs;
+}
+
+function peersPackageDir(name) {
+  const here = path.dirname(fileURLToPath(import.meta.url));
+  const peers = process.env.MCPD_PEERS_DIR || path.resolve(here, "..", "..", "target", "peers");
+  return path.join(peers, "node", "node_modules", "@modelcontextprotocol", name);
+}
+
+// Import `@modelcontextprotocol/sdk/<sub>` (the 1.x SDK) from the peers install by absolute
+// path, mapping <sub> through the package's own "exports" ("./*" -> import target).
+export function sdkImporter(prog) {
+  const pkgDir = peersPackageDir("sdk");
+  const pkgJson = path.join(pkgDir, "package.json");
+  if (!existsSync(pkgJson)) {
+    fail(prog, `the MCP TypeScript SDK is not installed at ${pkgDir}; run .ci/install-peers (or set MCPD_PEERS_DIR)`);
+  }
+  const pkg = JSON.parse(readFileSync(pkgJson, "utf8"));
+  return async (sub) => {
+    const entry = pkg.exports?.[`./${sub}`] ?? pkg.exports?.["./*"];
+    const target = typeof entry === "string" ? entry : entry?.import;
+    if (!target) fail(prog, `cannot map @modelcontextprotocol/sdk/${sub} through the SDK's exports`);
+    const file = path.join(pkgDir, target.replace("*", sub));
+    return import(pathToFileURL(file).href);
+  };
+}
+
+// Import `@modelcontextprotocol/<pkg>` (a v2 package; sub-path `sub`, e.g. "." or "./stdio")
+// from the peers install by absolute path, through the package's own "exports" map.
+export function v2Importer(prog, pkg) {
+  const pkgDir = peersPackageDir(pkg);
+  const pkgJson = path.join(pkgDir, "package.json");
+  if (!existsSync(pkgJson)) {
+    fail(prog, `@modelcontextprotocol/${pkg} is not installed at ${pkgDir}; run .ci/install-peers (or set MCPD_PEERS_DIR)`);
+  }
+  const manifest = JSON.parse(readFileSync(pkgJson, "utf8"));
+  return (sub) => {
+    const entry = manifest.exports?.[sub];
+    const target = entry?.import?.default ?? entry?.import ?? entry?.default;
+    if (typeof target !== "string") fail(prog, `cannot map @modelcontextprotocol/${pkg} ${sub} through its exports`);
+    return import(pathToFileURL(path.join(pkgDir, target)).href);
+  };
+}
+
+// Runs `action` once the parent process is gone (Node has no parent-death signal, so the
+// parent pid is polled every `everyMs`). The timer does not keep the process alive.
+export function whenParentDies(action, everyMs = 500) {
+  const parent = process.ppid;
+  setInterval(() => {
+    if (process.ppid !== parent) action();
+  }, everyMs).unref();
+}
+
+// A stdio transport for COMMAND that inherits our whole environment (the SDK alone would
+// pass only HOME, LOGNAME, PATH, SHELL, TERM, USER) and whose stderr goes to ours.
+export function stdioTransport(StdioClientTransport, command) {
+  return new StdioClientTransport({
+    command: command[0],
+    args: command.slice(1),
+    env: { ...process.env },
+    stderr: "inherit",
+  });
+}
+
+// Answers every form `elicitation/create` with ELICIT_ANSWER and declines the others;
+// returns the list of what was asked.
+export function answerElicitations(client) {
+  const elicitations = [];
+  client.setRequestHandler("elicitation/create", async (request) => {
+    const params = request.params ?? {};
+    elicitations.push({ mode: params.mode ?? "form", message: params.message });
+    if ((params.mode ?? "form") !== "form") return { action: "decline" };
+    return ELICIT_ANSWER;
+  });
+  return elicitations;
+}
+
+// Reports SDK transport errors on stderr.
+export function reportTransportErrors(prog, client) {
+  client.onerror = (e) => process.stderr.write(`${prog}: transport error: ${e?.message ?? e}\n`);
+}
+
+// A failure for stderr: the error's name, its JSON-RPC code if any, and its message. With
+// MCPD_INTEROP_DEBUG set, the whole error goes to stderr first.
+export function errorText(e) {
+  if (process.env.MCPD_INTEROP_DEBUG) console.error(e);
+  const code = e?.code !== undefined ? ` (code ${e.code})` : "";
+  return `${e?.name ?? "Error"}${code}: ${e?.message ?? e}`;
+}
+
+// Lets the SDK close the client (for stdio: stdin EOF, then SIGTERM, then SIGKILL of the
+// server) as on success, but waits at most `ms`.
+export async function closeWithin(client, ms = 5000) {
+  if (client) {
+    await Promise.race([client.close().catch(() => {}), new Promise((r) => setTimeout(r, ms).unref())]);
+  }
+}
+
+// Prints the result as one line of JSON and exits 0 once it is written.
+export function printAndExit(out) {
+  process.stdout.write(JSON.stringify(out) + "\n", () => process.exit(0));
+}
