@@ -15,7 +15,7 @@ const SDK_PROTOCOL: &str = "2025-11-25";
 
 /// The clients' own bound on a whole run (`--timeout`); the Python SDK may need about 5 s
 /// more to shut down after it fires.
-const CLIENT_TIMEOUT_SECS: u64 = 15;
+const CLIENT_TIMEOUT_SECS: u64 = 30;
 
 /// Our bound on a client process, above the client's own so its error message wins.
 const CLIENT_WAIT: Duration = Duration::from_secs(30);
@@ -350,8 +350,9 @@ async fn python_and_typescript_clients_at_once_share_one_process_per_server() {
         );
     }
 
-    // Both clients call a tool that takes 3 s, so their calls overlap upstream.
-    let long = json!({ "duration": 3, "steps": 3 });
+    // Both clients call a tool that takes 6 s, so their calls overlap upstream even when
+    // a loaded machine starts the second client seconds after the first.
+    let long = json!({ "duration": 6, "steps": 3 });
     let tool = "everything__trigger-long-running-operation";
     let py = run_client(&peers, Sdk::Python, &d, tool, &long);
     let ts = run_client(&peers, Sdk::TypeScript, &d, tool, &long);
@@ -383,7 +384,7 @@ async fn python_and_typescript_clients_at_once_share_one_process_per_server() {
     let raw = raw_listing(&d).await;
     let done = json!([{
         "type": "text",
-        "text": "Long running operation completed. Duration: 3 seconds, Steps: 3.",
+        "text": "Long running operation completed. Duration: 6 seconds, Steps: 3.",
     }]);
     for (sdk, out) in [(Sdk::Python, &py), (Sdk::TypeScript, &ts)] {
         assert_handshake_and_listing(sdk, out, &raw);
