@@ -3,7 +3,7 @@
 use super::AgentContext;
 use super::forward::{self, Caller, Route, Target};
 use super::render::Rewrite;
-use super::reply::Pending;
+use super::reply::ReplyFuture;
 use super::session::Session;
 use crate::errors::AgentError;
 use crate::jsonrpc::{self, Id, Request};
@@ -21,7 +21,7 @@ pub fn start(
     outbox: &Outbox,
     session: &Session,
     modern: bool,
-) -> Result<(Id, CancellationToken, Pending), String> {
+) -> Result<(Id, CancellationToken, ReplyFuture), String> {
     let Request { id, params, .. } = req;
     let fail = |e: AgentError| jsonrpc::error_line(Some(&id), &e.to_error_object());
     let Some(Value::Object(mut params)) = params else {

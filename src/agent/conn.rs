@@ -3,7 +3,7 @@
 use super::AgentContext;
 use super::handlers;
 use super::input::{self, Inputs, Resumed};
-use super::reply::{Handled, Pending, Step};
+use super::reply::{Handled, ReplyFuture, Step};
 use super::session::Session;
 use crate::errors::AgentError;
 use crate::framing::{self, BoundedLines, Frame};
@@ -99,7 +99,7 @@ struct Conn {
     inputs: Inputs,
     /// Requests in flight, by the agent's id, with what cancels them.
     in_flight: HashMap<Id, CancellationToken>,
-    calls: FuturesUnordered<Pending>,
+    calls: FuturesUnordered<ReplyFuture>,
     max_in_flight: usize,
     /// Set once shutdown began: the calls in flight may finish until then.
     drain_deadline: Option<Instant>,

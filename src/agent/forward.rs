@@ -2,7 +2,7 @@
 
 use super::input;
 use super::render::Rewrite;
-use super::reply::{InFlight, Pending, Step};
+use super::reply::{InFlight, ReplyFuture, Step};
 use super::session::Session;
 use crate::errors::AgentError;
 use crate::jsonrpc::{self, Id};
@@ -90,7 +90,7 @@ impl Caller {
     }
 }
 
-pub fn launch(id: Id, target: Target, caller: &Caller) -> (Id, CancellationToken, Pending) {
+pub fn launch(id: Id, target: Target, caller: &Caller) -> (Id, CancellationToken, ReplyFuture) {
     let cancel = CancellationToken::new();
     let fut = launch_with(id.clone(), target, caller, cancel.clone());
     (id, cancel, fut)
@@ -105,7 +105,7 @@ pub fn deferred(
     mut catalog: tokio::sync::watch::Receiver<Arc<crate::registry::Catalog>>,
     caller: Caller,
     supervisor: crate::supervisor::SupervisorHandle,
-) -> (Id, CancellationToken, Pending) {
+) -> (Id, CancellationToken, ReplyFuture) {
     let cancel = CancellationToken::new();
     let token = cancel.clone();
     let reply_id = id.clone();
@@ -165,7 +165,7 @@ pub fn instance_call(
     caller: Caller,
     supervisor: crate::supervisor::SupervisorHandle,
     agent: u64,
-) -> (Id, CancellationToken, Pending) {
+) -> (Id, CancellationToken, ReplyFuture) {
     let cancel = CancellationToken::new();
     let token = cancel.clone();
     let reply_id = id.clone();
@@ -199,7 +199,7 @@ fn unavailable(id: Id, server: &str, why: String) -> (Id, Step) {
     (id, Step::Reply(line))
 }
 
-fn launch_with(id: Id, target: Target, caller: &Caller, cancel: CancellationToken) -> Pending {
+fn launch_with(id: Id, target: Target, caller: &Caller, cancel: CancellationToken) -> ReplyFuture {
     // Every routed request is timed for `mcpd ctl metrics`, whatever its outcome.
     let (metrics, server, method) = (
         caller.metrics.clone(),
@@ -222,7 +222,7 @@ fn launch_with(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
         .boxed()
 }
 
-fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToken) -> Pending {
+fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToken) -> ReplyFuture {
     let outbox = &caller.outbox.about(&id);
     let modern = caller.modern;
     let Target {

@@ -24,8 +24,8 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
         session.counted = Some(super::AgentGauge::count(&ctx.daemon));
     }
     let modern = match modern::check(&req, session) {
-        modern::Verdict::Refuse(line) => return Handled::Now(line),
-        modern::Verdict::Serve { modern } => modern,
+        modern::EraCheck::Refuse(line) => return Handled::Now(line),
+        modern::EraCheck::Serve { modern } => modern,
     };
     if is_control(&req.method)
         && let Err(why) = may_control(ctx, session)

@@ -6,7 +6,7 @@
 //! answers `input_required` and parks it here until the agent retries.
 
 use super::render::{self, Rewrite};
-use super::reply::{InFlight, Pending, Step};
+use super::reply::{InFlight, ReplyFuture, Step};
 use super::request_state;
 use super::session::Session;
 use crate::jsonrpc::{self, ErrorObject, Id};
@@ -87,7 +87,7 @@ impl Inputs {
     }
 
     /// Cancels every parked call, for the connection's end.
-    pub fn cancel_parked(&mut self, calls: &mut FuturesUnordered<Pending>) {
+    pub fn cancel_parked(&mut self, calls: &mut FuturesUnordered<ReplyFuture>) {
         for (_, p) in self.parked.drain() {
             let cancel = CancellationToken::new();
             cancel.cancel();
@@ -232,7 +232,7 @@ impl Inputs {
 
     /// Parked calls whose agent never retried are cancelled upstream; requests the agent
     /// never answered are failed.
-    pub fn expire(&mut self, calls: &mut FuturesUnordered<Pending>) {
+    pub fn expire(&mut self, calls: &mut FuturesUnordered<ReplyFuture>) {
         let now = Instant::now();
         let unanswered: Vec<Id> = self
             .outgoing
@@ -280,14 +280,14 @@ pub enum Resumed {
 }
 
 /// Resumes a parked call as the answer to the agent's retry `id`.
-pub fn resume(mut call: InFlight, id: Id, cancel: CancellationToken) -> Pending {
+pub fn resume(mut call: InFlight, id: Id, cancel: CancellationToken) -> ReplyFuture {
     call.id = id;
     call.cancel = cancel;
     drive(call)
 }
 
 /// Drives a modern agent's call until it answers, is cancelled, or needs input.
-pub fn drive(mut c: InFlight) -> Pending {
+pub fn drive(mut c: InFlight) -> ReplyFuture {
     async move {
         enum Next {
             Reply(RawReply),

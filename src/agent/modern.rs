@@ -8,7 +8,7 @@ use crate::protocol::method;
 use serde_json::{Value, json};
 
 /// What `handle` should do with a request after looking at its era.
-pub enum Verdict {
+pub enum EraCheck {
     /// Serve it; `modern` says whether its result gets the modern shape.
     Serve { modern: bool },
     /// Refuse it with this line.
@@ -18,7 +18,7 @@ pub enum Verdict {
 /// Decides a request's era and pins the connection on its first decisive exchange:
 /// `initialize` pins legacy, a valid modern request pins modern; `server/discover` pins
 /// nothing, so a client can still fall back to `initialize`.
-pub fn check(req: &Request, session: &mut Session) -> Verdict {
+pub fn check(req: &Request, session: &mut Session) -> EraCheck {
     if req.method == method::INITIALIZE {
         if session.era == Some(Era::Modern) {
             let requested = req
@@ -26,26 +26,26 @@ pub fn check(req: &Request, session: &mut Session) -> Verdict {
                 .as_ref()
                 .and_then(|p| p.get("protocolVersion"))
                 .and_then(Value::as_str);
-            return Verdict::Refuse(unsupported(
+            return EraCheck::Refuse(unsupported(
                 &req.id,
                 requested,
                 "this connection already speaks 2026-07-28; initialize is not part of it",
             ));
         }
-        return Verdict::Serve { modern: false };
+        return EraCheck::Serve { modern: false };
     }
     match era::request_era(req.params.as_ref()) {
         // `server/discover` is answered without pinning, so a client can still fall
         // back to `initialize` afterwards.
         RequestEra::Modern | RequestEra::Legacy if req.method == method::DISCOVER => {
-            Verdict::Serve { modern: true }
+            EraCheck::Serve { modern: true }
         }
         RequestEra::Modern if era::REMOVED_METHODS.contains(&req.method.as_str()) => {
             let e = ErrorObject::new(
                 jsonrpc::code::METHOD_NOT_FOUND,
                 format!("{} is not part of 2026-07-28", req.method),
             );
-            Verdict::Refuse(jsonrpc::error_line(Some(&req.id), &e))
+            EraCheck::Refuse(jsonrpc::error_line(Some(&req.id), &e))
         }
         RequestEra::Modern => {
             if session.era.is_none() {
@@ -64,18 +64,18 @@ pub fn check(req: &Request, session: &mut Session) -> Verdict {
                 session.client_version = field("version");
                 tracing::info!(agent = session.agent, "agent speaks 2026-07-28");
             }
-            Verdict::Serve { modern: true }
+            EraCheck::Serve { modern: true }
         }
-        RequestEra::UnsupportedVersion(v) => Verdict::Refuse(unsupported(
+        RequestEra::UnsupportedVersion(v) => EraCheck::Refuse(unsupported(
             &req.id,
             Some(&v),
             "Unsupported protocol version",
         )),
-        RequestEra::MissingKey(k) => Verdict::Refuse(missing_key(&req.id, k)),
+        RequestEra::MissingKey(k) => EraCheck::Refuse(missing_key(&req.id, k)),
         RequestEra::Legacy if session.era == Some(Era::Modern) && !is_mcpd_method(&req.method) => {
-            Verdict::Refuse(missing_key(&req.id, key::PROTOCOL_VERSION))
+            EraCheck::Refuse(missing_key(&req.id, key::PROTOCOL_VERSION))
         }
-        RequestEra::Legacy => Verdict::Serve { modern: false },
+        RequestEra::Legacy => EraCheck::Serve { modern: false },
     }
 }
 

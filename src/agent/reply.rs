@@ -17,12 +17,12 @@ pub enum Handled {
     Later {
         id: Id,
         cancel: CancellationToken,
-        fut: Pending,
+        fut: ReplyFuture,
     },
 }
 
 /// An in-flight request of one agent, resolved inside the agent's actor.
-pub type Pending = BoxFuture<'static, (Id, Step)>;
+pub type ReplyFuture = BoxFuture<'static, (Id, Step)>;
 
 /// How an in-flight request ended, or paused.
 pub enum Step {

@@ -433,7 +433,7 @@ pub fn set_level(req: &Request, session: &mut Session) -> Handled {
     }
 }
 
-fn later((id, cancel, fut): (Id, CancellationToken, super::reply::Pending)) -> Handled {
+fn later((id, cancel, fut): (Id, CancellationToken, super::reply::ReplyFuture)) -> Handled {
     Handled::Later { id, cancel, fut }
 }
 

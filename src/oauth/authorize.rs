@@ -22,7 +22,7 @@ const TOKEN_TIMEOUT: Duration = Duration::from_secs(30);
 /// An authorization in progress: everything the redirect is checked against and the
 /// code exchanged with. There is one per server; its `state` finds it, and it is used once.
 #[derive(Debug, Clone)]
-pub struct Pending {
+pub struct PendingAuthorization {
     pub state: String,
     verifier: Secret,
     /// The issuer of the validated metadata the user was sent to.
@@ -55,7 +55,7 @@ pub fn start(
     redirect_uri: &str,
     resource: &str,
     scopes: &[String],
-) -> Option<(Url, Pending)> {
+) -> Option<(Url, PendingAuthorization)> {
     let verifier = random_text(32);
     let state = random_text(16);
     let mut url = Url::parse(&meta.authorization_endpoint).ok()?;
@@ -72,7 +72,7 @@ pub fn start(
             q.append_pair("scope", &scopes.join(" "));
         }
     }
-    let pending = Pending {
+    let pending = PendingAuthorization {
         state,
         verifier: Secret::new(verifier),
         issuer: meta.issuer.clone(),
@@ -113,7 +113,7 @@ pub enum CallbackError {
 /// Checks the URL the browser was redirected to against the pending authorization and
 /// returns its code. The `iss` check comes before anything else the redirect says,
 /// errors included (RFC 9207 §2.4).
-pub fn callback(pending: &Pending, redirected: &Url) -> Result<Secret, CallbackError> {
+pub fn callback(pending: &PendingAuthorization, redirected: &Url) -> Result<Secret, CallbackError> {
     let param = |name: &str| {
         redirected
             .query_pairs()
@@ -191,7 +191,7 @@ struct ErrorAnswer {
 /// Exchanges the code of a checked redirect for tokens, once.
 pub async fn exchange(
     http: &reqwest::Client,
-    pending: &Pending,
+    pending: &PendingAuthorization,
     code: &Secret,
 ) -> Result<Tokens, TokenError> {
     let form = [
@@ -424,7 +424,7 @@ mod tests {
             start(&meta(iss), client(), redirect, "r", &[]).unwrap().1
         };
         let (promised, plain) = (pending(true), pending(false));
-        let at = |p: &Pending, q: &str| {
+        let at = |p: &PendingAuthorization, q: &str| {
             let u = Url::parse(&format!(
                 "http://127.0.0.1:5/callback?state={}&{q}",
                 p.state

@@ -1,6 +1,6 @@
 //! The steps of one login before the browser: discovery, the scopes to ask for, the loopback listener for the redirect, registration, and the authorization URL; and the listener itself.
 
-use super::authorize::{self, Pending};
+use super::authorize::{self, PendingAuthorization};
 use super::challenge::Bearer;
 use super::discovery::{self, DiscoveryError, ServerMetadata};
 use super::registration::{self, Configured, RegistrationError, Source};
@@ -45,7 +45,7 @@ pub enum LoginError {
 pub struct Prepared {
     /// The URL the user opens.
     pub url: Url,
-    pub pending: Pending,
+    pub pending: PendingAuthorization,
     pub metadata: ServerMetadata,
     /// The bound loopback listener the redirect comes to.
     pub listener: tokio::net::TcpListener,

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 /// One cached verdict.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Verdict {
+pub struct CachedEra {
     pub fingerprint: String,
     pub era: Era,
     /// Why: the probe's outcome in words, shown in `ctl status`.
@@ -22,7 +22,7 @@ pub struct Verdict {
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct File {
-    servers: BTreeMap<String, Verdict>,
+    servers: BTreeMap<String, CachedEra>,
 }
 
 pub struct EraCache {
@@ -51,7 +51,7 @@ impl EraCache {
     }
 
     /// The cached era of a server, if its configuration has not changed since.
-    pub fn get(&self, cfg: &ServerConfig) -> Option<&Verdict> {
+    pub fn get(&self, cfg: &ServerConfig) -> Option<&CachedEra> {
         self.file
             .servers
             .get(&cfg.name)
@@ -63,7 +63,7 @@ impl EraCache {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0);
-        let verdict = Verdict {
+        let verdict = CachedEra {
             fingerprint: fingerprint(cfg),
             era,
             reason,

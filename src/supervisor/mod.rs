@@ -20,7 +20,7 @@ use crate::registry::{Availability, Catalog, Registry};
 use crate::sentinel::SentinelHandle;
 use crate::upstream::connection::{self, ConnectionContext, EraPlan};
 use crate::upstream::http::HttpInfo;
-use crate::upstream::probe::Verdict;
+use crate::upstream::probe::ProbeVerdict;
 use crate::upstream::process;
 use crate::upstream::{ConnectionEvent, ConnectionExit, ServerIdentity, UpstreamHandle};
 use backoff::{Backoff, CrashBudget};
@@ -205,7 +205,7 @@ impl SupervisorHandle {
 pub(crate) enum Finished {
     Connection(ConnectionExit),
     /// A probe's verdict; None when it was cancelled.
-    Probe(Option<Verdict>),
+    Probe(Option<ProbeVerdict>),
 }
 
 /// What to do when the running instance exits.

@@ -4,7 +4,7 @@ use super::{AfterExit, Finished, Running, ServerState, Supervisor};
 use crate::config::{Launch, ProtocolMode};
 use crate::protocol::era::Era;
 use crate::upstream::connection::EraPlan;
-use crate::upstream::probe::{self, Verdict};
+use crate::upstream::probe::{self, ProbeVerdict};
 use crate::upstream::process;
 use std::sync::Arc;
 use tokio::time::Instant;
@@ -89,7 +89,12 @@ impl Supervisor {
 
     /// A probe ended: remember its verdict, then start the serving connection unless the
     /// server was stopped meanwhile.
-    pub(super) fn on_probe(&mut self, name: &Arc<str>, instance: u64, verdict: Option<Verdict>) {
+    pub(super) fn on_probe(
+        &mut self,
+        name: &Arc<str>,
+        instance: u64,
+        verdict: Option<ProbeVerdict>,
+    ) {
         let sentinel = self.sentinel.clone();
         let Some(slot) = self.current(name, instance) else {
             return;

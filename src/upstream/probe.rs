@@ -21,7 +21,7 @@ const PROBE_STOP_GRACE: Duration = Duration::from_millis(200);
 
 /// The probe's verdict and why.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Verdict {
+pub struct ProbeVerdict {
     pub era: Era,
     pub reason: String,
 }
@@ -34,7 +34,7 @@ pub async fn run(
     timeout: Duration,
     max_line: usize,
     cancel: &CancellationToken,
-) -> Option<Verdict> {
+) -> Option<ProbeVerdict> {
     let Spawned {
         mut child,
         pid,
@@ -53,7 +53,7 @@ pub async fn run(
     let mut frames = FramedRead::new(stdout, BoundedLines::new(max_line));
     let exchange = async {
         if let Err(e) = stdin.write_all(line.as_bytes()).await {
-            return Verdict {
+            return ProbeVerdict {
                 era: Era::Legacy,
                 reason: format!("the probe process did not take server/discover ({e})"),
             };
@@ -62,7 +62,7 @@ pub async fn run(
         loop {
             match frames.next().await {
                 None | Some(Err(_)) => {
-                    return Verdict {
+                    return ProbeVerdict {
                         era: Era::Legacy,
                         reason: "the probe process closed its output on server/discover".into(),
                     };
@@ -72,11 +72,11 @@ pub async fn run(
                         && r.id == id
                     {
                         return match handshake::classify(r.outcome) {
-                            Discovered::Modern(_, reason) => Verdict {
+                            Discovered::Modern(_, reason) => ProbeVerdict {
                                 era: Era::Modern,
                                 reason,
                             },
-                            Discovered::Legacy(reason) => Verdict {
+                            Discovered::Legacy(reason) => ProbeVerdict {
                                 era: Era::Legacy,
                                 reason,
                             },
@@ -90,7 +90,7 @@ pub async fn run(
     let verdict = tokio::select! {
         r = tokio::time::timeout(timeout, exchange) => Some(match r {
             Ok(v) => v,
-            Err(_) => Verdict {
+            Err(_) => ProbeVerdict {
                 era: Era::Legacy,
                 reason: format!(
                     "no answer to server/discover within {} (health.probe_timeout)",

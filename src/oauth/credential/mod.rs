@@ -1,6 +1,6 @@
 //! The owner of one remote server's login: an actor that holds its tokens, refreshes them ahead of expiry and after a refused request (once for every caller at a time, a rotated refresh token stored before the new access token is used), and runs `mcpd ctl login`'s one pending authorization and `logout`.
 
-use super::authorize::{self, Pending, TokenError, Tokens};
+use super::authorize::{self, PendingAuthorization, TokenError, Tokens};
 use super::challenge::Bearer;
 use super::flow::{Arrived, LoginError, Prepared, Setup};
 use super::store::{self, Stored, StoredClient, StoredTokens};
@@ -36,7 +36,7 @@ const ARRIVALS: usize = 4;
 
 /// The one login waiting for its redirect.
 struct PendingLogin {
-    pending: Pending,
+    pending: PendingAuthorization,
     metadata: super::discovery::ServerMetadata,
     url: Url,
     arrived: mpsc::Receiver<Arrived>,
@@ -48,7 +48,7 @@ struct PendingLogin {
 /// A code being exchanged: the login it belongs to, and who waits for the outcome.
 struct Exchange {
     future: BoxFuture<'static, Result<Tokens, TokenError>>,
-    pending: Pending,
+    pending: PendingAuthorization,
     metadata: super::discovery::ServerMetadata,
     listening: CancellationToken,
     respond_to: oneshot::Sender<Result<(), String>>,

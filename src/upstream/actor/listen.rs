@@ -1,6 +1,6 @@
 //! Subscriptions to the server's changes: a modern server's `subscriptions/listen` and agents' resource subscriptions.
 
-use super::{Actor, LISTEN_RETRY, ListenState, Pending, Responder};
+use super::{Actor, LISTEN_RETRY, ListenState, PendingRequest, Responder};
 use crate::jsonrpc::ErrorObject;
 use crate::protocol::era::Era;
 use crate::protocol::method;
@@ -36,7 +36,7 @@ impl Actor {
         }
         self.pending.insert(
             id,
-            Pending {
+            PendingRequest {
                 call: None,
                 method: method::LISTEN.into(),
                 respond_to: Responder::Listen,

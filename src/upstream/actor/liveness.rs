@@ -1,6 +1,6 @@
 //! The loop's clock: when to wake, liveness pings of a quiet server, telling the supervisor of idleness, and retrying the subscription and the TTL refresh.
 
-use super::{Actor, ListenState, Pending, Responder};
+use super::{Actor, ListenState, PendingRequest, Responder};
 use crate::protocol::era::Era;
 use crate::protocol::method;
 use crate::upstream::ConnectionEvent;
@@ -94,7 +94,7 @@ impl Actor {
             let deadline = Some(self.deadlines.insert(id, self.ping_timeout * 2));
             self.pending.insert(
                 id,
-                Pending {
+                PendingRequest {
                     call: None,
                     method: method::PING.into(),
                     respond_to: Responder::Ping,

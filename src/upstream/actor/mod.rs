@@ -73,7 +73,7 @@ pub enum End {
     Refused(String),
 }
 
-struct Pending {
+struct PendingRequest {
     call: Option<CallId>,
     method: String,
     respond_to: Responder,
@@ -117,7 +117,7 @@ pub struct Actor {
     ping_timeout: Duration,
     /// mcpd's own ids for this connection; 0 was the `initialize` request.
     next_id: u64,
-    pending: HashMap<u64, Pending>,
+    pending: HashMap<u64, PendingRequest>,
     /// Agent call -> upstream id, so cancellations find their request.
     by_call: HashMap<CallId, u64>,
     deadlines: DelayQueue<u64>,

@@ -1,6 +1,6 @@
 //! Requests mcpd sends the server: dressing and sending them, deadlines, cancellation, and failing them when their reply stream or the connection ends.
 
-use super::{Actor, MAX_RESUMES, Pending, Responder};
+use super::{Actor, MAX_RESUMES, PendingRequest, Responder};
 use crate::jsonrpc;
 use crate::protocol::era::Era;
 use crate::protocol::method;
@@ -81,7 +81,7 @@ impl Actor {
         }
         self.pending.insert(
             id,
-            Pending {
+            PendingRequest {
                 call,
                 method,
                 respond_to: Responder::Caller(respond_to),
@@ -102,7 +102,7 @@ impl Actor {
         }
     }
 
-    pub(super) fn forget_deadline(&mut self, p: &Pending) {
+    pub(super) fn forget_deadline(&mut self, p: &PendingRequest) {
         if let Some(key) = &p.deadline {
             self.deadlines.remove(key);
         }

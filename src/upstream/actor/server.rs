@@ -1,6 +1,6 @@
 //! What the server sends: its lines, responses and notifications, its own requests and their answers, and the routing of its log and progress messages.
 
-use super::{Actor, ListenState, Pending, Responder};
+use super::{Actor, ListenState, PendingRequest, Responder};
 use crate::framing::Frame;
 use crate::jsonrpc::{self, ErrorObject, Id, Message, Notification, Request, Response, code};
 use crate::protocol::ListKind;
@@ -185,7 +185,7 @@ impl Actor {
             );
             return self.answer_server(&r.id, Err(e));
         }
-        let calls: Vec<&Pending> = match related {
+        let calls: Vec<&PendingRequest> = match related {
             Some(id) => self.pending.get(&id).into_iter().collect(),
             None => self.pending.values().filter(|p| p.call.is_some()).collect(),
         };
