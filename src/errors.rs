@@ -35,6 +35,8 @@ pub mod mcpd_code {
 pub enum AgentError {
     #[error("unknown tool '{0}'; call tools/list to see the tools mcpd offers")]
     UnknownTool(String),
+    #[error("no profile named '{name}' (configured: {known})")]
+    UnknownProfile { name: String, known: String },
     #[error("invalid params for {method}: {reason}")]
     InvalidParams { method: String, reason: String },
     #[error("method '{0}' is not supported by mcpd")]
@@ -113,7 +115,9 @@ impl AgentError {
             AgentError::UnknownTool(name) => {
                 ErrorObject::new(code::INVALID_PARAMS, message).with_data(json!({ "tool": name }))
             }
-            AgentError::InvalidParams { .. } => ErrorObject::new(code::INVALID_PARAMS, message),
+            AgentError::InvalidParams { .. } | AgentError::UnknownProfile { .. } => {
+                ErrorObject::new(code::INVALID_PARAMS, message)
+            }
             AgentError::UnknownMethod(_) => ErrorObject::new(code::METHOD_NOT_FOUND, message),
             AgentError::Unavailable { server, .. } => {
                 ErrorObject::new(mcpd_code::SERVER_UNAVAILABLE, message)

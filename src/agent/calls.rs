@@ -3,10 +3,10 @@
 use super::AgentContext;
 use super::forward::{self, Caller, Route, Target};
 use super::render::Rewrite;
-use super::reply::ReplyFuture;
+use super::reply::{Refusal, ReplyFuture};
 use super::session::Session;
 use crate::errors::AgentError;
-use crate::jsonrpc::{self, Id, Request};
+use crate::jsonrpc::{Id, Request};
 use crate::outbox::Outbox;
 use crate::protocol::method;
 use crate::registry::Availability;
@@ -21,9 +21,12 @@ pub fn start(
     outbox: &Outbox,
     session: &Session,
     modern: bool,
-) -> Result<(Id, CancellationToken, ReplyFuture), String> {
+) -> Result<(Id, CancellationToken, ReplyFuture), Refusal> {
     let Request { id, params, .. } = req;
-    let fail = |e: AgentError| jsonrpc::error_line(Some(&id), &e.to_error_object());
+    let fail = |error: AgentError| Refusal {
+        id: id.clone(),
+        error,
+    };
     let Some(Value::Object(mut params)) = params else {
         return Err(fail(invalid("params must be an object with a \"name\"")));
     };
@@ -88,7 +91,7 @@ pub fn start(
         let (c, s) = (ctx.catalog.clone(), ctx.supervisor.clone());
         return Ok(forward::deferred(id, route, *wait, c, caller, s));
     }
-    let handle = forward::ready_handle(&catalog, &server, &id)?;
+    let handle = forward::ready_handle(&catalog, &server).map_err(fail)?;
     Ok(forward::launch(id, Target { route, handle }, &caller))
 }
 

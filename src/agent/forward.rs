@@ -39,12 +39,11 @@ pub struct Target {
     pub handle: UpstreamHandle,
 }
 
-/// The handle of a server that can take requests now, or the error line explaining why not.
+/// The handle of a server that can take requests now, or why it cannot.
 pub fn ready_handle(
     catalog: &crate::registry::Catalog,
     server: &Arc<str>,
-    id: &Id,
-) -> Result<UpstreamHandle, String> {
+) -> Result<UpstreamHandle, AgentError> {
     match catalog.servers.get(server) {
         Some(Availability::Ready(h)) => Ok(h.clone()),
         other => {
@@ -52,11 +51,10 @@ pub fn ready_handle(
                 || "not configured any more".to_owned(),
                 Availability::explain,
             );
-            let e = AgentError::Unavailable {
+            Err(AgentError::Unavailable {
                 server: server.to_string(),
                 why,
-            };
-            Err(jsonrpc::error_line(Some(id), &e.to_error_object()))
+            })
         }
     }
 }
@@ -176,7 +174,7 @@ pub fn instance_call(
         };
         let handle = match got {
             Ok(Ok(h)) => h,
-            Ok(Err(why)) => return unavailable(reply_id, &route.server, why),
+            Ok(Err(why)) => return unavailable(reply_id, &route.server, why.to_string()),
             Err(_) => {
                 let why = format!(
                     "still starting this agent's instance after {}",

@@ -42,9 +42,9 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
                 .and_then(|p| p.pointer("/_meta/mcpd~1profile"))
                 .and_then(Value::as_str);
             if let Some(name) = chosen
-                && let Err(line) = choose_profile(&req.id, name, ctx, session)
+                && let Err(e) = choose_profile(name, ctx, session)
             {
-                return Handled::Now(line);
+                return error(&req.id, e);
             }
             Handled::Now(initialize(&req, session))
         }
@@ -61,9 +61,9 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
                     "\"name\" (a profile name) is required",
                 );
             };
-            match choose_profile(&req.id, name, ctx, session) {
+            match choose_profile(name, ctx, session) {
                 Ok(()) => Handled::Now(jsonrpc::result_line(&req.id, &json!({}))),
-                Err(line) => Handled::Now(line),
+                Err(e) => error(&req.id, e),
             }
         }
         method::DISCOVER => Handled::Now(modern::discover(&req, ctx)),
@@ -93,7 +93,7 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
         method::TOOLS_LIST => tools_list(&req, ctx, modern, session),
         method::TOOLS_CALL => match calls::start(req, ctx, outbox, session, modern) {
             Ok((id, cancel, fut)) => Handled::Later { id, cancel, fut },
-            Err(line) => Handled::Now(line),
+            Err(refusal) => Handled::Now(refusal.line()),
         },
         method::MCPD_STATUS => status(req, ctx),
         "mcpd/reload" => reload(req, ctx),
@@ -249,13 +249,8 @@ fn gauges(out: &mut String, servers: &[crate::supervisor::ServerStatus], agents:
     }
 }
 
-/// Sets the connection's profile, or returns the error line for an unknown one.
-fn choose_profile(
-    id: &Id,
-    name: &str,
-    ctx: &AgentContext,
-    session: &mut Session,
-) -> Result<(), String> {
+/// Sets the connection's profile, or says it is unknown.
+fn choose_profile(name: &str, ctx: &AgentContext, session: &mut Session) -> Result<(), AgentError> {
     match ctx.profiles.get(name) {
         Some(p) => {
             tracing::info!(
@@ -268,18 +263,14 @@ fn choose_profile(
         }
         None => {
             let known: Vec<&str> = ctx.profiles.keys().map(String::as_str).collect();
-            let e = jsonrpc::ErrorObject::new(
-                jsonrpc::code::INVALID_PARAMS,
-                format!(
-                    "no profile named '{name}' (configured: {})",
-                    if known.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        known.join(", ")
-                    }
-                ),
-            );
-            Err(jsonrpc::error_line(Some(id), &e))
+            Err(AgentError::UnknownProfile {
+                name: name.to_owned(),
+                known: if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                },
+            })
         }
     }
 }
@@ -408,7 +399,7 @@ fn control(req: Request, ctx: &AgentContext, action: Action) -> Handled {
         let line = match supervisor.control(&name, action).await {
             Ok(()) => jsonrpc::result_line(&reply_id, &json!({})),
             Err(why) => {
-                let e = jsonrpc::ErrorObject::new(jsonrpc::code::INVALID_PARAMS, why);
+                let e = jsonrpc::ErrorObject::new(jsonrpc::code::INVALID_PARAMS, why.to_string());
                 jsonrpc::error_line(Some(&reply_id), &e)
             }
         };

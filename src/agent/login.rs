@@ -43,7 +43,7 @@ pub fn handle(req: Request, ctx: &AgentContext) -> Handled {
     let fut = async move {
         let refused = crate::errors::mcpd_code::NEEDS_LOGIN;
         let line = match supervisor.login(&name).await {
-            Err(why) => fail(&reply_id, jsonrpc::code::INVALID_PARAMS, why),
+            Err(why) => fail(&reply_id, jsonrpc::code::INVALID_PARAMS, why.to_string()),
             Ok(login) => match method.as_str() {
                 LOGIN => match login.login().await {
                     Ok(url) => jsonrpc::result_line(&reply_id, &json!({ "url": url.as_str() })),

@@ -9,6 +9,20 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+/// A request refused before it went anywhere: its id and why.
+#[derive(Debug)]
+pub struct Refusal {
+    pub id: Id,
+    pub error: crate::errors::AgentError,
+}
+
+impl Refusal {
+    /// The error response for the agent.
+    pub fn line(&self) -> String {
+        crate::jsonrpc::error_line(Some(&self.id), &self.error.to_error_object())
+    }
+}
+
 /// How a request was taken.
 pub enum Handled {
     /// Answered at once.

@@ -314,9 +314,9 @@ pub fn subscribe(
         Ok(r) => r,
         Err(why) => return not_found(&req.id, &uri, why, false),
     };
-    let handle = match forward::ready_handle(&catalog, &server, &req.id) {
+    let handle = match forward::ready_handle(&catalog, &server) {
         Ok(h) => h,
-        Err(line) => return Handled::Now(line),
+        Err(e) => return Handled::Now(jsonrpc::error_line(Some(&req.id), &e.to_error_object())),
     };
     let key = (server.clone(), original.clone());
     if !on {
@@ -447,9 +447,9 @@ fn send(
     session: &Session,
     modern: bool,
 ) -> Handled {
-    let handle = match forward::ready_handle(catalog, &route.server, &id) {
+    let handle = match forward::ready_handle(catalog, &route.server) {
         Ok(h) => h,
-        Err(line) => return Handled::Now(line),
+        Err(e) => return Handled::Now(jsonrpc::error_line(Some(&id), &e.to_error_object())),
     };
     let caller = Caller::of(outbox, session, modern);
     later(forward::launch(id, Target { route, handle }, &caller))

@@ -5,7 +5,7 @@
 //! template server's tools, learned once like a lazy server's, and their calls are routed
 //! to their own instance.
 
-use super::{AfterExit, ServerState, Slot, Supervisor};
+use super::{AfterExit, ServerState, Slot, Supervisor, SupervisorError};
 use crate::upstream::UpstreamHandle;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,18 +22,18 @@ pub struct Owner {
     pub agent: u64,
 }
 
-pub type Waiter = oneshot::Sender<Result<UpstreamHandle, String>>;
+pub type Waiter = oneshot::Sender<Result<UpstreamHandle, SupervisorError>>;
 
 impl Supervisor {
     /// An agent's instance of `server`: answered at once when it is ready, otherwise
     /// once it is (or has failed).
     pub(super) fn instance(&mut self, server: &str, agent: u64, respond_to: Waiter) {
         let Some(template) = self.slots.get(server) else {
-            let _ = respond_to.send(Err(format!("no server named '{server}'")));
+            let _ = respond_to.send(Err(self.unknown(server)));
             return;
         };
         if !template.cfg.per_agent {
-            let _ = respond_to.send(Err(format!("'{server}' is not shared per agent")));
+            let _ = respond_to.send(Err(SupervisorError::NotPerAgent(server.to_owned())));
             return;
         }
         let key: Arc<str> = Arc::from(format!("{server}@{agent}"));
@@ -122,7 +122,9 @@ impl Supervisor {
         ) {
             (ServerState::Ready, Some(h)) => Ok(h),
             (ServerState::Starting, _) => return,
-            _ => Err(slot.availability().explain()),
+            _ => Err(SupervisorError::InstanceFailed(
+                slot.availability().explain(),
+            )),
         };
         for w in slot.waiters.drain(..) {
             let _ = w.send(outcome.clone()); // the agent may have given up

@@ -1,6 +1,6 @@
 //! The exit and restart policy: what happens when a connection ends, retries that fall due, and `ctl` start/stop/restart.
 
-use super::{Action, AfterExit, ServerState, Supervisor};
+use super::{Action, AfterExit, ServerState, Supervisor, SupervisorError};
 use crate::upstream::ConnectionExit;
 use std::sync::Arc;
 use tokio::time::Instant;
@@ -135,13 +135,9 @@ impl Supervisor {
         self.publish();
     }
 
-    pub(super) fn control(&mut self, name: &str, action: Action) -> Result<(), String> {
+    pub(super) fn control(&mut self, name: &str, action: Action) -> Result<(), SupervisorError> {
         let Some(key) = self.slots.keys().find(|k| &***k == name).cloned() else {
-            let known: Vec<&str> = self.slots.keys().map(|k| &**k).collect();
-            return Err(format!(
-                "no server named '{name}' (configured: {})",
-                known.join(", ")
-            ));
+            return Err(self.unknown(name));
         };
         let Some(slot) = self.slots.get_mut(&key) else {
             return Ok(());

@@ -1,6 +1,6 @@
 //! Remote servers' OAuth logins as the supervisor sees them: each slot owns its server's credential, a login that ends well starts the server, a logout or a refused login parks it as `needs-login` instead of retrying.
 
-use super::{AfterExit, ServerState, Slot, Supervisor};
+use super::{AfterExit, ServerState, Slot, Supervisor, SupervisorError};
 use crate::config::{Launch, ServerConfig};
 use crate::oauth::credential::CredentialHandle;
 use crate::oauth::flow::Setup;
@@ -86,19 +86,13 @@ impl Supervisor {
     }
 
     /// The credential of `server`, for `mcpd ctl login` and `logout`.
-    pub(super) fn login_of(&self, server: &str) -> Result<CredentialHandle, String> {
+    pub(super) fn login_of(&self, server: &str) -> Result<CredentialHandle, SupervisorError> {
         let Some(slot) = self.slots.get(server) else {
-            let known: Vec<&str> = self.slots.keys().map(|k| &**k).collect();
-            return Err(format!(
-                "no server named '{server}' (configured: {})",
-                known.join(", ")
-            ));
+            return Err(self.unknown(server));
         };
         slot.login.clone().ok_or_else(|| match &slot.cfg.launch {
-            Launch::Stdio(_) => format!("'{server}' is a local server; only remote servers log in"),
-            Launch::Http(_) => format!(
-                "'{server}' has a static credential (bearer_token_env or an Authorization header) or oauth = false"
-            ),
+            Launch::Stdio(_) => SupervisorError::LocalServer(server.to_owned()),
+            Launch::Http(_) => SupervisorError::NoOAuth(server.to_owned()),
         })
     }
 }

@@ -50,7 +50,7 @@ enum SupervisorMsg {
     Control {
         name: String,
         action: Action,
-        respond_to: oneshot::Sender<Result<(), String>>,
+        respond_to: oneshot::Sender<Result<(), SupervisorError>>,
     },
     /// An agent's own instance of a `share = "agent"` server.
     Instance {
@@ -63,13 +63,45 @@ enum SupervisorMsg {
     /// The login of a remote server, for `mcpd ctl login` and `logout`.
     Login {
         name: String,
-        respond_to: oneshot::Sender<Result<crate::oauth::credential::CredentialHandle, String>>,
+        respond_to:
+            oneshot::Sender<Result<crate::oauth::credential::CredentialHandle, SupervisorError>>,
     },
     /// Apply a new, already validated configuration's servers.
     Reload {
         config: Box<Config>,
         respond_to: oneshot::Sender<ReloadSummary>,
     },
+}
+
+/// Why the supervisor could not do what was asked.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SupervisorError {
+    #[error("no server named '{name}' (configured: {known})")]
+    UnknownServer { name: String, known: String },
+    #[error("'{0}' is not shared per agent")]
+    NotPerAgent(String),
+    /// An agent's own instance could not be started; says why.
+    #[error("{0}")]
+    InstanceFailed(String),
+    #[error("'{0}' is a local server; only remote servers log in")]
+    LocalServer(String),
+    #[error(
+        "'{0}' has a static credential (bearer_token_env or an Authorization header) or oauth = false"
+    )]
+    NoOAuth(String),
+    #[error("the supervisor did not answer: {0}")]
+    NoAnswer(#[from] crate::ask::AskError),
+}
+
+impl Supervisor {
+    /// The error for a name that is no configured server.
+    fn unknown(&self, name: &str) -> SupervisorError {
+        let known: Vec<&str> = self.slots.keys().map(|k| &**k).collect();
+        SupervisorError::UnknownServer {
+            name: name.to_owned(),
+            known: known.join(", "),
+        }
+    }
 }
 
 /// Control actions on one server.
@@ -148,7 +180,11 @@ impl SupervisorHandle {
     }
 
     /// The caller's own instance of a `share = "agent"` server, once it is ready.
-    pub async fn instance(&self, server: &str, agent: u64) -> Result<UpstreamHandle, String> {
+    pub async fn instance(
+        &self,
+        server: &str,
+        agent: u64,
+    ) -> Result<UpstreamHandle, SupervisorError> {
         let asked = crate::ask::ask(&self.tx, INSTANCE_WAIT, |respond_to| {
             SupervisorMsg::Instance {
                 server: server.to_owned(),
@@ -157,7 +193,7 @@ impl SupervisorHandle {
             }
         })
         .await;
-        asked.unwrap_or_else(|e| Err(format!("the supervisor did not answer: {e}")))
+        asked.unwrap_or_else(|e| Err(e.into()))
     }
 
     /// Applies a new configuration's servers; returns what changed.
@@ -179,7 +215,7 @@ impl SupervisorHandle {
     pub async fn login(
         &self,
         name: &str,
-    ) -> Result<crate::oauth::credential::CredentialHandle, String> {
+    ) -> Result<crate::oauth::credential::CredentialHandle, SupervisorError> {
         let asked = crate::ask::ask(&self.tx, Duration::from_secs(10), |respond_to| {
             SupervisorMsg::Login {
                 name: name.to_owned(),
@@ -187,17 +223,17 @@ impl SupervisorHandle {
             }
         })
         .await;
-        asked.unwrap_or_else(|e| Err(e.to_string()))
+        asked.unwrap_or_else(|e| Err(e.into()))
     }
 
-    pub async fn control(&self, name: &str, action: Action) -> Result<(), String> {
+    pub async fn control(&self, name: &str, action: Action) -> Result<(), SupervisorError> {
         let asked = crate::ask::ask(&self.tx, STATUS_WAIT, |respond_to| SupervisorMsg::Control {
             name: name.to_owned(),
             action,
             respond_to,
         })
         .await;
-        asked.unwrap_or_else(|e| Err(format!("the supervisor did not answer: {e}")))
+        asked.unwrap_or_else(|e| Err(e.into()))
     }
 }
 
