@@ -51,12 +51,12 @@ pub fn handle(req: Request, ctx: &AgentContext) -> Handled {
                 },
                 WAIT => match login.wait().await {
                     Ok(()) => jsonrpc::result_line(&reply_id, &json!({})),
-                    Err(why) => fail(&reply_id, refused, why),
+                    Err(why) => fail(&reply_id, refused, why.to_string()),
                 },
                 REDIRECT => match redirect.as_deref().map(reqwest::Url::parse) {
                     Some(Ok(url)) => match login.redirected(url).await {
                         Ok(()) => jsonrpc::result_line(&reply_id, &json!({})),
-                        Err(why) => fail(&reply_id, refused, why),
+                        Err(why) => fail(&reply_id, refused, why.to_string()),
                     },
                     _ => fail(
                         &reply_id,
@@ -66,7 +66,7 @@ pub fn handle(req: Request, ctx: &AgentContext) -> Handled {
                 },
                 _ => match login.logout().await {
                     Ok(what) => jsonrpc::result_line(&reply_id, &json!({ "revocation": what })),
-                    Err(why) => fail(&reply_id, jsonrpc::code::INTERNAL_ERROR, why),
+                    Err(why) => fail(&reply_id, jsonrpc::code::INTERNAL_ERROR, why.to_string()),
                 },
             },
         };

@@ -37,6 +37,19 @@ pub enum LoginError {
     Callback(#[from] authorize::CallbackError),
     #[error("the login was not completed within {0}; run `mcpd ctl login` again")]
     Expired(String),
+    #[error(transparent)]
+    Token(#[from] authorize::TokenError),
+    /// No login is pending and none is in force; says why.
+    #[error("{0}")]
+    NotLoggedIn(String),
+    #[error("this login's code is already being exchanged")]
+    Exchanging,
+    #[error("logged out")]
+    LoggedOut,
+    #[error("could not remove the stored login: {0}")]
+    Store(String),
+    #[error("the login is not available: {0}")]
+    Gone(#[from] crate::ask::AskError),
     #[error("{0}")]
     Other(String),
 }
@@ -195,7 +208,7 @@ fn scopes(
 /// A redirect that reached the listener, for the credential's owner to check.
 pub struct Arrived {
     pub url: Url,
-    pub respond_to: oneshot::Sender<Result<(), String>>,
+    pub respond_to: oneshot::Sender<Result<(), LoginError>>,
 }
 
 /// Serves the loopback listener until `cancel` fires: each `GET /callback?…` is handed

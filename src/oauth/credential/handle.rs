@@ -65,14 +65,14 @@ pub(super) enum Msg {
     /// A redirect pasted by hand (`mcpd ctl login --paste`).
     Redirected {
         url: Url,
-        respond_to: oneshot::Sender<Result<(), String>>,
+        respond_to: oneshot::Sender<Result<(), LoginError>>,
     },
     /// Waits for the pending login to end.
     Wait {
-        respond_to: oneshot::Sender<Result<(), String>>,
+        respond_to: oneshot::Sender<Result<(), LoginError>>,
     },
     Logout {
-        respond_to: oneshot::Sender<Result<String, String>>,
+        respond_to: oneshot::Sender<Result<String, LoginError>>,
     },
     /// The server refused a token that was just renewed: the login is over.
     Spent { token: Arc<Secret>, why: String },
@@ -200,38 +200,38 @@ impl CredentialHandle {
             respond_to,
         })
         .await;
-        asked.unwrap_or_else(|e| Err(LoginError::Other(e.to_string())))
+        asked.unwrap_or_else(|e| Err(e.into()))
     }
 
     /// Hands over the URL the browser was redirected to; Ok once the code is exchanged.
-    pub async fn redirected(&self, url: Url) -> Result<(), String> {
+    pub async fn redirected(&self, url: Url) -> Result<(), LoginError> {
         let asked = crate::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Redirected {
             url,
             respond_to,
         })
         .await;
-        asked.unwrap_or_else(|e| Err(e.to_string()))
+        asked.unwrap_or_else(|e| Err(e.into()))
     }
 
     /// Waits (up to the login's own timeout) for the pending login to end.
-    pub async fn wait(&self) -> Result<(), String> {
+    pub async fn wait(&self) -> Result<(), LoginError> {
         let (respond_to, rx) = oneshot::channel();
         if self.tx.send(Msg::Wait { respond_to }).await.is_err() {
-            return Err("the login is not available".into());
+            return Err(crate::ask::AskError::Gone.into());
         }
         match tokio::time::timeout(LOGIN_TIMEOUT + ASK_TIMEOUT, rx).await {
             Ok(Ok(r)) => r,
-            Ok(Err(_)) => Err("the login was abandoned".into()),
-            Err(_) => Err("the login did not end in time".into()),
+            Ok(Err(_)) => Err(crate::ask::AskError::Gone.into()),
+            Err(_) => Err(crate::ask::AskError::Timeout(LOGIN_TIMEOUT + ASK_TIMEOUT).into()),
         }
     }
 
     /// Forgets the login (revoking its tokens where the server offers revocation).
-    pub async fn logout(&self) -> Result<String, String> {
+    pub async fn logout(&self) -> Result<String, LoginError> {
         let asked = crate::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Logout {
             respond_to,
         })
         .await;
-        asked.unwrap_or_else(|e| Err(e.to_string()))
+        asked.unwrap_or_else(|e| Err(e.into()))
     }
 }

@@ -84,7 +84,7 @@ impl Credential {
                     let _ = s.send(Err(e.clone())); // the caller may have gone
                 }
                 for f in self.finishers.drain(..) {
-                    let _ = f.send(Err(e.to_string())); // the caller may have gone
+                    let _ = f.send(Err(e.clone())); // the caller may have gone
                 }
             }
         }
@@ -95,24 +95,24 @@ impl Credential {
     pub(super) fn on_redirect(
         &mut self,
         url: Url,
-        respond_to: oneshot::Sender<Result<(), String>>,
+        respond_to: oneshot::Sender<Result<(), LoginError>>,
     ) {
         if self.exchanging.is_some() {
-            let _ = respond_to.send(Err("this login's code is already being exchanged".into()));
+            let _ = respond_to.send(Err(LoginError::Exchanging));
             return;
         }
         let Some(login) = &self.pending else {
-            let _ = respond_to.send(Err(authorize::CallbackError::UnknownState.to_string()));
+            let _ = respond_to.send(Err(authorize::CallbackError::UnknownState.into()));
             return;
         };
         match authorize::callback(&login.pending, &url) {
             Err(authorize::CallbackError::UnknownState) => {
                 // Not this login's redirect: the real one may still come.
-                let _ = respond_to.send(Err(authorize::CallbackError::UnknownState.to_string()));
+                let _ = respond_to.send(Err(authorize::CallbackError::UnknownState.into()));
             }
             Err(e) => {
                 tracing::warn!(upstream = %self.setup.server, "the login's redirect was refused: {e}");
-                let why = e.to_string();
+                let why = LoginError::Callback(e);
                 if let Some(p) = self.pending.take() {
                     p.listening.cancel();
                 }
@@ -188,7 +188,7 @@ impl Credential {
             }
             Err(e) => {
                 tracing::warn!(upstream = %self.setup.server, "the login failed: {e}");
-                Err(e.to_string())
+                Err(LoginError::Token(e))
             }
         };
         let _ = ex.respond_to.send(result.clone()); // the browser may have gone
@@ -201,8 +201,7 @@ impl Credential {
     pub(super) fn expire_login(&mut self) {
         if let Some(p) = self.pending.take() {
             p.listening.cancel();
-            let why = LoginError::Expired(humantime::format_duration(LOGIN_TIMEOUT).to_string())
-                .to_string();
+            let why = LoginError::Expired(humantime::format_duration(LOGIN_TIMEOUT).to_string());
             tracing::info!(upstream = %self.setup.server, "{why}");
             self.view.send_modify(|v| v.pending = false);
             for f in self.finishers.drain(..) {
@@ -211,12 +210,12 @@ impl Credential {
         }
     }
 
-    pub(super) fn logout(&mut self, respond_to: oneshot::Sender<Result<String, String>>) {
+    pub(super) fn logout(&mut self, respond_to: oneshot::Sender<Result<String, LoginError>>) {
         if let Some(p) = self.pending.take() {
             p.listening.cancel();
         }
         for f in self.finishers.drain(..) {
-            let _ = f.send(Err("logged out".into())); // the caller may have gone
+            let _ = f.send(Err(LoginError::LoggedOut)); // the caller may have gone
         }
         let stored = self.stored.take();
         self.registered = None;
@@ -248,7 +247,7 @@ impl Credential {
             tracing::info!(upstream = %server, "logged out: {revoked}");
             let answer = match removed {
                 Ok(()) => Ok(revoked),
-                Err(e) => Err(format!("could not remove the stored login: {e}")),
+                Err(e) => Err(LoginError::Store(e.to_string())),
             };
             let _ = respond_to.send(answer); // the caller may have gone
         });

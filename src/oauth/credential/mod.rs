@@ -51,7 +51,7 @@ struct Exchange {
     pending: PendingAuthorization,
     metadata: super::discovery::ServerMetadata,
     listening: CancellationToken,
-    respond_to: oneshot::Sender<Result<(), String>>,
+    respond_to: oneshot::Sender<Result<(), LoginError>>,
 }
 
 struct Credential {
@@ -84,7 +84,7 @@ struct Credential {
     pending: Option<PendingLogin>,
     exchanging: Option<Exchange>,
     /// `mcpd ctl login`s waiting for the login to end.
-    finishers: Vec<oneshot::Sender<Result<(), String>>>,
+    finishers: Vec<oneshot::Sender<Result<(), LoginError>>>,
 }
 
 impl Credential {
@@ -188,7 +188,7 @@ impl Credential {
             Msg::Wait { respond_to } => {
                 if self.pending.is_none() && self.preparing.is_none() && self.exchanging.is_none() {
                     let r = match self.needs() {
-                        Some(why) => Err(why),
+                        Some(why) => Err(LoginError::NotLoggedIn(why)),
                         None => Ok(()),
                     };
                     let _ = respond_to.send(r); // the caller may have gone
