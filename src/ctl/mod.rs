@@ -132,16 +132,21 @@ async fn exchange(
     Err(CtlError::Closed)
 }
 
+/// The daemon's answer as it came, pretty-printed (`--json`).
+fn print_json(out: &mut Out, result: &Value) -> Result<(), CtlError> {
+    writeln!(
+        out,
+        "{}",
+        serde_json::to_string_pretty(result).unwrap_or_default()
+    )?;
+    Ok(())
+}
+
 pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
     let result = request(socket, crate::protocol::method::MCPD_STATUS, None).await?;
     let mut out = Out::lock();
     if as_json {
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&result).unwrap_or_default()
-        )?;
-        return Ok(());
+        return print_json(&mut out, &result);
     }
     let servers: Vec<ServerStatus> = serde_json::from_value(at(&result, "servers").clone())
         .map_err(|e| CtlError::Unexpected(format!("status servers: {e}")))?;
@@ -571,12 +576,7 @@ pub async fn agents(socket: &Path, as_json: bool) -> Result<(), CtlError> {
     let result = request(socket, "mcpd/agents", None).await?;
     let mut out = Out::lock();
     if as_json {
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&result).unwrap_or_default()
-        )?;
-        return Ok(());
+        return print_json(&mut out, &result);
     }
     let agents: Vec<crate::agent::roster::AgentInfo> =
         serde_json::from_value(at(&result, "agents").clone())
