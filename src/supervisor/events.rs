@@ -126,7 +126,7 @@ impl Supervisor {
                 });
                 let limit = self.name_limit;
                 let registry = &mut self.registry;
-                let outcome = tools.and_then(|t| {
+                let outcome = tools.map_err(|e| e.to_string()).and_then(|t| {
                     registry
                         .replace(&server, &t, limit)
                         .map_err(|e| e.to_string())

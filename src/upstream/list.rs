@@ -8,6 +8,30 @@ use std::collections::HashSet;
 /// Pages fetched at most, so a server that paginates forever cannot keep us busy.
 const MAX_PAGES: usize = 100;
 
+/// Why a server's list could not be had whole (a partial list is never used).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ListError {
+    #[error("{method} failed: {message} (code {code})")]
+    Refused {
+        method: String,
+        message: String,
+        code: i64,
+    },
+    #[error("{method} failed: {error}")]
+    Upstream {
+        method: String,
+        error: super::UpstreamError,
+    },
+    #[error("{method} result has no \"{field}\" array")]
+    NoArray { method: String, field: String },
+    #[error("{method} repeated the cursor {cursor:?}; the pagination chain is broken")]
+    RepeatedCursor { method: String, cursor: String },
+    #[error("{method} returned a non-string nextCursor {value}")]
+    BadCursor { method: String, value: String },
+    #[error("{method} returned more than {MAX_PAGES} pages")]
+    TooManyPages { method: String },
+}
+
 /// A server's whole tool list, with the cache hints of its pages (2026-07-28).
 #[derive(Debug, Default)]
 pub struct ToolList {
@@ -19,7 +43,7 @@ pub struct ToolList {
 }
 
 /// Fetches every page of `tools/list`.
-pub async fn fetch_tools(handle: &UpstreamHandle) -> Result<ToolList, String> {
+pub async fn fetch_tools(handle: &UpstreamHandle) -> Result<ToolList, ListError> {
     fetch_list(handle, method::TOOLS_LIST, "tools").await
 }
 
@@ -30,7 +54,8 @@ pub async fn fetch_list(
     handle: &UpstreamHandle,
     list_method: &str,
     field: &str,
-) -> Result<ToolList, String> {
+) -> Result<ToolList, ListError> {
+    let method = || list_method.to_owned();
     let mut list = ToolList::default();
     let tools = &mut list.tools;
     let mut seen = HashSet::new();
@@ -40,15 +65,24 @@ pub async fn fetch_list(
         let result = match handle.request(list_method, params).await {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => {
-                return Err(format!(
-                    "{list_method} failed: {} (code {})",
-                    e.message, e.code
-                ));
+                return Err(ListError::Refused {
+                    method: method(),
+                    message: e.message,
+                    code: e.code,
+                });
             }
-            Err(e) => return Err(format!("{list_method} failed: {e}")),
+            Err(error) => {
+                return Err(ListError::Upstream {
+                    method: method(),
+                    error,
+                });
+            }
         };
         let Some(page) = result.get(field).and_then(Value::as_array) else {
-            return Err(format!("{list_method} result has no \"{field}\" array"));
+            return Err(ListError::NoArray {
+                method: method(),
+                field: field.to_owned(),
+            });
         };
         tools.extend(page.iter().cloned());
         if let Some(ttl) = result.get("ttlMs") {
@@ -61,20 +95,20 @@ pub async fn fetch_list(
             None | Some(Value::Null) => return Ok(list),
             Some(Value::String(next)) => {
                 if !seen.insert(next.clone()) {
-                    return Err(format!(
-                        "{list_method} repeated the cursor {next:?}; the pagination chain is broken"
-                    ));
+                    return Err(ListError::RepeatedCursor {
+                        method: method(),
+                        cursor: next.clone(),
+                    });
                 }
                 cursor = Some(next.clone());
             }
             Some(other) => {
-                return Err(format!(
-                    "{list_method} returned a non-string nextCursor {other}"
-                ));
+                return Err(ListError::BadCursor {
+                    method: method(),
+                    value: other.to_string(),
+                });
             }
         }
     }
-    Err(format!(
-        "{list_method} returned more than {MAX_PAGES} pages"
-    ))
+    Err(ListError::TooManyPages { method: method() })
 }

@@ -256,13 +256,13 @@ pub enum ConnectionEvent {
         server: Arc<str>,
         instance: u64,
         kind: crate::protocol::ListKind,
-        items: Result<Vec<Value>, String>,
+        items: Result<Vec<Value>, list::ListError>,
     },
     /// A fresh tool list, or why it could not be fetched.
     Tools {
         server: Arc<str>,
         instance: u64,
-        tools: Result<Vec<Value>, String>,
+        tools: Result<Vec<Value>, list::ListError>,
         /// The server's cache hints (`ttlMs`, private scope), when it gave any.
         cache: Option<(u64, bool)>,
     },

@@ -3,6 +3,7 @@
 use super::{Actor, MIN_TTL_REFRESH};
 use crate::protocol::ListKind;
 use crate::protocol::era::Era;
+use crate::upstream::list::ListError;
 use crate::upstream::list::ToolList;
 use crate::upstream::modern;
 use crate::upstream::{ConnectionEvent, fetch_list, fetch_tools};
@@ -35,7 +36,7 @@ impl Actor {
         }
     }
 
-    pub(super) async fn on_surface(&mut self, lists: Vec<(ListKind, Result<ToolList, String>)>) {
+    pub(super) async fn on_surface(&mut self, lists: Vec<(ListKind, Result<ToolList, ListError>)>) {
         self.surface_refresh = None;
         for (kind, list) in lists {
             let items = list.map(|l| l.tools);
@@ -65,7 +66,7 @@ impl Actor {
         self.refresh = Some(async move { fetch_tools(&handle).await }.boxed());
     }
 
-    pub(super) async fn on_tools(&mut self, list: Result<ToolList, String>) {
+    pub(super) async fn on_tools(&mut self, list: Result<ToolList, ListError>) {
         self.refresh = None;
         let mut cache = None;
         let tools = match list {

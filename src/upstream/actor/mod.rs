@@ -17,6 +17,7 @@ use crate::config::ServerConfig;
 use crate::jsonrpc::{ErrorObject, Id};
 use crate::protocol::ListKind;
 use crate::protocol::era::Era;
+use crate::upstream::list::ListError;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::{Stream, StreamExt};
@@ -38,7 +39,7 @@ mod requests;
 mod server;
 
 /// A running fetch of some of a server's prompt, resource and template lists.
-type SurfaceFetch = BoxFuture<'static, Vec<(ListKind, Result<ToolList, String>)>>;
+type SurfaceFetch = BoxFuture<'static, Vec<(ListKind, Result<ToolList, ListError>)>>;
 
 /// What a server offers that the actor keeps up to date.
 pub struct Offers {
@@ -134,7 +135,7 @@ pub struct Actor {
     renewals: u64,
     last_heard: Instant,
     ping: Option<(u64, Instant)>,
-    refresh: Option<BoxFuture<'static, Result<ToolList, String>>>,
+    refresh: Option<BoxFuture<'static, Result<ToolList, ListError>>>,
     refresh_again: bool,
     /// The prompt/resource/template lists the server has (from its capabilities).
     surface_kinds: Vec<ListKind>,
@@ -365,7 +366,7 @@ impl Actor {
 
 async fn poll_surface(
     refresh: &mut Option<SurfaceFetch>,
-) -> Vec<(ListKind, Result<ToolList, String>)> {
+) -> Vec<(ListKind, Result<ToolList, ListError>)> {
     match refresh {
         Some(f) => f.await,
         None => std::future::pending().await,
@@ -373,8 +374,8 @@ async fn poll_surface(
 }
 
 async fn poll_refresh(
-    refresh: &mut Option<BoxFuture<'static, Result<ToolList, String>>>,
-) -> Result<ToolList, String> {
+    refresh: &mut Option<BoxFuture<'static, Result<ToolList, ListError>>>,
+) -> Result<ToolList, ListError> {
     match refresh {
         Some(f) => f.await,
         None => std::future::pending().await,

@@ -1,0 +1,209 @@
+//! The supervisor's handle: the messages it takes, the cloneable `SupervisorHandle` that sends them (each answer within a deadline), and why a request can fail.
+
+use super::{
+    EVENTS, INSTANCE_WAIT, MAILBOX, ReloadSummary, STATUS_WAIT, ServerStatus, Slot, Supervisor,
+    catalog_cache, eras, instances, state_file,
+};
+use crate::config::Config;
+use crate::registry::{Catalog, Registry};
+use crate::sentinel::SentinelHandle;
+use crate::upstream::UpstreamHandle;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+pub(super) enum SupervisorMsg {
+    Status {
+        respond_to: oneshot::Sender<Vec<ServerStatus>>,
+    },
+    Control {
+        name: String,
+        action: Action,
+        respond_to: oneshot::Sender<Result<(), SupervisorError>>,
+    },
+    /// An agent's own instance of a `share = "agent"` server.
+    Instance {
+        server: String,
+        agent: u64,
+        respond_to: instances::Waiter,
+    },
+    /// An agent disconnected; its instances may go.
+    AgentGone { agent: u64 },
+    /// The login of a remote server, for `mcpd ctl login` and `logout`.
+    Login {
+        name: String,
+        respond_to:
+            oneshot::Sender<Result<crate::oauth::credential::CredentialHandle, SupervisorError>>,
+    },
+    /// Apply a new, already validated configuration's servers.
+    Reload {
+        config: Box<Config>,
+        respond_to: oneshot::Sender<ReloadSummary>,
+    },
+}
+
+/// Why the supervisor could not do what was asked.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SupervisorError {
+    #[error("no server named '{name}' (configured: {known})")]
+    UnknownServer { name: String, known: String },
+    #[error("'{0}' is not shared per agent")]
+    NotPerAgent(String),
+    /// An agent's own instance could not be started; says why.
+    #[error("{0}")]
+    InstanceFailed(String),
+    #[error("'{0}' is a local server; only remote servers log in")]
+    LocalServer(String),
+    #[error(
+        "'{0}' has a static credential (bearer_token_env or an Authorization header) or oauth = false"
+    )]
+    NoOAuth(String),
+    #[error("the supervisor did not answer: {0}")]
+    NoAnswer(#[from] crate::ask::AskError),
+}
+
+impl Supervisor {
+    /// The error for a name that is no configured server.
+    pub(super) fn unknown(&self, name: &str) -> SupervisorError {
+        let known: Vec<&str> = self.slots.keys().map(|k| &**k).collect();
+        SupervisorError::UnknownServer {
+            name: name.to_owned(),
+            known: known.join(", "),
+        }
+    }
+}
+
+/// Control actions on one server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Stop the process if running and start a new one; clears a crash loop.
+    Restart,
+    Stop,
+    Start,
+}
+
+/// The cloneable way to talk to the supervisor.
+#[derive(Debug, Clone)]
+pub struct SupervisorHandle {
+    tx: mpsc::Sender<SupervisorMsg>,
+}
+
+impl SupervisorHandle {
+    /// Starts the supervisor and every enabled server. The returned receiver always
+    /// holds the current catalog. The task ends once `cancel` fires and every
+    /// server process has been stopped and reaped.
+    pub fn spawn(
+        config: &Config,
+        cancel: CancellationToken,
+        sentinel: SentinelHandle,
+    ) -> (
+        SupervisorHandle,
+        watch::Receiver<Arc<Catalog>>,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let (tx, rx) = mpsc::channel(MAILBOX);
+        let (catalog_tx, catalog_rx) = watch::channel(Arc::new(Catalog::default()));
+        let (events_tx, events_rx) = mpsc::channel(EVENTS);
+        let slots = config
+            .servers
+            .values()
+            .map(|cfg| (Arc::from(cfg.name.as_str()), Slot::new(cfg.clone())))
+            .collect();
+        let writer = state_file::StateWriter::spawn();
+        let state_dir = eras::state_dir(config.daemon.state_dir.clone());
+        let credentials_dir = state_dir.clone();
+        let configured = &|name: &str| config.servers.contains_key(name);
+        let sup = Supervisor {
+            slots,
+            registry: Registry::default(),
+            catalog: catalog_tx,
+            events_tx,
+            events_rx,
+            rx,
+            conns: JoinSet::new(),
+            eras: eras::EraCache::load(state_dir.clone(), configured, writer.clone()),
+            state_dir: credentials_dir,
+            catalog_cache: catalog_cache::CatalogCache::load(state_dir, configured, writer.clone()),
+            writer,
+            next_instance: 0,
+            max_line: config.daemon.max_message_bytes,
+            queue_bytes: config.daemon.queue_bytes,
+            name_limit: config.daemon.tool_name_limit,
+            cancel,
+            sentinel,
+        };
+        let mut sup = sup;
+        // The first catalog (cached lists, servers starting) is published before this
+        // returns, so an agent accepted at once never sees an empty daemon.
+        sup.boot();
+        let task = tokio::spawn(sup.run());
+        (SupervisorHandle { tx }, catalog_rx, task)
+    }
+
+    pub async fn status(&self) -> Option<Vec<ServerStatus>> {
+        let asked = crate::ask::ask(&self.tx, STATUS_WAIT, |respond_to| SupervisorMsg::Status {
+            respond_to,
+        })
+        .await;
+        asked.ok()
+    }
+
+    /// The caller's own instance of a `share = "agent"` server, once it is ready.
+    pub async fn instance(
+        &self,
+        server: &str,
+        agent: u64,
+    ) -> Result<UpstreamHandle, SupervisorError> {
+        let asked = crate::ask::ask(&self.tx, INSTANCE_WAIT, |respond_to| {
+            SupervisorMsg::Instance {
+                server: server.to_owned(),
+                agent,
+                respond_to,
+            }
+        })
+        .await;
+        asked.unwrap_or_else(|e| Err(e.into()))
+    }
+
+    /// Applies a new configuration's servers; returns what changed.
+    pub async fn reload(&self, config: Config) -> Result<ReloadSummary, crate::ask::AskError> {
+        crate::ask::ask(&self.tx, STATUS_WAIT, |respond_to| SupervisorMsg::Reload {
+            config: Box::new(config),
+            respond_to,
+        })
+        .await
+    }
+
+    /// Tells the supervisor an agent disconnected.
+    pub fn agent_gone(&self, agent: u64) {
+        // A full mailbox drops this; the instances then stay until the daemon stops.
+        let _ = self.tx.try_send(SupervisorMsg::AgentGone { agent });
+    }
+
+    /// The login of a remote server, for `mcpd ctl login` and `logout`.
+    pub async fn login(
+        &self,
+        name: &str,
+    ) -> Result<crate::oauth::credential::CredentialHandle, SupervisorError> {
+        let asked = crate::ask::ask(&self.tx, Duration::from_secs(10), |respond_to| {
+            SupervisorMsg::Login {
+                name: name.to_owned(),
+                respond_to,
+            }
+        })
+        .await;
+        asked.unwrap_or_else(|e| Err(e.into()))
+    }
+
+    pub async fn control(&self, name: &str, action: Action) -> Result<(), SupervisorError> {
+        let asked = crate::ask::ask(&self.tx, STATUS_WAIT, |respond_to| SupervisorMsg::Control {
+            name: name.to_owned(),
+            action,
+            respond_to,
+        })
+        .await;
+        asked.unwrap_or_else(|e| Err(e.into()))
+    }
+}
