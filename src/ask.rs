@@ -47,7 +47,7 @@ mod tests {
         assert_eq!(ask(&tx, d, |r| r).await, Err(AskError::Timeout(d)));
         let first = rx.recv().await.unwrap();
         drop(first);
-        let answering = tokio::spawn(async move {
+        let answering = crate::tasks::spawn(async move {
             let r = rx.recv().await.unwrap();
             let _ = r.send(7);
             rx

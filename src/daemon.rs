@@ -10,6 +10,9 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+/// How long the last step of shutdown waits for stray tasks.
+const TASKS_DEADLINE: Duration = Duration::from_secs(2);
+
 /// Runs the daemon until `shutdown` fires, then stops in order: stop accepting, let calls
 /// in flight finish within the grace, stop every server, remove the socket. Every wait
 /// has a deadline.
@@ -96,8 +99,13 @@ pub async fn serve(
         supervisor.clone(),
     );
     let hup = reloader.clone();
-    tokio::spawn(async move {
-        while reloads.recv().await.is_some() {
+    let stopping = shutdown.clone();
+    crate::tasks::spawn(async move {
+        // Ends with the daemon: its handle is one of those the reloader waits to see go.
+        while let Some(()) = tokio::select! {
+            r = reloads.recv() => r,
+            () = stopping.cancelled() => None,
+        } {
             // The outcome is logged by the reloader.
             let _ = hup.reload().await;
         }
@@ -132,7 +140,7 @@ pub async fn serve(
     let agents = TaskTracker::new();
     let status = (ctx.catalog.clone(), ctx.daemon.clone());
     let http_task = http.map(|(tcp, cfg, token, _)| {
-        tokio::spawn(crate::agent::http::run(
+        crate::tasks::spawn(crate::agent::http::run(
             tcp,
             cfg,
             token,
@@ -141,7 +149,7 @@ pub async fn serve(
             shutdown.clone(),
         ))
     });
-    let listen = tokio::spawn(listener::run(
+    let listen = crate::tasks::spawn(listener::run(
         listener,
         ctx,
         config.daemon.max_agents,
@@ -152,7 +160,7 @@ pub async fn serve(
     // Ready: the socket listens and the (cached) catalog is published.
     crate::systemd::ready(&summary(&status.0.borrow(), &status.1));
     crate::systemd::watchdog(shutdown.clone());
-    tokio::spawn(report_status(status.0, status.1, shutdown.clone()));
+    crate::tasks::spawn(report_status(status.0, status.1, shutdown.clone()));
 
     shutdown.cancelled().await;
     crate::systemd::stopping();
@@ -187,6 +195,12 @@ pub async fn serve(
     }
     // The supervisor held the last sentinel handle: its IO task now ends and reaps it.
     let _ = tokio::time::timeout(Duration::from_secs(3), sentinel_task).await;
+    // Whatever else was spawned (actors whose handles are now gone, a revocation, a
+    // status query) gets a last moment to finish.
+    match crate::tasks::drain(TASKS_DEADLINE).await {
+        0 => tracing::debug!("every task ended"),
+        n => tracing::warn!(tasks = n, "{n} tasks were still running at exit"),
+    }
     #[allow(
         clippy::disallowed_methods,
         reason = "one unlink, the last step of shutdown"

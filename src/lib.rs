@@ -25,4 +25,5 @@ pub mod sentinel;
 pub mod stdout;
 pub(crate) mod supervisor;
 pub(crate) mod systemd;
+pub(crate) mod tasks;
 pub(crate) mod upstream;

@@ -159,37 +159,44 @@ async fn serve(paths: Paths) -> ExitCode {
     let socket = mcpd::paths::socket_path(paths.socket.clone(), config.daemon.socket.clone());
     let shutdown = CancellationToken::new();
     let (reload_tx, reload_rx) = tokio::sync::mpsc::channel(1);
-    tokio::spawn(signals(shutdown.clone()));
-    tokio::spawn(hangups(reload_tx));
-    match mcpd::daemon::serve(config, socket, shutdown, reload_rx).await {
+    // The signal handlers run beside the daemon, not as tasks of their own: they must
+    // outlive its drain (a second signal exits at once) and end with it.
+    let served = tokio::select! {
+        r = mcpd::daemon::serve(config, socket, shutdown.clone(), reload_rx) => r,
+        never = signals(shutdown) => match never {},
+        never = hangups(reload_tx) => match never {},
+    };
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(exit::RUNTIME, &e),
     }
 }
 
 /// SIGHUP asks for a reload of the config file. A reload already queued absorbs more.
-async fn hangups(reload: tokio::sync::mpsc::Sender<()>) {
+async fn hangups(reload: tokio::sync::mpsc::Sender<()>) -> std::convert::Infallible {
     use tokio::signal::unix::{SignalKind, signal};
-    let Ok(mut hup) = signal(SignalKind::hangup()) else {
-        tracing::error!("cannot install the SIGHUP handler; use `mcpd ctl reload`");
-        return;
-    };
-    while hup.recv().await.is_some() {
-        tracing::info!("SIGHUP: reloading the configuration");
-        let _ = reload.try_send(()); // full: a reload is already on its way
+    match signal(SignalKind::hangup()) {
+        Ok(mut hup) => {
+            while hup.recv().await.is_some() {
+                tracing::info!("SIGHUP: reloading the configuration");
+                let _ = reload.try_send(()); // full: a reload is already on its way
+            }
+        }
+        Err(_) => tracing::error!("cannot install the SIGHUP handler; use `mcpd ctl reload`"),
     }
+    std::future::pending().await
 }
 
 /// Only `main` listens to signals. SIGTERM or SIGINT starts a graceful shutdown; a second
 /// one exits at once.
-async fn signals(shutdown: CancellationToken) {
+async fn signals(shutdown: CancellationToken) -> std::convert::Infallible {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
     ) else {
         tracing::error!("cannot install signal handlers; stop mcpd with SIGKILL");
-        return;
+        return std::future::pending().await;
     };
     tokio::select! {
         _ = term.recv() => {},

@@ -51,7 +51,7 @@ impl Metrics {
             sent: 0,
             rx,
         };
-        tokio::spawn(counters.run());
+        crate::tasks::spawn(counters.run());
         Metrics { tx }
     }
 

@@ -80,7 +80,7 @@ pub fn watchdog(cancel: CancellationToken) {
         return;
     };
     let every = (interval / 2).max(Duration::from_millis(100));
-    tokio::spawn(async move {
+    crate::tasks::spawn(async move {
         let mut tick = tokio::time::interval(every);
         loop {
             tokio::select! {

@@ -46,7 +46,7 @@ enum Close {
 pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: CancellationToken) {
     let (read, write) = stream.into_split();
     let (outbox, out_rx) = Outbox::new(ctx.queue, ctx.queue_bytes);
-    let writer = tokio::spawn(framing::write_lines(write, out_rx));
+    let writer = crate::tasks::spawn(framing::write_lines(write, out_rx));
     let frames = FramedRead::new(read, BoundedLines::new(ctx.max_line));
     let exe = ctx
         .peer_pid

@@ -61,7 +61,7 @@ impl AgentRoster {
             agents: BTreeMap::new(),
             rx,
         };
-        tokio::spawn(roster.run());
+        crate::tasks::spawn(roster.run());
         AgentRoster { tx }
     }
 
@@ -111,7 +111,7 @@ impl Roster {
                 // Asked from a task of its own, so a slow agent never holds up joins and
                 // leaves.
                 let known: Vec<(AgentInfo, Asker)> = self.agents.values().cloned().collect();
-                tokio::spawn(async move {
+                crate::tasks::spawn(async move {
                     let asked = known.into_iter().map(|(base, ask)| describe(base, ask));
                     let out = futures::future::join_all(asked).await;
                     let _ = respond_to.send(out); // the asker may have left

@@ -402,7 +402,7 @@ pub fn listen_resources(
             listen: Some(req.id.clone()),
         };
         // The acknowledgement does not wait for the servers; a failure is only logged.
-        tokio::spawn(async move {
+        crate::tasks::spawn(async move {
             if let Err(e) = handle.subscribe(sub, true).await {
                 tracing::debug!("a resource subscription failed: {e}");
             }

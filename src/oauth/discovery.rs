@@ -286,7 +286,7 @@ mod tests {
             let doc: Value = serde_json::from_str(&doc).unwrap();
             app = app.route(path, get(move || async move { Json(doc) }));
         }
-        tokio::spawn(async move { axum::serve(listener, app).await });
+        crate::tasks::spawn(async move { axum::serve(listener, app).await });
         base
     }
 

@@ -258,7 +258,7 @@ mod tests {
         );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/register", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, app).await });
+        crate::tasks::spawn(async move { axum::serve(listener, app).await });
         let c = register(
             &http,
             "x",

@@ -107,7 +107,7 @@ pub async fn load(file: PathBuf) -> Option<Stored> {
 /// synced before this returns), on a blocking thread.
 pub async fn save(file: PathBuf, stored: &Stored) -> std::io::Result<()> {
     let bytes = serde_json::to_vec_pretty(stored).map_err(std::io::Error::other)?;
-    tokio::task::spawn_blocking(move || {
+    crate::tasks::spawn_blocking(move || {
         crate::supervisor::state_file::write_private(&file, &bytes)?;
         sync_dir(&file)
     })

@@ -138,7 +138,7 @@ impl SupervisorHandle {
         // The first catalog (cached lists, servers starting) is published before this
         // returns, so an agent accepted at once never sees an empty daemon.
         sup.boot();
-        let task = tokio::spawn(sup.run());
+        let task = crate::tasks::spawn(sup.run());
         (SupervisorHandle { tx }, catalog_rx, task)
     }
 

@@ -43,7 +43,7 @@ impl Supervisor {
         let notify = Box::new(move |logged_in: bool| {
             let events = events.clone();
             let server = server.clone();
-            tokio::spawn(async move {
+            crate::tasks::spawn(async move {
                 // If the supervisor is gone, the daemon is stopping.
                 let _ = events
                     .send(ConnectionEvent::Login { server, logged_in })

@@ -48,7 +48,7 @@ impl Reloader {
             supervisor,
             rx,
         };
-        tokio::spawn(actor.run());
+        crate::tasks::spawn(actor.run());
         Reloader { tx }
     }
 
@@ -90,7 +90,7 @@ impl ConfigOwner {
             return Err(ReloadError::NoConfigFile);
         };
         // Read on a blocking thread: the runtime's workers serve agents meanwhile.
-        let new = tokio::task::spawn_blocking(move || Config::load(&path))
+        let new = crate::tasks::spawn_blocking(move || Config::load(&path))
             .await
             .map_err(|e| ReloadError::Read(e.to_string()))?
             .map_err(|e| ReloadError::Invalid(e.to_string()))?;

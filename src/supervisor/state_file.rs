@@ -62,7 +62,7 @@ impl StateWriter {
     /// workers, and a burst of changes to one file writes it once.
     pub fn spawn() -> StateWriter {
         let (tx, rx) = mpsc::channel(QUEUE);
-        tokio::spawn(run(rx));
+        crate::tasks::spawn(run(rx));
         StateWriter { tx }
     }
 
@@ -106,7 +106,7 @@ async fn run(mut rx: mpsc::Receiver<Msg>) {
             }
             next = rx.try_recv().ok();
         }
-        let done = tokio::task::spawn_blocking(move || {
+        let done = crate::tasks::spawn_blocking(move || {
             for (path, job) in jobs {
                 apply(&path, job);
             }

@@ -226,7 +226,7 @@ impl Supervisor {
                 live.push((rows.len() - 1, h));
             }
         }
-        tokio::spawn(async move {
+        crate::tasks::spawn(async move {
             for (i, handle) in live {
                 if let Ok(Some(s)) = tokio::time::timeout(LIVE_TIMEOUT, handle.live_status()).await
                 {

@@ -25,7 +25,7 @@ pub struct ConnectionContext {
     pub config: ServerConfig,
     /// For a local server: the process, already started by the supervisor, or why it
     /// could not be. None for a remote server.
-    pub spawned: Option<Result<process::Spawned, String>>,
+    pub spawned: Option<Result<process::Spawned, process::SpawnError>>,
     pub instance: u64,
     pub max_line: usize,
     /// Bytes queued to the server at most; beyond them requests are refused as busy.
@@ -61,7 +61,7 @@ pub async fn run(mut ctx: ConnectionContext) -> ConnectionExit {
             http::run(ctx, launch).await
         }
         (Launch::Stdio(_), Some(Ok(spawned))) => run_stdio(ctx, spawned).await,
-        (Launch::Stdio(_), Some(Err(e))) => ConnectionExit::before_start(e),
+        (Launch::Stdio(_), Some(Err(e))) => ConnectionExit::before_start(e.to_string()),
         (Launch::Stdio(_), None) => {
             ConnectionExit::before_start("internal error: no process was started".into())
         }
@@ -92,9 +92,9 @@ async fn run_stdio(ctx: ConnectionContext, spawned: process::Spawned) -> Connect
     } = spawned;
     tracing::info!(upstream = %server, pid, command = %ctx.config.target(), "started server process");
     let (out_tx, out_rx) = budget::channel::<Outbound>(STDIN_QUEUE, ctx.queue_bytes);
-    let writer = tokio::spawn(framing::write_lines(stdin, out_rx));
+    let writer = crate::tasks::spawn(framing::write_lines(stdin, out_rx));
     let (err_tx, mut err_rx) = mpsc::channel(STDERR_QUEUE);
-    let stderr_task = tokio::spawn(process::read_stderr(server.clone(), stderr, err_tx));
+    let stderr_task = crate::tasks::spawn(process::read_stderr(server.clone(), stderr, err_tx));
     let mut frames =
         FramedRead::new(stdout, BoundedLines::new(ctx.max_line)).map(|frame| match frame {
             Ok(frame) => Inbound::Frame(frame),

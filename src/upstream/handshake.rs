@@ -100,7 +100,9 @@ where
         };
         match jsonrpc::parse(&line) {
             Ok(Message::Response(r)) if r.id == id => {
-                let identity = refuse_self(identity(r.outcome).map_err(HandshakeError::era)?)?;
+                let identity = refuse_self(
+                    identity(r.outcome).map_err(|e| HandshakeError::era(e.to_string()))?,
+                )?;
                 let version = identity.protocol_version.clone();
                 send(out, Outbound::Negotiated { version }).await?;
                 let line = jsonrpc::notification_line(method::INITIALIZED, None);
@@ -153,23 +155,30 @@ where
     }
 }
 
+/// Why an `initialize` answer gives no identity mcpd can serve; each one means the
+/// server may speak another era, so the caller retries the other way.
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    #[error("the server rejected initialize: {message} (code {code})")]
+    Rejected { message: String, code: i64 },
+    #[error("the initialize result has no protocolVersion")]
+    NoVersion,
+    #[error("the server answered protocol version {0:?}, which mcpd does not speak (it speaks {speaks})", speaks = protocol::LEGACY_VERSIONS.join(", "))]
+    UnknownVersion(String),
+}
+
 /// Reads what a server said about itself in its `InitializeResult`.
-pub fn identity(outcome: Result<Value, ErrorObject>) -> Result<ServerIdentity, String> {
-    let result = outcome.map_err(|e| {
-        format!(
-            "the server rejected initialize: {} (code {})",
-            e.message, e.code
-        )
+pub fn identity(outcome: Result<Value, ErrorObject>) -> Result<ServerIdentity, IdentityError> {
+    let result = outcome.map_err(|e| IdentityError::Rejected {
+        message: e.message.clone(),
+        code: e.code,
     })?;
     let version = result
         .get("protocolVersion")
         .and_then(Value::as_str)
-        .ok_or("the initialize result has no protocolVersion")?;
+        .ok_or(IdentityError::NoVersion)?;
     if !protocol::is_legacy_version(version) {
-        return Err(format!(
-            "the server answered protocol version {version:?}, which mcpd does not speak (it speaks {})",
-            protocol::LEGACY_VERSIONS.join(", ")
-        ));
+        return Err(IdentityError::UnknownVersion(version.to_owned()));
     }
     Ok(ServerIdentity {
         protocol_version: version.to_owned(),

@@ -43,7 +43,7 @@ pub async fn run(
         stderr,
     } = spawned;
     // The probe's stderr is not interesting; drain it so the process never blocks on it.
-    let drain = tokio::spawn(async move {
+    let drain = crate::tasks::spawn(async move {
         let mut sink = tokio::io::sink();
         let mut stderr = stderr;
         let _ = tokio::io::copy(&mut stderr, &mut sink).await;

@@ -16,6 +16,25 @@ const STDERR_LINE_MAX: usize = 2048;
 /// Stderr lines kept per server.
 pub const STDERR_TAIL_LINES: usize = 40;
 
+/// Why a server's process could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error("cannot start '{command}': cwd '{}' is not a directory", cwd.display())]
+    NotADirectory {
+        command: String,
+        cwd: std::path::PathBuf,
+    },
+    #[error("cannot start '{command}': {source}")]
+    Exec {
+        command: String,
+        source: std::io::Error,
+    },
+    #[error("the process exited before its pid was read")]
+    NoPid,
+    #[error("the child's pipes were not set up")]
+    NoPipes,
+}
+
 pub struct Spawned {
     pub child: Child,
     pub pid: u32,
@@ -26,15 +45,14 @@ pub struct Spawned {
 
 /// Starts the server's process in its own process group, with a parent-death signal so
 /// that even a `kill -9` of mcpd takes the child down with it.
-pub fn spawn(cfg: &StdioLaunch) -> Result<Spawned, String> {
+pub fn spawn(cfg: &StdioLaunch) -> Result<Spawned, SpawnError> {
     if let Some(cwd) = &cfg.cwd
         && !cwd.is_dir()
     {
-        return Err(format!(
-            "cannot start '{}': cwd '{}' is not a directory",
-            cfg.command,
-            cwd.display()
-        ));
+        return Err(SpawnError::NotADirectory {
+            command: cfg.command.clone(),
+            cwd: cwd.clone(),
+        });
     }
     let mut cmd = Command::new(&cfg.command);
     cmd.args(&cfg.args)
@@ -69,16 +87,15 @@ pub fn spawn(cfg: &StdioLaunch) -> Result<Spawned, String> {
             Ok(())
         });
     }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot start '{}': {e}", cfg.command))?;
-    let pid = child
-        .id()
-        .ok_or("the process exited before its pid was read")?;
+    let mut child = cmd.spawn().map_err(|source| SpawnError::Exec {
+        command: cfg.command.clone(),
+        source,
+    })?;
+    let pid = child.id().ok_or(SpawnError::NoPid)?;
     let (Some(stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
-        return Err("the child's pipes were not set up".into());
+        return Err(SpawnError::NoPipes);
     };
     Ok(Spawned {
         child,

@@ -330,12 +330,20 @@ impl Daemon {
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid() as i32), sig).expect("signal");
     }
 
-    /// Waits for the daemon to exit and returns its exit code.
+    /// Waits for the daemon to exit and returns its exit code. A clean exit also means
+    /// every task it spawned ended first (the last step of shutdown says otherwise).
     pub async fn wait_exit(&mut self) -> Option<i32> {
         let child = self.child.as_mut().expect("running");
         let status = within("the daemon exits", child.wait())
             .await
             .expect("wait");
+        if status.code() == Some(0) {
+            let log = self.log_text();
+            assert!(
+                !log.contains("still running at exit"),
+                "a task outlived the shutdown: {log}"
+            );
+        }
         status.code()
     }
 

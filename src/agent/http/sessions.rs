@@ -48,13 +48,13 @@ impl Sessions {
         max: usize,
     ) -> Sessions {
         let (tx, rx) = mpsc::channel(64);
-        let me = Sessions { tx: tx.clone() };
         let starter = Starter {
             ctx,
             tracker,
             shutdown,
-            sessions: Sessions { tx },
+            sessions: tx.downgrade(),
         };
+        let me = Sessions { tx };
         let table = SessionTable {
             open: HashMap::new(),
             stateless: None,
@@ -62,7 +62,7 @@ impl Sessions {
             starter,
             rx,
         };
-        tokio::spawn(table.run());
+        crate::tasks::spawn(table.run());
         me
     }
 
@@ -156,7 +156,9 @@ struct Starter {
     ctx: AgentContext,
     tracker: TaskTracker,
     shutdown: CancellationToken,
-    sessions: Sessions,
+    /// Weak, so the table's own connections do not keep it alive: it ends when the
+    /// listener's last handle goes.
+    sessions: mpsc::WeakSender<Msg>,
 }
 
 impl Starter {
@@ -174,7 +176,7 @@ impl Starter {
         let (frames_tx, mut frames_rx) = mpsc::channel(FRAMES);
         let stateless = session.is_none();
         let (relay, handle) = Relay::new(agent, stateless, frames_tx, out_rx);
-        let writer = tokio::spawn(relay.run((!stateless).then_some(SESSION_IDLE)));
+        let writer = crate::tasks::spawn(relay.run((!stateless).then_some(SESSION_IDLE)));
         let frames = futures::stream::poll_fn(move |cx| {
             frames_rx
                 .poll_recv(cx)
@@ -198,8 +200,8 @@ impl Starter {
         tracing::info!(agent, %remote, stateless, "HTTP agent connected");
         self.tracker.spawn(async move {
             crate::agent::conn::run(frames, outbox, writer, seed, ctx, shutdown).await;
-            if let Some(id) = session {
-                sessions.forget(&id).await;
+            if let (Some(id), Some(tx)) = (session, sessions.upgrade()) {
+                Sessions { tx }.forget(&id).await;
             }
             tracing::info!(agent, "HTTP agent disconnected");
         });

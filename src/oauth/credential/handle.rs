@@ -130,7 +130,7 @@ impl CredentialHandle {
             exchanging: None,
             finishers: Vec::new(),
         };
-        tokio::spawn(actor.run(loaded_tx));
+        crate::tasks::spawn(actor.run(loaded_tx));
         CredentialHandle {
             tx,
             token,

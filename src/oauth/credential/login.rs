@@ -59,7 +59,7 @@ impl Credential {
             Ok(p) => {
                 let (arrived_tx, arrived) = mpsc::channel(ARRIVALS);
                 let listening = CancellationToken::new();
-                tokio::spawn(flow::serve_callback(
+                crate::tasks::spawn(flow::serve_callback(
                     p.listener,
                     arrived_tx,
                     listening.clone(),
@@ -171,7 +171,7 @@ impl Credential {
                 if let Some(old) = self.stored.replace(stored) {
                     let http = self.setup.http.clone();
                     let server = self.setup.server.clone();
-                    tokio::spawn(async move {
+                    crate::tasks::spawn(async move {
                         let what = revoke(&http, &old).await;
                         tracing::debug!(upstream = %server, "the replaced login: {what}");
                     });
@@ -235,7 +235,7 @@ impl Credential {
         let file = self.file.clone();
         let http = self.setup.http.clone();
         let server = self.setup.server.clone();
-        tokio::spawn(async move {
+        crate::tasks::spawn(async move {
             let removed = match file {
                 Some(f) => store::remove(f).await,
                 None => Ok(()),

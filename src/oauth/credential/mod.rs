@@ -343,7 +343,7 @@ impl Credential {
         tracing::warn!(upstream = %self.setup.server, "the login ended: {why}; run `mcpd ctl login {}`", self.setup.server);
         self.stored = None;
         if let Some(file) = self.file.clone() {
-            tokio::spawn(async move {
+            crate::tasks::spawn(async move {
                 if let Err(e) = store::remove(file.clone()).await {
                     tracing::warn!(path = %file.display(), "could not remove the spent credentials: {e}");
                 }

@@ -44,7 +44,7 @@ async fn serve(state: Arc<Mutex<Endpoint>>) -> String {
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/token", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    crate::tasks::spawn(async move { axum::serve(listener, app).await });
     url
 }
 
@@ -112,7 +112,7 @@ async fn many_refused_callers_share_one_refresh_and_the_rotated_token_is_stored_
         .map(|_| {
             let cred = cred.clone();
             let old = old.clone();
-            tokio::spawn(async move { cred.refused(Some(old), None).await })
+            crate::tasks::spawn(async move { cred.refused(Some(old), None).await })
         })
         .collect();
     for c in calls {

@@ -59,7 +59,7 @@ pub async fn run(ctx: ConnectionContext, launch: HttpLaunch) -> ConnectionExit {
         session: false,
         listen: "off".into(),
     });
-    let mut transport = tokio::spawn(run_transport(
+    let mut transport = crate::tasks::spawn(run_transport(
         ep,
         launch.transport,
         in_tx,

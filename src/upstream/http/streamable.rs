@@ -374,7 +374,7 @@ impl Streamable {
             info: self.info.clone(),
             server: self.server.clone(),
         };
-        self.listener = Some(tokio::spawn(listener.run()));
+        self.listener = Some(crate::tasks::spawn(listener.run()));
     }
 
     fn stop_tasks(&mut self) {
