@@ -74,6 +74,50 @@ async fn a_profile_chosen_on_the_socket_shows_only_its_servers_and_tools() {
         )
         .await;
     assert_eq!(error_code(&r), Some(-32002), "{r}");
+    // Every other listing and route is filtered the same way (ARCHITECTURE.md's
+    // invariant: a profile filters every listing and every routed request).
+    for (method, key, field) in [
+        ("resources/list", "resources", "uri"),
+        (
+            "resources/templates/list",
+            "resourceTemplates",
+            "uriTemplate",
+        ),
+    ] {
+        let r = agent.request(method, None).await;
+        let listed: Vec<&str> = r["result"][key]
+            .as_array()
+            .map(|a| a.iter().filter_map(|x| x[field].as_str()).collect())
+            .unwrap_or_default();
+        assert!(!listed.is_empty(), "{method}: {r}");
+        assert!(
+            listed
+                .iter()
+                .all(|u| !u.contains(":b:") && !u.starts_with("b")),
+            "{method} lists only server a's: {r}"
+        );
+    }
+    let r = agent
+        .request("prompts/get", Some(json!({"name": "b__greet"})))
+        .await;
+    assert_eq!(error_code(&r), Some(-32602), "{r}");
+    let r = agent
+        .request(
+            "completion/complete",
+            Some(json!({"ref": {"type": "ref/prompt", "name": "b__greet"}, "argument": {"name": "name", "value": "x"}})),
+        )
+        .await;
+    assert_eq!(error_code(&r), Some(-32602), "{r}");
+    let r = agent
+        .request(
+            "prompts/get",
+            Some(json!({"name": "a__greet", "arguments": {"name": "x"}})),
+        )
+        .await;
+    assert!(
+        r.get("result").is_some(),
+        "the profile's own prompt is served: {r}"
+    );
 
     // initialize's _meta can choose it too; without a profile, everything shows.
     let mut chooser = d.agent().await;
@@ -91,6 +135,13 @@ async fn a_profile_chosen_on_the_socket_shows_only_its_servers_and_tools() {
             .tool_names()
             .await
             .contains(&"b__echo".to_owned())
+    );
+    let r = everything.request("resources/list", None).await;
+    assert!(
+        r["result"]["resources"].as_array().is_some_and(|a| a
+            .iter()
+            .any(|x| x["uri"].as_str().is_some_and(|u| u.contains(":b:")))),
+        "without a profile server b's resources show: {r}"
     );
 }
 
