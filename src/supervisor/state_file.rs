@@ -62,7 +62,7 @@ impl StateWriter {
     /// workers, and a burst of changes to one file writes it once.
     pub fn spawn() -> StateWriter {
         let (tx, rx) = mpsc::channel(QUEUE);
-        crate::tasks::spawn(run(rx));
+        crate::tasks::spawn(StateWriterActor { rx }.run());
         StateWriter { tx }
     }
 
@@ -90,13 +90,36 @@ impl StateWriter {
     }
 }
 
-async fn run(mut rx: mpsc::Receiver<Msg>) {
-    let mut next = rx.recv().await;
-    while next.is_some() {
-        // Only the newest job for each file matters; flushes are answered once the jobs
-        // queued before them are done.
+/// The actor behind `StateWriter`: takes every queued job, keeps the newest per file,
+/// writes them on a blocking thread, then answers the flushes queued with them.
+struct StateWriterActor {
+    rx: mpsc::Receiver<Msg>,
+}
+
+impl StateWriterActor {
+    async fn run(mut self) {
+        while let Some(first) = self.rx.recv().await {
+            let (jobs, flushes) = self.batch(first);
+            let done = crate::tasks::spawn_blocking(move || {
+                for (path, job) in jobs {
+                    apply(&path, job);
+                }
+            });
+            if done.await.is_err() {
+                tracing::warn!("writing state files failed");
+            }
+            for respond_to in flushes {
+                let _ = respond_to.send(()); // the asker may have stopped waiting
+            }
+        }
+    }
+
+    /// `first` and everything queued behind it: only the newest job for each file
+    /// matters, and flushes are answered once the jobs queued before them are done.
+    fn batch(&mut self, first: Msg) -> (BTreeMap<PathBuf, Job>, Vec<oneshot::Sender<()>>) {
         let mut jobs = BTreeMap::new();
         let mut flushes = Vec::new();
+        let mut next = Some(first);
         while let Some(msg) = next.take() {
             match msg {
                 Msg::Job(path, job) => {
@@ -104,20 +127,9 @@ async fn run(mut rx: mpsc::Receiver<Msg>) {
                 }
                 Msg::Flush(respond_to) => flushes.push(respond_to),
             }
-            next = rx.try_recv().ok();
+            next = self.rx.try_recv().ok();
         }
-        let done = crate::tasks::spawn_blocking(move || {
-            for (path, job) in jobs {
-                apply(&path, job);
-            }
-        });
-        if done.await.is_err() {
-            tracing::warn!("writing state files failed");
-        }
-        for respond_to in flushes {
-            let _ = respond_to.send(()); // the asker may have stopped waiting
-        }
-        next = rx.recv().await;
+        (jobs, flushes)
     }
 }
 
