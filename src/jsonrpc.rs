@@ -94,7 +94,7 @@ impl ErrorObject {
         self
     }
 
-    fn from_value(v: &Value) -> Option<ErrorObject> {
+    pub fn from_value(v: &Value) -> Option<ErrorObject> {
         let obj = v.as_object()?;
         Some(ErrorObject {
             code: obj.get("code")?.as_i64()?,

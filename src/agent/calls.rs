@@ -60,9 +60,19 @@ pub fn start(
         .get("outputSchema")
         .filter(|s| s.is_object())
         .map(|s| Arc::new(s.clone()));
+    // A modern agent makes tasks through the extension alone: the 2025-11-25 `task`
+    // parameter is not part of its era and must not reach a server that knows it.
+    let tasks = if modern {
+        params.remove("task");
+        crate::protocol::tasks::declared_in_meta(params.get("_meta"))
+            .then(|| super::task_ids::owner(ctx))
+    } else {
+        None
+    };
     let rewrite = Rewrite::ToolResult {
         output_schema,
         limits: ctx.limits,
+        tasks,
     };
     let caller = Caller::of(outbox, session, modern);
     // A server still starting (its tools listed from the cached catalog) is waited for.

@@ -288,7 +288,7 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
             rewrite,
         })
     } else {
-        let legacy = input::LegacyCall {
+        let legacy = super::legacy_call::LegacyCall {
             id,
             server,
             handle,
@@ -301,6 +301,7 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
             method,
             rewrite,
             logs,
+            tasks: false,
         };
         legacy.run().boxed()
     }

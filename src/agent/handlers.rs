@@ -95,6 +95,9 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
             Ok((id, cancel, fut)) => Handled::Later { id, cancel, fut },
             Err(refusal) => Handled::Now(refusal.line()),
         },
+        crate::protocol::tasks::GET
+        | crate::protocol::tasks::UPDATE
+        | crate::protocol::tasks::CANCEL => super::tasks::handle(req, ctx, outbox, session, modern),
         method::MCPD_STATUS => status(req, ctx),
         "mcpd/reload" => reload(req, ctx),
         "mcpd/metrics" => {

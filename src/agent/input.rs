@@ -1,33 +1,26 @@
-//! Input across eras: a modern agent's call paused for input (answered `input_required`, parked until the agent retries with mcpd's sealed `requestState`), a legacy agent's call that fulfils a modern server's `input_required` by asking the agent real requests, and mcpd's own requests to the agent.
+//! Input across eras: a modern agent's call paused for input (answered `input_required`, parked until the agent retries with mcpd's sealed `requestState`), and mcpd's own requests to the agent (`legacy_call.rs` has the legacy agent's side).
 //!
 //! A call is a future inside its agent's actor. For a legacy agent it fulfils a modern
 //! server's `input_required` itself and retries. For a modern agent, a legacy server's
 //! request during the call makes the future yield the call back to the actor, which
 //! answers `input_required` and parks it here until the agent retries.
 
-use super::render::{self, Rewrite};
+use super::render;
 use super::reply::{InFlight, ReplyFuture, Step};
 use super::request_state;
 use super::session::Session;
 use crate::jsonrpc::{self, ErrorObject, Id};
 use crate::outbox::{Held, Out, Outbox};
 use crate::protocol::era;
-use crate::protocol::results::RawMembers;
-use crate::upstream::{
-    CallId, CallOptions, LogRoute, ProgressSink, RawReply, ServerAsk, UpstreamHandle,
-};
+use crate::upstream::{RawReply, ServerAsk};
 use futures::FutureExt;
 use futures::stream::FuturesUnordered;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-
-/// Rounds of `input_required` mcpd fulfils for a legacy agent before giving up.
-const MAX_INPUT_ROUNDS: usize = 10;
 
 /// Server requests queued for a legacy agent.
 pub const AGENT_ASKS: usize = 16;
@@ -319,158 +312,6 @@ pub fn drive(mut c: InFlight) -> ReplyFuture {
         }
     }
     .boxed()
-}
-
-/// A legacy agent's call, which fulfils a modern server's `input_required` itself.
-pub struct LegacyCall {
-    pub id: Id,
-    pub server: Arc<str>,
-    pub handle: UpstreamHandle,
-    pub call: CallId,
-    pub cancel: CancellationToken,
-    pub params: Map<String, Value>,
-    pub progress: Option<ProgressSink>,
-    /// The capabilities the agent declared in `initialize`.
-    pub caps: Value,
-    /// The actor's service that sends requests to the agent.
-    pub asks: mpsc::Sender<ServerAsk>,
-    pub method: &'static str,
-    pub rewrite: Rewrite,
-    pub logs: Option<LogRoute>,
-}
-
-impl LegacyCall {
-    pub async fn run(mut self) -> (Id, Step) {
-        for _ in 0..MAX_INPUT_ROUNDS {
-            let opts = CallOptions {
-                progress: self.progress.clone(),
-                caps: Some(self.caps.clone()),
-                asks: Some(self.asks.clone()),
-                logs: self.logs.clone(),
-            };
-            let params = Some(Value::Object(self.params.clone()));
-            let reply = tokio::select! {
-                r = self.handle.call(self.call, self.method, params, opts) => r,
-                () = self.cancel.cancelled() => {
-                    self.handle.cancel(self.call, "cancelled by the agent").await;
-                    return (self.id, Step::Cancelled);
-                }
-            };
-            // Only a result that may ask for input (a resultType other than complete) is
-            // parsed here; any other is passed on.
-            let reply = match reply {
-                Ok(Ok(raw)) => {
-                    let members = RawMembers::of(raw.get());
-                    let asks_input = members
-                        .as_ref()
-                        .is_none_or(|m| m.get("resultType").is_some_and(|t| t != "\"complete\""));
-                    if asks_input {
-                        raw.to_value().map(Ok)
-                    } else {
-                        let line = render::render_members(
-                            &self.id,
-                            (&self.server, self.method),
-                            &raw,
-                            members,
-                            false,
-                            &self.rewrite,
-                        );
-                        return (self.id, Step::Reply(line));
-                    }
-                }
-                Ok(Err(e)) => Ok(Err(e)),
-                Err(e) => Err(e),
-            };
-            match reply {
-                Ok(Ok(result)) if era::result_type(&result) == "input_required" => {
-                    match self.fulfil(&result).await {
-                        Ok(responses) => self.prepare_retry(&result, responses),
-                        Err(e) => {
-                            let line = jsonrpc::error_line(Some(&self.id), &e);
-                            return (self.id, Step::Reply(line));
-                        }
-                    }
-                }
-                other => {
-                    let line = render::render(
-                        &self.id,
-                        &self.server,
-                        self.method,
-                        other,
-                        false,
-                        &self.rewrite,
-                    );
-                    return (self.id, Step::Reply(line));
-                }
-            }
-        }
-        let e = ErrorObject::new(
-            jsonrpc::code::INTERNAL_ERROR,
-            format!(
-                "server '{}' asked for input more than {MAX_INPUT_ROUNDS} times in one call; mcpd gave up",
-                self.server
-            ),
-        );
-        (
-            self.id.clone(),
-            Step::Reply(jsonrpc::error_line(Some(&self.id), &e)),
-        )
-    }
-
-    /// Asks the agent each of the server's input requests, as real requests.
-    async fn fulfil(&self, result: &Value) -> Result<Map<String, Value>, ErrorObject> {
-        let mut responses = Map::new();
-        let requests = result.get("inputRequests").and_then(Value::as_object);
-        for (key, req) in requests.into_iter().flatten() {
-            let method = req.get("method").and_then(Value::as_str).unwrap_or("");
-            let (respond_to, rx) = oneshot::channel();
-            let ask = ServerAsk {
-                method: method.to_owned(),
-                params: req.get("params").cloned(),
-                respond_to,
-            };
-            let gone = || {
-                ErrorObject::new(
-                    jsonrpc::code::INTERNAL_ERROR,
-                    "the agent connection is closing".to_owned(),
-                )
-            };
-            self.asks.send(ask).await.map_err(|_| gone())?;
-            let answer = tokio::select! {
-                a = rx => a.map_err(|_| gone())?,
-                () = self.cancel.cancelled() => return Err(gone()),
-            };
-            match answer {
-                Ok(v) => {
-                    responses.insert(key.clone(), v);
-                }
-                Err(e) => {
-                    return Err(ErrorObject::new(
-                        e.code,
-                        format!(
-                            "server '{}' needs {method} to finish this call: {}",
-                            self.server, e.message
-                        ),
-                    ));
-                }
-            }
-        }
-        Ok(responses)
-    }
-
-    fn prepare_retry(&mut self, result: &Value, responses: Map<String, Value>) {
-        self.params
-            .insert("inputResponses".into(), Value::Object(responses));
-        // The state is echoed byte for byte; without one, none is sent.
-        match result.get("requestState") {
-            Some(state) => {
-                self.params.insert("requestState".into(), state.clone());
-            }
-            None => {
-                self.params.remove("requestState");
-            }
-        }
-    }
 }
 
 /// Whether an agent declared the capability a server request needs.

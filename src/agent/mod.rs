@@ -6,6 +6,7 @@ mod forward;
 mod handlers;
 pub mod http;
 mod input;
+mod legacy_call;
 pub mod listener;
 mod login;
 mod modern;
@@ -15,6 +16,8 @@ mod request_state;
 pub mod roster;
 mod session;
 mod surface;
+mod task_ids;
+mod tasks;
 
 use crate::registry::Catalog;
 use crate::supervisor::SupervisorHandle;

@@ -123,10 +123,14 @@ pub fn cache_hints(ctx: &AgentContext) -> (u64, &'static str) {
 /// Answers `server/discover`.
 pub fn discover(req: &Request, ctx: &AgentContext) -> String {
     let (ttl, scope) = cache_hints(ctx);
+    // Tasks pass through to the servers that make them (the extension is declared per
+    // request, and each server decides per call).
+    let mut caps = capabilities();
+    crate::protocol::tasks::declare(&mut caps);
     let result = json!({
         "resultType": "complete",
         "supportedVersions": era::supported_versions(),
-        "capabilities": capabilities(),
+        "capabilities": caps,
         "instructions": INSTRUCTIONS,
         "ttlMs": ttl,
         "cacheScope": scope,

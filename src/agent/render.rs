@@ -20,6 +20,14 @@ pub enum Rewrite {
     ToolResult {
         output_schema: Option<Arc<Value>>,
         limits: crate::protocol::results::Limits,
+        /// Who may use a task the server makes of the call; None when the agent did
+        /// not declare the Tasks extension, so a task is not an answer it can use.
+        tasks: Option<Arc<str>>,
+    },
+    /// `tasks/get`, `tasks/update`, `tasks/cancel`: the server's task id becomes the
+    /// one the agent knows.
+    Task {
+        owner: Arc<str>,
     },
 }
 
@@ -57,7 +65,7 @@ pub(super) fn render_members(
     if let Some(members) = members {
         let plain = match rewrite {
             Rewrite::None => true,
-            Rewrite::ContentUris { .. } => false,
+            Rewrite::ContentUris { .. } | Rewrite::Task { .. } => false,
             Rewrite::ToolResult { output_schema, .. } => {
                 passes_unchanged(&members, output_schema.as_deref())
             }
@@ -87,9 +95,24 @@ pub fn render(
             match rewrite {
                 Rewrite::None => {}
                 Rewrite::ContentUris { surface } => present_contents(&mut result, surface, server),
+                Rewrite::Task { owner } => super::task_ids::present(&mut result, owner, server),
+                Rewrite::ToolResult { tasks, .. } if era::result_type(&result) == "task" => {
+                    let Some(owner) = tasks else {
+                        let e = AgentError::Upstream {
+                            server: server.to_owned(),
+                            method: method.to_owned(),
+                            error: crate::upstream::UpstreamError::Protocol(
+                                "the server answered with a task to a request that did not declare the Tasks extension".into(),
+                            ),
+                        };
+                        return jsonrpc::error_line(Some(id), &e.to_error_object());
+                    };
+                    super::task_ids::present(&mut result, owner, server);
+                }
                 Rewrite::ToolResult {
                     output_schema,
                     limits,
+                    ..
                 } => {
                     use crate::protocol::results::{Checked, check_call_result};
                     match check_call_result(&mut result, output_schema.as_deref(), limits) {

@@ -1,4 +1,4 @@
-//! Bridging server→client requests between eras: sealed `requestState` tokens for modern agents, and which capability each request needs.
+//! Bridging server→client requests between eras: sealed `requestState` tokens for modern agents (and the daemon's seal that task ids use too), and which capability each request needs.
 //!
 //! When a legacy server asks for input during a modern agent's call, mcpd answers the
 //! agent with `input_required` and keeps the server's request waiting. The agent's retry
@@ -41,12 +41,42 @@ pub struct Binding {
 
 /// Seals `parked` (a parked call's number) for this connection.
 pub fn seal(binding: Binding, parked: u64) -> String {
-    let payload = format!("{}:{}:{parked}", binding.agent, binding.nonce);
-    format!(
-        "{PREFIX}{}.{}",
-        URL_SAFE_NO_PAD.encode(payload.as_bytes()),
-        URL_SAFE_NO_PAD.encode(tag(&payload))
+    seal_payload(
+        PREFIX,
+        &format!("{}:{}:{parked}", binding.agent, binding.nonce),
     )
+}
+
+/// `payload` under this daemon's seal: `prefix`, the payload and its MAC, each in
+/// base64url (visible ASCII, so a sealed value can also travel in a header).
+pub(super) fn seal_payload(prefix: &str, payload: &str) -> String {
+    format!(
+        "{prefix}{}.{}",
+        URL_SAFE_NO_PAD.encode(payload.as_bytes()),
+        URL_SAFE_NO_PAD.encode(tag(payload))
+    )
+}
+
+/// The payload of a value [`seal_payload`] made with `prefix`. None: it does not start
+/// with `prefix` (not mcpd's). Err: it does but is forged or damaged.
+pub(super) fn open_payload(prefix: &str, sealed: &str) -> Option<Result<String, &'static str>> {
+    let rest = sealed.strip_prefix(prefix)?;
+    let Some((payload, sig)) = rest.split_once('.') else {
+        return Some(Err("it is malformed"));
+    };
+    let (Ok(payload), Ok(sig)) = (URL_SAFE_NO_PAD.decode(payload), URL_SAFE_NO_PAD.decode(sig))
+    else {
+        return Some(Err("it is malformed"));
+    };
+    let Ok(payload) = String::from_utf8(payload) else {
+        return Some(Err("it is malformed"));
+    };
+    let mut mac = mac();
+    mac.update(payload.as_bytes());
+    if mac.verify_slice(&sig).is_err() {
+        return Some(Err("its seal does not verify"));
+    }
+    Some(Ok(payload))
 }
 
 /// What a `requestState` from an agent turns out to be.
@@ -61,24 +91,11 @@ pub enum Opened {
 }
 
 pub fn open(state: &str, binding: Binding) -> Opened {
-    let Some(rest) = state.strip_prefix(PREFIX) else {
-        return Opened::Foreign;
+    let payload = match open_payload(PREFIX, state) {
+        None => return Opened::Foreign,
+        Some(Err(why)) => return Opened::Invalid(why),
+        Some(Ok(p)) => p,
     };
-    let Some((payload, sig)) = rest.split_once('.') else {
-        return Opened::Invalid("it is malformed");
-    };
-    let (Ok(payload), Ok(sig)) = (URL_SAFE_NO_PAD.decode(payload), URL_SAFE_NO_PAD.decode(sig))
-    else {
-        return Opened::Invalid("it is malformed");
-    };
-    let Ok(payload) = String::from_utf8(payload) else {
-        return Opened::Invalid("it is malformed");
-    };
-    let mut mac = mac();
-    mac.update(payload.as_bytes());
-    if mac.verify_slice(&sig).is_err() {
-        return Opened::Invalid("its seal does not verify");
-    }
     let mut parts = payload.split(':').map(str::parse::<u64>);
     match (parts.next(), parts.next(), parts.next()) {
         (Some(Ok(agent)), Some(Ok(nonce)), Some(Ok(parked)))

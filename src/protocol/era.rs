@@ -54,11 +54,14 @@ impl Era {
 /// Legacy methods that 2026-07-28 removed: a request that declares 2026-07-28 for one
 /// of them gets -32601, on the socket as over HTTP (`initialize` is refused separately,
 /// with the version error).
-pub const REMOVED_METHODS: [&str; 4] = [
+pub const REMOVED_METHODS: [&str; 6] = [
     super::method::PING,
     super::method::SET_LEVEL,
     super::method::RESOURCES_SUBSCRIBE,
     super::method::RESOURCES_UNSUBSCRIBE,
+    // The 2025-11-25 task methods the Tasks extension does not have.
+    super::method::TASKS_RESULT,
+    super::method::TASKS_LIST,
 ];
 
 /// Whether 2026-07-28 removed this method.

@@ -6,6 +6,7 @@ pub mod lists;
 pub mod logging;
 pub mod naming;
 pub mod results;
+pub mod tasks;
 
 pub use lists::ListKind;
 mod schema;
@@ -45,6 +46,9 @@ pub mod method {
     pub const MESSAGE: &str = "notifications/message";
     pub const DISCOVER: &str = "server/discover";
     pub const LISTEN: &str = "subscriptions/listen";
+    /// 2025-11-25 task methods the 2026-07-28 Tasks extension does not have.
+    pub const TASKS_RESULT: &str = "tasks/result";
+    pub const TASKS_LIST: &str = "tasks/list";
     pub const SUBSCRIPTIONS_ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
     /// The daemon's own status method, served on the agent socket.
     pub const MCPD_STATUS: &str = "mcpd/status";

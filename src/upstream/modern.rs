@@ -69,6 +69,7 @@ fn named<'a>(method: &str, params: &'a Value) -> Option<&'a str> {
     let field = match method {
         "tools/call" | "prompts/get" => "name",
         "resources/read" => "uri",
+        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
         _ => return None,
     };
     params.get(field).and_then(Value::as_str)

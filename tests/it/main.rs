@@ -42,4 +42,5 @@ mod oauth_fixture_selftest;
 mod profiles;
 mod surface;
 mod systemd;
+mod tasks;
 mod tidy;

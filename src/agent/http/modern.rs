@@ -139,6 +139,7 @@ pub fn check_headers(
     let name_field = match body_method {
         method::TOOLS_CALL | method::PROMPTS_GET => Some("name"),
         method::RESOURCES_READ => Some("uri"),
+        m if crate::protocol::tasks::is_task_method(m) => Some("taskId"),
         _ => None,
     };
     if let Some(field) = name_field {

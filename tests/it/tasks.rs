@@ -1,0 +1,297 @@
+//! Tasks (the 2026-07-28 extension) through mcpd: modern agents make, poll, answer and cancel a server's tasks under sealed ids; agents that cannot do tasks get the task's result as a plain call result.
+
+use crate::support::*;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+const MODERN: &str = "2026-07-28";
+const EXT: &str = "io.modelcontextprotocol/tasks";
+
+fn envelope(tasks: bool) -> Value {
+    let mut caps = json!({"elicitation": {}});
+    if tasks {
+        caps["extensions"] = json!({ EXT: {} });
+    }
+    json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": caps,
+        "io.modelcontextprotocol/clientInfo": { "name": "tasks-test", "version": "1" },
+    })
+}
+
+async fn modern(a: &mut Agent, method: &str, mut params: Value, tasks: bool) -> Value {
+    params["_meta"] = envelope(tasks);
+    a.request(method, Some(params)).await
+}
+
+/// Polls `tasks/get` until the task's status is `want` (within `WAIT`).
+async fn poll_until(a: &mut Agent, task: &str, want: &str) -> Value {
+    let mut last = Value::Null;
+    let start = std::time::Instant::now();
+    while start.elapsed() < WAIT {
+        let r = modern(a, "tasks/get", json!({"taskId": task}), true).await;
+        assert_eq!(
+            r["result"]["taskId"], task,
+            "the agent's own id comes back: {r}"
+        );
+        if r["result"]["status"] == want {
+            return r;
+        }
+        last = r;
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("task {task} never reached {want}: {last}");
+}
+
+fn daemon() -> (DaemonBuilder, PathBuf, String) {
+    let b = DaemonBuilder::new();
+    let dir = b.dir().join("rec");
+    let arg = dir.to_str().expect("utf-8 temp path").to_owned();
+    (b, dir, arg)
+}
+
+const TOOLS: &str = "echo,task_sleep,task_fail,task_error,task_ask";
+
+#[tokio::test]
+async fn a_modern_agent_makes_polls_and_cancels_a_servers_task_under_a_sealed_id() {
+    let (b, rec, arg) = daemon();
+    let d = b
+        .fixture(
+            "jobs",
+            &["--era", "modern", "--tools", TOOLS, "--record", &arg],
+        )
+        .start()
+        .await;
+    d.wait_ready().await;
+    let mut a = d.agent().await;
+    let r = modern(&mut a, "server/discover", json!({}), true).await;
+    assert!(
+        r["result"]["capabilities"]["extensions"][EXT].is_object(),
+        "mcpd advertises the extension: {r}"
+    );
+
+    // A task: its id is mcpd's, sealed; the server's own id never shows.
+    let r = modern(
+        &mut a,
+        "tools/call",
+        json!({"name": "jobs__task_sleep", "arguments": {"ms": 150}}),
+        true,
+    )
+    .await;
+    assert_eq!(r["result"]["resultType"], "task", "{r}");
+    let task = r["result"]["taskId"].as_str().expect("taskId").to_owned();
+    assert!(task.starts_with("mcpdt1."), "{r}");
+    assert!(!r.to_string().contains("fixture-task-"), "{r}");
+    assert_eq!(r["result"]["status"], "working", "{r}");
+
+    // Polled from another connection of the same user, as a client may after a restart.
+    let mut other = d.agent().await;
+    let done = poll_until(&mut other, &task, "completed").await;
+    assert_eq!(
+        done["result"]["result"]["content"][0]["text"], "slept 150 ms",
+        "{done}"
+    );
+    let pid = d.server_status("jobs").await["pid"].as_u64().expect("pid") as u32;
+    let seen: Vec<Value> = recorded_requests(&rec, pid)
+        .into_iter()
+        .filter(|m| m["method"] == "tasks/get")
+        .collect();
+    assert!(
+        !seen.is_empty()
+            && seen
+                .iter()
+                .all(|m| m["params"]["taskId"] == "fixture-task-1"),
+        "the server gets its own id back: {seen:?}"
+    );
+
+    // Failures: a JSON-RPC error is `failed`; a tool error is a completed result.
+    let r = modern(
+        &mut a,
+        "tools/call",
+        json!({"name": "jobs__task_fail", "arguments": {}}),
+        true,
+    )
+    .await;
+    let failed = r["result"]["taskId"].as_str().expect("taskId").to_owned();
+    let r = poll_until(&mut a, &failed, "failed").await;
+    assert_eq!(r["result"]["error"]["message"], "the job failed", "{r}");
+    let r = modern(
+        &mut a,
+        "tools/call",
+        json!({"name": "jobs__task_error", "arguments": {}}),
+        true,
+    )
+    .await;
+    let errored = r["result"]["taskId"].as_str().expect("taskId").to_owned();
+    let r = poll_until(&mut a, &errored, "completed").await;
+    assert_eq!(r["result"]["result"]["isError"], true, "{r}");
+
+    // Input: inputRequests pass through, tasks/update answers them.
+    let r = modern(
+        &mut a,
+        "tools/call",
+        json!({"name": "jobs__task_ask", "arguments": {}}),
+        true,
+    )
+    .await;
+    let asking = r["result"]["taskId"].as_str().expect("taskId").to_owned();
+    let r = poll_until(&mut a, &asking, "input_required").await;
+    assert_eq!(
+        r["result"]["inputRequests"]["name"]["method"], "elicitation/create",
+        "{r}"
+    );
+    let answer = json!({"taskId": asking, "inputResponses": {"name": {"action": "accept", "content": {"name": "Ada"}}}});
+    let r = modern(&mut a, "tasks/update", answer, true).await;
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    let r = poll_until(&mut a, &asking, "completed").await;
+    assert_eq!(
+        r["result"]["result"]["content"][0]["text"], "hello Ada",
+        "{r}"
+    );
+
+    // Cancel.
+    let r = modern(
+        &mut a,
+        "tools/call",
+        json!({"name": "jobs__task_sleep", "arguments": {"ms": 600000}}),
+        true,
+    )
+    .await;
+    let long = r["result"]["taskId"].as_str().expect("taskId").to_owned();
+    let r = modern(&mut a, "tasks/cancel", json!({"taskId": long}), true).await;
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    poll_until(&mut a, &long, "cancelled").await;
+}
+
+#[tokio::test]
+async fn task_ids_cannot_be_forged_and_the_extension_must_be_declared() {
+    let (b, _rec, _arg) = daemon();
+    let d = b
+        .fixture("jobs", &["--era", "modern", "--tools", TOOLS])
+        .start()
+        .await;
+    d.wait_ready().await;
+    let mut a = d.agent().await;
+    let r = modern(
+        &mut a,
+        "tools/call",
+        json!({"name": "jobs__task_sleep", "arguments": {"ms": 10}}),
+        true,
+    )
+    .await;
+    let task = r["result"]["taskId"].as_str().expect("taskId").to_owned();
+
+    // The server's own id, an edited id, and ids mcpd never issued are unknown.
+    for bad in [
+        "fixture-task-1".to_owned(),
+        task.replacen("mcpdt1.W", "mcpdt1.X", 1),
+        format!("{task}x"),
+        "mcpdt1.nodot".into(),
+    ] {
+        if bad == task {
+            continue;
+        }
+        let r = modern(&mut a, "tasks/get", json!({"taskId": bad}), true).await;
+        assert_eq!(error_code(&r), Some(-32602), "{bad}: {r}");
+    }
+    // The extension is declared per request.
+    let r = modern(&mut a, "tasks/get", json!({"taskId": task}), false).await;
+    assert_eq!(error_code(&r), Some(-32021), "{r}");
+    assert!(
+        r["error"]["data"]["requiredCapabilities"]["extensions"][EXT].is_object(),
+        "{r}"
+    );
+    // The 2025-11-25 methods the extension dropped are not there.
+    for m in ["tasks/result", "tasks/list"] {
+        let r = modern(&mut a, m, json!({"taskId": task}), true).await;
+        assert_eq!(error_code(&r), Some(-32601), "{m}: {r}");
+    }
+    // A modern agent that did not declare it gets the server's -32021, with what to declare.
+    let r = modern(
+        &mut a,
+        "tools/call",
+        json!({"name": "jobs__task_sleep", "arguments": {}}),
+        false,
+    )
+    .await;
+    assert_eq!(error_code(&r), Some(-32021), "{r}");
+    // The legacy `task` parameter means nothing to a modern agent's call.
+    let r = modern(
+        &mut a,
+        "tools/call",
+        json!({"name": "jobs__echo", "arguments": {"text": "x"}, "task": {"ttl": 1000}}),
+        true,
+    )
+    .await;
+    assert_eq!(text(&r), "x", "{r}");
+}
+
+#[tokio::test]
+async fn an_agent_without_tasks_gets_the_result_of_a_task_only_tool_and_its_input_requests() {
+    let (b, rec, arg) = daemon();
+    let d = b
+        .fixture(
+            "jobs",
+            &["--era", "modern", "--tools", TOOLS, "--record", &arg],
+        )
+        .start()
+        .await;
+    d.wait_ready().await;
+    let mut a = d.agent().await;
+    let r = a
+        .request(
+            "initialize",
+            Some(json!({"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}, "clientInfo": {"name": "t", "version": "1"}})),
+        )
+        .await;
+    assert!(r.get("result").is_some(), "{r}");
+    a.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+
+    let r = a.call("jobs__task_sleep", json!({"ms": 100})).await;
+    assert_eq!(text(&r), "slept 100 ms", "{r}");
+    let r = a.call("jobs__task_fail", json!({})).await;
+    assert_eq!(r["error"]["message"], "the job failed", "{r}");
+    let r = a.call("jobs__task_error", json!({})).await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+
+    // The task's input request reaches the agent as a real elicitation.
+    let id = a.start_call("jobs__task_ask", json!({})).await;
+    let ask = within("mcpd's elicitation request", async {
+        loop {
+            let m = a.recv().await.expect("open");
+            if m["method"] == "elicitation/create" {
+                break m;
+            }
+        }
+    })
+    .await;
+    a.send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"name": "Ada"}}}))
+        .await;
+    let r = a.response(&id).await;
+    assert_eq!(text(&r), "hello Ada", "{r}");
+
+    // Cancelling the call cancels the task at its server.
+    let id = a
+        .start_call("jobs__task_sleep", json!({"ms": 600000}))
+        .await;
+    let pid = d.server_status("jobs").await["pid"].as_u64().expect("pid") as u32;
+    eventually("the server runs the task", WAIT, || async {
+        recorded_requests(&rec, pid)
+            .iter()
+            .any(|m| m["method"] == "tasks/get")
+            .then_some(())
+    })
+    .await;
+    a.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}}),
+    )
+    .await;
+    eventually("the server is asked to cancel the task", WAIT, || async {
+        recorded_requests(&rec, pid)
+            .iter()
+            .any(|m| m["method"] == "tasks/cancel")
+            .then_some(())
+    })
+    .await;
+}
