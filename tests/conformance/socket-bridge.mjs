@@ -19,7 +19,9 @@
 // - What belongs to HTTP and so cannot come through a socket, as the spec's HTTP binding
 //   says and mcpd's listener does: the Host/Origin check (403); refusing batches and
 //   non-JSON-RPC bodies; on modern requests the MCP-Protocol-Version / Mcp-Method /
-//   Mcp-Name checks (400, -32020) and the status of an error answer (400 for -32020,
+//   Mcp-Name checks (400, -32020), the `Mcp-Param-*` checks of a `tools/call` against the
+//   tool's `x-mcp-header` annotations (read with a `tools/list` of the bridge's own on the
+//   shared link, before each such call), and the status of an error answer (400 for -32020,
 //   -32021, -32022 and a `_meta` key missing, 404 for -32601); a JSON body when the client
 //   does not accept SSE or the answer is an HTTP error, an SSE stream otherwise; closing a
 //   response stream cancels its request (notifications/cancelled).
@@ -28,10 +30,10 @@
 //   token, else to the newest request still open (a log, a server's elicitation request),
 //   else to the legacy session's GET stream (list changes, resource updates).
 //
-// What it does not do: check `Mcp-Param-*` headers against tool schemas (it does not know
-// the tools), SSE event ids, priming events or `Last-Event-ID` resumption (mcpd's listener
-// does not offer them either), bearer tokens, body size limits, or more than one GET
-// stream per session. tests/conformance/socket-bridge-losses.txt lists what this costs.
+// What it does not do: SSE event ids, priming events or `Last-Event-ID` resumption (mcpd's
+// listener does not offer them either), bearer tokens, body size limits, more than one GET
+// stream per session, or tell which request a log or a server's request belongs to when
+// several are open. tests/conformance/socket-bridge-losses.txt lists what this costs.
 
 import { spawn } from "node:child_process";
 import { createServer } from "node:http";
@@ -152,13 +154,29 @@ function related(opens, msg) {
 
 let shared = null;
 const modernOpen = new Map(); // our id -> Open
+const ownAsks = new Map(); // our id -> the resolve of the bridge's own request
 let nextId = 1;
+
+// A request of the bridge's own on the shared link; resolves to mcpd's answer.
+function ask(method, params) {
+  return new Promise((resolve) => {
+    const id = nextId++;
+    ownAsks.set(id, resolve);
+    const _meta = { [PV]: "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {} };
+    sharedLink().send({ jsonrpc: "2.0", id, method, params: { ...params, _meta } });
+  });
+}
 
 function sharedLink() {
   if (shared) return shared;
   shared = new Link(
     (msg) => {
       if (msg.method === undefined) {
+        const own = ownAsks.get(msg.id);
+        if (own) {
+          ownAsks.delete(msg.id);
+          return own(msg);
+        }
         const open = modernOpen.get(msg.id);
         if (!open) return;
         modernOpen.delete(msg.id);
@@ -178,15 +196,63 @@ function sharedLink() {
       shared = null;
       for (const open of modernOpen.values()) open.deliver({ jsonrpc: "2.0", id: open.id, error: { code: -32603, message: "mcpd connect exited" } }, true);
       modernOpen.clear();
+      for (const own of ownAsks.values()) own({ error: { code: -32603, message: "mcpd connect exited" } });
+      ownAsks.clear();
     },
   );
   return shared;
 }
 
+// A header value as the client meant it, `=?base64?…?=` unwrapped; null when it is not
+// visible ASCII, or the wrapping is not valid base64 of UTF-8.
 const decode = (v) => {
+  if (!/^[\t\x20-\x7e]*$/.test(v)) return null;
   const m = /^=\?base64\?(.*)\?=$/.exec(v);
-  return m ? Buffer.from(m[1], "base64").toString("utf8") : v;
+  if (!m) return v;
+  if (!/^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/.test(m[1])) return null;
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(Buffer.from(m[1], "base64"));
+  } catch {
+    return null;
+  }
 };
+
+// The (argument, header) pairs of a tool's `x-mcp-header` annotations, from mcpd's listing.
+async function paramHeaders(tool) {
+  let cursor;
+  for (let page = 0; page < 50; page++) {
+    const answer = await ask("tools/list", cursor ? { cursor } : {});
+    const found = (answer.result?.tools ?? []).find((t) => t.name === tool);
+    if (found) {
+      return Object.entries(found.inputSchema?.properties ?? {})
+        .filter(([, p]) => typeof p?.["x-mcp-header"] === "string")
+        .map(([arg, p]) => [arg, p["x-mcp-header"]]);
+    }
+    cursor = answer.result?.nextCursor;
+    if (!cursor) break;
+  }
+  return []; // a tool mcpd does not list gets mcpd's own "unknown tool" answer
+}
+
+// The `Mcp-Param-*` checks mcpd's listener makes (agent/http/modern.rs, check_param_headers).
+async function checkParams(req, msg) {
+  if (msg.method !== "tools/call" || typeof msg.params?.name !== "string") return null;
+  for (const [arg, name] of await paramHeaders(msg.params.name)) {
+    const value = msg.params.arguments?.[arg];
+    if (value === undefined || value === null) continue;
+    const raw = req.headersDistinct[`mcp-param-${name.toLowerCase()}`];
+    if (raw === undefined) return [400, -32020, `the Mcp-Param-${name} header is required: argument "${arg}" is present`];
+    const got = raw.length === 1 ? decode(raw[0]) : null;
+    if (got === null) return [400, -32020, `Mcp-Param-${name} has invalid characters or invalid base64`];
+    const same =
+      typeof value === "string" ? got === value
+      : typeof value === "boolean" ? got === String(value)
+      : typeof value === "number" ? Number.isInteger(value) && /^[+-]?\d+$/.test(got) && Number(got) === value
+      : true;
+    if (!same) return [400, -32020, `Mcp-Param-${name} differs from argument "${arg}"`];
+  }
+  return null;
+}
 
 // The checks of the headers against the body that mcpd's listener makes (agent/http/modern.rs).
 function checkHeaders(req, msg) {
@@ -212,10 +278,10 @@ function checkHeaders(req, msg) {
   return null;
 }
 
-function modernPost(req, res, msg, sse) {
+async function modernPost(req, res, msg, sse) {
   if (msg.method === undefined) return jsonError(res, 400, msg.id, -32600, "2026-07-28 clients send no responses");
   if (msg.id === undefined) return res.writeHead(202).end();
-  const refused = checkHeaders(req, msg);
+  const refused = checkHeaders(req, msg) ?? (await checkParams(req, msg));
   if (refused) return jsonError(res, refused[0], msg.id, refused[1], refused[2], refused[3]);
   const link = sharedLink();
   const ours = nextId++;
