@@ -19,6 +19,13 @@ pub enum EraCheck {
 /// `initialize` pins legacy, a valid modern request pins modern; `server/discover` pins
 /// nothing, so a client can still fall back to `initialize`.
 pub fn check(req: &Request, session: &mut Session) -> EraCheck {
+    // Checked before anything else, so that every connection (socket or HTTP, pinned
+    // to either era or not yet) gives the same answer.
+    if era::declares_version(req.params.as_ref())
+        && let Some(e) = removed(&req.method)
+    {
+        return EraCheck::Refuse(jsonrpc::error_line(Some(&req.id), &e));
+    }
     if req.method == method::INITIALIZE {
         if session.era == Some(Era::Modern) {
             let requested = req
@@ -39,13 +46,6 @@ pub fn check(req: &Request, session: &mut Session) -> EraCheck {
         // back to `initialize` afterwards.
         RequestEra::Modern | RequestEra::Legacy if req.method == method::DISCOVER => {
             EraCheck::Serve { modern: true }
-        }
-        RequestEra::Modern if era::REMOVED_METHODS.contains(&req.method.as_str()) => {
-            let e = ErrorObject::new(
-                jsonrpc::code::METHOD_NOT_FOUND,
-                format!("{} is not part of 2026-07-28", req.method),
-            );
-            EraCheck::Refuse(jsonrpc::error_line(Some(&req.id), &e))
         }
         RequestEra::Modern => {
             if session.era.is_none() {
@@ -77,6 +77,19 @@ pub fn check(req: &Request, session: &mut Session) -> EraCheck {
         }
         RequestEra::Legacy => EraCheck::Serve { modern: false },
     }
+}
+
+/// The answer to a method that 2026-07-28 removed (`initialize`, `ping`,
+/// `logging/setLevel`, `resources/subscribe`, `resources/unsubscribe`) in a request meant
+/// for that era: -32601. The one definition for the socket and the HTTP listener (which
+/// sends it with 404, also when only its header names a modern version).
+pub fn removed(m: &str) -> Option<ErrorObject> {
+    era::is_removed_method(m).then(|| {
+        ErrorObject::new(
+            jsonrpc::code::METHOD_NOT_FOUND,
+            format!("{m} is not part of 2026-07-28"),
+        )
+    })
 }
 
 fn is_mcpd_method(m: &str) -> bool {

@@ -51,9 +51,8 @@ impl Era {
     }
 }
 
-/// Legacy methods that 2026-07-28 removed: a request that declares 2026-07-28 for one
-/// of them gets -32601, on the socket as over HTTP (`initialize` is refused separately,
-/// with the version error).
+/// Legacy methods that 2026-07-28 removed besides `initialize`: a request that declares
+/// a protocol version for one of them gets -32601, on the socket as over HTTP.
 pub const REMOVED_METHODS: [&str; 6] = [
     super::method::PING,
     super::method::SET_LEVEL,
@@ -67,6 +66,15 @@ pub const REMOVED_METHODS: [&str; 6] = [
 /// Whether 2026-07-28 removed this method.
 pub fn is_removed_method(m: &str) -> bool {
     m == super::method::INITIALIZE || REMOVED_METHODS.contains(&m)
+}
+
+/// Whether a request's `_meta` declares a protocol version (any value): the request is
+/// meant for the modern era, whatever the connection spoke before.
+pub fn declares_version(params: Option<&Value>) -> bool {
+    params
+        .and_then(|p| p.get("_meta"))
+        .and_then(|m| m.get(key::PROTOCOL_VERSION))
+        .is_some()
 }
 
 /// Every version mcpd speaks, newest first: what `supportedVersions` and `-32022` list.

@@ -266,13 +266,7 @@ pub fn classify(outcome: Result<Value, ErrorObject>) -> Discovered {
             }
         }
         Err(e) if e.code == era::code::UNSUPPORTED_VERSION => {
-            let lists_modern = e
-                .data
-                .as_ref()
-                .and_then(|d| d.get("supported"))
-                .and_then(Value::as_array)
-                .is_some_and(|v| v.iter().any(|s| s == era::MODERN_VERSION));
-            if lists_modern {
+            if lists_modern(&e) {
                 Discovered::Modern(
                     None,
                     format!(
@@ -330,8 +324,26 @@ pub fn discover_identity(result: &Value) -> ServerIdentity {
     }
 }
 
+/// Whether a refused `server/discover` asks for another try: a -32022 whose `supported`
+/// list names the version mcpd speaks (the server refused its first choice, or wants it
+/// asked again). The spec's client then retries at once with that version; so does mcpd,
+/// once.
+pub fn retry_with_supported(outcome: &Result<Value, ErrorObject>) -> bool {
+    matches!(outcome, Err(e) if e.code == era::code::UNSUPPORTED_VERSION && lists_modern(e))
+}
+
+fn lists_modern(e: &ErrorObject) -> bool {
+    e.data
+        .as_ref()
+        .and_then(|d| d.get("supported"))
+        .and_then(Value::as_array)
+        .is_some_and(|v| v.iter().any(|s| s == era::MODERN_VERSION))
+}
+
 /// Asks a modern server who it is (`server/discover`) on the serving connection. Over
-/// HTTP with `auto`, `legacy_fallback` lets a legacy answer go on to `initialize`.
+/// HTTP with `auto`, `legacy_fallback` lets a legacy answer go on to `initialize`. A
+/// -32022 that lists 2026-07-28 is answered by asking again at once, once; a second one
+/// is an error.
 pub async fn discover<S>(
     server: &str,
     inbound: &mut S,
@@ -339,6 +351,60 @@ pub async fn discover<S>(
     malformed: &mut u64,
     legacy_fallback: bool,
 ) -> Result<ServerIdentity, HandshakeError>
+where
+    S: Stream<Item = Inbound> + Unpin,
+{
+    let mut outcome = discover_exchange(server, inbound, out, malformed).await?;
+    if retry_with_supported(&outcome) {
+        tracing::info!(
+            upstream = server,
+            "server/discover refused with -32022 listing {}; asking again with it",
+            era::MODERN_VERSION
+        );
+        outcome = discover_exchange(server, inbound, out, malformed).await?;
+    }
+    match classify(outcome) {
+        Discovered::Modern(identity, reason) => {
+            tracing::info!(upstream = server, "modern server: {reason}");
+            let identity = match identity {
+                Some(i) => *i,
+                None => {
+                    return Err(HandshakeError::era(format!(
+                        "the server speaks 2026-07-28 but refused server/discover: {reason}"
+                    )));
+                }
+            };
+            let identity = refuse_self(identity)?;
+            send(
+                out,
+                Outbound::Negotiated {
+                    version: era::MODERN_VERSION.into(),
+                },
+            )
+            .await?;
+            Ok(identity)
+        }
+        Discovered::Legacy(reason) if legacy_fallback => {
+            tracing::info!(
+                upstream = server,
+                "not a modern server ({reason}); using initialize"
+            );
+            initialize(server, inbound, out, malformed).await
+        }
+        Discovered::Legacy(reason) => Err(HandshakeError::era(format!(
+            "the server does not speak 2026-07-28: {reason}"
+        ))),
+    }
+}
+
+/// One `server/discover` request and its answer: the server's outcome, an HTTP 4xx
+/// without a JSON-RPC body as an error of that code, or why the exchange failed.
+async fn discover_exchange<S>(
+    server: &str,
+    inbound: &mut S,
+    out: &budget::Sender<Outbound>,
+    malformed: &mut u64,
+) -> Result<Result<Value, ErrorObject>, HandshakeError>
 where
     S: Stream<Item = Inbound> + Unpin,
 {
@@ -401,36 +467,5 @@ where
             Err(_) => *malformed += 1,
         }
     };
-    match classify(outcome) {
-        Discovered::Modern(identity, reason) => {
-            tracing::info!(upstream = server, "modern server: {reason}");
-            let identity = match identity {
-                Some(i) => *i,
-                None => {
-                    return Err(HandshakeError::era(format!(
-                        "the server speaks 2026-07-28 but refused server/discover: {reason}"
-                    )));
-                }
-            };
-            let identity = refuse_self(identity)?;
-            send(
-                out,
-                Outbound::Negotiated {
-                    version: era::MODERN_VERSION.into(),
-                },
-            )
-            .await?;
-            Ok(identity)
-        }
-        Discovered::Legacy(reason) if legacy_fallback => {
-            tracing::info!(
-                upstream = server,
-                "not a modern server ({reason}); using initialize"
-            );
-            initialize(server, inbound, out, malformed).await
-        }
-        Discovered::Legacy(reason) => Err(HandshakeError::era(format!(
-            "the server does not speak 2026-07-28: {reason}"
-        ))),
-    }
+    Ok(outcome)
 }

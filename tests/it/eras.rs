@@ -425,3 +425,45 @@ async fn a_server_pinned_to_the_wrong_era_fails_clearly_and_others_keep_working(
         "ok"
     );
 }
+
+#[tokio::test]
+async fn a_server_that_refuses_the_first_version_with_one_it_lists_is_asked_again_at_once() {
+    let b = DaemonBuilder::new();
+    let (rec, arg) = record(&b);
+    let refusing = [
+        "--era",
+        "modern",
+        "--refuse-first-request",
+        "--record",
+        &arg,
+    ];
+    let d = b
+        .fixture_with("pinned", &refusing, "protocol = \"modern\"")
+        .fixture("auto", &refusing)
+        .start()
+        .await;
+    for name in ["pinned", "auto"] {
+        let s = d
+            .wait_server(name, "the server is ready after one retry", |s| {
+                s["state"] == "ready" || s["state"] == "failed"
+            })
+            .await;
+        assert_eq!(s["state"], "ready", "{name}: {s}");
+        assert_eq!(s["era"], "modern", "{name}: {s}");
+        assert!(s["last_error"].is_null(), "{name}: no failed start: {s}");
+        // The serving process saw server/discover twice: refused, then answered.
+        let pid = status_pid(&s).expect("pid");
+        let discovers = recorded_requests(&rec, pid)
+            .iter()
+            .filter(|r| r["method"] == "server/discover")
+            .count();
+        assert_eq!(discovers, 2, "{name}");
+    }
+    // No restart: `pinned` started one process, `auto` its probe and one serving process.
+    assert_eq!(all_recorded_starts(&rec).len(), 3, "no failed start");
+    let mut a = d.initialized_agent().await;
+    for tool in ["pinned__echo", "auto__echo"] {
+        let r = a.call(tool, json!({"text": "ok"})).await;
+        assert_eq!(text(&r), "ok", "{tool}: {r}");
+    }
+}

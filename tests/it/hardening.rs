@@ -50,32 +50,54 @@ fn modern_meta() -> serde_json::Value {
     })
 }
 
+/// The four legacy methods 2026-07-28 removed, with legacy params.
+fn removed_methods() -> [(&'static str, serde_json::Value); 4] {
+    [
+        ("ping", json!({})),
+        ("logging/setLevel", json!({"level": "debug"})),
+        ("resources/subscribe", json!({"uri": "fixture://items/1"})),
+        ("resources/unsubscribe", json!({"uri": "fixture://items/1"})),
+    ]
+}
+
 #[tokio::test]
 async fn methods_2026_07_28_removed_are_refused_on_the_socket_as_over_http() {
     let d = DaemonBuilder::new().fixture("a", &[]).start().await;
     d.wait_ready().await;
     let mut agent = d.agent().await;
-    for (method, params) in [
-        ("ping", json!({})),
-        ("logging/setLevel", json!({"level": "debug"})),
-        ("resources/subscribe", json!({"uri": "fixture://items/1"})),
-        ("resources/unsubscribe", json!({"uri": "fixture://items/1"})),
-    ] {
+    for (method, params) in removed_methods() {
         let mut params = params;
         params["_meta"] = modern_meta();
         let r = agent.request(method, Some(params)).await;
         assert_eq!(error_code(&r), Some(-32601), "{method}: {r}");
         assert!(error_message(&r).contains("2026-07-28"), "{method}: {r}");
     }
+    // So is initialize when it declares 2026-07-28, as over HTTP.
+    let r = agent
+        .request(
+            "initialize",
+            Some(json!({"protocolVersion": "2026-07-28", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"}, "_meta": modern_meta()})),
+        )
+        .await;
+    assert_eq!(error_code(&r), Some(-32601), "initialize: {r}");
     // The connection is still served in its era.
     let r = agent
         .request("tools/list", Some(json!({"_meta": modern_meta()})))
         .await;
     assert_eq!(r["result"]["resultType"], "complete", "{r}");
-    // A legacy connection keeps them.
+    // A legacy connection keeps all four, and answers them with {}.
     let mut legacy = d.initialized_agent().await;
-    let r = legacy.request("ping", None).await;
-    assert!(r["result"].is_object(), "{r}");
+    for (method, params) in removed_methods() {
+        let r = legacy.request(method, Some(params)).await;
+        assert_eq!(r["result"], json!({}), "{method}: {r}");
+    }
+    // On that connection too, a request that declares 2026-07-28 gets the modern answer:
+    // the era is the request's, not the connection's.
+    let mut params = json!({});
+    params["_meta"] = modern_meta();
+    let r = legacy.request("ping", Some(params)).await;
+    assert_eq!(error_code(&r), Some(-32601), "{r}");
 }
 
 #[tokio::test]

@@ -55,22 +55,15 @@ pub fn is_modern_version(v: &str) -> bool {
 /// A message is stateless when its `_meta` carries a protocol version or its
 /// `MCP-Protocol-Version` header names a version that is not a legacy one.
 pub fn is_modern(message: &Value, version_header: Option<&str>) -> bool {
-    message
-        .pointer("/params/_meta")
-        .and_then(|m| m.get(key::PROTOCOL_VERSION))
-        .is_some()
-        || version_header.is_some_and(is_modern_version)
+    era::declares_version(message.get("params")) || version_header.is_some_and(is_modern_version)
 }
 
-/// The error for a request whose method 2026-07-28 removed: 404 with -32601 over HTTP.
+/// The error for a stateless request whose method 2026-07-28 removed (404 with -32601
+/// over HTTP): the connection actor's answer (`agent::modern::removed`), given before
+/// the header checks because such a request may carry the version only in its header.
 pub fn removed_method(message: &Value) -> Option<ErrorObject> {
     let m = message.get("method").and_then(Value::as_str)?;
-    era::is_removed_method(m).then(|| {
-        ErrorObject::new(
-            jsonrpc::code::METHOD_NOT_FOUND,
-            format!("{m} is not part of 2026-07-28"),
-        )
-    })
+    crate::agent::modern::removed(m)
 }
 
 /// Checks `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` against the body:

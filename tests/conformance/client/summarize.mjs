@@ -1,7 +1,11 @@
-// The verdict step of tests/conformance/auth.sh: one line per scenario run, from what the
-// suite wrote (its checks.json and its console log), and the exit status.
+// The verdict step of tests/conformance/auth.sh and client-scenarios.sh: one line per
+// scenario run, from what the suite wrote (its checks.json and its console log), and the
+// exit status.
 //
 //   node summarize.mjs SUITE_DIR OUT_DIR SET SCORED [BASELINE]
+//
+// Environment: CONFORMANCE_SUMMARY_LABEL names the runs in the last line (default: auth);
+// CONFORMANCE_WARNINGS_FAIL=1 makes a WARNING check fail its scenario (client-scenarios.sh).
 //
 // SUITE_DIR  the installed @modelcontextprotocol/conformance (its `yaml` dependency parses BASELINE)
 // OUT_DIR    auth.sh's directory for SET: runs.tsv (scenario, log file, results dir, the
@@ -27,6 +31,8 @@ if (!suiteDir || !outDir || !set || !scoredArg) {
   process.exit(2);
 }
 const scored = scoredArg === "1";
+const label = process.env.CONFORMANCE_SUMMARY_LABEL || "auth";
+const warningsFail = process.env.CONFORMANCE_WARNINGS_FAIL === "1";
 
 // The baseline: scenario -> true (whole scenario) or a Set of check ids.
 const baseline = new Map();
@@ -74,6 +80,7 @@ for (const line of runs) {
   if (skipped) problems.push("skipped by the suite");
   else if (!checksFile) problems.push(`no checks.json (suite exit status ${suiteRc})`);
   if (failing.length) problems.push(`failed: ${failing.join(", ")}`);
+  if (warningsFail && warnings.length) problems.push(`warnings: ${warnings.join(", ")}`);
   if (timedOut) problems.push("the driver timed out");
   else if (exitNotAllowed) problems.push(`the driver exited ${exit} and the scenario allows no client error`);
 
@@ -90,7 +97,7 @@ for (const line of runs) {
   }
   const notes = [];
   if (exit !== 0 && !exitNotAllowed && !timedOut) notes.push(`driver exit ${exit} (allowed)`);
-  if (warnings.length) notes.push(`warnings: ${warnings.join(", ")}`);
+  if (warnings.length && !warningsFail) notes.push(`warnings: ${warnings.join(", ")}`);
   rows.push({ scenario, verdict, problems, notes, stale, logFile,
     counts: `${n("SUCCESS")} passed, ${n("FAILURE")} failed, ${n("WARNING")} warnings` });
 }
@@ -108,7 +115,7 @@ const bad = rows.filter((r) => r.verdict === "FAIL");
 for (const r of bad) console.log(`  log of ${r.scenario}: ${r.logFile}`);
 const count = (v) => rows.filter((r) => r.verdict === v).length;
 console.log(
-  `conformance auth ${set}: ${count("pass")} of ${rows.length} scenarios passed` +
+  `conformance ${label} ${set}: ${count("pass")} of ${rows.length} scenarios passed` +
     `${count("xfail") ? `, ${count("xfail")} expected failures` : ""}, ${bad.length} failed` +
     `${scored ? "" : " (not scored)"}`,
 );
