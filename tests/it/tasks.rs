@@ -276,10 +276,11 @@ async fn an_agent_without_tasks_gets_the_result_of_a_task_only_tool_and_its_inpu
         .start_call("jobs__task_sleep", json!({"ms": 600000}))
         .await;
     let pid = d.server_status("jobs").await["pid"].as_u64().expect("pid") as u32;
-    eventually("the server runs the task", WAIT, || async {
+    // The fifth task this server made; mcpd polls it once it exists.
+    eventually("mcpd follows the task", WAIT, || async {
         recorded_requests(&rec, pid)
             .iter()
-            .any(|m| m["method"] == "tasks/get")
+            .any(|m| m["method"] == "tasks/get" && m["params"]["taskId"] == "fixture-task-5")
             .then_some(())
     })
     .await;
@@ -290,7 +291,7 @@ async fn an_agent_without_tasks_gets_the_result_of_a_task_only_tool_and_its_inpu
     eventually("the server is asked to cancel the task", WAIT, || async {
         recorded_requests(&rec, pid)
             .iter()
-            .any(|m| m["method"] == "tasks/cancel")
+            .any(|m| m["method"] == "tasks/cancel" && m["params"]["taskId"] == "fixture-task-5")
             .then_some(())
     })
     .await;
