@@ -19,7 +19,8 @@
 // - What belongs to HTTP and so cannot come through a socket, as the spec's HTTP binding
 //   says and mcpd's listener does: the Host/Origin check (403); refusing batches and
 //   non-JSON-RPC bodies; on modern requests the MCP-Protocol-Version / Mcp-Method /
-//   Mcp-Name checks (400, -32020), the `Mcp-Param-*` checks of a `tools/call` against the
+//   Mcp-Name checks (400, -32020; Mcp-Name is `params.taskId` for tasks/get, tasks/update
+//   and tasks/cancel), the `Mcp-Param-*` checks of a `tools/call` against the
 //   tool's `x-mcp-header` annotations (read with a `tools/list` of the bridge's own on the
 //   shared link, before each such call), and the status of an error answer (400 for -32020,
 //   -32021, -32022 and a `_meta` key missing, 404 for -32601); a JSON body when the client
@@ -269,7 +270,14 @@ function checkHeaders(req, msg) {
   const m = one("mcp-method");
   if (m === undefined) return mismatch("the Mcp-Method header is required");
   if (m !== msg.method) return mismatch(`Mcp-Method differs from the body's method (${msg.method})`);
-  const field = { "tools/call": "name", "prompts/get": "name", "resources/read": "uri" }[msg.method];
+  const field = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+  }[msg.method];
   if (field) {
     const n = one("mcp-name");
     if (n === undefined) return mismatch(`the Mcp-Name header is required for ${msg.method}`);
