@@ -2,7 +2,7 @@
 
 use super::AgentContext;
 use super::forward::{self, Caller, Route, Target};
-use super::render::Rewrite;
+use super::render::{Rewrite, TaskMode};
 use super::reply::{Refusal, ReplyFuture};
 use super::session::Session;
 use crate::errors::AgentError;
@@ -61,13 +61,26 @@ pub fn start(
         .filter(|s| s.is_object())
         .map(|s| Arc::new(s.clone()));
     // A modern agent makes tasks through the extension alone: the 2025-11-25 `task`
-    // parameter is not part of its era and must not reach a server that knows it.
+    // parameter is not part of its era and must not reach a server that knows it. A
+    // legacy agent's `task` goes to its server; a tool that runs only as a task gets one
+    // from mcpd when the agent did not ask.
     let tasks = if modern {
         params.remove("task");
-        crate::protocol::tasks::declared_in_meta(params.get("_meta"))
-            .then(|| super::task_ids::owner(ctx))
+        match crate::protocol::tasks::declared_in_meta(params.get("_meta")) {
+            true => TaskMode::Owned(super::task_ids::owner(ctx)),
+            false => TaskMode::None,
+        }
+    } else if params.get("task").is_some_and(Value::is_object) {
+        TaskMode::Owned(super::task_ids::owner(ctx))
+    } else if tool
+        .definition
+        .pointer("/execution/taskSupport")
+        .and_then(Value::as_str)
+        == Some("required")
+    {
+        TaskMode::Follow
     } else {
-        None
+        TaskMode::None
     };
     let rewrite = Rewrite::ToolResult {
         output_schema,

@@ -97,7 +97,8 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
         },
         crate::protocol::tasks::GET
         | crate::protocol::tasks::UPDATE
-        | crate::protocol::tasks::CANCEL => super::tasks::handle(req, ctx, outbox, session, modern),
+        | crate::protocol::tasks::CANCEL
+        | method::TASKS_RESULT => super::tasks::handle(req, ctx, outbox, session, modern),
         method::MCPD_STATUS => status(req, ctx),
         "mcpd/reload" => reload(req, ctx),
         "mcpd/metrics" => {
@@ -203,9 +204,19 @@ fn initialize(req: &Request, session: &mut Session) -> String {
         protocol = version,
         "agent initialized"
     );
+    let mut capabilities = modern::capabilities();
+    if version == protocol::TASKS_VERSION {
+        // 2025-11-25 tool tasks pass through to the servers that run them. No `list`:
+        // one shared server cannot list only this agent's tasks.
+        jsonrpc::set_member(
+            &mut capabilities,
+            "tasks",
+            json!({"cancel": {}, "requests": {"tools": {"call": {}}}}),
+        );
+    }
     let result = json!({
         "protocolVersion": version,
-        "capabilities": modern::capabilities(),
+        "capabilities": capabilities,
         "serverInfo": crate::protocol::era::server_info(),
         "instructions": modern::INSTRUCTIONS,
         "_meta": { crate::protocol::era::key::MCPD_INSTANCE: crate::protocol::era::instance() },

@@ -1,6 +1,6 @@
 //! A legacy agent's call to a modern server: mcpd fulfils the server's `input_required` rounds by asking the agent real requests, and follows a task the server runs the call as (the Tasks extension) to its end, so the agent gets a plain result.
 
-use super::render::{self, Rewrite};
+use super::render::{self, Rewrite, TaskMode};
 use super::reply::Step;
 use crate::jsonrpc::{self, ErrorObject, Id};
 use crate::protocol::results::RawMembers;
@@ -52,6 +52,16 @@ pub struct LegacyCall {
 
 impl LegacyCall {
     pub async fn run(mut self) -> (Id, Step) {
+        let follow = matches!(
+            self.rewrite,
+            Rewrite::ToolResult {
+                tasks: TaskMode::Follow,
+                ..
+            }
+        );
+        if follow {
+            self.params.insert("task".into(), json!({}));
+        }
         for _ in 0..MAX_INPUT_ROUNDS {
             let opts = CallOptions {
                 progress: self.progress.clone(),
@@ -75,7 +85,7 @@ impl LegacyCall {
                     let asks_input = members
                         .as_ref()
                         .is_none_or(|m| m.get("resultType").is_some_and(|t| t != "\"complete\""));
-                    if asks_input {
+                    if asks_input || follow {
                         raw.to_value().map(Ok)
                     } else {
                         let line = render::render_members(
@@ -93,6 +103,9 @@ impl LegacyCall {
                 Err(e) => Err(e),
             };
             match reply {
+                Ok(Ok(result)) if follow && result.pointer("/task/taskId").is_some() => {
+                    return self.follow_legacy(&result).await;
+                }
                 Ok(Ok(result)) if self.tasks && era::result_type(&result) == "task" => {
                     return self.follow(result).await;
                 }
@@ -256,6 +269,56 @@ impl LegacyCall {
                 Err(step) => return step,
             };
         }
+    }
+
+    /// Follows a 2025-11-25 task mcpd asked for: `tasks/result` waits for its end (the
+    /// server's requests meanwhile reach the agent as during any call), and its result,
+    /// without the related-task `_meta`, answers the call. The agent's cancellation
+    /// cancels the task.
+    async fn follow_legacy(mut self, created: &Value) -> (Id, Step) {
+        let Some(task) = created
+            .pointer("/task/taskId")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+        else {
+            return self.fail("the server's task has no taskId");
+        };
+        let mut result = match self
+            .task_request(method::TASKS_RESULT, json!({"taskId": task}))
+            .await
+        {
+            Ok(v) => v,
+            Err(step) => return step,
+        };
+        if let Some(meta) = result.get_mut("_meta").and_then(Value::as_object_mut) {
+            meta.remove(super::task_ids::RELATED);
+        }
+        let plain = Rewrite::ToolResult {
+            output_schema: None,
+            limits: crate::protocol::results::Limits::default(),
+            tasks: TaskMode::None,
+        };
+        let rewrite = match &self.rewrite {
+            Rewrite::ToolResult {
+                output_schema,
+                limits,
+                ..
+            } => Rewrite::ToolResult {
+                output_schema: output_schema.clone(),
+                limits: *limits,
+                tasks: TaskMode::None,
+            },
+            _ => plain,
+        };
+        let line = render::render(
+            &self.id,
+            &self.server,
+            self.method,
+            Ok(Ok(result)),
+            false,
+            &rewrite,
+        );
+        (self.id, Step::Reply(line))
     }
 
     /// One request about the task, with the extension declared; Err is the call's

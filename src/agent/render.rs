@@ -20,15 +20,26 @@ pub enum Rewrite {
     ToolResult {
         output_schema: Option<Arc<Value>>,
         limits: crate::protocol::results::Limits,
-        /// Who may use a task the server makes of the call; None when the agent did
-        /// not declare the Tasks extension, so a task is not an answer it can use.
-        tasks: Option<Arc<str>>,
+        tasks: TaskMode,
     },
     /// `tasks/get`, `tasks/update`, `tasks/cancel`: the server's task id becomes the
     /// one the agent knows.
     Task {
         owner: Arc<str>,
     },
+}
+
+/// What a `tools/call` may do with tasks.
+#[derive(Clone)]
+pub enum TaskMode {
+    /// The agent asked for no task: a task is not an answer it can use.
+    None,
+    /// The agent may get a task (it declared the extension, or sent the 2025-11-25
+    /// `task` parameter); its id is sealed for this owner.
+    Owned(Arc<str>),
+    /// The tool runs only as a 2025-11-25 task and the agent did not ask for one: mcpd
+    /// asks for it and follows it to its result (`legacy_call.rs`).
+    Follow,
 }
 
 /// [`render`] for a reply whose result is the server's text. A result mcpd has nothing
@@ -96,8 +107,8 @@ pub fn render(
                 Rewrite::None => {}
                 Rewrite::ContentUris { surface } => present_contents(&mut result, surface, server),
                 Rewrite::Task { owner } => super::task_ids::present(&mut result, owner, server),
-                Rewrite::ToolResult { tasks, .. } if era::result_type(&result) == "task" => {
-                    let Some(owner) = tasks else {
+                Rewrite::ToolResult { tasks, .. } if super::task_ids::is_task(&result) => {
+                    let TaskMode::Owned(owner) = tasks else {
                         let e = AgentError::Upstream {
                             server: server.to_owned(),
                             method: method.to_owned(),

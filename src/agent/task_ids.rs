@@ -49,13 +49,35 @@ pub fn open(owner: &str, sealed: &str) -> Result<(String, String), &'static str>
     Ok((server, task))
 }
 
-/// Replaces the server's `taskId` in a result with the one the agent sees.
+/// Replaces the server's task id in a result with the one the agent sees: a 2026-07-28
+/// task's `taskId`, a 2025-11-25 `CreateTaskResult`'s `task.taskId`, and the related-task
+/// `_meta` of a 2025-11-25 `tasks/result`.
 pub fn present(result: &mut Value, owner: &str, server: &str) {
-    if let Some(id) = result.get("taskId").and_then(Value::as_str) {
-        let sealed = seal(owner, server, id);
-        jsonrpc::set_member(result, "taskId", Value::String(sealed));
+    let reseal = |v: &mut Value| {
+        if let Some(id) = v.get("taskId").and_then(Value::as_str) {
+            let sealed = seal(owner, server, id);
+            jsonrpc::set_member(v, "taskId", Value::String(sealed));
+        }
+    };
+    reseal(result);
+    if let Some(task) = result.get_mut("task") {
+        reseal(task);
+    }
+    if let Some(related) = result.pointer_mut(&format!("/_meta/{}", RELATED.replace('/', "~1"))) {
+        reseal(related);
     }
 }
+
+/// Whether a `tools/call` result is a task rather than the call's result.
+pub fn is_task(result: &Value) -> bool {
+    crate::protocol::era::result_type(result) == "task"
+        || result
+            .get("task")
+            .is_some_and(|t| t.get("taskId").is_some())
+}
+
+/// The `_meta` key that ties a 2025-11-25 message to its task.
+pub const RELATED: &str = "io.modelcontextprotocol/related-task";
 
 #[cfg(test)]
 mod tests {

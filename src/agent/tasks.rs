@@ -1,4 +1,4 @@
-//! Tasks through mcpd (the 2026-07-28 extension): `tasks/get`, `tasks/update` and `tasks/cancel` routed back to the server that made the task, by the sealed id the agent has (`task_ids.rs`).
+//! Tasks through mcpd, both eras: `tasks/get`, `tasks/cancel`, and `tasks/update` (2026-07-28 extension) or `tasks/result` (2025-11-25), routed back to the server that made the task, by the sealed id the agent has (`task_ids.rs`).
 
 use super::AgentContext;
 use super::forward::{self, Caller, Route, Target};
@@ -21,18 +21,16 @@ pub fn handle(
     modern: bool,
 ) -> Handled {
     let refuse = |e: jsonrpc::ErrorObject| Handled::Now(jsonrpc::error_line(Some(&req.id), &e));
-    let method: &'static str = match req.method.as_str() {
-        tasks::GET => tasks::GET,
-        tasks::UPDATE => tasks::UPDATE,
-        tasks::CANCEL => tasks::CANCEL,
-        other => return refuse(AgentError::UnknownMethod(other.to_owned()).to_error_object()),
+    // 2025-11-25 has `tasks/result` (no `tasks/update`) and no per-request declaration;
+    // the extension has `tasks/update` and wants it declared on every request.
+    let method: &'static str = match (req.method.as_str(), modern) {
+        (tasks::GET, _) => tasks::GET,
+        (tasks::CANCEL, _) => tasks::CANCEL,
+        (tasks::UPDATE, true) => tasks::UPDATE,
+        (crate::protocol::method::TASKS_RESULT, false) => crate::protocol::method::TASKS_RESULT,
+        (other, _) => return refuse(AgentError::UnknownMethod(other.to_owned()).to_error_object()),
     };
-    if !modern {
-        // 2025-11-25 tasks are not routed: a legacy agent made no task through mcpd.
-        let e = AgentError::UnknownMethod(req.method.clone());
-        return refuse(e.to_error_object());
-    }
-    if !tasks::declared(req.params.as_ref()) {
+    if modern && !tasks::declared(req.params.as_ref()) {
         return refuse(tasks::not_declared(method));
     }
     let Some(Value::Object(mut params)) = req.params.clone() else {

@@ -212,7 +212,11 @@ pub fn legacy_result(result: &mut Value) {
     }
     let empty = match obj.get_mut("_meta").and_then(Value::as_object_mut) {
         Some(m) => {
-            m.retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
+            // The related-task key is 2025-11-25's own: a legacy agent's tasks/result has it.
+            m.retain(|k, _| {
+                !k.starts_with("io.modelcontextprotocol/")
+                    || k == "io.modelcontextprotocol/related-task"
+            });
             m.is_empty()
         }
         None => false,
@@ -262,7 +266,11 @@ pub fn present_raw(members: &super::results::RawMembers, modern: bool) -> Presen
                 let mut meta: Value = serde_json::from_str(v).unwrap_or(Value::Null);
                 match meta.as_object_mut() {
                     Some(m) => {
-                        m.retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
+                        // The related-task key is 2025-11-25's own: a legacy agent's tasks/result has it.
+                        m.retain(|k, _| {
+                            !k.starts_with("io.modelcontextprotocol/")
+                                || k == "io.modelcontextprotocol/related-task"
+                        });
                         changed = true;
                         if !m.is_empty() {
                             out.push(("_meta", meta.to_string().into()));

@@ -17,6 +17,9 @@ pub const LEGACY_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26"
 /// The version mcpd offers upstream and answers agents that ask for one it does not know.
 pub const LATEST_LEGACY: &str = LEGACY_VERSIONS[0];
 
+/// The legacy version whose core has (experimental) tool tasks.
+pub const TASKS_VERSION: &str = "2025-11-25";
+
 pub fn is_legacy_version(v: &str) -> bool {
     LEGACY_VERSIONS.contains(&v)
 }

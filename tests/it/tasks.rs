@@ -296,3 +296,150 @@ async fn an_agent_without_tasks_gets_the_result_of_a_task_only_tool_and_its_inpu
     })
     .await;
 }
+
+/// A legacy agent at 2025-11-25, declaring elicitation.
+async fn legacy_agent(d: &Daemon) -> (Agent, Value) {
+    let mut a = d.agent().await;
+    let r = a
+        .request(
+            "initialize",
+            Some(json!({"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}, "clientInfo": {"name": "t", "version": "1"}})),
+        )
+        .await;
+    assert!(r.get("result").is_some(), "{r}");
+    a.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    (a, r)
+}
+
+const LEGACY_TOOLS: &str = "echo,ltask_sleep,ltask_ask";
+
+#[tokio::test]
+async fn a_legacy_agent_makes_polls_awaits_and_cancels_2025_11_25_tasks_under_sealed_ids() {
+    let (b, rec, arg) = daemon();
+    let d = b
+        .fixture("old", &["--tools", LEGACY_TOOLS, "--record", &arg])
+        .start()
+        .await;
+    d.wait_ready().await;
+    let (mut a, init) = legacy_agent(&d).await;
+    assert!(
+        init["result"]["capabilities"]["tasks"]["requests"]["tools"]["call"].is_object(),
+        "{init}"
+    );
+    let r = a.request("tools/list", None).await;
+    let tool = r["result"]["tools"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["name"] == "old__ltask_sleep"))
+        .cloned()
+        .expect("listed");
+    assert_eq!(tool["execution"]["taskSupport"], "required", "{tool}");
+
+    let call =
+        json!({"name": "old__ltask_sleep", "arguments": {"ms": 100}, "task": {"ttl": 60000}});
+    let r = a.request("tools/call", Some(call)).await;
+    let task = r["result"]["task"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    assert!(task.starts_with("mcpdt1."), "{r}");
+    assert!(!r.to_string().contains("legacy-task-"), "{r}");
+    let r = a.request("tasks/get", Some(json!({"taskId": task}))).await;
+    assert_eq!(r["result"]["taskId"], task, "{r}");
+    // tasks/result waits for the end.
+    let r = a
+        .request("tasks/result", Some(json!({"taskId": task})))
+        .await;
+    assert_eq!(text(&r), "slept 100 ms", "{r}");
+    assert_eq!(
+        r["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], task,
+        "the related task is the agent's id: {r}"
+    );
+    let pid = d.server_status("old").await["pid"].as_u64().expect("pid") as u32;
+    assert!(
+        recorded_requests(&rec, pid)
+            .iter()
+            .filter(|m| m["method"] == "tasks/result")
+            .all(|m| m["params"]["taskId"] == "legacy-task-1"),
+        "the server got its own id"
+    );
+
+    let call = json!({"name": "old__ltask_sleep", "arguments": {"ms": 600000}, "task": {}});
+    let r = a.request("tools/call", Some(call)).await;
+    let long = r["result"]["task"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    let r = a
+        .request("tasks/cancel", Some(json!({"taskId": long})))
+        .await;
+    assert_eq!(r["result"]["status"], "cancelled", "{r}");
+    assert_eq!(r["result"]["taskId"], long, "{r}");
+    let r = a.request("tasks/list", None).await;
+    assert_eq!(
+        error_code(&r),
+        Some(-32601),
+        "mcpd does not list one shared server's tasks: {r}"
+    );
+    let r = a
+        .request("tasks/get", Some(json!({"taskId": "legacy-task-1"})))
+        .await;
+    assert_eq!(error_code(&r), Some(-32602), "{r}");
+}
+
+#[tokio::test]
+async fn an_agent_that_asks_for_no_task_gets_the_result_of_a_tool_that_requires_one() {
+    let (b, rec, arg) = daemon();
+    let d = b
+        .fixture("old", &["--tools", LEGACY_TOOLS, "--record", &arg])
+        .start()
+        .await;
+    d.wait_ready().await;
+    let (mut a, _) = legacy_agent(&d).await;
+    let r = a.call("old__ltask_sleep", json!({"ms": 50})).await;
+    assert_eq!(text(&r), "slept 50 ms", "{r}");
+    assert!(
+        r["result"]["_meta"]["io.modelcontextprotocol/related-task"].is_null(),
+        "a plain result: {r}"
+    );
+
+    // The server's request while mcpd waits on tasks/result reaches the agent.
+    let id = a.start_call("old__ltask_ask", json!({})).await;
+    let ask = within("the server's elicitation", async {
+        loop {
+            let m = a.recv().await.expect("open");
+            if m["method"] == "elicitation/create" {
+                break m;
+            }
+        }
+    })
+    .await;
+    a.send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"name": "Ada"}}}))
+        .await;
+    let r = a.response(&id).await;
+    assert_eq!(text(&r), "hello Ada", "{r}");
+
+    // Cancelling the call cancels its task (the third this server made).
+    let id = a
+        .start_call("old__ltask_sleep", json!({"ms": 600000}))
+        .await;
+    let pid = d.server_status("old").await["pid"].as_u64().expect("pid") as u32;
+    eventually("mcpd waits on the task", WAIT, || async {
+        recorded_requests(&rec, pid)
+            .iter()
+            .any(|m| m["method"] == "tasks/result" && m["params"]["taskId"] == "legacy-task-3")
+            .then_some(())
+    })
+    .await;
+    a.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}}),
+    )
+    .await;
+    eventually("the server is asked to cancel the task", WAIT, || async {
+        recorded_requests(&rec, pid)
+            .iter()
+            .any(|m| m["method"] == "tasks/cancel" && m["params"]["taskId"] == "legacy-task-3")
+            .then_some(())
+    })
+    .await;
+}
