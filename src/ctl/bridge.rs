@@ -3,10 +3,10 @@
 //! Every stdio client reaches the daemon through this process, so it does as little as
 //! a relay can: after the optional profile handshake it never looks at the bytes. Each
 //! direction is one OS thread in a blocking loop, so a request costs one wake-up and, when
-//! either end is a pipe (clients that spawn it with `pipe(2)`: Python, Rust, Go), one
+//! stdin is a pipe (clients that spawn it with `pipe(2)`: Python, Rust, Go), one
 //! `splice(2)` that moves the bytes inside the kernel: no user-space buffer, no second
-//! syscall. Otherwise (socketpairs, which Node.js uses for a child's stdio, or a
-//! terminal) it is `read`/`write` through a large buffer. There is no async runtime here:
+//! syscall. Otherwise (the replies, socketpairs, which Node.js uses for a child's stdio,
+//! a terminal) it is `read`/`write` through a large buffer. There is no async runtime here:
 //! `tokio::io::stdin` reads through the blocking pool (a thread hand-off per read) and
 //! `tokio::io::copy` copies 8 KiB at a time, which cost 40 % of the throughput at eight
 //! requests in flight. Nothing is buffered in this process, so nothing is ever flushed.
@@ -162,9 +162,12 @@ impl End {
     }
 }
 
-/// Copies `from` to `to` until `from` ends or `to` is gone.
+/// Copies `from` to `to` until `from` ends or `to` is gone. Only a pipe source is spliced:
+/// splicing from the socket into stdout's pipe (Linux 6.18) left replies waiting in the
+/// socket until more bytes arrived (`mcpd_connect_bridges_stdio_to_the_socket` hung), so
+/// the socket is read with `read(2)`, one syscall more per reply.
 fn pump(from: BorrowedFd<'_>, to: BorrowedFd<'_>) -> End {
-    if is_pipe(from) || is_pipe(to) {
+    if is_pipe(from) {
         match splice_all(from, to) {
             // The kernel cannot splice these two (a file opened for appending, say);
             // nothing moved on a failed call, so copying picks up where it stopped.
