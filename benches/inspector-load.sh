@@ -21,7 +21,8 @@
 # pinned to INSPECTOR_VERSION; its package asks for Node 22.19, its CLI runs on Node 20),
 # and release binaries (built with `cargo build --release --bins` when missing).
 # Environment: REQUESTS (default 3000), REPEATS (3), SHIM (the mcpd binary whose `connect`
-# the mcpd-connect path runs; default target/release/mcpd, to compare another build).
+# the mcpd-connect path runs; default target/release/mcpd, to compare another build), MCPD
+# and FIXTURE (the daemon and server binaries; default target/release/mcpd, mcpd-fixture).
 set -euo pipefail
 
 INSPECTOR_VERSION=2.12.0
@@ -32,8 +33,8 @@ CONCURRENCY=("${@:-1 8 64}")
 CONCURRENCY=(${CONCURRENCY[*]})
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-mcpd=$root/target/release/mcpd
-fixture=$root/target/release/mcpd-fixture
+mcpd=${MCPD:-$root/target/release/mcpd}
+fixture=${FIXTURE:-$root/target/release/mcpd-fixture}
 shim=${SHIM:-$mcpd}
 prefix=$root/target/inspector
 
