@@ -31,6 +31,8 @@ fn main() -> ExitCode {
         Command::Sentinel => return mcpd::sentinel::run(),
         Command::Completions { shell } => return completions(shell),
         Command::Man { dir } => return man(dir.as_deref()),
+        // A byte pump on two threads: a runtime would only add its own threads and hand-offs.
+        Command::Connect { paths, profile } => return connect(&paths, profile.as_deref()),
         _ => {}
     }
     // mcpd shares the machine with the servers and agents it connects, and relaying is
@@ -74,11 +76,8 @@ async fn dispatch(command: Command) -> ExitCode {
                 Err(e) => fail(e.exit_code(), &e),
             }
         }
-        Command::Connect { paths, profile } => {
-            mcpd::logging::init(None, "warn");
-            let socket = socket(&paths);
-            ctl_result(ctl::bridge(&socket, profile.as_deref()).await)
-        }
+        // Handled before the runtime starts (above); here only for completeness.
+        Command::Connect { paths, profile } => connect(&paths, profile.as_deref()),
         Command::Ctl { paths, command } => {
             mcpd::logging::init(None, "warn");
             let socket = socket(&paths);
@@ -132,6 +131,12 @@ fn load_config(paths: &Paths) -> Result<Config, ConfigError> {
         }
         None => Ok(Config::empty()),
     }
+}
+
+/// `mcpd connect`: the stdio bridge to the daemon's socket, without an async runtime.
+fn connect(paths: &Paths, profile: Option<&str>) -> ExitCode {
+    mcpd::logging::init(None, "warn");
+    ctl_result(ctl::bridge(&socket(paths), profile))
 }
 
 /// The socket for ctl and connect: they read the config only to learn `daemon.socket`.

@@ -1,9 +1,10 @@
-//! The tools/call measurement: a closed loop through direct, bare-hop and mcpd, with every
-//! response checked.
+//! The tools/call measurement: a closed loop through each path (direct, the bare hop, mcpd,
+//! and the stdio hops in front of them), with every response checked.
 
 use crate::bare_hop::Relay;
 use crate::client::{Client, clip};
 use crate::daemon::Daemon;
+use crate::hop::Hops;
 use crate::options::Opts;
 use crate::{BIG, LOAD_BUF, MAX_CONNS, WAIT};
 use serde::Deserialize;
@@ -15,26 +16,46 @@ use std::time::Instant;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
+    /// The client spawns the fixture and talks to it over stdio.
     Direct,
+    /// The client connects to the bare relay's socket.
     BareHop,
+    /// The client spawns socat (or its stand-in) into the bare relay's socket: a stdio
+    /// client's floor for any socket daemon.
+    SocatHop,
+    /// The client connects to mcpd's socket.
     Mcpd,
+    /// The client spawns `mcpd connect` and talks to mcpd through it, as stdio clients do.
+    Shim,
+    /// The client spawns socat (or its stand-in) into mcpd's socket: the shim's yardstick.
+    SocatMcpd,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 3] = [Mode::Direct, Mode::BareHop, Mode::Mcpd];
+    pub const ALL: [Mode; 6] = [
+        Mode::Direct,
+        Mode::BareHop,
+        Mode::SocatHop,
+        Mode::Mcpd,
+        Mode::Shim,
+        Mode::SocatMcpd,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Mode::Direct => "direct",
             Mode::BareHop => "bare-hop",
+            Mode::SocatHop => "socat-hop",
             Mode::Mcpd => "mcpd",
+            Mode::Shim => "shim",
+            Mode::SocatMcpd => "socat-mcpd",
         }
     }
 
     fn tool_prefix(self) -> &'static str {
         match self {
-            Mode::Mcpd => "fx__",
-            _ => "",
+            Mode::Mcpd | Mode::Shim | Mode::SocatMcpd => "fx__",
+            Mode::Direct | Mode::BareHop | Mode::SocatHop => "",
         }
     }
 }
@@ -275,18 +296,23 @@ fn percentile(sorted: &[u64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1] as f64 / 1000.0
 }
 
-async fn open_clients(
-    mode: Mode,
-    n: usize,
-    relay: &Relay,
-    daemon: &Daemon,
-) -> Result<Vec<Client>, String> {
+/// Where a measurement's connections go: the bare relay, mcpd, and the stdio hops.
+pub struct Paths<'a> {
+    pub relay: &'a Relay,
+    pub daemon: &'a Daemon,
+    pub hops: &'a Hops,
+}
+
+async fn open_clients(mode: Mode, n: usize, to: &Paths<'_>) -> Result<Vec<Client>, String> {
     let mut clients = Vec::with_capacity(n);
     for _ in 0..n {
         let mut c = match mode {
             Mode::Direct => Client::over_stdio(LOAD_BUF)?,
-            Mode::BareHop => Client::connect(&relay.socket, LOAD_BUF).await?,
-            Mode::Mcpd => daemon.connect(LOAD_BUF).await?,
+            Mode::BareHop => Client::connect(&to.relay.socket, LOAD_BUF).await?,
+            Mode::SocatHop => to.hops.socat(&to.relay.socket, LOAD_BUF)?,
+            Mode::Mcpd => to.daemon.connect(LOAD_BUF).await?,
+            Mode::Shim => to.hops.shim(&to.daemon.socket, LOAD_BUF)?,
+            Mode::SocatMcpd => to.hops.socat(&to.daemon.socket, LOAD_BUF)?,
         };
         c.initialize()
             .await
@@ -296,14 +322,7 @@ async fn open_clients(
     Ok(clients)
 }
 
-pub async fn measure(
-    mode: Mode,
-    payload: Payload,
-    c: usize,
-    opts: &Opts,
-    relay: &Relay,
-    daemon: &Daemon,
-) -> Row {
+pub async fn measure(mode: Mode, payload: Payload, c: usize, opts: &Opts, to: &Paths<'_>) -> Row {
     let conns = c.min(MAX_CONNS);
     let depths: Vec<usize> = (0..conns)
         .map(|i| c / conns + usize::from(i < c % conns))
@@ -325,7 +344,7 @@ pub async fn measure(
         tally: Tally::default(),
         failure: None,
     };
-    let clients = match open_clients(mode, conns, relay, daemon).await {
+    let clients = match open_clients(mode, conns, to).await {
         Ok(c) => c,
         Err(e) => {
             row.failure = Some(e);

@@ -3,14 +3,20 @@
 //! `cargo bench --bench relay [-- --duration SECS --concurrency LIST --quick]`
 //!
 //! One run measures, on the same machine, the same small MCP client (raw JSON lines:
-//! `initialize`, `notifications/initialized`, then `tools/call`) in three set-ups:
+//! `initialize`, `notifications/initialized`, then `tools/call`) in six set-ups:
 //!
 //! - **direct**: the client spawns `mcpd-fixture` and talks to it over stdio;
 //! - **bare-hop**: the client connects to a Unix socket served by a byte relay running in
 //!   this process (its own runtime on its own thread). The relay spawns one fixture per
 //!   connection and copies bytes both ways without parsing: the floor for any socket daemon;
 //! - **mcpd**: the client connects to a real `mcpd serve` with the fixture configured as
-//!   server `fx` and calls `fx__echo` / `fx__big`.
+//!   server `fx` and calls `fx__echo` / `fx__big`;
+//! - **shim**: the client spawns `mcpd connect` and talks to that mcpd over the shim's
+//!   stdin and stdout, as every stdio MCP client does;
+//! - **socat-mcpd** and **socat-hop**: the client spawns `socat - UNIX-CONNECT:SOCKET` into
+//!   mcpd's socket or into the bare relay's: the shim's yardstick, and a stdio client's
+//!   floor for any socket daemon. Where socat is not installed the bench binary re-runs
+//!   itself as a socat-like pump (`socat_pump.rs`); the report says which one ran.
 //!
 //! Load model: closed loop. Concurrency `c` means `c` requests in flight at all times, over
 //! `min(c, 8)` connections with `c / conns` requests pipelined on each (the remainder goes
@@ -27,6 +33,7 @@
 //! It also measures the daemon's resident memory (idle with 10 fixture servers, then with
 //! many idle agent connections), `tools/list` latency with 20 servers × 100 tools, and the
 //! time from starting `mcpd serve` to the first complete listing of those 2,000 tools.
+//! The summary ends with each target of issue 19 that the run measured, PASS or FAIL.
 //!
 //! Every wait is bounded; every process it starts is stopped and reaped by a guard, also on
 //! panic. It exits 1 when anything failed or any error was counted. Run without `--bench`
@@ -45,6 +52,7 @@ mod bare_hop;
 mod calls;
 mod client;
 mod daemon;
+mod hop;
 mod listing;
 mod machine;
 mod memory;
@@ -52,10 +60,13 @@ mod nofile;
 mod options;
 mod process;
 mod report;
+mod socat_pump;
+mod targets;
 
 use crate::bare_hop::Relay;
-use crate::calls::{Mode, Payload, measure};
+use crate::calls::{Mode, Paths, Payload, measure};
 use crate::daemon::{Daemon, ServerDef};
+use crate::hop::Hops;
 use crate::listing::measure_listing;
 use crate::machine::{loadavg, machine_facts};
 use crate::memory::measure_memory;
@@ -174,13 +185,26 @@ async fn run(opts: Opts, args: Vec<String>) -> bool {
         println!("FAILED: mcpd never got ready: {e}");
         return false;
     }
+    let hops = match Hops::find(opts.shim.clone()) {
+        Ok(h) => h,
+        Err(e) => {
+            println!("FAILED: {e}");
+            return false;
+        }
+    };
+    println!("{}", hops.describe());
+    let to = Paths {
+        relay: &relay,
+        daemon: &daemon,
+        hops: &hops,
+    };
     let mut rows = Vec::new();
     for payload in [Payload::Echo, Payload::Big] {
         for &c in &opts.concurrency {
             for mode in Mode::ALL {
-                let row = measure(mode, payload, c, &opts, &relay, &daemon).await;
+                let row = measure(mode, payload, c, &opts, &to).await;
                 eprintln!(
-                    "[relay-bench] {:<5} c={:<3} {:<8} {:>8.0} calls/s  p50 {} µs  p99 {} µs  errors {}",
+                    "[relay-bench] {:<5} c={:<3} {:<10} {:>8.0} calls/s  p50 {} µs  p99 {} µs  errors {}",
                     payload.name(),
                     c,
                     mode.name(),
@@ -213,6 +237,7 @@ async fn run(opts: Opts, args: Vec<String>) -> bool {
     }
     ok &= print_memory(&mem, &bench_fds);
     ok &= print_listing(&list);
+    targets::print(&rows, &mem, &opts);
     println!();
     println!(
         "loadavg at end: {}; bench wall time {:.1} s; result: {}",
@@ -225,6 +250,11 @@ async fn run(opts: Opts, args: Vec<String>) -> bool {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [flag, socket] = args.as_slice()
+        && flag == "--socat-pump"
+    {
+        return socat_pump::run(socket);
+    }
     let opts = match parse_args(&args) {
         Ok(Parsed::Run(o)) => o,
         Ok(Parsed::Help) => {

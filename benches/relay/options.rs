@@ -1,4 +1,4 @@
-//! Command-line options of the bench: `--duration`, `--concurrency`, `--quick`, `--help`.
+//! Command-line options of the bench: `--duration`, `--concurrency`, `--quick`, `--shim`, `--help`.
 
 use std::time::Duration;
 
@@ -11,6 +11,8 @@ pub struct Opts {
     pub smoke_reason: Option<&'static str>,
     pub listings: usize,
     pub idle_agents: usize,
+    /// The `mcpd` binary whose `connect` the shim rows run, if not this build's.
+    pub shim: Option<std::path::PathBuf>,
 }
 
 pub const USAGE: &str = "\
@@ -19,6 +21,7 @@ usage: cargo bench --bench relay [-- OPTIONS]
   --concurrency LIST   requests in flight, comma-separated (default 1,8,64; --quick 1,8)
   --quick              CI smoke mode: tiny durations, concurrency 1 and 8, 20 listings,
                        100 idle agents instead of 1000
+  --shim PATH          run the shim rows with PATH's `connect` (another build's mcpd)
   --help               this text";
 
 pub enum Parsed {
@@ -31,6 +34,7 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
     let mut bench_flag = false;
     let mut duration: Option<Duration> = None;
     let mut concurrency: Option<Vec<usize>> = None;
+    let mut shim = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -70,6 +74,7 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
                     .collect::<Result<Vec<_>, _>>()?;
                 concurrency = Some(list);
             }
+            "--shim" => shim = Some(std::path::PathBuf::from(value("--shim")?)),
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -91,5 +96,6 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
         smoke_reason,
         listings: if quick { 20 } else { 200 },
         idle_agents: if quick { 100 } else { 1000 },
+        shim,
     }))
 }

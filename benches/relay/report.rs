@@ -19,7 +19,7 @@ pub fn us(v: f64) -> String {
     }
 }
 
-fn ratio(a: f64, b: f64) -> String {
+pub fn ratio(a: f64, b: f64) -> String {
     if a.is_finite() && b.is_finite() && b > 0.0 {
         format!("{:.2}", a / b)
     } else {
@@ -40,13 +40,13 @@ pub fn print_relay(rows: &[Row], opts: &Opts) {
         opts.warmup.as_secs_f64()
     );
     println!(
-        "{:<7} {:>4} {:>6}  {:<9} {:>10} {:>9} {:>9} {:>8} {:>6}",
+        "{:<7} {:>4} {:>6}  {:<10} {:>10} {:>9} {:>9} {:>8} {:>6}",
         "payload", "c", "conns", "path", "calls/s", "p50 µs", "p99 µs", "counted", "errors"
     );
     for r in rows {
         let errors = r.tally.errors() + u64::from(r.failure.is_some());
         println!(
-            "{:<7} {:>4} {:>6}  {:<9} {:>10.0} {:>9} {:>9} {:>8} {:>6}",
+            "{:<7} {:>4} {:>6}  {:<10} {:>10.0} {:>9} {:>9} {:>8} {:>6}",
             r.payload.name(),
             r.concurrency,
             r.layout,

@@ -1,4 +1,4 @@
-//! The client side of the socket: `mcpd ctl` commands and the `mcpd connect` stdio bridge.
+//! The client side of the socket: `mcpd ctl` commands; `mcpd connect`'s stdio bridge is in `bridge.rs`.
 
 use crate::jsonrpc::{self, Id, Message};
 use crate::stdout::{Out, OutputError};
@@ -9,7 +9,9 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
+mod bridge;
 mod login;
+pub use bridge::bridge;
 pub use login::{login, logout};
 
 /// Member `key` of a JSON object, or null: reading a field of the daemon's answer
@@ -374,58 +376,6 @@ pub async fn reload(socket: &Path) -> Result<(), CtlError> {
 
 pub async fn control(socket: &Path, method: &str, name: &str) -> Result<(), CtlError> {
     request(socket, method, Some(json!({ "name": name }))).await?;
-    Ok(())
-}
-
-/// `mcpd connect`: copies stdin to the socket and the socket to stdout until either side
-/// ends. When stdin ends the socket's write side is closed so the daemon sees the agent
-/// leave; replies still in the socket are copied out before exiting.
-pub async fn bridge(socket: &Path, profile: Option<&str>) -> Result<(), CtlError> {
-    let stream = connect_socket(socket).await?;
-    let (read, mut write) = stream.into_split();
-    let mut read = BufReader::new(read);
-    if let Some(name) = profile {
-        // Chosen before the client says anything, so every answer it gets is filtered.
-        let id = Id::Str("mcpd-connect-profile".into());
-        let line = jsonrpc::request_line(
-            &id,
-            "mcpd/profile",
-            Some(&serde_json::json!({ "name": name })),
-        ) + "\n";
-        write.write_all(line.as_bytes()).await?;
-        let mut answer = String::new();
-        read.read_line(&mut answer).await?;
-        match jsonrpc::parse(answer.trim_end()) {
-            Ok(Message::Response(r)) if r.id == id => {
-                r.outcome.map_err(|e| CtlError::Rpc {
-                    code: e.code,
-                    message: e.message,
-                })?;
-            }
-            _ => return Err(CtlError::Unexpected(answer)),
-        }
-    }
-    let upstream = async {
-        let mut stdin = tokio::io::stdin();
-        let r = tokio::io::copy(&mut stdin, &mut write).await;
-        let _ = write.shutdown().await; // the daemon may already be gone
-        r
-    };
-    let downstream = async {
-        let mut stdout = tokio::io::stdout();
-        let r = tokio::io::copy(&mut read, &mut stdout).await;
-        let _ = stdout.flush().await; // stdout may be closed by the client
-        r
-    };
-    tokio::pin!(downstream);
-    tokio::select! {
-        r = &mut downstream => { r?; }
-        r = upstream => {
-            r?;
-            // Stdin ended: the daemon now closes its side; wait for that, bounded.
-            let _ = tokio::time::timeout(Duration::from_secs(5), downstream).await;
-        }
-    }
     Ok(())
 }
 

@@ -718,6 +718,45 @@ async fn mcpd_connect_bridges_stdio_to_the_socket() {
 }
 
 #[tokio::test]
+async fn mcpd_connect_ends_quietly_when_the_client_stops_reading() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let d = DaemonBuilder::new()
+        .fixture("s", &["--tools", "echo"])
+        .start()
+        .await;
+    d.wait_ready().await;
+    let mut child = tokio::process::Command::new(mcpd_bin())
+        .args(["connect", "--socket"])
+        .arg(&d.socket)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    drop(child.stdout.take()); // the client left: its end of the pipe is closed
+    let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}});
+    stdin
+        .write_all(format!("{init}\n").as_bytes())
+        .await
+        .unwrap();
+    let status = within(
+        "connect exits once its answer finds no reader",
+        child.wait(),
+    )
+    .await
+    .unwrap();
+    let mut err = String::new();
+    within("stderr", stderr.read_to_string(&mut err))
+        .await
+        .unwrap();
+    assert!(status.success(), "{status:?}: {err}");
+    assert_eq!(err, "", "a broken pipe is not an error");
+}
+
+#[tokio::test]
 async fn ctl_tools_lists_qualified_names_and_ctl_call_prints_results_with_exit_codes() {
     let d = DaemonBuilder::new()
         .fixture("a", &["--tools", "echo,error"])

@@ -1,0 +1,156 @@
+//! The summary of issue 19's targets: each one this run measured, its value, PASS or FAIL.
+
+use crate::calls::{Mode, Payload, Row};
+use crate::memory::MemReport;
+use crate::options::Opts;
+use crate::report::ratio;
+
+/// One line of the summary.
+struct Target {
+    what: String,
+    value: String,
+    /// `None`: not measured in this run (a concurrency it did not run, a failed row).
+    pass: Option<bool>,
+}
+
+fn find(rows: &[Row], p: Payload, c: usize, m: Mode) -> Option<&Row> {
+    rows.iter()
+        .find(|r| r.payload == p && r.concurrency == c && r.mode == m && r.failure.is_none())
+}
+
+/// `a ÷ b` of calls/s at `c`, against `floor`.
+fn throughput(rows: &[Row], p: Payload, c: usize, a: Mode, b: Mode, floor: f64) -> Target {
+    let what = format!(
+        "{} c={c}: {} ≥ {floor} × {} calls/s",
+        p.name(),
+        a.name(),
+        b.name()
+    );
+    match (find(rows, p, c, a), find(rows, p, c, b)) {
+        (Some(x), Some(y)) if y.calls_per_s > 0.0 => {
+            let r = x.calls_per_s / y.calls_per_s;
+            Target {
+                what,
+                value: format!(
+                    "{} ({:.0} vs {:.0})",
+                    ratio(x.calls_per_s, y.calls_per_s),
+                    x.calls_per_s,
+                    y.calls_per_s
+                ),
+                pass: Some(r >= floor),
+            }
+        }
+        _ => Target {
+            what,
+            value: "not measured".into(),
+            pass: None,
+        },
+    }
+}
+
+fn memory(m: &Result<MemReport, String>) -> Vec<Target> {
+    let m = m.as_ref().ok();
+    let idle = m.and_then(|m| m.idle_kib);
+    let per_agent = m.and_then(|m| match (m.idle_kib, m.with_agents_kib) {
+        (Some(a), Some(b)) if m.agents_opened > 0 => {
+            Some((b as f64 - a as f64) / m.agents_opened as f64)
+        }
+        _ => None,
+    });
+    vec![
+        Target {
+            what: "idle RSS with 10 servers ≤ 8 MiB".into(),
+            value: idle.map_or("not measured".into(), |k| {
+                format!("{:.1} MiB", k as f64 / 1024.0)
+            }),
+            pass: idle.map(|k| k <= 8 * 1024),
+        },
+        Target {
+            what: "RSS per idle agent ≤ 16 KiB".into(),
+            value: per_agent.map_or("not measured".into(), |k| format!("{k:.1} KiB")),
+            pass: per_agent.map(|k| k <= 16.0),
+        },
+    ]
+}
+
+fn small_p50(rows: &[Row]) -> Target {
+    let what = "echo c=1: mcpd p50 ≤ bare-hop p50 + 15 µs".to_owned();
+    match (
+        find(rows, Payload::Echo, 1, Mode::Mcpd),
+        find(rows, Payload::Echo, 1, Mode::BareHop),
+    ) {
+        (Some(m), Some(b)) if m.p50_us.is_finite() && b.p50_us.is_finite() => Target {
+            what,
+            value: format!(
+                "{:.0} vs {:.0} µs ({:+.0})",
+                m.p50_us,
+                b.p50_us,
+                m.p50_us - b.p50_us
+            ),
+            pass: Some(m.p50_us <= b.p50_us + 15.0),
+        },
+        _ => Target {
+            what,
+            value: "not measured".into(),
+            pass: None,
+        },
+    }
+}
+
+/// Prints every target of issue 19 this run measured. Targets that need more than one run
+/// (five consecutive runs) or a measurement the bench does not make say so.
+pub fn print(rows: &[Row], mem: &Result<MemReport, String>, opts: &Opts) {
+    let mut targets = Vec::new();
+    for c in [1, 8, 64] {
+        targets.push(throughput(
+            rows,
+            Payload::Echo,
+            c,
+            Mode::Shim,
+            Mode::SocatMcpd,
+            0.95,
+        ));
+    }
+    for c in [1, 8] {
+        targets.push(throughput(
+            rows,
+            Payload::Echo,
+            c,
+            Mode::Shim,
+            Mode::SocatHop,
+            0.9,
+        ));
+    }
+    for c in [1, 8, 64] {
+        targets.push(throughput(
+            rows,
+            Payload::Big,
+            c,
+            Mode::Mcpd,
+            Mode::BareHop,
+            0.9,
+        ));
+    }
+    targets.push(small_p50(rows));
+    let mut c64 = throughput(rows, Payload::Echo, 64, Mode::Mcpd, Mode::BareHop, 0.9);
+    c64.what
+        .push_str(" (this run; the target asks five in a row)");
+    targets.push(c64);
+    targets.extend(memory(mem));
+    println!();
+    println!(
+        "issue 19 targets ({} mode, one run; each ratio compares rows measured seconds apart):",
+        if opts.quick { "quick" } else { "full" }
+    );
+    for t in &targets {
+        let verdict = match t.pass {
+            Some(true) => "PASS",
+            Some(false) => "FAIL",
+            None => "-",
+        };
+        println!("  {verdict:<4}  {:<62} {}", t.what, t.value);
+    }
+    println!(
+        "  -     RSS back within 2 MiB of idle 10 s after 64 concurrent 1 MiB calls: not measured by this bench"
+    );
+}
