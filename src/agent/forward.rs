@@ -263,6 +263,9 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
             .cloned()
             .unwrap_or_else(|| json!({}));
         let (asks_tx, asks) = mpsc::channel(CALL_ASKS);
+        let retry = (method == crate::protocol::method::TOOLS_CALL
+            && !crate::protocol::tasks::declared_in_meta(params.get("_meta")))
+        .then(|| (params.clone(), asks_tx.clone()));
         let opts = CallOptions {
             progress,
             caps: None,
@@ -286,6 +289,7 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
             caps,
             method,
             rewrite,
+            retry,
         })
     } else {
         let legacy = super::legacy_call::LegacyCall {

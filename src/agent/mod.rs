@@ -16,6 +16,7 @@ mod request_state;
 pub mod roster;
 mod session;
 mod surface;
+mod task_follow;
 mod task_ids;
 mod tasks;
 

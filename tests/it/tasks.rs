@@ -206,15 +206,6 @@ async fn task_ids_cannot_be_forged_and_the_extension_must_be_declared() {
         let r = modern(&mut a, m, json!({"taskId": task}), true).await;
         assert_eq!(error_code(&r), Some(-32601), "{m}: {r}");
     }
-    // A modern agent that did not declare it gets the server's -32021, with what to declare.
-    let r = modern(
-        &mut a,
-        "tools/call",
-        json!({"name": "jobs__task_sleep", "arguments": {}}),
-        false,
-    )
-    .await;
-    assert_eq!(error_code(&r), Some(-32021), "{r}");
     // The legacy `task` parameter means nothing to a modern agent's call.
     let r = modern(
         &mut a,
@@ -439,6 +430,85 @@ async fn an_agent_that_asks_for_no_task_gets_the_result_of_a_tool_that_requires_
         recorded_requests(&rec, pid)
             .iter()
             .any(|m| m["method"] == "tasks/cancel" && m["params"]["taskId"] == "legacy-task-3")
+            .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_modern_agent_without_the_extension_gets_a_task_only_tools_result_and_answers_its_input()
+{
+    let (b, rec, arg) = daemon();
+    let d = b
+        .fixture(
+            "jobs",
+            &["--era", "modern", "--tools", TOOLS, "--record", &arg],
+        )
+        .start()
+        .await;
+    d.wait_ready().await;
+    let mut a = d.agent().await;
+    let r = modern(
+        &mut a,
+        "tools/call",
+        json!({"name": "jobs__task_sleep", "arguments": {"ms": 50}}),
+        false,
+    )
+    .await;
+    assert_eq!(text(&r), "slept 50 ms", "mcpd followed the task: {r}");
+    let r = modern(
+        &mut a,
+        "tools/call",
+        json!({"name": "jobs__task_fail", "arguments": {}}),
+        false,
+    )
+    .await;
+    assert_eq!(r["error"]["message"], "the job failed", "{r}");
+
+    // The task's input request comes back as mcpd's own input_required round.
+    let r = modern(
+        &mut a,
+        "tools/call",
+        json!({"name": "jobs__task_ask", "arguments": {}}),
+        false,
+    )
+    .await;
+    assert_eq!(r["result"]["resultType"], "input_required", "{r}");
+    let (key, request) = r["result"]["inputRequests"]
+        .as_object()
+        .and_then(|m| m.iter().next())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .expect("one input request");
+    assert_eq!(request["method"], "elicitation/create", "{r}");
+    let state = r["result"]["requestState"].clone();
+    assert!(state.as_str().unwrap_or("").starts_with("mcpd1."), "{r}");
+    let retry = json!({
+        "name": "jobs__task_ask", "arguments": {},
+        "inputResponses": { key: {"action": "accept", "content": {"name": "Ada"}} },
+        "requestState": state,
+    });
+    let r = modern(&mut a, "tools/call", retry, false).await;
+    assert_eq!(text(&r), "hello Ada", "{r}");
+
+    // Leaving mid-task cancels it at its server (the fourth task this server made).
+    let mut leaving = d.agent().await;
+    let id = leaving.fresh_id();
+    let mut call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "jobs__task_sleep", "arguments": {"ms": 600000}}});
+    call["params"]["_meta"] = envelope(false);
+    leaving.send(call).await;
+    let pid = d.server_status("jobs").await["pid"].as_u64().expect("pid") as u32;
+    eventually("mcpd follows the task", WAIT, || async {
+        recorded_requests(&rec, pid)
+            .iter()
+            .any(|m| m["method"] == "tasks/get" && m["params"]["taskId"] == "fixture-task-4")
+            .then_some(())
+    })
+    .await;
+    drop(leaving);
+    eventually("the server is asked to cancel the task", WAIT, || async {
+        recorded_requests(&rec, pid)
+            .iter()
+            .any(|m| m["method"] == "tasks/cancel" && m["params"]["taskId"] == "fixture-task-4")
             .then_some(())
     })
     .await;
