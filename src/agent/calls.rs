@@ -64,20 +64,22 @@ pub fn start(
     // parameter is not part of its era and must not reach a server that knows it. A
     // legacy agent's `task` goes to its server; a tool that runs only as a task gets one
     // from mcpd when the agent did not ask.
-    let tasks = if modern {
+    let required = tool
+        .definition
+        .pointer("/execution/taskSupport")
+        .and_then(Value::as_str)
+        == Some("required");
+    if modern {
         params.remove("task");
+    }
+    let tasks = if modern && !required {
         match crate::protocol::tasks::declared_in_meta(params.get("_meta")) {
             true => TaskMode::Owned(super::task_ids::owner(ctx)),
             false => TaskMode::None,
         }
-    } else if params.get("task").is_some_and(Value::is_object) {
+    } else if !modern && params.get("task").is_some_and(Value::is_object) {
         TaskMode::Owned(super::task_ids::owner(ctx))
-    } else if tool
-        .definition
-        .pointer("/execution/taskSupport")
-        .and_then(Value::as_str)
-        == Some("required")
-    {
+    } else if required {
         TaskMode::Follow
     } else {
         TaskMode::None

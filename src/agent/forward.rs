@@ -1,7 +1,7 @@
 //! Forwarding an agent's request to its server: the route, the caller's side of it (its outbox, era, capabilities), waiting for a server that is starting or for the agent's own instance, and the future of the answer.
 
 use super::input;
-use super::render::Rewrite;
+use super::render::{Rewrite, TaskMode};
 use super::reply::{InFlight, ReplyFuture, Step};
 use super::session::Session;
 use crate::errors::AgentError;
@@ -263,21 +263,36 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
             .cloned()
             .unwrap_or_else(|| json!({}));
         let (asks_tx, asks) = mpsc::channel(CALL_ASKS);
-        let retry = (method == crate::protocol::method::TOOLS_CALL
+        // A tool that runs only as a 2025-11-25 task is made one and followed; a call
+        // that does not declare the extension may be followed if its server asks.
+        let follow = matches!(
+            rewrite,
+            Rewrite::ToolResult {
+                tasks: TaskMode::Follow,
+                ..
+            }
+        );
+        let retry = (!follow
+            && method == crate::protocol::method::TOOLS_CALL
             && !crate::protocol::tasks::declared_in_meta(params.get("_meta")))
         .then(|| (params.clone(), asks_tx.clone()));
-        let opts = CallOptions {
-            progress,
-            caps: None,
-            asks: Some(asks_tx),
-            logs,
-        };
         let h = handle.clone();
-        let reply = async move {
-            h.call(call, method, Some(Value::Object(params)), opts)
-                .await
-        }
-        .boxed();
+        let reply = if follow {
+            let s = server.clone();
+            super::task_follow::follow_legacy(h, call, s, params, asks_tx).boxed()
+        } else {
+            let opts = CallOptions {
+                progress,
+                caps: None,
+                asks: Some(asks_tx),
+                logs,
+            };
+            async move {
+                h.call(call, method, Some(Value::Object(params)), opts)
+                    .await
+            }
+            .boxed()
+        };
         input::drive(InFlight {
             id,
             server,

@@ -52,6 +52,78 @@ impl Drop for Guard {
     }
 }
 
+/// A modern agent's call of a tool that runs only as a 2025-11-25 task (`taskSupport:
+/// "required"`) on a legacy server: the call with the `task` parameter, then
+/// `tasks/result`, which waits for the end. The server's requests meanwhile take the
+/// call's channel, so they reach the agent as `input_required` rounds.
+pub async fn follow_legacy(
+    handle: UpstreamHandle,
+    call: CallId,
+    server: Arc<str>,
+    mut params: Map<String, Value>,
+    asks: mpsc::Sender<ServerAsk>,
+) -> RawReply {
+    params.insert("task".into(), json!({}));
+    let opts = || CallOptions {
+        asks: Some(asks.clone()),
+        ..CallOptions::default()
+    };
+    let created = match handle
+        .call(
+            call,
+            method::TOOLS_CALL,
+            Some(Value::Object(params)),
+            opts(),
+        )
+        .await
+    {
+        Ok(Ok(raw)) => match raw.to_value() {
+            Ok(v) => v,
+            Err(e) => return Err(e),
+        },
+        other => return other,
+    };
+    let Some(task) = created
+        .pointer("/task/taskId")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+    else {
+        // Answered at once after all.
+        return Ok(Ok(RawResult::from_value(&created)));
+    };
+    let mut guard = Guard {
+        handle: handle.clone(),
+        call,
+        meta: json!({}),
+        task: Some(task.clone()),
+    };
+    let reply = handle
+        .call(
+            call,
+            method::TASKS_RESULT,
+            Some(json!({"taskId": task})),
+            opts(),
+        )
+        .await;
+    guard.task = None;
+    match reply {
+        Ok(Ok(raw)) => match raw.to_value() {
+            Ok(mut result) => {
+                if let Some(meta) = result.get_mut("_meta").and_then(Value::as_object_mut) {
+                    meta.remove(super::task_ids::RELATED);
+                }
+                Ok(Ok(RawResult::from_value(&result)))
+            }
+            Err(e) => Err(e),
+        },
+        Ok(Err(e)) => Ok(Err(internal(
+            &server,
+            &format!("its task ended with an error: {}", e.message),
+        ))),
+        Err(e) => Err(e),
+    }
+}
+
 /// The call again, declaring the extension, followed to its end.
 pub async fn follow(
     handle: UpstreamHandle,

@@ -513,3 +513,45 @@ async fn a_modern_agent_without_the_extension_gets_a_task_only_tools_result_and_
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_modern_agent_gets_the_result_of_a_tool_that_requires_a_2025_11_25_task() {
+    let (b, _rec, _arg) = daemon();
+    let d = b.fixture("old", &["--tools", LEGACY_TOOLS]).start().await;
+    d.wait_ready().await;
+    let mut a = d.agent().await;
+    for declared in [false, true] {
+        let r = modern(
+            &mut a,
+            "tools/call",
+            json!({"name": "old__ltask_sleep", "arguments": {"ms": 50}}),
+            declared,
+        )
+        .await;
+        assert_eq!(text(&r), "slept 50 ms", "{r}");
+    }
+    // The server's elicitation while mcpd waits on tasks/result is an input_required round.
+    let r = modern(
+        &mut a,
+        "tools/call",
+        json!({"name": "old__ltask_ask", "arguments": {}}),
+        false,
+    )
+    .await;
+    assert_eq!(r["result"]["resultType"], "input_required", "{r}");
+    let key = r["result"]["inputRequests"]
+        .as_object()
+        .and_then(|m| m.keys().next().cloned())
+        .expect("one input request");
+    let retry = json!({
+        "name": "old__ltask_ask", "arguments": {},
+        "inputResponses": { key: {"action": "accept", "content": {"name": "Ada"}} },
+        "requestState": r["result"]["requestState"],
+    });
+    let r = modern(&mut a, "tools/call", retry, false).await;
+    assert_eq!(text(&r), "hello Ada", "{r}");
+    assert!(
+        r["result"]["_meta"]["io.modelcontextprotocol/related-task"].is_null(),
+        "a plain result: {r}"
+    );
+}
