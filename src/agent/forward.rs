@@ -263,8 +263,9 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
             .cloned()
             .unwrap_or_else(|| json!({}));
         let (asks_tx, asks) = mpsc::channel(CALL_ASKS);
-        // A tool that runs only as a 2025-11-25 task is made one and followed; a call
-        // that does not declare the extension may be followed if its server asks.
+        // A tool that runs only as a 2025-11-25 task is made one and followed. (A modern
+        // agent that did not declare the extension gets a modern server's -32021: it can
+        // declare it.)
         let follow = matches!(
             rewrite,
             Rewrite::ToolResult {
@@ -272,10 +273,6 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
                 ..
             }
         );
-        let retry = (!follow
-            && method == crate::protocol::method::TOOLS_CALL
-            && !crate::protocol::tasks::declared_in_meta(params.get("_meta")))
-        .then(|| (params.clone(), asks_tx.clone()));
         let h = handle.clone();
         let reply = if follow {
             let s = server.clone();
@@ -304,7 +301,6 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
             caps,
             method,
             rewrite,
-            retry,
         })
     } else {
         let legacy = super::legacy_call::LegacyCall {
@@ -320,7 +316,6 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
             method,
             rewrite,
             logs,
-            tasks: false,
         };
         legacy.run().boxed()
     }

@@ -294,16 +294,6 @@ pub fn drive(mut c: InFlight) -> ReplyFuture {
         };
         let id = c.id.clone();
         match next {
-            Next::Reply(Ok(Err(e)))
-                if c.retry.is_some() && crate::protocol::tasks::requires_extension(&e) =>
-            {
-                // The server runs this tool only as a task; mcpd follows it for the agent.
-                if let Some((params, asks)) = c.retry.take() {
-                    let (h, call, server) = (c.handle.clone(), c.call, c.server.clone());
-                    c.reply = super::task_follow::follow(h, call, server, params, asks).boxed();
-                }
-                return drive(c).await;
-            }
             Next::Reply(reply) => {
                 let line = render::render_raw(&id, &c.server, c.method, reply, true, &c.rewrite);
                 (id, Step::Reply(line))

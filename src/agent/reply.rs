@@ -63,8 +63,4 @@ pub struct InFlight {
     pub caps: Value,
     pub(super) method: &'static str,
     pub(super) rewrite: Rewrite,
-    /// A `tools/call` of an agent that did not declare the Tasks extension: its params
-    /// and the call's own request channel, to call again declaring it and follow the
-    /// task if the server runs the tool only as one (`task_follow.rs`).
-    pub(super) retry: Option<(serde_json::Map<String, Value>, mpsc::Sender<ServerAsk>)>,
 }

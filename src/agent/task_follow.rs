@@ -1,11 +1,11 @@
-//! A modern agent's call that a server runs only as a task, when the agent did not declare the Tasks extension: mcpd calls again declaring it and follows the task to its result, its input requests going to the agent as `input_required` rounds.
+//! Calls a server runs only as a task, for agents that asked for none: mcpd makes the task (declaring the extension, or adding 2025-11-25's `task`) and follows it to its result, its input requests going to the agent as requests (legacy agents) or `input_required` rounds (modern ones).
 //!
-//! The follow is the call's reply future, so it lives inside the agent's actor like any
-//! call. A task input request becomes a server request on the call's own channel. That
-//! is the path a legacy server's elicitation takes during a modern agent's call: the
-//! actor parks the call, answers `input_required` with a sealed `requestState`, and
-//! hands the agent's answer back. If the call ends early (the agent cancels or goes
-//! away), the task is cancelled at its server.
+//! The follow is part of the call's future, so it lives inside the agent's actor like
+//! any call. A task's input request becomes a server request on the call's request
+//! channel, the path a server's elicitation takes during any call: a legacy agent gets a
+//! real request; for a modern agent the actor parks the call, answers `input_required`
+//! with a sealed `requestState`, and hands the agent's answer back. If the call ends
+//! early (the agent cancels or goes away), the task is cancelled at its server.
 
 use crate::jsonrpc::{ErrorObject, code};
 use crate::protocol::era::key;
@@ -124,20 +124,26 @@ pub async fn follow_legacy(
     }
 }
 
-/// The call again, declaring the extension, followed to its end.
+/// The call again, declaring the extension, followed to its end. `caps`: a legacy
+/// agent's `initialize` capabilities, declared with it (a modern agent's are in its
+/// request's `_meta`).
 pub async fn follow(
     handle: UpstreamHandle,
     call: CallId,
     server: Arc<str>,
     mut params: Map<String, Value>,
     asks: mpsc::Sender<ServerAsk>,
+    caps: Option<Value>,
 ) -> RawReply {
     let meta = params.entry("_meta").or_insert_with(|| json!({}));
     if let Some(m) = meta.as_object_mut() {
-        let caps = m
+        let declared = m
             .entry(key::CLIENT_CAPABILITIES)
             .or_insert_with(|| json!({}));
-        tasks::declare(caps);
+        if let Some(caps) = caps {
+            *declared = caps;
+        }
+        tasks::declare(declared);
     }
     let meta = meta.clone();
     let opts = || CallOptions {
