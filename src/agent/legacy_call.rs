@@ -7,6 +7,7 @@ use crate::jsonrpc::{self, ErrorObject, Id};
 use crate::protocol::results::RawMembers;
 use crate::protocol::{era, method, tasks};
 use crate::upstream::{CallId, CallOptions, LogRoute, ProgressSink, ServerAsk, UpstreamHandle};
+use futures::FutureExt;
 use serde_json::{Map, Value};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
@@ -49,6 +50,28 @@ impl LegacyCall {
                 self.params.clone(),
             );
             let followed = task_follow::follow_legacy(h, self.call, s, p, self.asks.clone());
+            return self.finish(followed).await;
+        }
+        if let Rewrite::Task {
+            sealed,
+            legacy_view: true,
+        } = &self.rewrite
+            && matches!(self.method, method::TASKS_RESULT | tasks::CANCEL)
+        {
+            // The agent's 2025-11-25 task is an extension task at its server.
+            let task = self
+                .params
+                .get("taskId")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let (h, s, caps) = (self.handle.clone(), self.server.clone(), self.caps.clone());
+            let followed = if self.method == tasks::CANCEL {
+                task_follow::cancel_of(h, self.call, (s, task), caps).boxed()
+            } else {
+                let ids = (s, task, sealed.clone());
+                task_follow::result_of(h, self.call, ids, self.asks.clone(), caps).boxed()
+            };
             return self.finish(followed).await;
         }
         for _ in 0..MAX_INPUT_ROUNDS {

@@ -22,10 +22,11 @@ pub enum Rewrite {
         limits: crate::protocol::results::Limits,
         tasks: TaskMode,
     },
-    /// `tasks/get`, `tasks/update`, `tasks/cancel`: the server's task id becomes the
-    /// one the agent knows.
+    /// `tasks/*`: the server's task id becomes the one the agent knows (`sealed`). A
+    /// 2025-11-25 agent's view of an extension task (`legacy_view`) is translated.
     Task {
-        owner: Arc<str>,
+        sealed: Arc<str>,
+        legacy_view: bool,
     },
 }
 
@@ -106,7 +107,15 @@ pub fn render(
             match rewrite {
                 Rewrite::None => {}
                 Rewrite::ContentUris { surface } => present_contents(&mut result, surface, server),
-                Rewrite::Task { owner } => super::task_ids::present(&mut result, owner, server),
+                Rewrite::Task {
+                    sealed,
+                    legacy_view,
+                } => {
+                    super::task_ids::present(&mut result, sealed);
+                    if *legacy_view && result.get("status").is_some() {
+                        result = super::task_ids::legacy_task(&result);
+                    }
+                }
                 Rewrite::ToolResult { tasks, .. } if super::task_ids::is_task(&result) => {
                     let TaskMode::Owned(owner) = tasks else {
                         let e = AgentError::Upstream {
@@ -118,7 +127,7 @@ pub fn render(
                         };
                         return jsonrpc::error_line(Some(id), &e.to_error_object());
                     };
-                    super::task_ids::present(&mut result, owner, server);
+                    super::task_ids::present_created(&mut result, owner, server, !modern);
                 }
                 Rewrite::ToolResult {
                     output_schema,

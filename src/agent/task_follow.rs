@@ -124,6 +124,27 @@ pub async fn follow_legacy(
     }
 }
 
+/// The `_meta` of mcpd's requests about an extension task: the caller's capabilities
+/// (a legacy agent's `initialize` ones, or a modern agent's request's), with the
+/// extension declared.
+fn declaring(caps: Option<Value>, meta: Option<&mut Value>) -> Value {
+    let mut fresh = json!({});
+    let meta = meta.unwrap_or(&mut fresh);
+    if !meta.is_object() {
+        *meta = json!({});
+    }
+    if let Some(m) = meta.as_object_mut() {
+        let declared = m
+            .entry(key::CLIENT_CAPABILITIES)
+            .or_insert_with(|| json!({}));
+        if let Some(caps) = caps {
+            *declared = caps;
+        }
+        tasks::declare(declared);
+    }
+    meta.clone()
+}
+
 /// The call again, declaring the extension, followed to its end. `caps`: a legacy
 /// agent's `initialize` capabilities, declared with it (a modern agent's are in its
 /// request's `_meta`).
@@ -135,174 +156,298 @@ pub async fn follow(
     asks: mpsc::Sender<ServerAsk>,
     caps: Option<Value>,
 ) -> RawReply {
-    let meta = params.entry("_meta").or_insert_with(|| json!({}));
-    if let Some(m) = meta.as_object_mut() {
-        let declared = m
-            .entry(key::CLIENT_CAPABILITIES)
-            .or_insert_with(|| json!({}));
-        if let Some(caps) = caps {
-            *declared = caps;
-        }
-        tasks::declare(declared);
-    }
-    let meta = meta.clone();
-    let opts = || CallOptions {
-        asks: Some(asks.clone()),
-        ..CallOptions::default()
+    let meta = declaring(
+        caps,
+        Some(params.entry("_meta").or_insert_with(|| json!({}))),
+    );
+    let follower = Follower {
+        handle,
+        call,
+        server,
+        meta,
+        asks,
+        related: None,
     };
-    let raw = match handle
-        .call(
-            call,
-            method::TOOLS_CALL,
-            Some(Value::Object(params)),
-            opts(),
-        )
+    let opts = follower.opts();
+    let raw = match follower
+        .handle
+        .call(call, method::TOOLS_CALL, Some(Value::Object(params)), opts)
         .await
     {
         Ok(Ok(raw)) => raw,
         other => return other,
     };
-    let mut status = match raw.to_value() {
+    let status = match raw.to_value() {
         Ok(v) if crate::protocol::era::result_type(&v) == "task" => v,
         // Answered at once after all.
         _ => return Ok(Ok(raw)),
     };
-    let Some(task) = status
-        .get("taskId")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-    else {
-        return Ok(Err(internal(&server, "the task has no taskId")));
+    let Some(task) = status.get("taskId").and_then(Value::as_str) else {
+        return Ok(Err(internal(&follower.server, "the task has no taskId")));
     };
     let mut guard = Guard {
-        handle: handle.clone(),
+        handle: follower.handle.clone(),
         call,
-        meta: meta.clone(),
-        task: Some(task.clone()),
+        meta: follower.meta.clone(),
+        task: Some(task.to_owned()),
     };
-    let until = tokio::time::Instant::now()
-        + status
-            .get("ttlMs")
-            .and_then(Value::as_u64)
-            .map_or(FOLLOW_MAX, |ms| Duration::from_millis(ms).min(FOLLOW_MAX));
-    let about = |extra: Value| {
-        let mut p = json!({"taskId": task, "_meta": meta});
+    let (reply, ended) = follower.until_done(task.to_owned(), status).await;
+    if ended {
+        guard.task = None;
+    }
+    reply
+}
+
+/// A 2025-11-25 agent's `tasks/result` for an extension task (`task`, the server's id;
+/// `sealed`, the agent's): mcpd follows it to its end and answers with its result, its
+/// related-task `_meta` naming the agent's id, or with its error. The server's input
+/// requests reach the agent as requests tied to the task the same way. Ending the wait
+/// early leaves the task running, as in 2025-11-25 (`tasks/cancel` ends a task).
+pub async fn result_of(
+    handle: UpstreamHandle,
+    call: CallId,
+    (server, task, sealed): (Arc<str>, String, Arc<str>),
+    asks: mpsc::Sender<ServerAsk>,
+    caps: Value,
+) -> RawReply {
+    let follower = Follower {
+        handle,
+        call,
+        server,
+        meta: declaring(Some(caps), None),
+        asks,
+        related: Some(sealed.clone()),
+    };
+    let status = match follower.get(&task).await {
+        Ok(v) => v,
+        Err(reply) => return reply,
+    };
+    let (reply, _) = follower.until_done(task, status).await;
+    let Ok(Ok(raw)) = reply else {
+        return reply;
+    };
+    let mut result = match raw.to_value() {
+        Ok(v) => v,
+        Err(e) => return Err(e),
+    };
+    let key = format!("/_meta/{}", super::task_ids::RELATED.replace('/', "~1"));
+    if result.pointer(&key).is_none() {
+        let meta = result
+            .as_object_mut()
+            .map(|r| r.entry("_meta").or_insert_with(|| json!({})));
+        if let Some(Value::Object(m)) = meta {
+            m.insert(super::task_ids::RELATED.into(), json!({"taskId": &*sealed}));
+        }
+    }
+    Ok(Ok(RawResult::from_value(&result)))
+}
+
+/// A 2025-11-25 agent's `tasks/cancel` of an extension task: the extension acknowledges
+/// a cancellation with an empty result, 2025-11-25 answers with the task, so mcpd asks
+/// for the task after cancelling it.
+pub async fn cancel_of(
+    handle: UpstreamHandle,
+    call: CallId,
+    (server, task): (Arc<str>, String),
+    caps: Value,
+) -> RawReply {
+    let (asks, _) = mpsc::channel(1);
+    let follower = Follower {
+        handle,
+        call,
+        server,
+        meta: declaring(Some(caps), None),
+        asks,
+        related: None,
+    };
+    let params = follower.about(&task, json!({}));
+    let opts = follower.opts();
+    match follower
+        .handle
+        .call(call, tasks::CANCEL, Some(params), opts)
+        .await
+    {
+        Ok(Ok(_)) => {}
+        other => return other,
+    }
+    match follower.get(&task).await {
+        Ok(v) => Ok(Ok(RawResult::from_value(&v))),
+        Err(reply) => reply,
+    }
+}
+
+/// What following one extension task needs.
+struct Follower {
+    handle: UpstreamHandle,
+    call: CallId,
+    server: Arc<str>,
+    /// The `_meta` of every request about the task (it declares the extension).
+    meta: Value,
+    /// Where the task's input requests go.
+    asks: mpsc::Sender<ServerAsk>,
+    /// The agent's id of the task, put in the input requests' related-task `_meta` (a
+    /// 2025-11-25 agent that holds the task); None: the agent asked for no task.
+    related: Option<Arc<str>>,
+}
+
+impl Follower {
+    fn opts(&self) -> CallOptions {
+        CallOptions {
+            asks: Some(self.asks.clone()),
+            ..CallOptions::default()
+        }
+    }
+
+    fn about(&self, task: &str, extra: Value) -> Value {
+        let mut p = json!({"taskId": task, "_meta": self.meta});
         if let (Some(p), Some(extra)) = (p.as_object_mut(), extra.as_object()) {
             p.extend(extra.clone());
         }
         p
-    };
-    let mut answered = HashSet::new();
-    let mut rounds = 0;
-    loop {
-        let state = status.get("status").and_then(Value::as_str).unwrap_or("");
-        let mut updated = false;
-        match state {
-            "completed" => {
-                guard.task = None;
-                let result = status.get("result").cloned().unwrap_or(Value::Null);
-                return Ok(Ok(RawResult::from_value(&result)));
-            }
-            "failed" => {
-                guard.task = None;
-                let e = status.get("error").and_then(ErrorObject::from_value);
-                return Ok(Err(e.unwrap_or_else(|| {
-                    internal(&server, "the task failed without an error")
-                })));
-            }
-            "cancelled" => {
-                guard.task = None;
-                return Ok(Err(internal(
-                    &server,
-                    "the server cancelled the task it ran this call as",
-                )));
-            }
-            "input_required" => {
-                let pending: Vec<(String, Value)> = status
-                    .get("inputRequests")
-                    .and_then(Value::as_object)
-                    .into_iter()
-                    .flatten()
-                    .filter(|(k, _)| !answered.contains(*k))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect();
-                if !pending.is_empty() {
-                    rounds += 1;
-                    if rounds > MAX_INPUT_ROUNDS {
-                        return Ok(Err(internal(
-                            &server,
-                            "the task asked for input too many times; mcpd cancelled it",
-                        )));
-                    }
-                    let mut responses = Map::new();
-                    for (k, req) in pending {
-                        let (respond_to, answer) = oneshot::channel();
-                        let ask = ServerAsk {
-                            method: req
-                                .get("method")
-                                .and_then(Value::as_str)
-                                .unwrap_or("")
-                                .to_owned(),
-                            params: req.get("params").cloned(),
-                            respond_to,
-                        };
-                        let gone = || {
-                            internal(
-                                &server,
-                                "the agent's answer to the task's input request was lost",
-                            )
-                        };
-                        if asks.send(ask).await.is_err() {
-                            return Ok(Err(gone()));
-                        }
-                        match answer.await {
-                            Ok(Ok(v)) => {
-                                responses.insert(k.clone(), v);
-                            }
-                            Ok(Err(e)) => return Ok(Err(e)),
-                            Err(_) => return Ok(Err(gone())),
-                        }
-                        answered.insert(k);
-                    }
-                    let update = about(json!({"inputResponses": responses}));
-                    match handle.call(call, tasks::UPDATE, Some(update), opts()).await {
-                        Ok(Ok(_)) => updated = true,
-                        other => return other,
-                    }
-                }
-            }
-            "working" => {}
-            other => {
-                return Ok(Err(internal(
-                    &server,
-                    &format!("the task has an unknown status {other:?}"),
-                )));
-            }
-        }
-        if tokio::time::Instant::now() >= until {
-            return Ok(Err(internal(
-                &server,
-                "the task outlived its ttlMs; mcpd cancelled it",
-            )));
-        }
-        // Answers may move the task on at once; otherwise wait as the server asks.
-        if !updated {
-            let wait = status
-                .get("pollIntervalMs")
-                .and_then(Value::as_u64)
-                .map_or(POLL_DEFAULT, Duration::from_millis)
-                .clamp(POLL_MIN, POLL_MAX);
-            tokio::time::sleep(wait).await;
-        }
-        status = match handle
-            .call(call, tasks::GET, Some(about(json!({}))), opts())
+    }
+
+    /// The task's status now, or the reply that ends the follow.
+    async fn get(&self, task: &str) -> Result<Value, RawReply> {
+        let params = self.about(task, json!({}));
+        match self
+            .handle
+            .call(self.call, tasks::GET, Some(params), self.opts())
             .await
         {
-            Ok(Ok(raw)) => match raw.to_value() {
+            Ok(Ok(raw)) => raw.to_value().map_err(Err),
+            other => Err(other),
+        }
+    }
+
+    /// Polls the task from `status` on until it ends, answering its input requests; and
+    /// whether it ended (false: the follow gave up on a task that may still run).
+    async fn until_done(&self, task: String, mut status: Value) -> (RawReply, bool) {
+        let ended = |reply| (reply, true);
+        let gave_up = |reply| (reply, false);
+        let server = &self.server;
+        let until = tokio::time::Instant::now()
+            + status
+                .get("ttlMs")
+                .and_then(Value::as_u64)
+                .map_or(FOLLOW_MAX, |ms| Duration::from_millis(ms).min(FOLLOW_MAX));
+        let mut answered = HashSet::new();
+        let mut rounds = 0;
+        loop {
+            let state = status.get("status").and_then(Value::as_str).unwrap_or("");
+            let mut updated = false;
+            match state {
+                "completed" => {
+                    let result = status.get("result").cloned().unwrap_or(Value::Null);
+                    return ended(Ok(Ok(RawResult::from_value(&result))));
+                }
+                "failed" => {
+                    let e = status.get("error").and_then(ErrorObject::from_value);
+                    return ended(Ok(Err(e.unwrap_or_else(|| {
+                        internal(server, "the task failed without an error")
+                    }))));
+                }
+                "cancelled" => {
+                    return ended(Ok(Err(internal(server, "the task was cancelled"))));
+                }
+                "input_required" => {
+                    let pending: Vec<(String, Value)> = status
+                        .get("inputRequests")
+                        .and_then(Value::as_object)
+                        .into_iter()
+                        .flatten()
+                        .filter(|(k, _)| !answered.contains(*k))
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect();
+                    if !pending.is_empty() {
+                        rounds += 1;
+                        if rounds > MAX_INPUT_ROUNDS {
+                            return gave_up(Ok(Err(internal(
+                                server,
+                                "the task asked for input too many times; mcpd cancelled it",
+                            ))));
+                        }
+                        let mut responses = Map::new();
+                        for (k, req) in pending {
+                            match self.ask(&req).await {
+                                Ok(v) => {
+                                    responses.insert(k.clone(), v);
+                                }
+                                Err(e) => return gave_up(Ok(Err(e))),
+                            }
+                            answered.insert(k);
+                        }
+                        let update = self.about(&task, json!({"inputResponses": responses}));
+                        match self
+                            .handle
+                            .call(self.call, tasks::UPDATE, Some(update), self.opts())
+                            .await
+                        {
+                            Ok(Ok(_)) => updated = true,
+                            other => return gave_up(other),
+                        }
+                    }
+                }
+                "working" => {}
+                other => {
+                    return gave_up(Ok(Err(internal(
+                        server,
+                        &format!("the task has an unknown status {other:?}"),
+                    ))));
+                }
+            }
+            if tokio::time::Instant::now() >= until {
+                return gave_up(Ok(Err(internal(
+                    server,
+                    "the task outlived its ttlMs; mcpd cancelled it",
+                ))));
+            }
+            // Answers may move the task on at once; otherwise wait as the server asks.
+            if !updated {
+                let wait = status
+                    .get("pollIntervalMs")
+                    .and_then(Value::as_u64)
+                    .map_or(POLL_DEFAULT, Duration::from_millis)
+                    .clamp(POLL_MIN, POLL_MAX);
+                tokio::time::sleep(wait).await;
+            }
+            status = match self.get(&task).await {
                 Ok(v) => v,
-                Err(e) => return Err(e),
-            },
-            other => return other,
+                Err(reply) => return gave_up(reply),
+            };
+        }
+    }
+
+    /// One of the task's input requests, asked of the agent.
+    async fn ask(&self, req: &Value) -> Result<Value, ErrorObject> {
+        let gone = || {
+            internal(
+                &self.server,
+                "the agent's answer to the task's input request was lost",
+            )
         };
+        let mut params = req.get("params").cloned();
+        if let (Some(sealed), Some(Value::Object(p))) = (&self.related, params.as_mut()) {
+            let meta = p.entry("_meta").or_insert_with(|| json!({}));
+            if let Some(m) = meta.as_object_mut() {
+                m.insert(
+                    super::task_ids::RELATED.into(),
+                    json!({"taskId": &**sealed}),
+                );
+            }
+        }
+        let (respond_to, answer) = oneshot::channel();
+        let ask = ServerAsk {
+            method: req
+                .get("method")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned(),
+            params,
+            respond_to,
+        };
+        if self.asks.send(ask).await.is_err() {
+            return Err(gone());
+        }
+        answer.await.unwrap_or_else(|_| Err(gone()))
     }
 }

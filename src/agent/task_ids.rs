@@ -26,46 +26,133 @@ pub fn owner(ctx: &AgentContext) -> Arc<str> {
     }
 }
 
+/// How the server that made a task speaks of it: the 2026-07-28 extension, or
+/// 2025-11-25's core tasks. A 2025-11-25 agent's task on an extension server is
+/// translated on every request (`tasks/get` fields, `tasks/result` followed by mcpd).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Extension,
+    Legacy,
+}
+
+impl Kind {
+    fn tag(self) -> &'static str {
+        match self {
+            Kind::Extension => "x",
+            Kind::Legacy => "l",
+        }
+    }
+}
+
+/// What a task id an agent presented stands for.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Opened {
+    pub server: String,
+    /// The server's own id.
+    pub task: String,
+    pub kind: Kind,
+}
+
 /// The id an agent sees for `server`'s task `task`.
-pub fn seal(owner: &str, server: &str, task: &str) -> String {
-    // Three strings always serialise.
-    let payload = serde_json::to_string(&[owner, server, task]).unwrap_or_default();
+pub fn seal(owner: &str, server: &str, task: &str, kind: Kind) -> String {
+    // Four strings always serialise.
+    let payload = serde_json::to_string(&[owner, server, task, kind.tag()]).unwrap_or_default();
     seal_payload(PREFIX, &payload)
 }
 
 /// The server and its own id behind a task id `owner` presented, or why there is none.
-pub fn open(owner: &str, sealed: &str) -> Result<(String, String), &'static str> {
+pub fn open(owner: &str, sealed: &str) -> Result<Opened, &'static str> {
     let payload = match open_payload(PREFIX, sealed) {
         None => return Err("mcpd did not issue this task id"),
         Some(Err(why)) => return Err(why),
         Some(Ok(p)) => p,
     };
-    let Ok([who, server, task]) = serde_json::from_str::<[String; 3]>(&payload) else {
+    let Ok([who, server, task, kind]) = serde_json::from_str::<[String; 4]>(&payload) else {
         return Err("it is malformed");
     };
     if who != owner {
         return Err("it belongs to another client");
     }
-    Ok((server, task))
+    let kind = match kind.as_str() {
+        "x" => Kind::Extension,
+        "l" => Kind::Legacy,
+        _ => return Err("it is malformed"),
+    };
+    Ok(Opened { server, task, kind })
 }
 
-/// Replaces the server's task id in a result with the one the agent sees: a 2026-07-28
-/// task's `taskId`, a 2025-11-25 `CreateTaskResult`'s `task.taskId`, and the related-task
-/// `_meta` of a 2025-11-25 `tasks/result`.
-pub fn present(result: &mut Value, owner: &str, server: &str) {
-    let reseal = |v: &mut Value| {
-        if let Some(id) = v.get("taskId").and_then(Value::as_str) {
-            let sealed = seal(owner, server, id);
-            jsonrpc::set_member(v, "taskId", Value::String(sealed));
+/// A `tools/call` result that is a task, given the id the agent sees: a 2026-07-28
+/// task's `taskId`, or a 2025-11-25 `CreateTaskResult`'s `task.taskId`. A 2025-11-25
+/// agent (`legacy_agent`) gets an extension server's task as a 2025-11-25 one.
+pub fn present_created(result: &mut Value, owner: &str, server: &str, legacy_agent: bool) {
+    if crate::protocol::era::result_type(result) == "task" {
+        if let Some(id) = result.get("taskId").and_then(Value::as_str) {
+            let sealed = seal(owner, server, id, Kind::Extension);
+            jsonrpc::set_member(result, "taskId", Value::String(sealed));
         }
-    };
-    reseal(result);
-    if let Some(task) = result.get_mut("task") {
-        reseal(task);
+        if legacy_agent {
+            let task = legacy_task(result);
+            let mut created = serde_json::json!({ "task": task });
+            if let Some(meta) = result.get("_meta") {
+                jsonrpc::set_member(&mut created, "_meta", meta.clone());
+            }
+            *result = created;
+        }
+        return;
     }
-    if let Some(related) = result.pointer_mut(&format!("/_meta/{}", RELATED.replace('/', "~1"))) {
-        reseal(related);
+    if let Some(task) = result.get_mut("task")
+        && let Some(id) = task.get("taskId").and_then(Value::as_str)
+    {
+        let sealed = seal(owner, server, id, Kind::Legacy);
+        jsonrpc::set_member(task, "taskId", Value::String(sealed));
     }
+}
+
+/// Puts the agent's id `sealed` back in a task request's result: the task's `taskId`, and
+/// the related-task `_meta` of a 2025-11-25 `tasks/result`.
+pub fn present(result: &mut Value, sealed: &str) {
+    if result.get("taskId").is_some_and(Value::is_string) {
+        jsonrpc::set_member(result, "taskId", Value::String(sealed.to_owned()));
+    }
+    if let Some(related) = result.pointer_mut(&format!("/_meta/{}", RELATED.replace('/', "~1")))
+        && related.get("taskId").is_some()
+    {
+        jsonrpc::set_member(related, "taskId", Value::String(sealed.to_owned()));
+    }
+}
+
+/// An extension task (a `CreateTaskResult` or a `tasks/get` answer) as a 2025-11-25
+/// `Task`: `ttlMs` and `pollIntervalMs` become `ttl` and `pollInterval`, the inlined
+/// result, error and input requests go (a 2025-11-25 client gets those from
+/// `tasks/result`), and a tool error is status `failed`, as 2025-11-25 counts it.
+pub fn legacy_task(task: &Value) -> Value {
+    let mut out = serde_json::Map::new();
+    for key in [
+        "taskId",
+        "status",
+        "statusMessage",
+        "createdAt",
+        "lastUpdatedAt",
+    ] {
+        if let Some(v) = task.get(key) {
+            out.insert(key.into(), v.clone());
+        }
+    }
+    out.insert(
+        "ttl".into(),
+        task.get("ttlMs").cloned().unwrap_or(Value::Null),
+    );
+    if let Some(poll) = task.get("pollIntervalMs") {
+        out.insert("pollInterval".into(), poll.clone());
+    }
+    let tool_error = task
+        .pointer("/result/isError")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if tool_error && task.get("status").and_then(Value::as_str) == Some("completed") {
+        out.insert("status".into(), Value::String("failed".into()));
+    }
+    Value::Object(out)
 }
 
 /// Whether a `tools/call` result is a task rather than the call's result.
@@ -85,21 +172,39 @@ mod tests {
 
     #[test]
     fn a_task_id_opens_only_for_its_owner_and_names_its_server() {
-        let id = seal("uid:1000", "build", "t-1");
+        let id = seal("uid:1000", "build", "t-1", Kind::Extension);
         assert!(id.starts_with(PREFIX));
         assert!(
             id.bytes().all(|b| (0x21..=0x7e).contains(&b)),
             "header-safe: {id}"
         );
-        assert_eq!(open("uid:1000", &id), Ok(("build".into(), "t-1".into())));
+        let opened = Opened {
+            server: "build".into(),
+            task: "t-1".into(),
+            kind: Kind::Extension,
+        };
+        assert_eq!(open("uid:1000", &id), Ok(opened));
         assert_eq!(open("uid:1001", &id), Err("it belongs to another client"));
         assert_eq!(
             open("uid:1000", "t-1"),
             Err("mcpd did not issue this task id")
         );
-        let forged = seal("uid:1000", "other", "t-1");
+        let forged = seal("uid:1000", "other", "t-1", Kind::Extension);
         let (head, _) = id.rsplit_once('.').unwrap();
         let (_, forged_tag) = forged.rsplit_once('.').unwrap();
         assert!(open("uid:1000", &format!("{head}.{forged_tag}")).is_err());
+    }
+
+    #[test]
+    fn an_extension_task_reads_as_a_2025_11_25_task() {
+        let detailed = serde_json::json!({"resultType": "complete", "taskId": "t", "status": "completed",
+            "createdAt": "a", "lastUpdatedAt": "b", "ttlMs": 60000, "pollIntervalMs": 100,
+            "result": {"content": [], "isError": true}});
+        let task = legacy_task(&detailed);
+        assert_eq!(
+            task,
+            serde_json::json!({"taskId": "t", "status": "failed", "createdAt": "a",
+                "lastUpdatedAt": "b", "ttl": 60000, "pollInterval": 100})
+        );
     }
 }

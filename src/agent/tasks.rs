@@ -5,7 +5,7 @@ use super::forward::{self, Caller, Route, Target};
 use super::render::Rewrite;
 use super::reply::Handled;
 use super::session::Session;
-use super::task_ids::{open, owner};
+use super::task_ids::{Kind, open, owner};
 use crate::errors::AgentError;
 use crate::jsonrpc::{self, Request};
 use crate::outbox::Outbox;
@@ -43,10 +43,18 @@ pub fn handle(
         return refuse(invalid(method, "\"taskId\" must be a string"));
     };
     let owner = owner(ctx);
-    let (server, task) = match open(&owner, sealed) {
+    let opened = match open(&owner, sealed) {
         Ok(found) => found,
         Err(why) => return refuse(tasks::unknown_task(why)),
     };
+    if modern && opened.kind == Kind::Legacy {
+        // A 2025-11-25 agent's task, presented by a modern agent of the same user.
+        return refuse(tasks::unknown_task(
+            "it is a 2025-11-25 task: ask for it over a 2025-11-25 connection",
+        ));
+    }
+    let sealed: std::sync::Arc<str> = sealed.into();
+    let (server, task) = (opened.server, opened.task);
     let catalog = ctx.catalog.borrow().clone();
     let Some(server) = catalog
         .servers
@@ -67,7 +75,11 @@ pub fn handle(
         server,
         method,
         params,
-        rewrite: Rewrite::Task { owner },
+        rewrite: Rewrite::Task {
+            sealed,
+            // `tasks/result` and `tasks/cancel` of these are translated in `legacy_call.rs`.
+            legacy_view: !modern && opened.kind == Kind::Extension,
+        },
     };
     let caller = Caller::of(outbox, session, modern);
     let (id, cancel, fut) = forward::launch(req.id, Target { route, handle }, &caller);

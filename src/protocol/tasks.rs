@@ -46,6 +46,29 @@ pub fn declare(capabilities: &mut Value) {
     }
 }
 
+/// For a request dressed for a modern server: a 2025-11-25 agent's `task` parameter on
+/// `tools/call` (the agent asks for a task) becomes the extension's declaration, and the
+/// extension's own methods always declare it. Other requests are left as they are.
+pub fn declare_for_modern(method: &str, params: &mut Option<Value>) {
+    let Some(p) = params.as_mut().and_then(Value::as_object_mut) else {
+        return;
+    };
+    let asks_task = method == super::method::TOOLS_CALL && p.remove("task").is_some();
+    if !asks_task && !is_task_method(method) {
+        return;
+    }
+    let meta = p.entry("_meta").or_insert_with(|| json!({}));
+    if !meta.is_object() {
+        *meta = json!({});
+    }
+    if let Some(m) = meta.as_object_mut() {
+        declare(
+            m.entry(key::CLIENT_CAPABILITIES)
+                .or_insert_with(|| json!({})),
+        );
+    }
+}
+
 /// The -32021 a request gets when it did not declare the extension it needs.
 pub fn not_declared(method: &str) -> ErrorObject {
     ErrorObject::new(
@@ -84,5 +107,19 @@ mod tests {
         assert!(!declared(Some(&json!({"_meta": {}}))));
         assert!(!declared(None));
         assert!(requires_extension(&not_declared(GET)));
+    }
+
+    #[test]
+    fn a_legacy_task_request_declares_the_extension_for_a_modern_server() {
+        let mut call = Some(json!({"name": "t", "task": {"ttl": 1000}, "_meta": {}}));
+        declare_for_modern("tools/call", &mut call);
+        assert!(call.as_ref().is_some_and(|c| c.get("task").is_none()));
+        assert!(declared(call.as_ref()));
+        let mut plain = Some(json!({"name": "t"}));
+        declare_for_modern("tools/call", &mut plain);
+        assert!(!declared(plain.as_ref()));
+        let mut get = Some(json!({"taskId": "x"}));
+        declare_for_modern(GET, &mut get);
+        assert!(declared(get.as_ref()));
     }
 }

@@ -292,6 +292,12 @@ where
                 .and_then(serde_json::Value::as_bool)
                 .unwrap_or(false)
         });
+    // Tools of a server with the Tasks extension may run as tasks.
+    let tasks = era == Era::Modern
+        && identity_caps
+            .pointer("/extensions")
+            .and_then(|e| e.get(crate::protocol::tasks::EXTENSION))
+            .is_some_and(serde_json::Value::is_object);
     let connected = ConnectionEvent::Connected {
         server,
         instance: ctx.instance,
@@ -313,6 +319,7 @@ where
                 tools: has_tools,
                 listen: wants_listen,
                 lists: surface_kinds(&identity_caps),
+                tasks,
             },
         )
         .await

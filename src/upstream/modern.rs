@@ -32,6 +32,7 @@ impl Dress<'_> {
         let sent = match self.era {
             Era::Modern => {
                 era::add_envelope(&mut params, caps.unwrap_or(&json!({})));
+                crate::protocol::tasks::declare_for_modern(method, &mut params);
                 let name = params.as_ref().and_then(|p| named(method, p));
                 let mut sent = Sent::modern(id, method, name);
                 if self.http && method == method::TOOLS_CALL {
@@ -103,6 +104,19 @@ pub fn check_tools(server: &str, tools: Vec<Value>) -> (Vec<Value>, ParamHeaders
         })
         .collect();
     (kept, map)
+}
+
+/// Marks the tools of a server with the Tasks extension as ones a 2025-11-25 agent may
+/// ask to run as a task (`execution.taskSupport: "optional"`): the extension lets the
+/// server run any call as a task, and mcpd translates a 2025-11-25 task for it. The
+/// 2026-07-28 era has no `execution`, so a definition that has one is left alone.
+pub fn may_run_as_tasks(tools: &mut [Value]) {
+    for tool in tools {
+        if let Some(t) = tool.as_object_mut() {
+            t.entry("execution")
+                .or_insert_with(|| json!({"taskSupport": "optional"}));
+        }
+    }
 }
 
 /// The `subscriptions/listen` request that asks a modern server for list changes (it

@@ -513,6 +513,17 @@ impl Agent {
         .await
     }
 
+    /// Sends a request without waiting; returns its id.
+    pub async fn send_request(&mut self, method: &str, params: Option<Value>) -> Value {
+        let id = json!(self.fresh_id());
+        let mut msg = json!({ "jsonrpc": "2.0", "id": id, "method": method });
+        if let Some(p) = params {
+            msg["params"] = p;
+        }
+        self.send(msg).await;
+        id
+    }
+
     /// Sends a call without waiting; returns its id.
     pub async fn start_call(&mut self, tool: &str, args: Value) -> Value {
         let id = json!(self.fresh_id());

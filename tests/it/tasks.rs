@@ -501,3 +501,132 @@ async fn a_modern_agent_gets_the_result_of_a_tool_that_requires_a_2025_11_25_tas
         "a plain result: {r}"
     );
 }
+
+#[tokio::test]
+async fn a_legacy_agents_task_on_an_extension_server_is_translated_both_ways() {
+    let (b, rec, arg) = daemon();
+    let d = b
+        .fixture(
+            "jobs",
+            &["--era", "modern", "--tools", TOOLS, "--record", &arg],
+        )
+        .start()
+        .await;
+    d.wait_ready().await;
+    let (mut a, _) = legacy_agent(&d).await;
+    let r = a.request("tools/list", None).await;
+    let tool = r["result"]["tools"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["name"] == "jobs__echo"))
+        .cloned()
+        .expect("listed");
+    assert_eq!(
+        tool["execution"]["taskSupport"], "optional",
+        "an extension server's tools may run as 2025-11-25 tasks: {tool}"
+    );
+
+    // The agent's `task` becomes the extension's declaration; the task comes back in
+    // 2025-11-25's shape.
+    let call =
+        json!({"name": "jobs__task_sleep", "arguments": {"ms": 100}, "task": {"ttl": 60000}});
+    let r = a.request("tools/call", Some(call)).await;
+    let task = r["result"]["task"]["taskId"]
+        .as_str()
+        .expect("a 2025-11-25 task")
+        .to_owned();
+    assert!(task.starts_with("mcpdt1."), "{r}");
+    assert!(r["result"].get("resultType").is_none(), "{r}");
+    assert!(r["result"]["task"].get("ttl").is_some(), "{r}");
+    assert!(r["result"]["task"].get("ttlMs").is_none(), "{r}");
+    let pid = d.server_status("jobs").await["pid"].as_u64().expect("pid") as u32;
+    let created = recorded_requests(&rec, pid)
+        .into_iter()
+        .find(|m| m["method"] == "tools/call")
+        .expect("recorded");
+    assert!(created["params"].get("task").is_none(), "{created}");
+    assert!(
+        created["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]["extensions"][EXT]
+            .is_object(),
+        "{created}"
+    );
+
+    let r = a.request("tasks/get", Some(json!({"taskId": task}))).await;
+    assert_eq!(r["result"]["taskId"], task, "{r}");
+    assert!(r["result"].get("resultType").is_none(), "{r}");
+    assert!(r["result"].get("ttlMs").is_none(), "{r}");
+    // tasks/result: mcpd follows the extension task to its end.
+    let r = a
+        .request("tasks/result", Some(json!({"taskId": task})))
+        .await;
+    assert_eq!(text(&r), "slept 100 ms", "{r}");
+    assert_eq!(
+        r["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], task,
+        "{r}"
+    );
+    let r = a.request("tasks/get", Some(json!({"taskId": task}))).await;
+    assert_eq!(r["result"]["status"], "completed", "{r}");
+    assert!(r["result"].get("result").is_none(), "{r}");
+
+    // Input while the agent waits on tasks/result: a real elicitation, tied to the task.
+    let call = json!({"name": "jobs__task_ask", "arguments": {}, "task": {}});
+    let r = a.request("tools/call", Some(call)).await;
+    let asking = r["result"]["task"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    let id = a
+        .send_request("tasks/result", Some(json!({"taskId": asking})))
+        .await;
+    let ask = within("the task's elicitation", async {
+        loop {
+            let m = a.recv().await.expect("open");
+            if m["method"] == "elicitation/create" {
+                break m;
+            }
+        }
+    })
+    .await;
+    assert_eq!(
+        ask["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], asking,
+        "{ask}"
+    );
+    a.send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"name": "Ada"}}}))
+        .await;
+    let r = a.response(&id).await;
+    assert_eq!(text(&r), "hello Ada", "{r}");
+
+    // A tool error is a failed 2025-11-25 task whose result is the tool's.
+    let call = json!({"name": "jobs__task_error", "arguments": {}, "task": {}});
+    let r = a.request("tools/call", Some(call)).await;
+    let errored = r["result"]["task"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    let r = a
+        .request("tasks/result", Some(json!({"taskId": errored})))
+        .await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    let r = a
+        .request("tasks/get", Some(json!({"taskId": errored})))
+        .await;
+    assert_eq!(r["result"]["status"], "failed", "{r}");
+
+    // Cancelling answers with the task, as 2025-11-25 does.
+    let call = json!({"name": "jobs__task_sleep", "arguments": {"ms": 600000}, "task": {}});
+    let r = a.request("tools/call", Some(call)).await;
+    let long = r["result"]["task"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    let r = a
+        .request("tasks/cancel", Some(json!({"taskId": long})))
+        .await;
+    assert_eq!(r["result"]["taskId"], long, "{r}");
+    assert_eq!(r["result"]["status"], "cancelled", "{r}");
+
+    // A modern agent of the same user is told the id is a 2025-11-25 one only when it is;
+    // this one is an extension task and opens for it too.
+    let mut m = d.agent().await;
+    let r = modern(&mut m, "tasks/get", json!({"taskId": task}), true).await;
+    assert_eq!(r["result"]["status"], "completed", "{r}");
+}

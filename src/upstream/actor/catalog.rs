@@ -77,12 +77,16 @@ impl Actor {
                     .ttl_ms
                     .filter(|ttl| *ttl > 0)
                     .map(|ttl| Instant::now() + Duration::from_millis(ttl).max(MIN_TTL_REFRESH));
+                let mut tools = list.tools;
+                if self.tasks {
+                    modern::may_run_as_tasks(&mut tools);
+                }
                 if self.http && self.era == Era::Modern {
-                    let (kept, headers) = modern::check_tools(&self.server, list.tools);
+                    let (kept, headers) = modern::check_tools(&self.server, tools);
                     self.param_headers = headers;
                     Ok(kept)
                 } else {
-                    Ok(list.tools)
+                    Ok(tools)
                 }
             }
             Err(e) => {

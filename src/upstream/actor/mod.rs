@@ -47,6 +47,8 @@ pub struct Offers {
     /// Modern servers announce list changes only on a subscription.
     pub listen: bool,
     pub lists: Vec<ListKind>,
+    /// The server has the Tasks extension.
+    pub tasks: bool,
 }
 
 /// Requests queued in a connection's mailbox.
@@ -149,6 +151,9 @@ pub struct Actor {
     /// Whether the transport is HTTP (request-metadata headers, `x-mcp-header`).
     http: bool,
     param_headers: ParamHeaders,
+    /// The server has the Tasks extension: its tools are shown to 2025-11-25 agents as
+    /// ones that may run as tasks (`execution.taskSupport: "optional"`).
+    tasks: bool,
     listen: ListenState,
     /// When the catalog's TTL (a modern server's `ttlMs`) lapses.
     refresh_at: Option<Instant>,
@@ -210,6 +215,7 @@ impl Actor {
             era,
             http: matches!(cfg.launch, crate::config::Launch::Http(_)),
             param_headers: ParamHeaders::new(),
+            tasks: false,
             listen: ListenState::Off,
             refresh_at: None,
             answers: FuturesUnordered::new(),
@@ -238,6 +244,7 @@ impl Actor {
             self.start_refresh();
         }
         self.surface_kinds = offers.lists;
+        self.tasks = offers.tasks;
         for kind in self.surface_kinds.clone() {
             self.want_surface(kind);
         }
