@@ -136,6 +136,7 @@ pub async fn serve(
                 .collect(),
         ),
         drain_grace: config.daemon.shutdown_grace,
+        task_inputs: crate::agent::task_inputs::TaskInputs::spawn(),
     };
     let agents = TaskTracker::new();
     let status = (ctx.catalog.clone(), ctx.daemon.clone());

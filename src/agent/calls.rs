@@ -72,11 +72,15 @@ pub fn start(
     if modern {
         params.remove("task");
     }
-    let tasks = if modern && !required {
-        match crate::protocol::tasks::declared_in_meta(params.get("_meta")) {
-            true => TaskMode::Owned(super::task_ids::owner(ctx)),
-            false => TaskMode::None,
-        }
+    let declared = modern && crate::protocol::tasks::declared_in_meta(params.get("_meta"));
+    if declared && required {
+        // A modern agent that can do tasks gets a 2025-11-25 one as an extension task.
+        params.insert("task".into(), serde_json::json!({}));
+    }
+    let tasks = if declared {
+        TaskMode::Owned(super::task_ids::owner(ctx))
+    } else if modern && !required {
+        TaskMode::None
     } else if !modern && params.get("task").is_some_and(Value::is_object) {
         TaskMode::Owned(super::task_ids::owner(ctx))
     } else if required {

@@ -20,6 +20,11 @@ use tokio_util::sync::CancellationToken;
 /// Daemon-wide call ids, so an upstream can tell apart calls from different agents.
 static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
 
+/// A call id no other call has.
+pub fn next_call() -> crate::upstream::CallId {
+    NEXT_CALL.fetch_add(1, Ordering::Relaxed)
+}
+
 /// Server requests queued per modern-agent call.
 const CALL_ASKS: usize = 4;
 

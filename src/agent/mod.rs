@@ -18,6 +18,8 @@ mod session;
 mod surface;
 mod task_follow;
 mod task_ids;
+pub mod task_inputs;
+mod task_view;
 mod tasks;
 
 use crate::registry::Catalog;
@@ -126,4 +128,6 @@ pub struct AgentContext {
     pub limits: crate::protocol::results::Limits,
     /// How long in-flight calls may finish once shutdown begins.
     pub drain_grace: Duration,
+    /// The input requests of 2025-11-25 tasks that modern agents hold.
+    pub task_inputs: task_inputs::TaskInputs,
 }

@@ -105,6 +105,11 @@ pub fn present_created(result: &mut Value, owner: &str, server: &str, legacy_age
     {
         let sealed = seal(owner, server, id, Kind::Legacy);
         jsonrpc::set_member(task, "taskId", Value::String(sealed));
+        if !legacy_agent {
+            let mut created = modern_task(task);
+            jsonrpc::set_member(&mut created, "resultType", Value::String("task".into()));
+            *result = created;
+        }
     }
 }
 
@@ -119,6 +124,31 @@ pub fn present(result: &mut Value, sealed: &str) {
     {
         jsonrpc::set_member(related, "taskId", Value::String(sealed.to_owned()));
     }
+}
+
+/// A 2025-11-25 `Task` as the extension's: `ttl` and `pollInterval` become `ttlMs` and
+/// `pollIntervalMs`.
+pub fn modern_task(task: &Value) -> Value {
+    let mut out = serde_json::Map::new();
+    for key in [
+        "taskId",
+        "status",
+        "statusMessage",
+        "createdAt",
+        "lastUpdatedAt",
+    ] {
+        if let Some(v) = task.get(key) {
+            out.insert(key.into(), v.clone());
+        }
+    }
+    out.insert(
+        "ttlMs".into(),
+        task.get("ttl").cloned().unwrap_or(Value::Null),
+    );
+    if let Some(poll) = task.get("pollInterval") {
+        out.insert("pollIntervalMs".into(), poll.clone());
+    }
+    Value::Object(out)
 }
 
 /// An extension task (a `CreateTaskResult` or a `tasks/get` answer) as a 2025-11-25
@@ -163,8 +193,7 @@ pub fn is_task(result: &Value) -> bool {
             .is_some_and(|t| t.get("taskId").is_some())
 }
 
-/// The `_meta` key that ties a 2025-11-25 message to its task.
-pub const RELATED: &str = "io.modelcontextprotocol/related-task";
+pub use crate::protocol::tasks::RELATED;
 
 #[cfg(test)]
 mod tests {

@@ -2,14 +2,17 @@
 
 use super::AgentContext;
 use super::forward::{self, Caller, Route, Target};
-use super::render::Rewrite;
-use super::reply::Handled;
+use super::render::{self, Rewrite};
+use super::reply::{Handled, Step};
 use super::session::Session;
 use super::task_ids::{Kind, open, owner};
+use super::task_inputs::Upstream;
+use super::task_view;
 use crate::errors::AgentError;
 use crate::jsonrpc::{self, Request};
 use crate::outbox::Outbox;
 use crate::protocol::tasks;
+use futures::FutureExt;
 use serde_json::Value;
 
 /// `tasks/get`, `tasks/update`, `tasks/cancel` from an agent.
@@ -47,12 +50,6 @@ pub fn handle(
         Ok(found) => found,
         Err(why) => return refuse(tasks::unknown_task(why)),
     };
-    if modern && opened.kind == Kind::Legacy {
-        // A 2025-11-25 agent's task, presented by a modern agent of the same user.
-        return refuse(tasks::unknown_task(
-            "it is a 2025-11-25 task: ask for it over a 2025-11-25 connection",
-        ));
-    }
     let sealed: std::sync::Arc<str> = sealed.into();
     let (server, task) = (opened.server, opened.task);
     let catalog = ctx.catalog.borrow().clone();
@@ -70,6 +67,30 @@ pub fn handle(
         Ok(h) => h,
         Err(e) => return refuse(e.to_error_object()),
     };
+    if modern && opened.kind == Kind::Legacy {
+        // A 2025-11-25 task a modern agent holds: translated here.
+        let up = Upstream {
+            handle,
+            call: forward::next_call(),
+            task,
+        };
+        let rewrite = Rewrite::Task {
+            sealed: sealed.clone(),
+            legacy_view: false,
+        };
+        let fut = match method {
+            tasks::GET => task_view::get(up, sealed, ctx.task_inputs.clone()).boxed(),
+            tasks::UPDATE => {
+                let responses = match params.remove("inputResponses") {
+                    Some(Value::Object(r)) => r,
+                    _ => return refuse(invalid(method, "\"inputResponses\" must be an object")),
+                };
+                task_view::update(ctx.task_inputs.clone(), sealed, responses).boxed()
+            }
+            _ => task_view::cancel(up).boxed(),
+        };
+        return later(req.id, server, method, rewrite, fut);
+    }
     params.insert("taskId".into(), Value::String(task));
     let route = Route {
         server,
@@ -83,6 +104,28 @@ pub fn handle(
     };
     let caller = Caller::of(outbox, session, modern);
     let (id, cancel, fut) = forward::launch(req.id, Target { route, handle }, &caller);
+    Handled::Later { id, cancel, fut }
+}
+
+/// A translated task request's future, rendered for a modern agent.
+fn later(
+    id: jsonrpc::Id,
+    server: std::sync::Arc<str>,
+    method: &'static str,
+    rewrite: Rewrite,
+    reply: futures::future::BoxFuture<'static, crate::upstream::RawReply>,
+) -> Handled {
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let (c, reply_id) = (cancel.clone(), id.clone());
+    let fut = async move {
+        let reply = tokio::select! {
+            r = reply => r,
+            () = c.cancelled() => return (reply_id, Step::Cancelled),
+        };
+        let line = render::render_raw(&reply_id, &server, method, reply, true, &rewrite);
+        (reply_id, Step::Reply(line))
+    }
+    .boxed();
     Handled::Later { id, cancel, fut }
 }
 

@@ -7,6 +7,9 @@ use serde_json::{Value, json};
 /// The extension's identifier, in `capabilities.extensions`.
 pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
+/// The `_meta` key that ties a 2025-11-25 message to its task.
+pub const RELATED: &str = "io.modelcontextprotocol/related-task";
+
 pub const GET: &str = "tasks/get";
 pub const UPDATE: &str = "tasks/update";
 pub const CANCEL: &str = "tasks/cancel";

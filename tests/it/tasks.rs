@@ -466,16 +466,14 @@ async fn a_modern_agent_gets_the_result_of_a_tool_that_requires_a_2025_11_25_tas
     let d = b.fixture("old", &["--tools", LEGACY_TOOLS]).start().await;
     d.wait_ready().await;
     let mut a = d.agent().await;
-    for declared in [false, true] {
-        let r = modern(
-            &mut a,
-            "tools/call",
-            json!({"name": "old__ltask_sleep", "arguments": {"ms": 50}}),
-            declared,
-        )
-        .await;
-        assert_eq!(text(&r), "slept 50 ms", "{r}");
-    }
+    let r = modern(
+        &mut a,
+        "tools/call",
+        json!({"name": "old__ltask_sleep", "arguments": {"ms": 50}}),
+        false,
+    )
+    .await;
+    assert_eq!(text(&r), "slept 50 ms", "{r}");
     // The server's elicitation while mcpd waits on tasks/result is an input_required round.
     let r = modern(
         &mut a,
@@ -624,9 +622,102 @@ async fn a_legacy_agents_task_on_an_extension_server_is_translated_both_ways() {
     assert_eq!(r["result"]["taskId"], long, "{r}");
     assert_eq!(r["result"]["status"], "cancelled", "{r}");
 
-    // A modern agent of the same user is told the id is a 2025-11-25 one only when it is;
-    // this one is an extension task and opens for it too.
+    // The id opens for a modern agent of the same user too: at its server it is an
+    // extension task.
     let mut m = d.agent().await;
     let r = modern(&mut m, "tasks/get", json!({"taskId": task}), true).await;
     assert_eq!(r["result"]["status"], "completed", "{r}");
+}
+
+#[tokio::test]
+async fn a_modern_agents_task_on_a_2025_11_25_server_is_translated() {
+    let (b, rec, arg) = daemon();
+    let d = b
+        .fixture("old", &["--tools", LEGACY_TOOLS, "--record", &arg])
+        .start()
+        .await;
+    d.wait_ready().await;
+    let mut a = d.agent().await;
+    let r = modern(
+        &mut a,
+        "tools/call",
+        json!({"name": "old__ltask_sleep", "arguments": {"ms": 100}}),
+        true,
+    )
+    .await;
+    assert_eq!(r["result"]["resultType"], "task", "{r}");
+    let task = r["result"]["taskId"].as_str().expect("taskId").to_owned();
+    assert!(task.starts_with("mcpdt1."), "{r}");
+    assert!(r["result"].get("task").is_none(), "{r}");
+    assert!(r["result"].get("ttl").is_none(), "{r}");
+    assert!(r["result"].get("ttlMs").is_some(), "{r}");
+    let done = poll_until(&mut a, &task, "completed").await;
+    assert_eq!(
+        done["result"]["result"]["content"][0]["text"], "slept 100 ms",
+        "the result is inlined: {done}"
+    );
+    assert!(
+        done["result"]["result"]["_meta"]["io.modelcontextprotocol/related-task"].is_null(),
+        "{done}"
+    );
+    let pid = d.server_status("old").await["pid"].as_u64().expect("pid") as u32;
+    let created = recorded_requests(&rec, pid)
+        .into_iter()
+        .find(|m| m["method"] == "tools/call")
+        .expect("recorded");
+    assert!(created["params"]["task"].is_object(), "{created}");
+
+    // Input: the server's elicitation, which it sends during a tasks/result, shows as an
+    // input request; tasks/update answers it.
+    let r = modern(
+        &mut a,
+        "tools/call",
+        json!({"name": "old__ltask_ask", "arguments": {}}),
+        true,
+    )
+    .await;
+    let asking = r["result"]["taskId"].as_str().expect("taskId").to_owned();
+    let start = std::time::Instant::now();
+    let (key, req) = loop {
+        let r = poll_until(&mut a, &asking, "input_required").await;
+        if let Some((k, v)) = r["result"]["inputRequests"]
+            .as_object()
+            .and_then(|m| m.iter().next())
+        {
+            break (k.clone(), v.clone());
+        }
+        assert!(start.elapsed() < WAIT, "no input request shown: {r}");
+    };
+    assert_eq!(req["method"], "elicitation/create", "{req}");
+    assert!(
+        req["params"]["_meta"]["io.modelcontextprotocol/related-task"].is_null(),
+        "{req}"
+    );
+    let update = json!({"taskId": asking, "inputResponses": {key: {"action": "accept", "content": {"name": "Ada"}}}});
+    let r = modern(&mut a, "tasks/update", update, true).await;
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    let done = poll_until(&mut a, &asking, "completed").await;
+    assert_eq!(
+        done["result"]["result"]["content"][0]["text"], "hello Ada",
+        "{done}"
+    );
+
+    // Cancelling: an empty acknowledgement, then the task is cancelled; again, the same.
+    let r = modern(
+        &mut a,
+        "tools/call",
+        json!({"name": "old__ltask_sleep", "arguments": {"ms": 600000}}),
+        true,
+    )
+    .await;
+    let long = r["result"]["taskId"].as_str().expect("taskId").to_owned();
+    for _ in 0..2 {
+        let r = modern(&mut a, "tasks/cancel", json!({"taskId": long}), true).await;
+        assert_eq!(r["result"]["resultType"], "complete", "{r}");
+        assert!(
+            r["result"].get("taskId").is_none() && r["result"].get("status").is_none(),
+            "an empty acknowledgement: {r}"
+        );
+    }
+    poll_until(&mut a, &long, "cancelled").await;
 }

@@ -38,6 +38,7 @@ impl Actor {
             id,
             PendingRequest {
                 call: None,
+                task: None,
                 method: method::LISTEN.into(),
                 respond_to: Responder::Listen,
                 progress: None,

@@ -96,6 +96,7 @@ impl Actor {
                 id,
                 PendingRequest {
                     call: None,
+                    task: None,
                     method: method::PING.into(),
                     respond_to: Responder::Ping,
                     progress: None,

@@ -89,6 +89,8 @@ struct PendingRequest {
     logs: Option<LogRoute>,
     /// Times its reply stream has been resumed.
     resumes: u8,
+    /// The task a `tasks/result` waits for (the server's id).
+    task: Option<String>,
 }
 
 enum Responder {

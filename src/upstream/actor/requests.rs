@@ -59,6 +59,11 @@ impl Actor {
             meta.entry(crate::protocol::era::key::LOG_LEVEL)
                 .or_insert_with(|| json!(level));
         }
+        // A 2025-11-25 server asks for a task's input during a `tasks/result` for it, and
+        // ties the request to the task: that names the call it is for.
+        let task = (method == crate::protocol::method::TASKS_RESULT)
+            .then(|| params.as_ref()?.get("taskId")?.as_str().map(str::to_owned))
+            .flatten();
         let (line, sent) = self.dress().request(id, &method, params, caps.as_ref());
         let request = Some(sent);
         if let Err(e) = self.out.try_send(Outbound::Message { line, request }) {
@@ -90,6 +95,7 @@ impl Actor {
                 resumes: 0,
                 asks,
                 logs,
+                task,
             },
         );
     }

@@ -185,8 +185,24 @@ impl Actor {
             );
             return self.answer_server(&r.id, Err(e));
         }
+        let task = r
+            .params
+            .as_ref()
+            .and_then(|p| p.get("_meta"))
+            .and_then(|m| m.get(crate::protocol::tasks::RELATED))
+            .and_then(|t| t.get("taskId"))
+            .and_then(Value::as_str);
+        let waiting_on_task: Vec<&PendingRequest> = match task {
+            Some(t) => self
+                .pending
+                .values()
+                .filter(|p| p.task.as_deref() == Some(t))
+                .collect(),
+            None => Vec::new(),
+        };
         let calls: Vec<&PendingRequest> = match related {
             Some(id) => self.pending.get(&id).into_iter().collect(),
+            None if !waiting_on_task.is_empty() => waiting_on_task,
             None => self.pending.values().filter(|p| p.call.is_some()).collect(),
         };
         let sink = match calls.as_slice() {
