@@ -326,6 +326,11 @@ pub struct Subscription {
     pub listen: Option<crate::jsonrpc::Id>,
 }
 
+/// How long a 2025-11-25 `tasks/result` may wait for its task's end.
+pub const TASK_WAIT: Duration = Duration::from_secs(24 * 3600);
+/// How much longer than the connection's own timeout a caller waits at most.
+const BACKSTOP: Duration = Duration::from_secs(2);
+
 /// The cloneable way to talk to one upstream connection.
 #[derive(Debug, Clone)]
 pub struct UpstreamHandle {
@@ -372,7 +377,11 @@ impl UpstreamHandle {
         params: Option<Value>,
         opts: CallOptions,
     ) -> RawReply {
-        self.send_request(|respond_to| {
+        let deadline = match method {
+            crate::protocol::method::TASKS_RESULT => TASK_WAIT + BACKSTOP,
+            _ => self.deadline,
+        };
+        self.send_request(deadline, |respond_to| {
             request_msg(Some(call), method, params, opts, ReplyTo::Raw(respond_to))
         })
         .await
@@ -381,7 +390,7 @@ impl UpstreamHandle {
     /// A request of mcpd's own (catalog fetches).
     pub async fn request(&self, method: &str, params: Option<Value>) -> Reply {
         let opts = CallOptions::default();
-        self.send_request(|respond_to| {
+        self.send_request(self.deadline, |respond_to| {
             request_msg(None, method, params, opts, ReplyTo::Value(respond_to))
         })
         .await
@@ -391,9 +400,10 @@ impl UpstreamHandle {
     /// connection whose mailbox stays full holds no caller longer than a slow one.
     async fn send_request<T>(
         &self,
+        deadline: Duration,
         make: impl FnOnce(oneshot::Sender<Result<T, UpstreamError>>) -> UpstreamMsg,
     ) -> Result<T, UpstreamError> {
-        match crate::ask::ask(&self.tx, self.deadline, make).await {
+        match crate::ask::ask(&self.tx, deadline, make).await {
             Ok(reply) => reply,
             Err(crate::ask::AskError::Gone) => Err(UpstreamError::Gone),
             Err(crate::ask::AskError::Timeout(after)) => Err(UpstreamError::Timeout { after }),
@@ -416,7 +426,7 @@ impl UpstreamHandle {
     /// Subscribes an agent to a resource's updates (or ends it). The server hears of the
     /// first subscriber and of the last one leaving.
     pub async fn subscribe(&self, sub: Subscription, on: bool) -> Reply {
-        self.send_request(|respond_to| UpstreamMsg::Subscribe {
+        self.send_request(self.deadline, |respond_to| UpstreamMsg::Subscribe {
             sub,
             on,
             respond_to,

@@ -721,3 +721,27 @@ async fn a_modern_agents_task_on_a_2025_11_25_server_is_translated() {
     }
     poll_until(&mut a, &long, "cancelled").await;
 }
+
+#[tokio::test]
+async fn tasks_result_waits_for_the_task_not_for_the_servers_request_timeout() {
+    let d = DaemonBuilder::new()
+        .fixture_with("old", &["--tools", LEGACY_TOOLS], "timeout = \"300ms\"")
+        .start()
+        .await;
+    d.wait_ready().await;
+    let (mut a, _) = legacy_agent(&d).await;
+    // A task that runs longer than any request to its server may take.
+    let call = json!({"name": "old__ltask_sleep", "arguments": {"ms": 1500}, "task": {}});
+    let r = a.request("tools/call", Some(call)).await;
+    let task = r["result"]["task"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    let r = a
+        .request("tasks/result", Some(json!({"taskId": task})))
+        .await;
+    assert_eq!(text(&r), "slept 1500 ms", "{r}");
+    // So does mcpd's own wait, for an agent that asked for no task.
+    let r = a.call("old__ltask_sleep", json!({"ms": 1500})).await;
+    assert_eq!(text(&r), "slept 1500 ms", "{r}");
+}

@@ -184,7 +184,7 @@ impl Actor {
         // also cancels upstream: a caller never waits longer than this.
         let handle = UpstreamHandle {
             tx,
-            deadline: cfg.timeout + Duration::from_secs(2),
+            deadline: cfg.timeout + super::BACKSTOP,
         };
         let actor = Actor {
             server,

@@ -76,7 +76,8 @@ impl Actor {
             respond_to.fail(err);
             return;
         }
-        let deadline = Some(self.deadlines.insert(id, self.timeout));
+        let timeout = self.timeout_of(&method);
+        let deadline = Some(self.deadlines.insert(id, timeout));
         if call.is_some() {
             self.last_call = Instant::now();
             self.idle_told = false;
@@ -129,26 +130,33 @@ impl Actor {
         });
     }
 
+    /// How long a request may wait for its answer: the server's `timeout`, except a
+    /// 2025-11-25 `tasks/result`, which waits for the task's end (it may run for hours:
+    /// that is why it is a task).
+    pub(super) fn timeout_of(&self, method: &str) -> std::time::Duration {
+        if method == crate::protocol::method::TASKS_RESULT {
+            crate::upstream::TASK_WAIT
+        } else {
+            self.timeout
+        }
+    }
+
     pub(super) fn on_timeout(&mut self, id: u64) {
         let Some(p) = self.pending.remove(&id) else {
             return;
         };
+        let timeout = self.timeout_of(&p.method);
         if let Some(call) = p.call {
             self.by_call.remove(&call);
         }
         tracing::warn!(upstream = %self.server, rpc_id = id, method = %p.method, "request timed out");
         self.send_cancelled(
             id,
-            &format!(
-                "timed out after {}",
-                humantime::format_duration(self.timeout)
-            ),
+            &format!("timed out after {}", humantime::format_duration(timeout)),
         );
         let _ = self.out.try_send(Outbound::Abort(id)); // full: the transport is stuck anyway
         if let Responder::Caller(tx) = p.respond_to {
-            tx.fail(UpstreamError::Timeout {
-                after: self.timeout,
-            });
+            tx.fail(UpstreamError::Timeout { after: timeout });
         }
     }
 
