@@ -78,11 +78,17 @@ pub fn start(
         params.insert("task".into(), serde_json::json!({}));
     }
     let tasks = if declared {
-        TaskMode::Owned(super::task_ids::owner(ctx))
+        TaskMode::Owned {
+            owner: super::task_ids::owner(ctx),
+            book: ctx.task_book.clone(),
+        }
     } else if modern && !required {
         TaskMode::None
     } else if !modern && params.get("task").is_some_and(Value::is_object) {
-        TaskMode::Owned(super::task_ids::owner(ctx))
+        TaskMode::Owned {
+            owner: super::task_ids::owner(ctx),
+            book: ctx.task_book.clone(),
+        }
     } else if required {
         TaskMode::Follow
     } else {

@@ -99,6 +99,7 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
         | crate::protocol::tasks::UPDATE
         | crate::protocol::tasks::CANCEL
         | method::TASKS_RESULT => super::tasks::handle(req, ctx, outbox, session, modern),
+        method::TASKS_LIST if !modern => super::tasks::list(req, ctx, session),
         method::MCPD_STATUS => status(req, ctx),
         "mcpd/reload" => reload(req, ctx),
         "mcpd/metrics" => {
@@ -206,12 +207,12 @@ fn initialize(req: &Request, session: &mut Session) -> String {
     );
     let mut capabilities = modern::capabilities();
     if version == protocol::TASKS_VERSION {
-        // 2025-11-25 tool tasks pass through to the servers that run them. No `list`:
-        // one shared server cannot list only this agent's tasks.
+        // 2025-11-25 tool tasks pass through to the servers that run them (translated
+        // for extension servers); `tasks/list` shows the agent's own, from mcpd's book.
         jsonrpc::set_member(
             &mut capabilities,
             "tasks",
-            json!({"cancel": {}, "requests": {"tools": {"call": {}}}}),
+            json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}),
         );
     }
     let result = json!({

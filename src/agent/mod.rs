@@ -16,6 +16,7 @@ mod request_state;
 pub mod roster;
 mod session;
 mod surface;
+pub mod task_book;
 mod task_follow;
 mod task_ids;
 pub mod task_inputs;
@@ -130,4 +131,6 @@ pub struct AgentContext {
     pub drain_grace: Duration,
     /// The input requests of 2025-11-25 tasks that modern agents hold.
     pub task_inputs: task_inputs::TaskInputs,
+    /// The tasks each owner made, for `tasks/list`.
+    pub task_book: task_book::TaskBook,
 }

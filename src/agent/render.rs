@@ -36,8 +36,11 @@ pub enum TaskMode {
     /// The agent asked for no task: a task is not an answer it can use.
     None,
     /// The agent may get a task (it declared the extension, or sent the 2025-11-25
-    /// `task` parameter); its id is sealed for this owner.
-    Owned(Arc<str>),
+    /// `task` parameter); its id is sealed for this owner, and recorded in the book.
+    Owned {
+        owner: Arc<str>,
+        book: super::task_book::TaskBook,
+    },
     /// The tool runs only as a 2025-11-25 task and the agent did not ask for one: mcpd
     /// asks for it and follows it to its result (`legacy_call.rs`).
     Follow,
@@ -117,7 +120,7 @@ pub fn render(
                     }
                 }
                 Rewrite::ToolResult { tasks, .. } if super::task_ids::is_task(&result) => {
-                    let TaskMode::Owned(owner) = tasks else {
+                    let TaskMode::Owned { owner, book } = tasks else {
                         let e = AgentError::Upstream {
                             server: server.to_owned(),
                             method: method.to_owned(),
@@ -127,7 +130,11 @@ pub fn render(
                         };
                         return jsonrpc::error_line(Some(id), &e.to_error_object());
                     };
-                    super::task_ids::present_created(&mut result, owner, server, !modern);
+                    if let Some(made) =
+                        super::task_ids::present_created(&mut result, owner, server, !modern)
+                    {
+                        book.record(owner.clone(), made);
+                    }
                 }
                 Rewrite::ToolResult {
                     output_schema,

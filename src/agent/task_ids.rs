@@ -81,15 +81,50 @@ pub fn open(owner: &str, sealed: &str) -> Result<Opened, &'static str> {
     Ok(Opened { server, task, kind })
 }
 
+/// Marks a `tasks/list` cursor mcpd issued.
+const CURSOR_PREFIX: &str = "mcpdc1.";
+
+/// The `nextCursor` of a page of `owner`'s tasks that ended at `seq`.
+pub fn seal_cursor(owner: &str, seq: u64) -> String {
+    let payload = serde_json::json!([owner, seq]).to_string();
+    seal_payload(CURSOR_PREFIX, &payload)
+}
+
+/// Where a cursor `owner` presented goes on from, or why it cannot be used.
+pub fn open_cursor(owner: &str, cursor: &str) -> Result<u64, &'static str> {
+    let payload = match open_payload(CURSOR_PREFIX, cursor) {
+        None => return Err("mcpd did not issue this cursor"),
+        Some(Err(why)) => return Err(why),
+        Some(Ok(p)) => p,
+    };
+    match serde_json::from_str::<(String, u64)>(&payload) {
+        Ok((who, seq)) if who == owner => Ok(seq),
+        Ok(_) => Err("it belongs to another client"),
+        Err(_) => Err("it is malformed"),
+    }
+}
+
 /// A `tools/call` result that is a task, given the id the agent sees: a 2026-07-28
 /// task's `taskId`, or a 2025-11-25 `CreateTaskResult`'s `task.taskId`. A 2025-11-25
 /// agent (`legacy_agent`) gets an extension server's task as a 2025-11-25 one.
-pub fn present_created(result: &mut Value, owner: &str, server: &str, legacy_agent: bool) {
+pub fn present_created(
+    result: &mut Value,
+    owner: &str,
+    server: &str,
+    legacy_agent: bool,
+) -> Option<super::task_book::Made> {
+    let made = |sealed: &str, task: &str, kind, ttl_ms| super::task_book::Made {
+        sealed: sealed.into(),
+        server: server.into(),
+        task: task.to_owned(),
+        kind,
+        ttl_ms,
+    };
     if crate::protocol::era::result_type(result) == "task" {
-        if let Some(id) = result.get("taskId").and_then(Value::as_str) {
-            let sealed = seal(owner, server, id, Kind::Extension);
-            jsonrpc::set_member(result, "taskId", Value::String(sealed));
-        }
+        let id = result.get("taskId").and_then(Value::as_str)?.to_owned();
+        let sealed = seal(owner, server, &id, Kind::Extension);
+        jsonrpc::set_member(result, "taskId", Value::String(sealed.clone()));
+        let ttl = result.get("ttlMs").and_then(Value::as_u64);
         if legacy_agent {
             let task = legacy_task(result);
             let mut created = serde_json::json!({ "task": task });
@@ -98,19 +133,19 @@ pub fn present_created(result: &mut Value, owner: &str, server: &str, legacy_age
             }
             *result = created;
         }
-        return;
+        return Some(made(&sealed, &id, Kind::Extension, ttl));
     }
-    if let Some(task) = result.get_mut("task")
-        && let Some(id) = task.get("taskId").and_then(Value::as_str)
-    {
-        let sealed = seal(owner, server, id, Kind::Legacy);
-        jsonrpc::set_member(task, "taskId", Value::String(sealed));
-        if !legacy_agent {
-            let mut created = modern_task(task);
-            jsonrpc::set_member(&mut created, "resultType", Value::String("task".into()));
-            *result = created;
-        }
+    let task = result.get_mut("task")?;
+    let id = task.get("taskId").and_then(Value::as_str)?.to_owned();
+    let sealed = seal(owner, server, &id, Kind::Legacy);
+    jsonrpc::set_member(task, "taskId", Value::String(sealed.clone()));
+    let ttl = task.get("ttl").and_then(Value::as_u64);
+    if !legacy_agent {
+        let mut created = modern_task(task);
+        jsonrpc::set_member(&mut created, "resultType", Value::String("task".into()));
+        *result = created;
     }
+    Some(made(&sealed, &id, Kind::Legacy, ttl))
 }
 
 /// Puts the agent's id `sealed` back in a task request's result: the task's `taskId`, and

@@ -11,9 +11,14 @@ use super::task_view;
 use crate::errors::AgentError;
 use crate::jsonrpc::{self, Request};
 use crate::outbox::Outbox;
+use crate::protocol::method;
 use crate::protocol::tasks;
+use crate::upstream::{CallOptions, UpstreamHandle};
 use futures::FutureExt;
 use serde_json::Value;
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::Arc;
 
 /// `tasks/get`, `tasks/update`, `tasks/cancel` from an agent.
 pub fn handle(
@@ -105,6 +110,92 @@ pub fn handle(
     let caller = Caller::of(outbox, session, modern);
     let (id, cancel, fut) = forward::launch(req.id, Target { route, handle }, &caller);
     Handled::Later { id, cancel, fut }
+}
+
+/// A 2025-11-25 agent's `tasks/list`: the tasks its owner made through mcpd, newest
+/// first, each as its server reports it now, a page at a time. A task whose server
+/// cannot be reached now is left out of the page; one its server forgot leaves the book.
+pub fn list(req: Request, ctx: &AgentContext, session: &Session) -> Handled {
+    let owner = owner(ctx);
+    let before = match req.params.as_ref().and_then(|p| p.get("cursor")) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(c)) => match super::task_ids::open_cursor(&owner, c) {
+            Ok(seq) => Some(seq),
+            Err(why) => {
+                let e = invalid(
+                    method::TASKS_LIST,
+                    &format!("the cursor cannot be used: {why}"),
+                );
+                return Handled::Now(jsonrpc::error_line(Some(&req.id), &e));
+            }
+        },
+        Some(_) => {
+            let e = invalid(method::TASKS_LIST, "\"cursor\" must be a string");
+            return Handled::Now(jsonrpc::error_line(Some(&req.id), &e));
+        }
+    };
+    let catalog = ctx.catalog.borrow().clone();
+    let reachable: HashMap<Arc<str>, UpstreamHandle> = catalog
+        .servers
+        .keys()
+        .filter(|s| session.sees_server(s))
+        .filter_map(|s| Some((s.clone(), forward::ready_handle(&catalog, s).ok()?)))
+        .collect();
+    let book = ctx.task_book.clone();
+    let id = req.id.clone();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let fut = async move {
+        let (entries, more) = book.page(owner.clone(), before).await;
+        let shown = entries.iter().map(|e| {
+            let (book, owner) = (book.clone(), owner.clone());
+            let handle = reachable.get(&e.server).cloned();
+            async move {
+                let params = json!({ "taskId": e.task });
+                let reply = handle?
+                    .call(
+                        forward::next_call(),
+                        tasks::GET,
+                        Some(params),
+                        CallOptions::default(),
+                    )
+                    .await;
+                match reply {
+                    Ok(Ok(raw)) => {
+                        let status = raw.to_value().ok()?;
+                        let mut task = match e.kind {
+                            Kind::Extension => super::task_ids::legacy_task(&status),
+                            Kind::Legacy => status,
+                        };
+                        super::task_ids::present(&mut task, &e.sealed);
+                        Some(task)
+                    }
+                    Ok(Err(err)) if err.code == jsonrpc::code::INVALID_PARAMS => {
+                        book.forget(owner, e.seq);
+                        None
+                    }
+                    _ => None,
+                }
+            }
+        });
+        let tasks: Vec<Value> = futures::future::join_all(shown)
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
+        let mut result = json!({ "tasks": tasks });
+        if more && let Some(last) = entries.last() {
+            let cursor = super::task_ids::seal_cursor(&owner, last.seq);
+            jsonrpc::set_member(&mut result, "nextCursor", Value::String(cursor));
+        }
+        let line = jsonrpc::result_line(&id, &result);
+        (id, Step::Reply(line))
+    }
+    .boxed();
+    Handled::Later {
+        id: req.id,
+        cancel,
+        fut,
+    }
 }
 
 /// A translated task request's future, rendered for a modern agent.

@@ -318,6 +318,10 @@ async fn a_legacy_agent_makes_polls_awaits_and_cancels_2025_11_25_tasks_under_se
         init["result"]["capabilities"]["tasks"]["requests"]["tools"]["call"].is_object(),
         "{init}"
     );
+    assert!(
+        init["result"]["capabilities"]["tasks"]["list"].is_object(),
+        "{init}"
+    );
     let r = a.request("tools/list", None).await;
     let tool = r["result"]["tools"]
         .as_array()
@@ -366,12 +370,17 @@ async fn a_legacy_agent_makes_polls_awaits_and_cancels_2025_11_25_tasks_under_se
         .await;
     assert_eq!(r["result"]["status"], "cancelled", "{r}");
     assert_eq!(r["result"]["taskId"], long, "{r}");
+    // tasks/list: this owner's tasks, newest first, under the agent's ids.
     let r = a.request("tasks/list", None).await;
-    assert_eq!(
-        error_code(&r),
-        Some(-32601),
-        "mcpd does not list one shared server's tasks: {r}"
-    );
+    let ids: Vec<&str> = r["result"]["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .filter_map(|t| t["taskId"].as_str())
+        .collect();
+    assert_eq!(ids, [long.as_str(), task.as_str()], "{r}");
+    assert_eq!(r["result"]["tasks"][0]["status"], "cancelled", "{r}");
+    assert!(r["result"].get("nextCursor").is_none(), "{r}");
     let r = a
         .request("tasks/get", Some(json!({"taskId": "legacy-task-1"})))
         .await;
@@ -744,4 +753,59 @@ async fn tasks_result_waits_for_the_task_not_for_the_servers_request_timeout() {
     // So does mcpd's own wait, for an agent that asked for no task.
     let r = a.call("old__ltask_sleep", json!({"ms": 1500})).await;
     assert_eq!(text(&r), "slept 1500 ms", "{r}");
+}
+
+#[tokio::test]
+async fn tasks_list_pages_through_an_owners_tasks_on_every_server() {
+    let d = DaemonBuilder::new()
+        .fixture("old", &["--tools", LEGACY_TOOLS])
+        .fixture("jobs", &["--era", "modern", "--tools", TOOLS])
+        .start()
+        .await;
+    d.wait_ready().await;
+    let (mut a, _) = legacy_agent(&d).await;
+    let mut made = Vec::new();
+    for i in 0..54 {
+        let tool = if i % 2 == 0 {
+            "old__ltask_sleep"
+        } else {
+            "jobs__task_sleep"
+        };
+        let call = json!({"name": tool, "arguments": {"ms": 0}, "task": {}});
+        let r = a.request("tools/call", Some(call)).await;
+        made.push(
+            r["result"]["task"]["taskId"]
+                .as_str()
+                .unwrap_or_else(|| panic!("a task: {r}"))
+                .to_owned(),
+        );
+    }
+    made.reverse();
+    // Another connection of the same user lists them too, a page at a time.
+    let (mut b, _) = legacy_agent(&d).await;
+    let first = b.request("tasks/list", Some(json!({}))).await;
+    let cursor = first["result"]["nextCursor"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a next page: {first}"))
+        .to_owned();
+    let second = b
+        .request("tasks/list", Some(json!({"cursor": cursor})))
+        .await;
+    assert!(second["result"].get("nextCursor").is_none(), "{second}");
+    let listed: Vec<String> = [&first, &second]
+        .iter()
+        .flat_map(|r| r["result"]["tasks"].as_array().cloned().unwrap_or_default())
+        .map(|t| {
+            assert!(
+                t.get("ttlMs").is_none() && t.get("resultType").is_none(),
+                "{t}"
+            );
+            t["taskId"].as_str().expect("taskId").to_owned()
+        })
+        .collect();
+    assert_eq!(listed, made, "every task once, newest first");
+    let r = b
+        .request("tasks/list", Some(json!({"cursor": "not-a-cursor"})))
+        .await;
+    assert_eq!(error_code(&r), Some(-32602), "{r}");
 }
