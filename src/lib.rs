@@ -7,6 +7,7 @@ pub mod cli;
 pub mod config;
 pub mod ctl;
 pub mod daemon;
+pub mod discovery;
 pub(crate) mod errors;
 pub(crate) mod framing;
 #[doc(hidden)]
