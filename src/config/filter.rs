@@ -24,7 +24,9 @@ pub(super) struct RawToolFilter {
 pub(super) struct RawProfile {
     servers: Option<Vec<String>>,
     #[serde(default)]
-    tools: Vec<String>,
+    tools: super::discovery::RawProfileTools,
+    pinned: Option<Vec<String>>,
+    discover_above: Option<usize>,
 }
 
 /// A server's tool filter, applied before agents see its catalog.
@@ -80,6 +82,8 @@ pub struct Profile {
     /// Globs over qualified tool names (`SERVER__tool`); empty includes every tool of
     /// the included servers.
     pub tools: Vec<String>,
+    /// How its agents find their tools: the daemon's settings unless it sets its own.
+    pub discovery: super::Discovery,
 }
 
 impl Profile {
@@ -150,6 +154,7 @@ impl Validator<'_> {
         &self,
         raw: BTreeMap<String, RawProfile>,
         servers: &BTreeMap<String, super::ServerConfig>,
+        daemon: &super::Discovery,
     ) -> Result<BTreeMap<String, Profile>, ConfigError> {
         let mut out = BTreeMap::new();
         for (name, p) in raw {
@@ -165,12 +170,15 @@ impl Validator<'_> {
                     format!("no server named '{unknown}' is configured"),
                 ));
             }
+            let (discovery, tools) =
+                self.profile_discovery(&key, p.tools, p.pinned, p.discover_above, daemon)?;
             out.insert(
                 name.clone(),
                 Profile {
                     name,
                     servers: p.servers,
-                    tools: p.tools,
+                    tools,
+                    discovery,
                 },
             );
         }

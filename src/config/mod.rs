@@ -5,6 +5,7 @@
     reason = "the daemon reads its config before the runtime serves anyone, and on reload from a blocking thread"
 )]
 
+mod discovery;
 mod filter;
 mod http;
 mod naming;
@@ -12,6 +13,7 @@ mod remote;
 mod server;
 
 pub use crate::protocol::naming::Naming;
+pub use discovery::{Discovery, RESERVED, ToolMode};
 pub use filter::{Profile, ToolFilter, glob};
 pub use http::{HttpAuth, HttpListen};
 pub use remote::{HttpLaunch, HttpTransport, OAuthConfig, Secret, display_url};
@@ -39,36 +41,7 @@ pub enum ConfigError {
     },
 }
 
-/// Default limits, documented in docs/configuration.md.
-pub mod defaults {
-    use std::time::Duration;
-    pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
-    pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
-    pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
-    pub const TOOL_NAME_LIMIT: usize = 64;
-    pub const MAX_AGENTS: usize = 512;
-    pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
-    pub const MAX_IN_FLIGHT: usize = 1024;
-    pub const AGENT_QUEUE: usize = 1024;
-    pub const BACKOFF_INITIAL: Duration = Duration::from_millis(250);
-    pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
-    pub const MAX_RESTARTS: u32 = 5;
-    pub const RESTART_WINDOW: Duration = Duration::from_secs(60);
-    pub const STABLE_AFTER: Duration = Duration::from_secs(30);
-    pub const PING_INTERVAL: Duration = Duration::from_secs(30);
-    pub const PING_TIMEOUT: Duration = Duration::from_secs(10);
-    pub const STOP_GRACE: Duration = Duration::from_secs(2);
-    pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
-    pub const MAX_MEDIA_BYTES: usize = 10 * 1024 * 1024;
-    /// The longest duration any setting takes: far beyond any sensible timeout, and far
-    /// from where adding it to the clock could overflow.
-    pub const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
-
-    /// The default byte budget of one queue: 32 MiB, or two of the largest messages.
-    pub fn queue_bytes(max_message_bytes: usize) -> usize {
-        (32 * 1024 * 1024).max(max_message_bytes.saturating_mul(2))
-    }
-}
+pub mod defaults;
 
 // ---------------------------------------------------------------- raw file
 
@@ -107,6 +80,11 @@ struct RawDaemon {
     http_allowed_hosts: Vec<String>,
     http_max_connections: Option<usize>,
     http_header_timeout: Option<String>,
+    tools: Option<String>,
+    #[serde(default)]
+    pinned: Vec<String>,
+    discover_above: Option<usize>,
+    max_active: Option<usize>,
     #[serde(default)]
     restart: RawRestart,
     #[serde(default)]
@@ -210,6 +188,8 @@ pub struct DaemonConfig {
     pub shutdown_grace: Duration,
     /// The optional Streamable HTTP listener (`http_listen`).
     pub http: Option<HttpListen>,
+    /// How agents without a profile find their tools (`tools`, `pinned`, …).
+    pub discovery: Discovery,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -334,6 +314,10 @@ impl Default for DaemonConfig {
             queue_bytes: defaults::queue_bytes(defaults::MAX_MESSAGE_BYTES),
             shutdown_grace: defaults::SHUTDOWN_GRACE,
             http: None,
+            discovery: Discovery {
+                max_active: 16,
+                ..Discovery::default()
+            },
         }
     }
 }
@@ -541,6 +525,12 @@ impl Validator<'_> {
                 max_connections: d.http_max_connections,
                 header_timeout: &d.http_header_timeout,
             })?,
+            discovery: self.discovery(
+                d.tools.as_deref(),
+                &d.pinned,
+                d.discover_above,
+                d.max_active,
+            )?,
         };
         let restart_default = self.restart("daemon.restart", &d.restart, None)?;
         let health_default = self.health("daemon.health", &d.health, None)?;
@@ -561,12 +551,13 @@ impl Validator<'_> {
                 s.prompts.as_ref().map_or(&no_renames, |p| &p.rename),
                 daemon.tool_name_limit,
             )?;
+            self.not_reserved(&name, &server.naming.prefix)?;
             servers.insert(name, server);
         }
         if daemon.request_timeout.is_zero() {
             return Err(self.err("daemon.request_timeout", "must be greater than zero"));
         }
-        let profiles = self.profiles(raw.profiles, &servers)?;
+        let profiles = self.profiles(raw.profiles, &servers, &daemon.discovery)?;
         Ok(Config {
             source: Some(self.path.to_owned()),
             daemon,

@@ -10,13 +10,13 @@ const MAX_LINES: usize = 500;
 /// shrinks: a file listed here that is back under the limit must leave it, and no file
 /// of the agent side may be on it.
 const LONG_FILES: &[(&str, usize)] = &[
-    ("config/mod.rs", 582),
+    ("config/mod.rs", 538),
     ("ctl/mod.rs", 599),
     ("import.rs", 963),
     ("jsonrpc.rs", 553),
     ("protocol/results.rs", 738),
     ("protocol/schema.rs", 554),
-    ("registry/mod.rs", 578),
+    ("registry/mod.rs", 544),
     ("supervisor/mod.rs", 557),
 ];
 
