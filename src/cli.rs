@@ -117,7 +117,15 @@ pub enum CtlCommand {
         json: bool,
     },
     /// List the tools agents see (qualified names and descriptions), optionally of one server
-    Tools { server: Option<String> },
+    Tools {
+        server: Option<String>,
+        /// Rank the tools for what you want to do, as agents' mcpd__find_tools does
+        #[arg(long, value_name = "QUERY")]
+        search: Option<String>,
+        /// How many matches --search shows (1-50)
+        #[arg(long, default_value_t = 10, requires = "search")]
+        limit: usize,
+    },
     /// Call a tool and print its result; exits 1 when the tool reports an error
     Call {
         /// The qualified tool name, e.g. files__read_file

@@ -138,6 +138,7 @@ pub async fn serve(
         drain_grace: config.daemon.shutdown_grace,
         task_inputs: crate::agent::task_inputs::TaskInputs::spawn(),
         task_book: crate::agent::task_book::TaskBook::spawn(),
+        discovery: config.daemon.discovery.clone(),
     };
     let agents = TaskTracker::new();
     let status = (ctx.catalog.clone(), ctx.daemon.clone());

@@ -33,8 +33,11 @@ pub mod mcpd_code {
 /// blamed for a server's fault and vice versa.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
-    #[error("unknown tool '{0}'; call tools/list to see the tools mcpd offers")]
-    UnknownTool(String),
+    #[error(
+        "unknown tool '{name}'{}; call tools/list to see the tools mcpd offers",
+        did_you_mean(nearest)
+    )]
+    UnknownTool { name: String, nearest: Vec<String> },
     #[error("no profile named '{name}' (configured: {known})")]
     UnknownProfile { name: String, known: String },
     #[error("invalid params for {method}: {reason}")]
@@ -112,8 +115,9 @@ impl AgentError {
     pub fn to_error_object(&self) -> ErrorObject {
         let message = self.to_string();
         match self {
-            AgentError::UnknownTool(name) => {
-                ErrorObject::new(code::INVALID_PARAMS, message).with_data(json!({ "tool": name }))
+            AgentError::UnknownTool { name, nearest } => {
+                ErrorObject::new(code::INVALID_PARAMS, message)
+                    .with_data(json!({ "tool": name, "nearest": nearest }))
             }
             AgentError::InvalidParams { .. } | AgentError::UnknownProfile { .. } => {
                 ErrorObject::new(code::INVALID_PARAMS, message)
@@ -144,5 +148,14 @@ impl AgentError {
             }
             AgentError::ControlDenied { .. } => ErrorObject::new(mcpd_code::ACCESS_DENIED, message),
         }
+    }
+}
+
+/// "; did you mean a, b?" for an unknown name's nearest ones, or nothing.
+fn did_you_mean(nearest: &[String]) -> String {
+    if nearest.is_empty() {
+        String::new()
+    } else {
+        format!("; did you mean {}?", nearest.join(", "))
     }
 }

@@ -83,7 +83,12 @@ async fn dispatch(command: Command) -> ExitCode {
             let socket = socket(&paths);
             let r = match command {
                 CtlCommand::Status { json } => ctl::status(&socket, json).await,
-                CtlCommand::Tools { server } => ctl::tools(&socket, server.as_deref()).await,
+                CtlCommand::Tools {
+                    server,
+                    search: Some(query),
+                    limit,
+                } => ctl::search(&socket, &query, server.as_deref(), limit).await,
+                CtlCommand::Tools { server, .. } => ctl::tools(&socket, server.as_deref()).await,
                 CtlCommand::Reload => ctl::reload(&socket).await,
                 CtlCommand::Agents { json } => ctl::agents(&socket, json).await,
                 CtlCommand::Metrics => ctl::metrics(&socket).await,

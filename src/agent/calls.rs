@@ -51,7 +51,10 @@ pub fn start(
                 why: availability.explain(),
             }));
         }
-        return Err(fail(AgentError::UnknownTool(name.clone())));
+        return Err(fail(AgentError::UnknownTool {
+            nearest: super::discover::nearest(&catalog, session, name),
+            name: name.clone(),
+        }));
     };
     let server = tool.server.clone();
     params.insert("name".into(), Value::String(tool.original.clone()));

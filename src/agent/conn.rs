@@ -136,6 +136,7 @@ impl Conn {
             metrics: ctx.metrics.clone(),
             profile: None,
             counted: None,
+            active: std::collections::VecDeque::new(),
         };
         Conn {
             agent,
@@ -458,16 +459,24 @@ fn notify_changes(session: &Session, outbox: &Outbox, old: (u64, u64, u64), new:
         (old.2 != new.2, method::RESOURCES_LIST_CHANGED),
     ];
     for (did, m) in changed {
-        if !did {
-            continue;
+        if did {
+            notify(session, outbox, m);
         }
-        if session.era != Some(Era::Modern) && session.initialized {
-            outbox.send(jsonrpc::notification_line(m, None));
-        }
-        for (id, listen) in &session.listens {
-            if listen.wants(m) {
-                outbox.send_about(id, super::modern::list_changed(m, id));
-            }
+    }
+}
+
+/// Tells the agent its tool list changed (it activated tools in discovery mode).
+pub(super) fn notify_tools_changed(session: &Session, outbox: &Outbox) {
+    notify(session, outbox, method::TOOLS_LIST_CHANGED);
+}
+
+fn notify(session: &Session, outbox: &Outbox, m: &str) {
+    if session.era != Some(Era::Modern) && session.initialized {
+        outbox.send(jsonrpc::notification_line(m, None));
+    }
+    for (id, listen) in &session.listens {
+        if listen.wants(m) {
+            outbox.send_about(id, super::modern::list_changed(m, id));
         }
     }
 }

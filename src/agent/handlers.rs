@@ -91,6 +91,9 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
         method::SET_LEVEL => surface::set_level(&req, session),
         method::PING => Handled::Now(jsonrpc::result_line(&req.id, &json!({}))),
         method::TOOLS_LIST => tools_list(&req, ctx, modern, session),
+        method::TOOLS_CALL if super::discover::is_meta(&req) => {
+            super::discover::call(req, ctx, outbox, session, modern)
+        }
         method::TOOLS_CALL => match calls::start(req, ctx, outbox, session, modern) {
             Ok((id, cancel, fut)) => Handled::Later { id, cancel, fut },
             Err(refusal) => Handled::Now(refusal.line()),
@@ -298,6 +301,35 @@ fn tools_list(req: &Request, ctx: &AgentContext, modern: bool, session: &Session
         Some(_) => return invalid(&req.id, method::TOOLS_LIST, "cursor must be a string"),
     };
     let catalog = ctx.catalog.borrow().clone();
+    let all = req
+        .params
+        .as_ref()
+        .and_then(|p| p.get("_meta"))
+        .and_then(|m| m.get(crate::ctl::ALL_TOOLS))
+        .and_then(Value::as_bool)
+        == Some(true);
+    if !all && super::discover::discovers(ctx, session, &catalog) {
+        // The discovery list: this agent's own, so not cached past a change.
+        #[derive(serde::Serialize)]
+        struct Listed<'a> {
+            tools: Vec<&'a Value>,
+            #[serde(flatten, skip_serializing_if = "Option::is_none")]
+            modern: Option<Value>,
+        }
+        let modern = modern.then(|| {
+            json!({
+                "resultType": "complete",
+                "ttlMs": 0,
+                "cacheScope": "private",
+                "_meta": { crate::protocol::era::key::SERVER_INFO: crate::protocol::era::server_info() },
+            })
+        });
+        let result = Listed {
+            tools: super::discover::list(ctx, session, &catalog),
+            modern,
+        };
+        return Handled::Now(jsonrpc::result_line(&req.id, &result));
+    }
     match catalog.page(cursor) {
         Ok((page, next)) => {
             // Serialised from the catalog's definitions directly: no copy of the page.

@@ -2,6 +2,7 @@
 
 mod calls;
 mod conn;
+mod discover;
 mod forward;
 mod handlers;
 pub mod http;
@@ -133,4 +134,6 @@ pub struct AgentContext {
     pub task_inputs: task_inputs::TaskInputs,
     /// The tasks each owner made, for `tasks/list`.
     pub task_book: task_book::TaskBook,
+    /// How agents without a profile find their tools (`[daemon] tools`, …).
+    pub discovery: crate::config::Discovery,
 }

@@ -39,6 +39,9 @@ pub struct Session {
     pub profile: Option<std::sync::Arc<crate::config::Profile>>,
     /// Set once the connection acts as an agent (see `AgentGauge`).
     pub counted: Option<super::AgentGauge>,
+    /// The tools it activated in discovery mode (`mcpd__describe_tools`), least recent
+    /// first, at most its profile's `max_active`.
+    pub active: std::collections::VecDeque<String>,
 }
 
 impl Session {

@@ -11,8 +11,11 @@ use tokio::net::UnixStream;
 
 mod bridge;
 mod login;
+mod tools;
+
 pub use bridge::bridge;
 pub use login::{login, logout};
+pub use tools::{ALL_TOOLS, search, tools};
 
 /// Member `key` of a JSON object, or null: reading a field of the daemon's answer
 /// never fails, whatever it sent.
@@ -376,48 +379,6 @@ pub async fn reload(socket: &Path) -> Result<(), CtlError> {
 
 pub async fn control(socket: &Path, method: &str, name: &str) -> Result<(), CtlError> {
     request(socket, method, Some(json!({ "name": name }))).await?;
-    Ok(())
-}
-
-/// `mcpd ctl tools [SERVER]`: every tool agents see, with the first line of its
-/// description.
-pub async fn tools(socket: &Path, server: Option<&str>) -> Result<(), CtlError> {
-    let mut out = Out::lock();
-    let mut cursor: Option<String> = None;
-    let prefix = server.map(|s| format!("{s}__"));
-    let mut shown = 0;
-    loop {
-        let params = cursor.as_ref().map(|c| json!({ "cursor": c }));
-        let result = request(socket, crate::protocol::method::TOOLS_LIST, params).await?;
-        for t in at(&result, "tools").as_array().into_iter().flatten() {
-            let name = at(t, "name").as_str().unwrap_or("?");
-            if prefix
-                .as_ref()
-                .is_some_and(|p| !name.starts_with(p.as_str()))
-            {
-                continue;
-            }
-            let description = at(t, "description")
-                .as_str()
-                .unwrap_or("")
-                .lines()
-                .next()
-                .unwrap_or("");
-            let description: String = description.chars().take(100).collect();
-            writeln!(out, "{name:<40} {description}")?;
-            shown += 1;
-        }
-        match at(&result, "nextCursor").as_str() {
-            Some(next) => cursor = Some(next.to_owned()),
-            None => break,
-        }
-    }
-    if shown == 0 {
-        match server {
-            Some(s) => writeln!(out, "no tools of server '{s}' (see `mcpd ctl status`)")?,
-            None => writeln!(out, "no tools yet (see `mcpd ctl status`)")?,
-        }
-    }
     Ok(())
 }
 

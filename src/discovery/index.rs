@@ -61,6 +61,12 @@ impl std::fmt::Debug for Index {
     }
 }
 
+impl std::fmt::Debug for Segment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Segment({} tools)", self.len())
+    }
+}
+
 impl Segment {
     /// Indexes one server's tools: `(qualified name, definition)` pairs.
     pub fn build<'a>(tools: impl IntoIterator<Item = (&'a str, &'a Value)>) -> Segment {

@@ -4,6 +4,11 @@ use super::{Catalog, Entry, PAGE_SIZE, ToolEntry};
 use std::sync::Arc;
 
 impl Catalog {
+    /// Every tool, sorted by qualified name.
+    pub fn all_tools(&self) -> &[Arc<ToolEntry>] {
+        &self.tools
+    }
+
     /// One page of tools after the cursor, and the cursor of the next page if any.
     pub fn page(
         &self,
@@ -67,4 +72,3 @@ fn decode_cursor(c: &str) -> Option<String> {
         .collect();
     String::from_utf8(bytes?).ok()
 }
-

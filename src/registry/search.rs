@@ -5,10 +5,13 @@ use crate::discovery::{Index, Segment};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+/// A server's tools as last indexed, and their segment.
+type Indexed = (Vec<Arc<ToolEntry>>, Arc<Segment>);
+
 /// Each server's tools as last indexed, and their segment.
 #[derive(Debug, Default)]
 pub(super) struct SearchCache {
-    segments: BTreeMap<Arc<str>, (Vec<Arc<ToolEntry>>, Arc<Segment>)>,
+    segments: BTreeMap<Arc<str>, Indexed>,
     index: Arc<Index>,
 }
 
@@ -17,17 +20,18 @@ impl SearchCache {
     pub(super) fn index(&mut self, tools: &[Arc<ToolEntry>]) -> Arc<Index> {
         let mut by_server: BTreeMap<Arc<str>, Vec<Arc<ToolEntry>>> = BTreeMap::new();
         for t in tools {
-            by_server.entry(t.server.clone()).or_default().push(t.clone());
+            by_server
+                .entry(t.server.clone())
+                .or_default()
+                .push(t.clone());
         }
         let same = |a: &[Arc<ToolEntry>], b: &[Arc<ToolEntry>]| {
             a.len() == b.len() && a.iter().zip(b).all(|(x, y)| Arc::ptr_eq(x, y))
         };
         let unchanged = by_server.len() == self.segments.len()
-            && by_server.iter().all(|(s, list)| {
-                self.segments
-                    .get(s)
-                    .is_some_and(|(old, _)| same(old, list))
-            });
+            && by_server
+                .iter()
+                .all(|(s, list)| self.segments.get(s).is_some_and(|(old, _)| same(old, list)));
         if unchanged {
             return self.index.clone();
         }

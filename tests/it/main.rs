@@ -17,6 +17,7 @@ mod oauth_fixture;
 
 mod adversarial;
 mod cli;
+mod discovery;
 mod eras;
 mod failure_calls;
 mod failure_crashes;

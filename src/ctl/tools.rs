@@ -1,0 +1,87 @@
+//! `mcpd ctl tools`: every tool agents see, or with `--search QUERY` the ranking agents get from `mcpd__find_tools`, for a person.
+
+use super::{CtlError, Out, at, request};
+use serde_json::json;
+use std::path::Path;
+
+/// Prints the best matches for `query`, best first, with their scores.
+pub async fn search(
+    socket: &Path,
+    query: &str,
+    server: Option<&str>,
+    limit: usize,
+) -> Result<(), CtlError> {
+    let params = json!({
+        "name": "mcpd__find_tools",
+        "arguments": {"query": query, "limit": limit.clamp(1, 50), "server": server},
+    });
+    let result = request(socket, crate::protocol::method::TOOLS_CALL, Some(params)).await?;
+    let mut out = Out::lock();
+    let hits = at(&result, "structuredContent");
+    let hits = at(hits, "tools").as_array().cloned().unwrap_or_default();
+    if hits.is_empty() {
+        writeln!(out, "no tool matches '{query}'")?;
+        return Ok(());
+    }
+    for h in hits {
+        let name = at(&h, "name").as_str().unwrap_or("?");
+        let score = at(&h, "score").as_f64().unwrap_or(0.0);
+        let description: String = at(&h, "description")
+            .as_str()
+            .unwrap_or("")
+            .chars()
+            .take(90)
+            .collect();
+        writeln!(out, "{name:<40} {score:>7.3}  {description}")?;
+    }
+    Ok(())
+}
+
+/// The `tools/list` `_meta` key that asks for every tool, not the discovery list.
+pub const ALL_TOOLS: &str = "mcpd/allTools";
+
+/// `mcpd ctl tools [SERVER]`: every tool agents see, with the first line of its
+/// description.
+pub async fn tools(socket: &Path, server: Option<&str>) -> Result<(), CtlError> {
+    let mut out = Out::lock();
+    let mut cursor: Option<String> = None;
+    let prefix = server.map(|s| format!("{s}__"));
+    let mut shown = 0;
+    loop {
+        // Every tool, also when agents get the discovery list.
+        let mut params = json!({ "_meta": { ALL_TOOLS: true } });
+        if let Some(c) = &cursor {
+            crate::jsonrpc::set_member(&mut params, "cursor", json!(c));
+        }
+        let result = request(socket, crate::protocol::method::TOOLS_LIST, Some(params)).await?;
+        for t in at(&result, "tools").as_array().into_iter().flatten() {
+            let name = at(t, "name").as_str().unwrap_or("?");
+            if prefix
+                .as_ref()
+                .is_some_and(|p| !name.starts_with(p.as_str()))
+            {
+                continue;
+            }
+            let description = at(t, "description")
+                .as_str()
+                .unwrap_or("")
+                .lines()
+                .next()
+                .unwrap_or("");
+            let description: String = description.chars().take(100).collect();
+            writeln!(out, "{name:<40} {description}")?;
+            shown += 1;
+        }
+        match at(&result, "nextCursor").as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => break,
+        }
+    }
+    if shown == 0 {
+        match server {
+            Some(s) => writeln!(out, "no tools of server '{s}' (see `mcpd ctl status`)")?,
+            None => writeln!(out, "no tools yet (see `mcpd ctl status`)")?,
+        }
+    }
+    Ok(())
+}
