@@ -235,6 +235,21 @@ fn main() {
         "  real catalog:           recall@1 {:.3}  recall@5 {:.3}  MRR {:.3}",
         q.r1, q.r5, q.mrr
     );
+    // The two halves apart: weights chosen on one half show on the other how much of
+    // the result is the choice.
+    let half = |odd: usize| -> Vec<Value> {
+        queries
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 2 == odd)
+            .map(|(_, q)| q.clone())
+            .collect()
+    };
+    let (even, odd) = (quality(&index, &half(0)), quality(&index, &half(1)));
+    println!(
+        "    even-numbered queries: recall@5 {:.3}; odd-numbered: recall@5 {:.3}",
+        even.r5, odd.r5
+    );
 
     let mut big = real.clone();
     let bulk = synthetic(10_000usize.saturating_sub(real_count));

@@ -29,14 +29,17 @@ pub enum Mode {
     Shim,
     /// The client spawns socat (or its stand-in) into mcpd's socket: the shim's yardstick.
     SocatMcpd,
+    /// As `Mcpd`, each call made through the discovery meta-tool `mcpd__call_tool`.
+    CallTool,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 6] = [
+    pub const ALL: [Mode; 7] = [
         Mode::Direct,
         Mode::BareHop,
         Mode::SocatHop,
         Mode::Mcpd,
+        Mode::CallTool,
         Mode::Shim,
         Mode::SocatMcpd,
     ];
@@ -49,12 +52,13 @@ impl Mode {
             Mode::Mcpd => "mcpd",
             Mode::Shim => "shim",
             Mode::SocatMcpd => "socat-mcpd",
+            Mode::CallTool => "call-tool",
         }
     }
 
     fn tool_prefix(self) -> &'static str {
         match self {
-            Mode::Mcpd | Mode::Shim | Mode::SocatMcpd => "fx__",
+            Mode::Mcpd | Mode::Shim | Mode::SocatMcpd | Mode::CallTool => "fx__",
             Mode::Direct | Mode::BareHop | Mode::SocatHop => "",
         }
     }
@@ -75,7 +79,22 @@ impl Payload {
     }
 }
 
-fn call_line(id: u64, conn: usize, prefix: &str, payload: Payload) -> Vec<u8> {
+fn call_line(id: u64, conn: usize, prefix: &str, payload: Payload, meta: bool) -> Vec<u8> {
+    if meta {
+        // The same call, as the arguments of mcpd__call_tool.
+        let args = match payload {
+            Payload::Echo => {
+                format!("{{\"name\":\"{prefix}echo\",\"arguments\":{{\"text\":\"c{conn}-{id}\"}}}}")
+            }
+            Payload::Big => {
+                format!("{{\"name\":\"{prefix}big\",\"arguments\":{{\"bytes\":{BIG}}}}}")
+            }
+        };
+        return format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"mcpd__call_tool\",\"arguments\":{args}}}}}\n"
+        )
+        .into_bytes();
+    }
     let line = match payload {
         Payload::Echo => format!(
             "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"{prefix}echo\",\"arguments\":{{\"text\":\"c{conn}-{id}\"}}}}}}\n"
@@ -203,7 +222,7 @@ async fn drive(
     let prefix = mode.tool_prefix();
     for _ in 0..depth {
         next_id += 1;
-        let line = call_line(next_id, conn, prefix, payload);
+        let line = call_line(next_id, conn, prefix, payload, mode == Mode::CallTool);
         sent.insert(next_id, Instant::now());
         if let Err(e) = client.send(&line).await {
             t.broken += sent.len() as u64;
@@ -263,7 +282,7 @@ async fn drive(
         }
         if now < win.to {
             next_id += 1;
-            let line = call_line(next_id, conn, prefix, payload);
+            let line = call_line(next_id, conn, prefix, payload, mode == Mode::CallTool);
             sent.insert(next_id, Instant::now());
             if let Err(e) = client.send(&line).await {
                 t.broken += sent.len() as u64;
@@ -310,7 +329,7 @@ async fn open_clients(mode: Mode, n: usize, to: &Paths<'_>) -> Result<Vec<Client
             Mode::Direct => Client::over_stdio(LOAD_BUF)?,
             Mode::BareHop => Client::connect(&to.relay.socket, LOAD_BUF).await?,
             Mode::SocatHop => to.hops.socat(&to.relay.socket, LOAD_BUF)?,
-            Mode::Mcpd => to.daemon.connect(LOAD_BUF).await?,
+            Mode::Mcpd | Mode::CallTool => to.daemon.connect(LOAD_BUF).await?,
             Mode::Shim => to.hops.shim(&to.daemon.socket, LOAD_BUF)?,
             Mode::SocatMcpd => to.hops.socat(&to.daemon.socket, LOAD_BUF)?,
         };

@@ -73,6 +73,31 @@ fn memory(m: &Result<MemReport, String>) -> Vec<Target> {
     ]
 }
 
+/// A call through `mcpd__call_tool` against the same call made directly.
+fn call_tool_p50(rows: &[Row]) -> Target {
+    let what = "echo c=1: call-tool p50 ≤ mcpd p50 + 10 µs".to_owned();
+    match (
+        find(rows, Payload::Echo, 1, Mode::CallTool),
+        find(rows, Payload::Echo, 1, Mode::Mcpd),
+    ) {
+        (Some(m), Some(d)) if m.p50_us.is_finite() && d.p50_us.is_finite() => Target {
+            what,
+            value: format!(
+                "{:.0} vs {:.0} µs ({:+.0})",
+                m.p50_us,
+                d.p50_us,
+                m.p50_us - d.p50_us
+            ),
+            pass: Some(m.p50_us <= d.p50_us + 10.0),
+        },
+        _ => Target {
+            what,
+            value: "not measured".into(),
+            pass: None,
+        },
+    }
+}
+
 fn small_p50(rows: &[Row]) -> Target {
     let what = "echo c=1: mcpd p50 ≤ bare-hop p50 + 15 µs".to_owned();
     match (
@@ -132,6 +157,7 @@ pub fn print(rows: &[Row], mem: &Result<MemReport, String>, opts: &Opts) {
         ));
     }
     targets.push(small_p50(rows));
+    targets.push(call_tool_p50(rows));
     let mut c64 = throughput(rows, Payload::Echo, 64, Mode::Mcpd, Mode::BareHop, 0.9);
     c64.what
         .push_str(" (this run; the target asks five in a row)");

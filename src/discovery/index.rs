@@ -1,7 +1,7 @@
 //! The search index over every tool: BM25F over each tool's name, server prefix, title, description and parameters, built per server so a server's new list rebuilds only its own part.
 //!
 //! Fields and weights: the tool's own name (3), its title (2), the server prefix (1.5),
-//! the description (1), parameter names (1) and parameter descriptions (0.5). A word's
+//! the description (1), parameter names (1) and parameter descriptions (0.2). A word's
 //! weighted count in a tool and the tool's weighted length go into BM25 (k1 = 1.2,
 //! b = 0.75) with document frequencies over the whole index; a query word's synonyms
 //! count at [`tokens::SYNONYM_WEIGHT`]. Ties break on the qualified name, so results are
@@ -19,7 +19,7 @@ const W_TITLE: f32 = 2.0;
 const W_PREFIX: f32 = 1.5;
 const W_DESCRIPTION: f32 = 1.0;
 const W_PARAM: f32 = 1.0;
-const W_PARAM_DESCRIPTION: f32 = 0.5;
+const W_PARAM_DESCRIPTION: f32 = 0.2;
 /// The longest summary shown for a tool.
 const SUMMARY_CHARS: usize = 200;
 
