@@ -71,10 +71,16 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
             if let Err(e) = modern::may_listen(&req, session) {
                 return Handled::Now(jsonrpc::error_line(Some(&req.id), &e));
             }
+            // Watchers first: a refusal after them drops their guard, which ends them.
+            let (watching, task_ids) = match super::task_watch::start(&req, ctx, outbox, session) {
+                Ok(w) => w,
+                Err(e) => return Handled::Now(jsonrpc::error_line(Some(&req.id), &e)),
+            };
             if let Err(refusal) = surface::listen_resources(&req, ctx, outbox, session) {
                 return refusal;
             }
-            let (listen, ack) = modern::listen(&req);
+            let (mut listen, ack) = modern::listen(&req, task_ids);
+            listen.tasks = watching;
             session.listens.insert(req.id.clone(), listen);
             Handled::Now(ack)
         }

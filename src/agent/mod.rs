@@ -22,6 +22,7 @@ mod task_follow;
 mod task_ids;
 pub mod task_inputs;
 mod task_view;
+mod task_watch;
 mod tasks;
 
 use crate::registry::Catalog;

@@ -187,7 +187,7 @@ pub fn may_listen(req: &Request, session: &Session) -> Result<(), ErrorObject> {
 
 /// Starts a subscription: returns the acknowledgement to send. The request itself stays
 /// open (unanswered) until the agent cancels it.
-pub fn listen(req: &Request) -> (Listen, String) {
+pub fn listen(req: &Request, task_ids: Vec<Value>) -> (Listen, String) {
     let wanted = req.params.as_ref().and_then(|p| p.get("notifications"));
     let flag = |k: &str| {
         wanted
@@ -199,6 +199,7 @@ pub fn listen(req: &Request) -> (Listen, String) {
         tools: flag("toolsListChanged"),
         prompts: flag("promptsListChanged"),
         resources: flag("resourcesListChanged"),
+        tasks: None,
     };
     let mut honoured = serde_json::Map::new();
     for (k, on) in [
@@ -212,6 +213,10 @@ pub fn listen(req: &Request) -> (Listen, String) {
     }
     if let Some(uris) = wanted.and_then(|w| w.get("resourceSubscriptions")) {
         honoured.insert("resourceSubscriptions".into(), uris.clone());
+    }
+    if wanted.and_then(|w| w.get("taskIds")).is_some() {
+        // The ids mcpd watches (tasks it can route for this agent).
+        honoured.insert("taskIds".into(), Value::Array(task_ids));
     }
     let ack = jsonrpc::notification_line(
         method::SUBSCRIPTIONS_ACKNOWLEDGED,

@@ -61,11 +61,13 @@ impl Session {
 }
 
 /// Which notifications one `subscriptions/listen` of an agent asked for.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 pub struct Listen {
     pub tools: bool,
     pub prompts: bool,
     pub resources: bool,
+    /// Ends the watchers of the tasks it names (`task_watch.rs`) when the listen goes.
+    pub tasks: Option<tokio_util::sync::DropGuard>,
 }
 
 impl Listen {

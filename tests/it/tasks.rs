@@ -809,3 +809,129 @@ async fn tasks_list_pages_through_an_owners_tasks_on_every_server() {
         .await;
     assert_eq!(error_code(&r), Some(-32602), "{r}");
 }
+
+/// The notifications mcpd sends on `listen` until `until` accepts one (within `WAIT`).
+async fn notes_until(a: &mut Agent, until: impl Fn(&Value) -> bool) -> Vec<Value> {
+    let mut seen = Vec::new();
+    within("notifications/tasks", async {
+        loop {
+            let m = a.recv().await.expect("open");
+            if m["method"] == "notifications/tasks" {
+                let done = until(&m);
+                seen.push(m);
+                if done {
+                    break;
+                }
+            }
+        }
+    })
+    .await;
+    seen
+}
+
+#[tokio::test]
+async fn a_listen_with_task_ids_gets_each_change_of_the_tasks_status() {
+    let d = DaemonBuilder::new()
+        .fixture("jobs", &["--era", "modern", "--tools", TOOLS])
+        .fixture("old", &["--tools", LEGACY_TOOLS])
+        .start()
+        .await;
+    d.wait_ready().await;
+    let mut a = d.agent().await;
+    let mut make = async |a: &mut Agent, tool: &str, args: Value| {
+        let r = modern(
+            a,
+            "tools/call",
+            json!({"name": tool, "arguments": args}),
+            true,
+        )
+        .await;
+        r["result"]["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a task: {r}"))
+            .to_owned()
+    };
+    let sleeping = make(&mut a, "jobs__task_sleep", json!({"ms": 300})).await;
+    let asking = make(&mut a, "old__ltask_ask", json!({})).await;
+    let mut params = json!({"notifications": {"taskIds": [sleeping, asking, "mcpdt1.forged.x"]}});
+    params["_meta"] = envelope(true);
+    a.send(json!({"jsonrpc": "2.0", "id": "watch", "method": "subscriptions/listen", "params": params}))
+        .await;
+    let ack = within("the acknowledgement", async {
+        loop {
+            let m = a.recv().await.expect("open");
+            if m["method"] == "notifications/subscriptions/acknowledged" {
+                break m;
+            }
+        }
+    })
+    .await;
+    assert_eq!(
+        ack["params"]["notifications"]["taskIds"],
+        json!([sleeping, asking]),
+        "only the ids mcpd can route are honoured: {ack}"
+    );
+    let notes = notes_until(&mut a, |m| {
+        m["params"]["taskId"] == sleeping && m["params"]["status"] == "completed"
+    })
+    .await;
+    let done = notes.last().expect("a notification");
+    assert_eq!(
+        done["params"]["result"]["content"][0]["text"], "slept 300 ms",
+        "{done}"
+    );
+    assert_eq!(
+        done["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "watch",
+        "{done}"
+    );
+    // The 2025-11-25 task's input request shows in its notification; answering it ends it.
+    let mut all = notes.clone();
+    if !all.iter().any(|m| {
+        m["params"]["taskId"] == asking
+            && m["params"]["inputRequests"]
+                .as_object()
+                .is_some_and(|r| !r.is_empty())
+    }) {
+        all.extend(
+            notes_until(&mut a, |m| {
+                m["params"]["taskId"] == asking
+                    && m["params"]["inputRequests"]
+                        .as_object()
+                        .is_some_and(|r| !r.is_empty())
+            })
+            .await,
+        );
+    }
+    let key = all
+        .iter()
+        .rev()
+        .find_map(|m| {
+            (m["params"]["taskId"] == asking)
+                .then(|| {
+                    m["params"]["inputRequests"]
+                        .as_object()?
+                        .keys()
+                        .next()
+                        .cloned()
+                })
+                .flatten()
+        })
+        .expect("an input request");
+    let update = json!({"taskId": asking, "inputResponses": {key: {"action": "accept", "content": {"name": "Ada"}}}});
+    let r = modern(&mut a, "tasks/update", update, true).await;
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    let notes = notes_until(&mut a, |m| {
+        m["params"]["taskId"] == asking && m["params"]["status"] == "completed"
+    })
+    .await;
+    let done = notes.last().expect("a notification");
+    assert_eq!(
+        done["params"]["result"]["content"][0]["text"], "hello Ada",
+        "{done}"
+    );
+
+    // Without the extension declared, taskIds are refused as the spec says.
+    let params = json!({"notifications": {"taskIds": [sleeping]}, "_meta": envelope(false)});
+    let r = a.request("subscriptions/listen", Some(params)).await;
+    assert_eq!(error_code(&r), Some(-32021), "{r}");
+}
