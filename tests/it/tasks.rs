@@ -838,7 +838,7 @@ async fn a_listen_with_task_ids_gets_each_change_of_the_tasks_status() {
         .await;
     d.wait_ready().await;
     let mut a = d.agent().await;
-    let mut make = async |a: &mut Agent, tool: &str, args: Value| {
+    let make = async |a: &mut Agent, tool: &str, args: Value| {
         let r = modern(
             a,
             "tools/call",
