@@ -1,6 +1,7 @@
 // Shared by the Node interop peers (ts*_*.mjs, everything_http.mjs): failing with a message,
 // reading options, importing the pinned SDKs from the peers install, answering elicitations,
-// exiting with the parent, and the closing steps of a client run.
+// exiting with the parent, the closing steps of a client run, and the plan runner of the
+// discovery clients (ts*_discovery_client.mjs).
 //
 // SDK location: ESM `import` ignores NODE_PATH, so the SDKs are imported by absolute path
 // from $MCPD_PEERS_DIR/node/node_modules (default: <repo>/target/peers, i.e. two levels
@@ -153,4 +154,116 @@ export async function closeWithin(client, ms = 5000) {
 // Prints the result as one line of JSON and exits 0 once it is written.
 export function printAndExit(out) {
   process.stdout.write(JSON.stringify(out) + "\n", () => process.exit(0));
+}
+
+// --- The discovery clients' plans (ts*_discovery_client.mjs) ---------------------------
+
+// The `--plan JSON` of a discovery client: a JSON array of step objects.
+export function planFrom(prog, raw) {
+  let steps;
+  try {
+    steps = JSON.parse(raw);
+  } catch (e) {
+    fail(prog, `--plan is not valid JSON: ${e.message}`, 2);
+  }
+  if (!Array.isArray(steps) || !steps.every((s) => s !== null && typeof s === "object" && !Array.isArray(s))) {
+    fail(prog, "--plan must be a JSON array of objects", 2);
+  }
+  return steps;
+}
+
+// Counts notifications/tools/list_changed as the SDK delivers them, and waits for a count.
+export class Changes {
+  count = 0;
+  #waiters = [];
+
+  seen() {
+    this.count++;
+    for (const w of this.#waiters.splice(0)) w();
+  }
+
+  // {"op":"changed","count":seen}, with "timedOut": true if `want` was not reached in `ms`.
+  async waitFor(want, ms) {
+    const deadline = Date.now() + ms;
+    while (this.count < want) {
+      const left = deadline - Date.now();
+      if (left <= 0) return { op: "changed", count: this.count, timedOut: true };
+      await new Promise((resolve) => {
+        const timer = setTimeout(resolve, left);
+        this.#waiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+    return { op: "changed", count: this.count };
+  }
+}
+
+// Runs `argv` to its end, its output on our stderr: {"op":"run","code":N}.
+export async function runCommand(argv) {
+  const { spawn } = await import("node:child_process");
+  return new Promise((resolve, reject) => {
+    const child = spawn(argv[0], argv.slice(1), { stdio: ["ignore", process.stderr, process.stderr] });
+    child.on("error", reject);
+    child.on("exit", (code, signal) => resolve({ op: "run", code: code ?? `signal ${signal}` }));
+  });
+}
+
+// Counts, once installed, what arrives from the server on `transport`: server->client
+// elicitation requests, input_required results, progress and tools/list_changed
+// notifications.
+export function tapDiscoveryWire(transport) {
+  const wire = { elicitationRequests: 0, inputRequiredResults: 0, progressNotifications: 0, toolsListChanged: 0 };
+  const inner = transport.onmessage;
+  if (typeof inner !== "function") throw new Error("the transport has no message handler to tap");
+  transport.onmessage = (message, ...rest) => {
+    if (message && typeof message === "object") {
+      if (message.method === "elicitation/create" && message.id !== undefined) wire.elicitationRequests++;
+      if (message.method === "notifications/progress") wire.progressNotifications++;
+      if (message.method === "notifications/tools/list_changed") wire.toolsListChanged++;
+      if (message.result && message.result.resultType === "input_required") wire.inputRequiredResults++;
+    }
+    return inner.call(transport, message, ...rest);
+  };
+  return wire;
+}
+
+// Runs the steps of a plan (see ts_discovery_client.mjs) with the client's own `list()`
+// (names in order) and `call(name, args, onprogress)`; a JSON-RPC error of a call is a step
+// result ({code, message, data}), anything else fails the run.
+export async function runPlan(steps, { list, call, changes, waitMs }) {
+  const out = [];
+  for (const step of steps) {
+    switch (step.op) {
+      case "list":
+        out.push({ op: "list", tools: await list() });
+        break;
+      case "call": {
+        const progress = [];
+        const onprogress = step.progress
+          ? (p) => progress.push({ progress: p.progress, total: p.total ?? null, message: p.message ?? null })
+          : undefined;
+        const rec = { op: "call", name: step.name };
+        try {
+          rec.result = await call(step.name, step.arguments ?? {}, onprogress);
+        } catch (e) {
+          if (typeof e?.code !== "number") throw e;
+          rec.error = { code: e.code, message: e.message, data: e.data ?? null };
+        }
+        if (step.progress) rec.progress = progress;
+        out.push(rec);
+        break;
+      }
+      case "changed":
+        out.push(await changes.waitFor(Number(step.count), waitMs));
+        break;
+      case "run":
+        out.push(await runCommand(step.argv.map(String)));
+        break;
+      default:
+        throw new Error(`unknown step ${JSON.stringify(step)}`);
+    }
+  }
+  return out;
 }

@@ -32,7 +32,7 @@ fn interop(file: &str) -> String {
 }
 
 /// The directory `.ci/install-peers` filled (`<dir>/venv/bin/python`).
-fn peers_dir(peers: &Peers) -> PathBuf {
+pub(crate) fn peers_dir(peers: &Peers) -> PathBuf {
     peers
         .python()
         .ancestors()
@@ -42,7 +42,7 @@ fn peers_dir(peers: &Peers) -> PathBuf {
 }
 
 /// `peers()`, plus the TypeScript SDK v2 packages the era peers import.
-fn era_peers(test: &str) -> Option<Peers> {
+pub(crate) fn era_peers(test: &str) -> Option<Peers> {
     let peers = peers(test)?;
     let sdk = peers_dir(&peers).join("node/node_modules/@modelcontextprotocol");
     let missing: Vec<String> = ["client", "server"]

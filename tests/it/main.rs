@@ -34,6 +34,7 @@ mod http_redirects;
 mod http_serve;
 mod import;
 mod interop;
+mod interop_discovery;
 mod interop_eras;
 mod interop_http;
 mod interop_http_serve;
