@@ -121,7 +121,9 @@ pub async fn write_lines<W: AsyncWrite + Unpin, T: OutLine>(
     mut out: W,
     mut rx: mpsc::Receiver<T>,
 ) -> std::io::Result<u64> {
-    let mut buf = Vec::with_capacity(8 * 1024);
+    // Allocated by the first batch, not up front: an idle connection holds only what its
+    // largest recent batch needed.
+    let mut buf = Vec::new();
     let mut written = 0u64;
     while let Some(first) = rx.recv().await {
         buf.clear();
@@ -155,7 +157,7 @@ pub async fn write_lines<W: AsyncWrite + Unpin, T: OutLine>(
         // A burst may have grown the batch to a megabyte; it goes back once the burst
         // is over.
         if buf.capacity() > 64 * 1024 && rx.is_empty() {
-            buf = Vec::with_capacity(8 * 1024);
+            buf = Vec::new();
         }
     }
     let _ = out.shutdown().await; // the peer may already be gone; nothing left to tell it

@@ -52,7 +52,7 @@ pub fn start(
             }));
         }
         return Err(fail(AgentError::UnknownTool {
-            nearest: super::discover::nearest(&catalog, session, name),
+            nearest: session.nearest_tools(&catalog, name),
             name: name.clone(),
         }));
     };

@@ -9,7 +9,6 @@ use crate::errors::AgentError;
 use crate::framing::{self, BoundedLines, Frame};
 use crate::jsonrpc::{self, Id, Message};
 use crate::outbox::{Held, Out, Outbox};
-use crate::protocol::era::Era;
 use crate::protocol::method;
 use crate::upstream::ServerAsk;
 use futures::stream::FuturesUnordered;
@@ -42,12 +41,17 @@ enum Close {
     Shutdown,
 }
 
+/// The first size of an agent connection's read buffer.
+const READ_BUFFER: usize = 1024;
+
 /// Serves one agent on a Unix-socket connection.
 pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: CancellationToken) {
     let (read, write) = stream.into_split();
     let (outbox, out_rx) = Outbox::new(ctx.queue, ctx.queue_bytes);
     let writer = crate::tasks::spawn(framing::write_lines(write, out_rx));
-    let frames = FramedRead::new(read, BoundedLines::new(ctx.max_line));
+    // A small first buffer: most agents are idle most of the time, and it grows (doubling)
+    // for the first large request.
+    let frames = FramedRead::with_capacity(read, BoundedLines::new(ctx.max_line), READ_BUFFER);
     let exe = ctx
         .peer_pid
         .and_then(|p| {
@@ -460,23 +464,7 @@ fn notify_changes(session: &Session, outbox: &Outbox, old: (u64, u64, u64), new:
     ];
     for (did, m) in changed {
         if did {
-            notify(session, outbox, m);
-        }
-    }
-}
-
-/// Tells the agent its tool list changed (it activated tools in discovery mode).
-pub(super) fn notify_tools_changed(session: &Session, outbox: &Outbox) {
-    notify(session, outbox, method::TOOLS_LIST_CHANGED);
-}
-
-fn notify(session: &Session, outbox: &Outbox, m: &str) {
-    if session.era != Some(Era::Modern) && session.initialized {
-        outbox.send(jsonrpc::notification_line(m, None));
-    }
-    for (id, listen) in &session.listens {
-        if listen.wants(m) {
-            outbox.send_about(id, super::modern::list_changed(m, id));
+            session.notify_list_changed(outbox, m);
         }
     }
 }

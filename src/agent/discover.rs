@@ -27,8 +27,6 @@ pub const CALL: &str = "mcpd__call_tool";
 const DEFAULT_LIMIT: usize = 8;
 const MAX_LIMIT: usize = 50;
 const MAX_DESCRIBE: usize = 20;
-/// Names suggested for an unknown tool.
-const NEAREST: usize = 3;
 
 /// The meta-tools' definitions, as listed.
 static META: LazyLock<[Value; 3]> = LazyLock::new(|| {
@@ -154,16 +152,6 @@ pub fn list<'a>(ctx: &AgentContext, session: &'a Session, catalog: &'a Catalog) 
         .collect();
     out.extend(META.iter());
     out
-}
-
-/// Up to [`NEAREST`] tool names this agent may see that are nearest to `name`.
-pub fn nearest(catalog: &Catalog, session: &Session, name: &str) -> Vec<String> {
-    catalog
-        .search
-        .search(name, NEAREST, |s, q| session.sees_tool(s, q))
-        .into_iter()
-        .map(|h| h.qualified.to_owned())
-        .collect()
 }
 
 /// A meta-tool call.
@@ -299,13 +287,13 @@ fn describe(
                 found.push(t.qualified.clone());
             }
             None => {
-                unknown.push(json!({"name": n, "nearest": nearest(catalog, session, n)}));
+                unknown.push(json!({"name": n, "nearest": session.nearest_tools(catalog, n)}));
             }
         }
     }
     let changed = activate(session, settings(ctx, session).max_active, found);
     if changed && discovers(ctx, session, catalog) {
-        super::conn::notify_tools_changed(session, outbox);
+        session.notify_list_changed(outbox, method::TOOLS_LIST_CHANGED);
     }
     let mut text = String::new();
     for t in &tools {

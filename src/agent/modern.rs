@@ -227,11 +227,3 @@ pub fn listen(req: &Request, task_ids: Vec<Value>) -> (Listen, String) {
     );
     (listen, ack)
 }
-
-/// A list-changed notification for one subscription.
-pub fn list_changed(m: &str, subscription: &Id) -> String {
-    jsonrpc::notification_line(
-        m,
-        Some(&json!({ "_meta": { key::SUBSCRIPTION_ID: subscription } })),
-    )
-}

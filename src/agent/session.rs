@@ -58,6 +58,34 @@ impl Session {
             .as_ref()
             .is_none_or(|p| p.includes_tool(server, qualified))
     }
+
+    /// Up to three tool names this agent may see that are nearest to `name` (for an
+    /// unknown tool's error).
+    pub fn nearest_tools(&self, catalog: &crate::registry::Catalog, name: &str) -> Vec<String> {
+        catalog
+            .search
+            .search(name, 3, |s, q| self.sees_tool(s, q))
+            .into_iter()
+            .map(|h| h.qualified.to_owned())
+            .collect()
+    }
+
+    /// Tells the agent one of its lists changed (`m`, a list-changed method): a legacy
+    /// agent by the plain notification once it is initialized, a modern one on each
+    /// subscription that asked for that kind.
+    pub fn notify_list_changed(&self, outbox: &crate::outbox::Outbox, m: &str) {
+        if self.era != Some(Era::Modern) && self.initialized {
+            outbox.send(crate::jsonrpc::notification_line(m, None));
+        }
+        for (id, listen) in &self.listens {
+            if listen.wants(m) {
+                let params = serde_json::json!({
+                    "_meta": { crate::protocol::era::key::SUBSCRIPTION_ID: id }
+                });
+                outbox.send_about(id, crate::jsonrpc::notification_line(m, Some(&params)));
+            }
+        }
+    }
 }
 
 /// Which notifications one `subscriptions/listen` of an agent asked for.

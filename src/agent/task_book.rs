@@ -5,7 +5,7 @@
 //! `ttl` lapses or its server no longer knows it. It holds ids only: a listing asks
 //! each task's server for its status.
 
-use super::task_ids::Kind;
+use super::task_ids::{Kind, Made};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,15 +32,6 @@ pub struct Entry {
     pub task: String,
     pub kind: Kind,
     until: Instant,
-}
-
-/// A task just made, to record.
-pub struct Made {
-    pub sealed: Arc<str>,
-    pub server: Arc<str>,
-    pub task: String,
-    pub kind: Kind,
-    pub ttl_ms: Option<u64>,
 }
 
 enum Msg {

@@ -44,6 +44,15 @@ impl Kind {
     }
 }
 
+/// A task just made, to record.
+pub struct Made {
+    pub sealed: Arc<str>,
+    pub server: Arc<str>,
+    pub task: String,
+    pub kind: Kind,
+    pub ttl_ms: Option<u64>,
+}
+
 /// What a task id an agent presented stands for.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Opened {
@@ -112,8 +121,8 @@ pub fn present_created(
     owner: &str,
     server: &str,
     legacy_agent: bool,
-) -> Option<super::task_book::Made> {
-    let made = |sealed: &str, task: &str, kind, ttl_ms| super::task_book::Made {
+) -> Option<Made> {
+    let made = |sealed: &str, task: &str, kind, ttl_ms| Made {
         sealed: sealed.into(),
         server: server.into(),
         task: task.to_owned(),

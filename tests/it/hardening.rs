@@ -165,7 +165,7 @@ async fn a_server_entry_that_leads_back_to_the_daemon_itself_fails_with_a_clear_
     let socket = b.dir().join("mcpd.sock");
     let socket = socket.to_str().expect("UTF-8 path").to_owned();
     let d = b
-        .server("mcpd", mcpd_bin(), &["connect", "--socket", &socket], "")
+        .server("back", mcpd_bin(), &["connect", "--socket", &socket], "")
         .start()
         .await;
     assert_eq!(
@@ -174,17 +174,17 @@ async fn a_server_entry_that_leads_back_to_the_daemon_itself_fails_with_a_clear_
         "the harness's socket path"
     );
     let row = d
-        .wait_server("mcpd", "the loop is detected", |s| s["state"] == "failed")
+        .wait_server("back", "the loop is detected", |s| s["state"] == "failed")
         .await;
     let error = row["last_error"].as_str().unwrap_or("");
     assert!(error.contains("this mcpd daemon itself"), "{row}");
     let mut agent = d.initialized_agent().await;
     let names = agent.tool_names().await;
     assert!(!names.is_empty(), "the other server is served");
-    assert!(names.iter().all(|n| !n.starts_with("mcpd__")), "{names:?}");
+    assert!(names.iter().all(|n| !n.starts_with("back__")), "{names:?}");
     // Failed for good: it is not restarted in a loop.
     let restarts = row["restarts"].as_u64();
-    let again = d.server_status("mcpd").await;
+    let again = d.server_status("back").await;
     assert_eq!(again["restarts"].as_u64(), restarts, "{again}");
 }
 
