@@ -306,7 +306,7 @@ pub fn drive(mut c: InFlight) -> ReplyFuture {
                 },
             ),
             Next::Cancelled => {
-                c.handle.cancel(c.call, "cancelled by the agent").await;
+                super::task_follow::abandon(c.handle, c.call, c.reply, &c.rewrite).await;
                 (id, Step::Cancelled)
             }
         }

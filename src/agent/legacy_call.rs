@@ -82,10 +82,12 @@ impl LegacyCall {
                 logs: self.logs.clone(),
             };
             let params = Some(Value::Object(self.params.clone()));
+            let (h, call, method) = (self.handle.clone(), self.call, self.method);
+            let mut pending = async move { h.call(call, method, params, opts).await }.boxed();
             let reply = tokio::select! {
-                r = self.handle.call(self.call, self.method, params, opts) => r,
+                r = &mut pending => r,
                 () = self.cancel.cancelled() => {
-                    self.handle.cancel(self.call, "cancelled by the agent").await;
+                    task_follow::abandon(self.handle.clone(), self.call, pending, &self.rewrite).await;
                     return (self.id, Step::Cancelled);
                 }
             };

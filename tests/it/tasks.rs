@@ -935,3 +935,50 @@ async fn a_listen_with_task_ids_gets_each_change_of_the_tasks_status() {
     let r = a.request("subscriptions/listen", Some(params)).await;
     assert_eq!(error_code(&r), Some(-32021), "{r}");
 }
+
+#[tokio::test]
+async fn a_task_whose_call_is_cancelled_while_it_is_made_is_cancelled_at_its_server() {
+    let (b, rec, arg) = daemon();
+    let d = b
+        .fixture(
+            "jobs",
+            &["--era", "modern", "--tools", TOOLS, "--record", &arg],
+        )
+        .start()
+        .await;
+    d.wait_ready().await;
+    let mut a = d.agent().await;
+    let pid = d.server_status("jobs").await["pid"].as_u64().expect("pid") as u32;
+    let mut params =
+        json!({"name": "jobs__task_sleep", "arguments": {"ms": 600000, "create_ms": 300}});
+    params["_meta"] = envelope(true);
+    let id = a.send_request("tools/call", Some(params)).await;
+    eventually("the server is asked to make the task", WAIT, || async {
+        recorded_requests(&rec, pid)
+            .iter()
+            .any(|m| m["method"] == "tools/call")
+            .then_some(())
+    })
+    .await;
+    a.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}}),
+    )
+    .await;
+    // The task the server made anyway is cancelled: no one else knows its id.
+    eventually("the made task is cancelled", WAIT, || async {
+        recorded_requests(&rec, pid)
+            .iter()
+            .any(|m| m["method"] == "tasks/cancel" && m["params"]["taskId"] == "fixture-task-1")
+            .then_some(())
+    })
+    .await;
+    // The agent's connection carries on.
+    let r = modern(
+        &mut a,
+        "tools/call",
+        json!({"name": "jobs__echo", "arguments": {"text": "on"}}),
+        false,
+    )
+    .await;
+    assert_eq!(text(&r), "on", "{r}");
+}
