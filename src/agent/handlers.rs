@@ -79,8 +79,10 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
             if let Err(refusal) = surface::listen_resources(&req, ctx, outbox, session) {
                 return refusal;
             }
+            let count = task_ids.len();
             let (mut listen, ack) = modern::listen(&req, task_ids);
             listen.tasks = watching;
+            listen.watching = count;
             session.listens.insert(req.id.clone(), listen);
             Handled::Now(ack)
         }

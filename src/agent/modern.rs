@@ -200,6 +200,7 @@ pub fn listen(req: &Request, task_ids: Vec<Value>) -> (Listen, String) {
         prompts: flag("promptsListChanged"),
         resources: flag("resourcesListChanged"),
         tasks: None,
+        watching: 0,
     };
     let mut honoured = serde_json::Map::new();
     for (k, on) in [

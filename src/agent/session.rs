@@ -96,6 +96,8 @@ pub struct Listen {
     pub resources: bool,
     /// Ends the watchers of the tasks it names (`task_watch.rs`) when the listen goes.
     pub tasks: Option<tokio_util::sync::DropGuard>,
+    /// How many tasks it watches.
+    pub watching: usize,
 }
 
 impl Listen {

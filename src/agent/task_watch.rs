@@ -20,10 +20,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-/// Tasks one listen may watch.
+/// Tasks one connection's listens may watch together.
 pub const MAX_WATCHED: usize = 64;
 const POLL_DEFAULT: Duration = Duration::from_secs(1);
-const POLL_MIN: Duration = Duration::from_millis(100);
+const POLL_MIN: Duration = Duration::from_millis(250);
 const POLL_MAX: Duration = Duration::from_secs(30);
 const WATCH_MAX: Duration = Duration::from_secs(24 * 3600);
 
@@ -54,11 +54,12 @@ pub fn start(
             "notifications.taskIds must be a list of task ids",
         ));
     };
-    if ids.len() > MAX_WATCHED {
+    let already: usize = session.listens.values().map(|l| l.watching).sum();
+    if already + ids.len() > MAX_WATCHED {
         return Err(ErrorObject::new(
             jsonrpc::code::INVALID_PARAMS,
             format!(
-                "notifications.taskIds names {} tasks; one subscriptions/listen may watch at most {MAX_WATCHED}",
+                "notifications.taskIds names {} tasks and this connection watches {already}; a connection may watch at most {MAX_WATCHED} (cancel a listen first)",
                 ids.len()
             ),
         ));

@@ -20,6 +20,9 @@ const W_PREFIX: f32 = 1.5;
 const W_DESCRIPTION: f32 = 1.0;
 const W_PARAM: f32 = 1.0;
 const W_PARAM_DESCRIPTION: f32 = 0.2;
+/// The most of a query that is read.
+const MAX_QUERY_CHARS: usize = 1024;
+const MAX_QUERY_WORDS: usize = 32;
 /// The longest summary shown for a tool.
 const SUMMARY_CHARS: usize = 200;
 
@@ -169,8 +172,15 @@ impl Index {
         limit: usize,
         accept: impl Fn(&str, &str) -> bool,
     ) -> Vec<Hit<'_>> {
+        // A query is a request in a few words: only its first ones are read, so a huge
+        // one costs no more than a short one.
         let query = query.trim();
-        let words = tokens::words(query);
+        let head = match query.char_indices().nth(MAX_QUERY_CHARS) {
+            Some((i, _)) => query.get(..i).unwrap_or(query),
+            None => query,
+        };
+        let mut words = tokens::words(head);
+        words.truncate(MAX_QUERY_WORDS);
         if query.is_empty() || query == "*" || words.is_empty() {
             return self
                 .segments
@@ -315,6 +325,15 @@ mod tests {
             ix.search("x y z read", 5, all),
             ix.search("x y z read", 5, all)
         );
+    }
+
+    #[test]
+    fn a_huge_query_costs_what_its_first_words_cost() {
+        let ix = index();
+        // Only the first words are read: the rest, however long, changes nothing.
+        let huge = format!("unstaged changes {}", "file ".repeat(200_000));
+        let hits = ix.search(&huge, 1, |_, _| true);
+        assert_eq!(hits[0].qualified, "git__git_diff_unstaged");
     }
 
     #[test]
