@@ -87,7 +87,7 @@ impl LegacyCall {
             let reply = tokio::select! {
                 r = &mut pending => r,
                 () = self.cancel.cancelled() => {
-                    task_follow::abandon(self.handle.clone(), self.call, pending, &self.rewrite).await;
+                    super::task_abandon::abandon(self.handle.clone(), self.call, pending, &self.rewrite).await;
                     return (self.id, Step::Cancelled);
                 }
             };

@@ -17,6 +17,7 @@ mod request_state;
 pub mod roster;
 mod session;
 mod surface;
+mod task_abandon;
 pub mod task_book;
 mod task_follow;
 mod task_ids;

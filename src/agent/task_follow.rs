@@ -29,58 +29,6 @@ fn internal(server: &str, why: &str) -> ErrorObject {
     ErrorObject::new(code::INTERNAL_ERROR, format!("server '{server}': {why}"))
 }
 
-/// How long an abandoned call that may make a task is waited for.
-const ABANDON_WAIT: Duration = Duration::from_secs(30);
-
-/// The agent cancelled a call. A call that may make a task (the agent asked for one)
-/// is not cancelled at its server: the server may make the task anyway, and then no one
-/// would ever learn its id. Its answer is awaited in the background instead (at most
-/// [`ABANDON_WAIT`]), and a task it brings is cancelled; any other call is cancelled.
-pub async fn abandon(
-    handle: UpstreamHandle,
-    call: CallId,
-    reply: futures::future::BoxFuture<'static, RawReply>,
-    rewrite: &super::render::Rewrite,
-) {
-    let may_make_task = matches!(
-        rewrite,
-        super::render::Rewrite::ToolResult {
-            tasks: super::render::TaskMode::Owned { .. },
-            ..
-        }
-    );
-    if !may_make_task {
-        handle.cancel(call, "cancelled by the agent").await;
-        return;
-    }
-    crate::tasks::spawn(async move {
-        let answer = match tokio::time::timeout(ABANDON_WAIT, reply).await {
-            Ok(Ok(Ok(raw))) => raw.to_value().ok(),
-            Ok(_) => None,
-            Err(_) => {
-                handle.cancel(call, "cancelled by the agent").await;
-                None
-            }
-        };
-        let task = answer.as_ref().and_then(|v| {
-            v.get("taskId")
-                .filter(|_| crate::protocol::era::result_type(v) == "task")
-                .or_else(|| v.pointer("/task/taskId"))
-                .and_then(Value::as_str)
-        });
-        if let Some(task) = task {
-            tracing::info!(
-                task,
-                "cancelling a task whose call the agent cancelled while it was made"
-            );
-            let params = json!({ "taskId": task });
-            let cancel = handle.call(call, tasks::CANCEL, Some(params), CallOptions::default());
-            // Best effort: the agent is gone from this call either way.
-            let _ = tokio::time::timeout(Duration::from_secs(5), cancel).await;
-        }
-    });
-}
-
 /// Cancels the task at its server if the follow is dropped before the task ended.
 struct Guard {
     handle: UpstreamHandle,

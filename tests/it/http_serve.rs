@@ -588,3 +588,64 @@ async fn http_clients_never_get_control_methods() {
         assert!(text.contains("-32018"), "{method}: {text}");
     }
 }
+
+#[tokio::test]
+async fn stateless_clients_in_discover_mode_find_describe_and_call_without_activating() {
+    let b = DaemonBuilder::new().daemon("tools = \"discover\"");
+    let (d, url) = daemon_in(b, &["--tools", "echo,add"]).await;
+    let h = http(&d, url).await;
+    let post = async |id: u64, method: &str, params: Value| {
+        let r = h.modern(json!(id), method, params).send().await.unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+        Events::new(r).next().await.unwrap()
+    };
+    let names = |r: &Value| -> Vec<String> {
+        r["result"]["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["name"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let meta = [
+        "mcpd__find_tools",
+        "mcpd__describe_tools",
+        "mcpd__call_tool",
+    ];
+    let r = post(1, "tools/list", json!({})).await;
+    assert_eq!(names(&r), meta, "{r}");
+    assert_eq!(
+        r["result"]["ttlMs"], 0,
+        "the discovery list is not cached: {r}"
+    );
+    let r = post(
+        2,
+        "tools/call",
+        json!({"name": "mcpd__find_tools", "arguments": {"query": "add two numbers"}}),
+    )
+    .await;
+    assert_eq!(
+        r["result"]["structuredContent"]["tools"][0]["name"], "fx__add",
+        "{r}"
+    );
+    let r = post(
+        3,
+        "tools/call",
+        json!({"name": "mcpd__describe_tools", "arguments": {"names": ["fx__add"]}}),
+    )
+    .await;
+    assert_eq!(
+        r["result"]["structuredContent"]["tools"][0]["name"], "fx__add",
+        "{r}"
+    );
+    // No session to activate it in: the shared stateless list stays as it was.
+    let r = post(4, "tools/list", json!({})).await;
+    assert_eq!(names(&r), meta, "{r}");
+    let r = post(
+        5,
+        "tools/call",
+        json!({"name": "mcpd__call_tool", "arguments": {"name": "fx__echo", "arguments": {"text": "via"}}}),
+    )
+    .await;
+    assert_eq!(text(&r), "via", "{r}");
+}
