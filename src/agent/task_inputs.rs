@@ -66,6 +66,8 @@ struct Held {
     requests: BTreeMap<String, HeldRequest>,
     /// `tasks/get`s waiting for the first request a new driver brings.
     waiting: Vec<oneshot::Sender<Map<String, Value>>>,
+    /// Until the first request comes or the wait for it runs out.
+    starting: bool,
 }
 
 /// One of the server's requests, and where its answer goes.
@@ -131,6 +133,7 @@ impl InputsActor {
                 Msg::Add { sealed, ask } => self.add(&sealed, ask),
                 Msg::Waited { sealed } => {
                     if let Some(held) = self.held.get_mut(&sealed) {
+                        held.starting = false;
                         let now = shown(held);
                         for to in held.waiting.drain(..) {
                             let _ = to.send(now.clone());
@@ -170,7 +173,9 @@ impl InputsActor {
         respond_to: oneshot::Sender<Map<String, Value>>,
     ) {
         if let Some(held) = self.held.get_mut(&sealed) {
-            if held.requests.is_empty() {
+            // A driver that has just started may bring its first request soon; one that
+            // runs already has shown what it has.
+            if held.requests.is_empty() && held.starting {
                 held.waiting.push(respond_to);
             } else {
                 let _ = respond_to.send(shown(held));
@@ -194,6 +199,7 @@ impl InputsActor {
                 next_key: 1,
                 requests: BTreeMap::new(),
                 waiting: vec![respond_to],
+                starting: true,
             },
         );
         crate::tasks::spawn(drive(sealed.clone(), start, tx.clone()));
@@ -225,6 +231,7 @@ impl InputsActor {
             respond_to: ask.respond_to,
         };
         held.requests.insert(key, req);
+        held.starting = false;
         let now = shown(held);
         for to in held.waiting.drain(..) {
             let _ = to.send(now.clone());
