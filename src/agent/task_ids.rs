@@ -170,9 +170,13 @@ pub fn present(result: &mut Value, sealed: &str) {
     }
 }
 
-/// A 2025-11-25 `Task` as the extension's: `ttl` and `pollInterval` become `ttlMs` and
-/// `pollIntervalMs`.
-pub fn modern_task(task: &Value) -> Value {
+/// The fields a `Task` has in both eras, with its `ttl` and poll interval under the
+/// names `(ttl, poll)` of the era it is shown in, read from those `from` names.
+fn task_fields(
+    task: &Value,
+    from: (&str, &str),
+    to: (&str, &str),
+) -> serde_json::Map<String, Value> {
     let mut out = serde_json::Map::new();
     for key in [
         "taskId",
@@ -186,13 +190,23 @@ pub fn modern_task(task: &Value) -> Value {
         }
     }
     out.insert(
-        "ttlMs".into(),
-        task.get("ttl").cloned().unwrap_or(Value::Null),
+        to.0.into(),
+        task.get(from.0).cloned().unwrap_or(Value::Null),
     );
-    if let Some(poll) = task.get("pollInterval") {
-        out.insert("pollIntervalMs".into(), poll.clone());
+    if let Some(poll) = task.get(from.1) {
+        out.insert(to.1.into(), poll.clone());
     }
-    Value::Object(out)
+    out
+}
+
+/// A 2025-11-25 `Task` as the extension's: `ttl` and `pollInterval` become `ttlMs` and
+/// `pollIntervalMs`.
+pub fn modern_task(task: &Value) -> Value {
+    Value::Object(task_fields(
+        task,
+        ("ttl", "pollInterval"),
+        ("ttlMs", "pollIntervalMs"),
+    ))
 }
 
 /// An extension task (a `CreateTaskResult` or a `tasks/get` answer) as a 2025-11-25
@@ -200,25 +214,7 @@ pub fn modern_task(task: &Value) -> Value {
 /// result, error and input requests go (a 2025-11-25 client gets those from
 /// `tasks/result`), and a tool error is status `failed`, as 2025-11-25 counts it.
 pub fn legacy_task(task: &Value) -> Value {
-    let mut out = serde_json::Map::new();
-    for key in [
-        "taskId",
-        "status",
-        "statusMessage",
-        "createdAt",
-        "lastUpdatedAt",
-    ] {
-        if let Some(v) = task.get(key) {
-            out.insert(key.into(), v.clone());
-        }
-    }
-    out.insert(
-        "ttl".into(),
-        task.get("ttlMs").cloned().unwrap_or(Value::Null),
-    );
-    if let Some(poll) = task.get("pollIntervalMs") {
-        out.insert("pollInterval".into(), poll.clone());
-    }
+    let mut out = task_fields(task, ("ttlMs", "pollIntervalMs"), ("ttl", "pollInterval"));
     let tool_error = task
         .pointer("/result/isError")
         .and_then(Value::as_bool)
