@@ -171,13 +171,9 @@ impl Watch {
     async fn status(&self) -> RawReply {
         let call = super::forward::next_call();
         match self.kind {
+            // Dressed for its server, a task request declares the extension itself.
             Kind::Extension => {
-                let mut caps = json!({});
-                tasks::declare(&mut caps);
-                let params = json!({
-                    "taskId": self.task,
-                    "_meta": { key::CLIENT_CAPABILITIES: caps },
-                });
+                let params = json!({ "taskId": self.task });
                 self.handle
                     .call(call, tasks::GET, Some(params), CallOptions::default())
                     .await
