@@ -704,12 +704,25 @@ async fn mcpd_connect_bridges_stdio_to_the_socket() {
     for m in msgs {
         stdin.write_all(format!("{m}\n").as_bytes()).await.unwrap();
     }
-    let first: Value =
-        serde_json::from_str(&within("read", lines.next_line()).await.unwrap().unwrap()).unwrap();
-    assert_eq!(first["id"], 1);
-    let second: Value =
-        serde_json::from_str(&within("read", lines.next_line()).await.unwrap().unwrap()).unwrap();
-    assert_eq!(text(&second), "bridged");
+    // Responses in order; a list-changed notification may come between them (a server's
+    // lists arriving after the agent initialized).
+    let mut responses = Vec::new();
+    while responses.len() < 2 {
+        let line = within("read", lines.next_line()).await.unwrap().unwrap();
+        let msg: Value = serde_json::from_str(&line).unwrap();
+        if msg.get("id").is_some() {
+            responses.push(msg);
+        } else {
+            assert!(
+                msg["method"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("notifications/")),
+                "{msg}"
+            );
+        }
+    }
+    assert_eq!(responses[0]["id"], 1);
+    assert_eq!(text(&responses[1]), "bridged");
     drop(stdin);
     let status = within("connect exits after stdin closes", child.wait())
         .await
