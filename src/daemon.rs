@@ -164,6 +164,7 @@ pub async fn serve(
     crate::systemd::ready(&summary(&status.0.borrow(), &status.1));
     crate::systemd::watchdog(shutdown.clone());
     crate::tasks::spawn(report_status(status.0, status.1, shutdown.clone()));
+    crate::tasks::spawn(crate::trim::run(shutdown.clone()));
 
     shutdown.cancelled().await;
     crate::systemd::stopping();

@@ -1,9 +1,14 @@
 //! Newline-delimited framing with one maximum line length, and the writer task that owns a write half.
 
 use bytes::BytesMut;
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use futures::Stream;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
-use tokio_util::codec::{Decoder, LinesCodec, LinesCodecError};
+use tokio_util::codec::{Decoder, FramedRead, LinesCodec, LinesCodecError};
 
 /// One frame read from a peer.
 #[derive(Debug, PartialEq)]
@@ -45,6 +50,9 @@ impl Decoder for BoundedLines {
 
     fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, Self::Error> {
         let frame = map(self.inner.decode(buf));
+        if let Ok(Some(Frame::Line(l))) = &frame {
+            crate::trim::note(l.len());
+        }
         shrink_after(&frame, buf);
         frame
     }
@@ -65,6 +73,76 @@ fn shrink_after(frame: &Result<Option<Frame>, std::io::Error>, buf: &mut BytesMu
     // Only after a large frame: a buffer that grew under steady traffic of smaller lines
     // is reused by the next ones, and giving it back each time would regrow it each time.
     if large && buf.len() <= KEEP {
+        let mut small = BytesMut::with_capacity(8 * 1024);
+        small.extend_from_slice(buf);
+        *buf = small;
+    }
+}
+
+/// How long a reader stays quiet after a large frame before it gives its buffer back.
+const QUIET: Duration = Duration::from_secs(1);
+
+/// The frames of one peer: a `FramedRead` of [`BoundedLines`] that keeps its grown read
+/// buffer while large messages keep coming (reused, never regrown) and gives it back once
+/// the peer has been quiet for [`QUIET`] after the last one. Without that, one burst of
+/// megabyte results would leave each reader holding megabytes for as long as it lives.
+pub struct LineReader<R> {
+    inner: FramedRead<R, BoundedLines>,
+    /// Armed by a large frame; allocated then, so a reader that never sees one holds none.
+    quiet: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<R: AsyncRead> LineReader<R> {
+    pub fn new(read: R, max_length: usize) -> Self {
+        Self::with_capacity(read, max_length, 8 * 1024)
+    }
+
+    pub fn with_capacity(read: R, max_length: usize, capacity: usize) -> Self {
+        LineReader {
+            inner: FramedRead::with_capacity(read, BoundedLines::new(max_length), capacity),
+            quiet: None,
+        }
+    }
+}
+
+impl<R: AsyncRead + Unpin> Stream for LineReader<R> {
+    type Item = std::io::Result<Frame>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_next(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                let large = match &frame {
+                    Frame::Line(l) => l.len() >= crate::trim::LARGE,
+                    Frame::TooLong => true,
+                    Frame::NotUtf8 => false,
+                };
+                if large {
+                    let at = tokio::time::Instant::now() + QUIET;
+                    match &mut this.quiet {
+                        Some(sleep) => sleep.as_mut().reset(at),
+                        None => this.quiet = Some(Box::pin(tokio::time::sleep_until(at))),
+                    }
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Pending => {
+                if let Some(sleep) = &mut this.quiet
+                    && sleep.as_mut().poll(cx).is_ready()
+                {
+                    this.quiet = None;
+                    give_back(this.inner.read_buffer_mut());
+                }
+                Poll::Pending
+            }
+            other => other,
+        }
+    }
+}
+
+/// Replaces a grown read buffer by a small copy of what is unread, as `shrink_after` does.
+fn give_back(buf: &mut BytesMut) {
+    if buf.capacity() > KEEP && buf.len() <= KEEP {
         let mut small = BytesMut::with_capacity(8 * 1024);
         small.extend_from_slice(buf);
         *buf = small;
@@ -228,5 +306,30 @@ mod tests {
         );
         assert_eq!(frames(b"\xff\xfe\nok\n", 10), vec![Frame::NotUtf8, l("ok")]);
         assert_eq!(frames(b"tail", 10), vec![l("tail")]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reader_gives_its_grown_buffer_back_once_quiet_after_a_large_line() {
+        use futures::StreamExt;
+        use tokio::io::AsyncWriteExt;
+        let (mut tx, rx) = tokio::io::duplex(4 * 1024 * 1024);
+        let mut reader = LineReader::new(rx, 8 * 1024 * 1024);
+        let big = "y".repeat(1024 * 1024);
+        tx.write_all(format!("{big}\npart").as_bytes())
+            .await
+            .unwrap();
+        assert_eq!(reader.next().await.unwrap().unwrap(), Frame::Line(big));
+        let grown = reader.inner.read_buffer().capacity();
+        assert!(grown > KEEP, "the buffer grew to hold the line: {grown}");
+        // Nothing arrives: the reader waits, and its quiet period passes meanwhile.
+        let waited = tokio::time::timeout(QUIET * 3, reader.next()).await;
+        assert!(waited.is_err(), "no frame was complete: {waited:?}");
+        let kept = reader.inner.read_buffer().capacity();
+        assert!(kept <= KEEP, "the buffer was given back: {kept}");
+        tx.write_all(b"ial\n").await.unwrap();
+        assert_eq!(
+            reader.next().await.unwrap().unwrap(),
+            Frame::Line("partial".into())
+        );
     }
 }

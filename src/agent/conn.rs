@@ -6,7 +6,7 @@ use super::input::{self, Inputs, Resumed};
 use super::reply::{Handled, ReplyFuture, Step};
 use super::session::Session;
 use crate::errors::AgentError;
-use crate::framing::{self, BoundedLines, Frame};
+use crate::framing::{self, Frame};
 use crate::jsonrpc::{self, Id, Message};
 use crate::outbox::{Held, Out, Outbox};
 use crate::protocol::method;
@@ -21,7 +21,6 @@ use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 
 /// How long cancellations of a closing connection's calls may take to reach upstream.
@@ -51,7 +50,7 @@ pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: 
     let writer = crate::tasks::spawn(framing::write_lines(write, out_rx));
     // A small first buffer: most agents are idle most of the time, and it grows (doubling)
     // for the first large request.
-    let frames = FramedRead::with_capacity(read, BoundedLines::new(ctx.max_line), READ_BUFFER);
+    let frames = framing::LineReader::with_capacity(read, ctx.max_line, READ_BUFFER);
     let exe = ctx
         .peer_pid
         .and_then(|p| {

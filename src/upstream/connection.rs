@@ -6,13 +6,12 @@ use super::transport::{Inbound, Outbound};
 use super::{ConnectionEvent, ConnectionExit, ServerIdentity, handshake, http, process};
 use crate::budget;
 use crate::config::{Launch, ServerConfig};
-use crate::framing::{self, BoundedLines};
+use crate::framing;
 use crate::protocol::era::Era;
 use futures::{Stream, StreamExt};
 use std::future::Future;
 use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
-use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 
 /// Lines queued to a server's stdin before requests are refused as busy.
@@ -95,14 +94,13 @@ async fn run_stdio(ctx: ConnectionContext, spawned: process::Spawned) -> Connect
     let writer = crate::tasks::spawn(framing::write_lines(stdin, out_rx));
     let (err_tx, mut err_rx) = mpsc::channel(STDERR_QUEUE);
     let stderr_task = crate::tasks::spawn(process::read_stderr(server.clone(), stderr, err_tx));
-    let mut frames =
-        FramedRead::new(stdout, BoundedLines::new(ctx.max_line)).map(|frame| match frame {
-            Ok(frame) => Inbound::Frame(frame),
-            Err(e) => Inbound::Closed {
-                error: format!("reading the server's output failed: {e}"),
-                fatal: false,
-            },
-        });
+    let mut frames = framing::LineReader::new(stdout, ctx.max_line).map(|frame| match frame {
+        Ok(frame) => Inbound::Frame(frame),
+        Err(e) => Inbound::Closed {
+            error: format!("reading the server's output failed: {e}"),
+            fatal: false,
+        },
+    });
     let grace = ctx.config.health.stop_grace;
 
     let startup = ctx.config.health.startup_timeout;

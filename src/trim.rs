@@ -1,0 +1,62 @@
+//! Gives the heap that large messages used back to the kernel once they have passed, so a burst of big results does not leave the daemon's RSS high.
+//!
+//! glibc keeps freed memory in its arenas, and after the first large buffer is freed it
+//! raises its mmap threshold, so later megabyte buffers come from the arenas too and stay
+//! resident when freed. The framing code counts the bytes of every large frame; a ticker
+//! calls `malloc_trim` once that count has stopped moving for a tick, which releases
+//! what is free. While large messages keep coming nothing is trimmed (that memory is
+//! about to be reused), and an idle daemon never trims at all. The count is one atomic
+//! integer bumped by whoever read a frame: nothing waits on it, so no actor is needed.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// A frame at least this long counts as large.
+pub const LARGE: usize = 256 * 1024;
+/// How often the ticker looks; memory comes back one to two ticks after the last large
+/// frame.
+const TICK: Duration = Duration::from_secs(1);
+
+static LARGE_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// Notes a frame of `len` bytes that was read or written; only large ones count.
+pub fn note(len: usize) {
+    if len >= LARGE {
+        LARGE_BYTES.fetch_add(len as u64, Ordering::Relaxed);
+    }
+}
+
+/// Trims after each burst of large frames, until `stop`.
+pub async fn run(stop: CancellationToken) {
+    let mut trimmed_at = LARGE_BYTES.load(Ordering::Relaxed);
+    let mut last_seen = trimmed_at;
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = stop.cancelled() => return,
+        }
+        let now = LARGE_BYTES.load(Ordering::Relaxed);
+        if now == last_seen && now != trimmed_at {
+            release();
+            trimmed_at = now;
+        }
+        last_seen = now;
+    }
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn release() {
+    // SAFETY: malloc_trim only walks and trims the allocator's own free lists; it takes
+    // the arena locks itself and is safe to call from any thread at any time.
+    let released = unsafe { nix::libc::malloc_trim(0) };
+    tracing::debug!(
+        released = released != 0,
+        "returned free heap to the kernel after large messages"
+    );
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn release() {}
