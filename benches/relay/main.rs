@@ -32,7 +32,8 @@
 //!
 //! It also measures the daemon's resident memory (idle with 10 fixture servers, then with
 //! many idle agent connections), `tools/list` latency with 20 servers × 100 tools, and the
-//! time from starting `mcpd serve` to the first complete listing of those 2,000 tools.
+//! time from starting `mcpd serve` to the first complete listing of those 2,000 tools, and
+//! how soon the daemon's memory comes back after a burst of 64 concurrent 1 MiB results.
 //! The summary ends with each target of issue 19 that the run measured, PASS or FAIL.
 //!
 //! Every wait is bounded; every process it starts is stopped and reaped by a guard, also on
@@ -49,12 +50,14 @@
 )]
 
 mod bare_hop;
+mod burst;
 mod calls;
 mod client;
 mod daemon;
 mod hop;
 mod listing;
 mod machine;
+mod markdown;
 mod memory;
 mod nofile;
 mod options;
@@ -64,14 +67,15 @@ mod socat_pump;
 mod targets;
 
 use crate::bare_hop::Relay;
-use crate::calls::{Mode, Paths, Payload, measure};
+use crate::burst::measure_burst;
+use crate::calls::{Mode, Paths, measure};
 use crate::daemon::{Daemon, ServerDef};
 use crate::hop::Hops;
 use crate::listing::measure_listing;
 use crate::machine::{loadavg, machine_facts};
 use crate::memory::measure_memory;
 use crate::options::{Opts, Parsed, USAGE, parse_args};
-use crate::report::{mib, print_listing, print_memory, print_relay, us};
+use crate::report::{mib, print_burst, print_listing, print_memory, print_relay, us};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -106,11 +110,19 @@ fn fixture_bin() -> &'static str {
 }
 
 fn command_line(args: &[String]) -> String {
-    let shown: Vec<&str> = args
-        .iter()
-        .map(String::as_str)
-        .filter(|a| *a != "--bench")
-        .collect();
+    let mut shown: Vec<&str> = Vec::new();
+    let mut skip_next = false;
+    for a in args {
+        if std::mem::take(&mut skip_next) || a == "--bench" || a.starts_with("--table=") {
+            continue;
+        }
+        // Where the table goes says nothing about what was measured.
+        if a == "--table" {
+            skip_next = true;
+            continue;
+        }
+        shown.push(a);
+    }
     if shown.is_empty() {
         "cargo bench --bench relay".into()
     } else {
@@ -128,7 +140,8 @@ async fn run(opts: Opts, args: Vec<String>) -> bool {
         args.join(" ")
     );
     println!("{}", machine_facts());
-    println!("loadavg at start: {}", loadavg());
+    let load_at_start = loadavg();
+    println!("loadavg at start: {load_at_start}");
     if let Some(why) = opts.smoke_reason {
         println!("note: {why}");
     }
@@ -159,9 +172,16 @@ async fn run(opts: Opts, args: Vec<String>) -> bool {
         "[relay-bench] memory: {IDLE_SERVERS} servers, {} idle agents",
         opts.idle_agents
     );
-    let mem = measure_memory(&opts).await;
-    eprintln!("[relay-bench] tools/list: {LIST_SERVERS} x {TOOLS_PER_SERVER} tools");
-    let list = measure_listing(&opts).await;
+    let (mem, list, burst) = if opts.relay_only {
+        (None, None, None)
+    } else {
+        let mem = measure_memory(&opts).await;
+        eprintln!("[relay-bench] tools/list: {LIST_SERVERS} x {TOOLS_PER_SERVER} tools");
+        let list = measure_listing(&opts).await;
+        eprintln!("[relay-bench] memory after a burst of 1 MiB results");
+        let burst = measure_burst().await;
+        (Some(mem), Some(list), Some(burst))
+    };
 
     let relay = match Relay::start() {
         Ok(r) => r,
@@ -199,7 +219,7 @@ async fn run(opts: Opts, args: Vec<String>) -> bool {
         hops: &hops,
     };
     let mut rows = Vec::new();
-    for payload in [Payload::Echo, Payload::Big] {
+    for &payload in &opts.payloads {
         for &c in &opts.concurrency {
             for mode in Mode::ALL {
                 let row = measure(mode, payload, c, &opts, &to).await;
@@ -235,9 +255,33 @@ async fn run(opts: Opts, args: Vec<String>) -> bool {
         ok = false;
         println!("  ERROR at shutdown: {e}");
     }
-    ok &= print_memory(&mem, &bench_fds);
-    ok &= print_listing(&list);
-    targets::print(&rows, &mem, &opts);
+    if let Some(mem) = &mem {
+        ok &= print_memory(mem, &bench_fds);
+    }
+    if let Some(list) = &list {
+        ok &= print_listing(list);
+    }
+    if let Some(burst) = &burst {
+        ok &= print_burst(burst);
+    }
+    let targets = targets::collect(&rows, &mem, &burst);
+    targets::print(&targets, &opts);
+    if let Some(path) = &opts.table {
+        let heading = format!(
+            "`{}` on one machine ({}); load average {} at the start.",
+            command_line(&args),
+            machine_facts().trim_start_matches("machine: "),
+            load_at_start
+        );
+        let md = markdown::render(&heading, &rows, &opts.concurrency, &mem, &targets);
+        match std::fs::write(path, md) {
+            Ok(()) => println!("wrote the Markdown table to {}", path.display()),
+            Err(e) => {
+                ok = false;
+                println!("ERROR: cannot write {}: {e}", path.display());
+            }
+        }
+    }
     println!();
     println!(
         "loadavg at end: {}; bench wall time {:.1} s; result: {}",

@@ -32,7 +32,7 @@ pub async fn measure_memory(opts: &Opts) -> Result<MemReport, String> {
     let max_agents = format!("max_agents = {}", opts.idle_agents + 64);
     let daemon = Daemon::start(&servers, &[max_agents])?;
     let servers_ready_in = daemon.wait_ready().await?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Measured when ready, not after settling: what a daemon costs the moment it serves.
     let idle_kib = daemon.rss_kib();
     let socket = daemon.socket.clone();
     let results: Vec<Result<Client, String>> = futures::stream::iter(0..opts.idle_agents)

@@ -1,5 +1,7 @@
-//! Command-line options of the bench: `--duration`, `--concurrency`, `--quick`, `--shim`, `--help`.
+//! Command-line options of the bench: `--duration`, `--concurrency`, `--payload`, `--relay-only`,
+//! `--quick`, `--shim`, `--table`, `--help`.
 
+use crate::calls::Payload;
 use std::time::Duration;
 
 pub struct Opts {
@@ -13,6 +15,12 @@ pub struct Opts {
     pub idle_agents: usize,
     /// The `mcpd` binary whose `connect` the shim rows run, if not this build's.
     pub shim: Option<std::path::PathBuf>,
+    /// The payloads the relay rows run.
+    pub payloads: Vec<Payload>,
+    /// Skip the memory and `tools/list` measurements (for profiling the relay alone).
+    pub relay_only: bool,
+    /// Where to write the summary table in Markdown, if anywhere.
+    pub table: Option<std::path::PathBuf>,
 }
 
 pub const USAGE: &str = "\
@@ -21,7 +29,10 @@ usage: cargo bench --bench relay [-- OPTIONS]
   --concurrency LIST   requests in flight, comma-separated (default 1,8,64; --quick 1,8)
   --quick              CI smoke mode: tiny durations, concurrency 1 and 8, 20 listings,
                        100 idle agents instead of 1000
+  --payload LIST       relay payloads, comma-separated: echo, 1MiB (default both)
+  --relay-only         skip the memory and tools/list measurements
   --shim PATH          run the shim rows with PATH's `connect` (another build's mcpd)
+  --table PATH         also write the relay table and the targets as Markdown to PATH
   --help               this text";
 
 pub enum Parsed {
@@ -35,6 +46,9 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
     let mut duration: Option<Duration> = None;
     let mut concurrency: Option<Vec<usize>> = None;
     let mut shim = None;
+    let mut payloads = None;
+    let mut relay_only = false;
+    let mut table = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -75,6 +89,22 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
                 concurrency = Some(list);
             }
             "--shim" => shim = Some(std::path::PathBuf::from(value("--shim")?)),
+            "--table" => table = Some(std::path::PathBuf::from(value("--table")?)),
+            "--relay-only" => relay_only = true,
+            "--payload" => {
+                let v = value("--payload")?;
+                let list = v
+                    .split(',')
+                    .map(|s| match s.trim() {
+                        "echo" => Ok(Payload::Echo),
+                        "1MiB" | "big" => Ok(Payload::Big),
+                        other => Err(format!(
+                            "--payload {v:?}: {other:?} is not one of echo, 1MiB"
+                        )),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                payloads = Some(list);
+            }
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -97,5 +127,8 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
         listings: if quick { 20 } else { 200 },
         idle_agents: if quick { 100 } else { 1000 },
         shim,
+        payloads: payloads.unwrap_or(vec![Payload::Echo, Payload::Big]),
+        relay_only,
+        table,
     }))
 }

@@ -1,5 +1,6 @@
 //! The printed report: the tables of the tools/call runs, the memory and the listing sections.
 
+use crate::burst::{BURST, BurstReport};
 use crate::calls::{Mode, Payload, Row};
 use crate::listing::ListReport;
 use crate::memory::MemReport;
@@ -237,4 +238,32 @@ fn pct_f(sorted: &[f64], p: f64) -> f64 {
     }
     let rank = (p * sorted.len() as f64).ceil() as usize;
     sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+pub fn print_burst(b: &Result<BurstReport, String>) -> bool {
+    println!();
+    match b {
+        Ok(b) => {
+            println!(
+                "memory after a burst ({BURST} agents, one 1 MiB call each, all in flight at once): \
+                 VmRSS {} before, peak {}, {} {}",
+                mib(Some(b.before_kib)),
+                mib(Some(b.peak_kib)),
+                mib(Some(b.last_kib)),
+                match b.back_after {
+                    Some(t) => format!("{} ms after the last result", t.as_millis()),
+                    None => "10 s after the last result (not back)".into(),
+                }
+            );
+            if let Err(e) = &b.shutdown {
+                println!("  ERROR at shutdown: {e}");
+                return false;
+            }
+            true
+        }
+        Err(e) => {
+            println!("memory after a burst: FAILED: {e}");
+            false
+        }
+    }
 }

@@ -1,16 +1,27 @@
 //! The summary of issue 19's targets: each one this run measured, its value, PASS or FAIL.
 
+use crate::burst::{BURST, BurstReport, SETTLE, WITHIN_KIB};
 use crate::calls::{Mode, Payload, Row};
 use crate::memory::MemReport;
 use crate::options::Opts;
 use crate::report::ratio;
 
 /// One line of the summary.
-struct Target {
-    what: String,
-    value: String,
+pub struct Target {
+    pub what: String,
+    pub value: String,
     /// `None`: not measured in this run (a concurrency it did not run, a failed row).
-    pass: Option<bool>,
+    pub pass: Option<bool>,
+}
+
+impl Target {
+    pub fn verdict(&self) -> &'static str {
+        match self.pass {
+            Some(true) => "PASS",
+            Some(false) => "FAIL",
+            None => "-",
+        }
+    }
 }
 
 fn find(rows: &[Row], p: Payload, c: usize, m: Mode) -> Option<&Row> {
@@ -48,8 +59,8 @@ fn throughput(rows: &[Row], p: Payload, c: usize, a: Mode, b: Mode, floor: f64) 
     }
 }
 
-fn memory(m: &Result<MemReport, String>) -> Vec<Target> {
-    let m = m.as_ref().ok();
+fn memory(m: &Option<Result<MemReport, String>>) -> Vec<Target> {
+    let m = m.as_ref().and_then(|m| m.as_ref().ok());
     let idle = m.and_then(|m| m.idle_kib);
     let per_agent = m.and_then(|m| match (m.idle_kib, m.with_agents_kib) {
         (Some(a), Some(b)) if m.agents_opened > 0 => {
@@ -122,9 +133,41 @@ fn small_p50(rows: &[Row]) -> Target {
     }
 }
 
-/// Prints every target of issue 19 this run measured. Targets that need more than one run
-/// (five consecutive runs) or a measurement the bench does not make say so.
-pub fn print(rows: &[Row], mem: &Result<MemReport, String>, opts: &Opts) {
+fn burst(b: &Option<Result<BurstReport, String>>) -> Target {
+    let what = format!(
+        "RSS within {} MiB of before, {} s after {BURST} concurrent 1 MiB calls",
+        WITHIN_KIB / 1024,
+        SETTLE.as_secs()
+    );
+    let (value, pass) = match b {
+        None => ("not measured".to_owned(), None),
+        Some(Err(e)) => (format!("FAILED: {e}"), Some(false)),
+        Some(Ok(b)) => {
+            let mib = |k: u64| format!("{:.1} MiB", k as f64 / 1024.0);
+            let when = match b.back_after {
+                Some(t) => format!("{} after {} ms", mib(b.last_kib), t.as_millis()),
+                None => format!("still {} after {} s", mib(b.last_kib), SETTLE.as_secs()),
+            };
+            (
+                format!(
+                    "{} before, peak {}, {when}",
+                    mib(b.before_kib),
+                    mib(b.peak_kib),
+                ),
+                Some(b.back_after.is_some()),
+            )
+        }
+    };
+    Target { what, value, pass }
+}
+
+/// Every target of issue 19, with what this run measured of it. Targets that need more
+/// than one run (five consecutive runs) say so.
+pub fn collect(
+    rows: &[Row],
+    mem: &Option<Result<MemReport, String>>,
+    burst_report: &Option<Result<BurstReport, String>>,
+) -> Vec<Target> {
     let mut targets = Vec::new();
     for c in [1, 8, 64] {
         targets.push(throughput(
@@ -163,20 +206,18 @@ pub fn print(rows: &[Row], mem: &Result<MemReport, String>, opts: &Opts) {
         .push_str(" (this run; the target asks five in a row)");
     targets.push(c64);
     targets.extend(memory(mem));
+    targets.push(burst(burst_report));
+    targets
+}
+
+/// Prints the targets, one per line.
+pub fn print(targets: &[Target], opts: &Opts) {
     println!();
     println!(
         "issue 19 targets ({} mode, one run; each ratio compares rows measured seconds apart):",
         if opts.quick { "quick" } else { "full" }
     );
-    for t in &targets {
-        let verdict = match t.pass {
-            Some(true) => "PASS",
-            Some(false) => "FAIL",
-            None => "-",
-        };
-        println!("  {verdict:<4}  {:<62} {}", t.what, t.value);
+    for t in targets {
+        println!("  {:<4}  {:<62} {}", t.verdict(), t.what, t.value);
     }
-    println!(
-        "  -     RSS back within 2 MiB of idle 10 s after 64 concurrent 1 MiB calls: not measured by this bench"
-    );
 }
