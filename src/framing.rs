@@ -146,6 +146,7 @@ fn give_back(buf: &mut BytesMut) {
         let mut small = BytesMut::with_capacity(8 * 1024);
         small.extend_from_slice(buf);
         *buf = small;
+        crate::trim::gave_back();
     }
 }
 

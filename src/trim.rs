@@ -2,9 +2,11 @@
 //!
 //! glibc keeps freed memory in its arenas, and after the first large buffer is freed it
 //! raises its mmap threshold, so later megabyte buffers come from the arenas too and stay
-//! resident when freed. The framing code counts the bytes of every large frame; a ticker
-//! calls `malloc_trim` once that count has stopped moving for a tick, which releases
-//! what is free. While large messages keep coming nothing is trimmed (that memory is
+//! resident when freed. The framing code counts the bytes of every large frame and each
+//! grown read buffer a reader gives back; a ticker calls `malloc_trim` once that count
+//! has stopped moving for a tick, which releases what is free. Counting the give-backs
+//! matters: they come a second after the last frame, and a trim before them would leave
+//! those buffers in the heap. While large messages keep coming nothing is trimmed (that memory is
 //! about to be reused), and an idle daemon never trims at all. The count is one atomic
 //! integer bumped by whoever read a frame: nothing waits on it, so no actor is needed.
 
@@ -25,6 +27,11 @@ pub fn note(len: usize) {
     if len >= LARGE {
         LARGE_BYTES.fetch_add(len as u64, Ordering::Relaxed);
     }
+}
+
+/// Notes that a reader replaced a grown buffer by a small one, freeing the large one.
+pub fn gave_back() {
+    LARGE_BYTES.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Trims after each burst of large frames, until `stop`.
