@@ -1,6 +1,6 @@
 //! Newline-delimited framing with one maximum line length, and the writer task that owns a write half.
 
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
 use futures::Stream;
 use std::future::Future;
 use std::pin::Pin;
@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
-use tokio_util::codec::{Decoder, FramedRead, LinesCodec, LinesCodecError};
+use tokio_util::codec::{Decoder, FramedRead};
 
 /// One frame read from a peer.
 #[derive(Debug, PartialEq)]
@@ -22,17 +22,30 @@ pub enum Frame {
     NotUtf8,
 }
 
-/// `LinesCodec` with a maximum length that reports over-long and non-UTF-8 lines as
-/// frames instead of errors. A decoder error ends a `FramedRead` stream, and one bad line
-/// from a peer must never end its connection.
+/// Newline-delimited lines with a maximum length, over-long and non-UTF-8 lines reported as
+/// frames instead of errors (a decoder error ends a `FramedRead` stream, and one bad line
+/// from a peer must never end its connection).
+///
+/// This is `LinesCodec`'s algorithm (search on from where the last search stopped, skip an
+/// over-long line to its end) with two differences that matter for large messages, which
+/// is why it is not `LinesCodec` itself: the newline is found with `memchr` rather than a
+/// byte loop, and a large line is handed over in the buffer it was read into instead of
+/// being copied into a new `String` (the reader goes on in a fresh buffer sized for
+/// another such line). A 1 MiB result then costs one UTF-8 check here, not a copy.
 pub struct BoundedLines {
-    inner: LinesCodec,
+    max_length: usize,
+    /// Bytes before this index of the buffer were searched and hold no newline.
+    next_index: usize,
+    /// Skipping the rest of an over-long line, up to its newline.
+    discarding: bool,
 }
 
 impl BoundedLines {
     pub fn new(max_length: usize) -> Self {
         BoundedLines {
-            inner: LinesCodec::new_with_max_length(max_length),
+            max_length,
+            next_index: 0,
+            discarding: false,
         }
     }
 }
@@ -43,32 +56,102 @@ impl BoundedLines {
 const SHRINK_AFTER: usize = 2 * 1024 * 1024;
 /// What is kept (and copied) when the buffer is given back: at most this much unread.
 const KEEP: usize = 64 * 1024;
+/// A line at least this long is handed over in its read buffer instead of copied.
+const HAND_OVER: usize = 64 * 1024;
 
 impl Decoder for BoundedLines {
     type Item = Frame;
     type Error = std::io::Error;
 
     fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, Self::Error> {
-        let frame = map(self.inner.decode(buf));
-        if let Ok(Some(Frame::Line(l))) = &frame {
-            crate::trim::note(l.len());
+        loop {
+            let read_to = buf.len().min(self.max_length.saturating_add(1));
+            let from = self.next_index.min(read_to);
+            let window = buf.get(from..read_to).unwrap_or_default();
+            let newline = memchr::memchr(b'\n', window).map(|at| from + at);
+            match (self.discarding, newline) {
+                (true, Some(at)) => {
+                    buf.advance(at + 1);
+                    self.discarding = false;
+                    self.next_index = 0;
+                }
+                (true, None) => {
+                    buf.advance(read_to);
+                    self.next_index = 0;
+                    if buf.is_empty() {
+                        return Ok(None);
+                    }
+                }
+                (false, Some(at)) => {
+                    self.next_index = 0;
+                    let frame = take_line(buf, at);
+                    shrink_after(&frame, buf);
+                    return Ok(Some(frame));
+                }
+                (false, None) if buf.len() > self.max_length => {
+                    self.discarding = true;
+                    let frame = Frame::TooLong;
+                    shrink_after(&frame, buf);
+                    return Ok(Some(frame));
+                }
+                (false, None) => {
+                    self.next_index = read_to;
+                    return Ok(None);
+                }
+            }
         }
-        shrink_after(&frame, buf);
-        frame
     }
 
     fn decode_eof(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, Self::Error> {
-        map(self.inner.decode_eof(buf))
+        if let Some(frame) = self.decode(buf)? {
+            return Ok(Some(frame));
+        }
+        self.next_index = 0;
+        if self.discarding || buf.is_empty() || &buf[..] == b"\r" {
+            buf.clear();
+            return Ok(None);
+        }
+        // The last line had no newline: it ends where the input does.
+        let len = buf.len();
+        buf.extend_from_slice(b"\n");
+        Ok(Some(take_line(buf, len)))
+    }
+}
+
+/// Takes the line that ends with the newline at `at` off the front of `buf`.
+fn take_line(buf: &mut BytesMut, at: usize) -> Frame {
+    let mut bytes = if at >= HAND_OVER {
+        // The buffer becomes the line; what follows it moves to a new buffer that can hold
+        // another line this long (or a small one after a line long enough to give back).
+        let rest = buf.get(at + 1..).unwrap_or_default();
+        let room = if at < SHRINK_AFTER { at + 1 } else { 8 * 1024 };
+        let mut next = BytesMut::with_capacity(room.max(rest.len()));
+        next.extend_from_slice(rest);
+        let mut line = std::mem::replace(buf, next);
+        line.truncate(at);
+        // No copy when the buffer was not split before; otherwise one move to its start.
+        Vec::from(line)
+    } else {
+        let line = buf.split_to(at + 1);
+        line.get(..at).unwrap_or_default().to_vec()
+    };
+    if bytes.last() == Some(&b'\r') {
+        bytes.pop();
+    }
+    crate::trim::note(bytes.len());
+    match String::from_utf8(bytes) {
+        Ok(line) => Frame::Line(line),
+        Err(_) => Frame::NotUtf8,
     }
 }
 
 /// Replaces the read buffer by a small copy of what is unread after a large frame. The
 /// codec's search position refers to the unread bytes, which the copy keeps as they are.
-fn shrink_after(frame: &Result<Option<Frame>, std::io::Error>, buf: &mut BytesMut) {
+fn shrink_after(frame: &Frame, buf: &mut BytesMut) {
     let large = match frame {
-        Ok(Some(Frame::Line(l))) => l.len() >= SHRINK_AFTER,
-        Ok(Some(Frame::TooLong)) => true,
-        _ => false,
+        Frame::Line(l) => l.len() >= SHRINK_AFTER,
+        Frame::TooLong => true,
+        Frame::NotUtf8 => false,
     };
     // Only after a large frame: a buffer that grew under steady traffic of smaller lines
     // is reused by the next ones, and giving it back each time would regrow it each time.
@@ -148,26 +231,6 @@ fn give_back(buf: &mut BytesMut) {
         *buf = small;
         crate::trim::gave_back();
     }
-}
-
-fn map(r: Result<Option<String>, LinesCodecError>) -> Result<Option<Frame>, std::io::Error> {
-    match r {
-        Ok(Some(line)) => Ok(Some(Frame::Line(strip_cr(line)))),
-        Ok(None) => Ok(None),
-        Err(LinesCodecError::MaxLineLengthExceeded) => Ok(Some(Frame::TooLong)),
-        // LinesCodec has already consumed the line when it finds it is not UTF-8.
-        Err(LinesCodecError::Io(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
-            Ok(Some(Frame::NotUtf8))
-        }
-        Err(LinesCodecError::Io(e)) => Err(e),
-    }
-}
-
-fn strip_cr(mut line: String) -> String {
-    if line.ends_with('\r') {
-        line.pop();
-    }
-    line
 }
 
 /// Something a line writer can write: a line, or a message with nothing to write on a
@@ -332,5 +395,56 @@ mod tests {
             reader.next().await.unwrap().unwrap(),
             Frame::Line("partial".into())
         );
+    }
+
+    #[test]
+    fn large_lines_are_handed_over_whole_between_small_ones_split_anywhere() {
+        let a = "a".repeat(HAND_OVER + 5);
+        let c = "c".repeat(3 * HAND_OVER);
+        let input = format!("s1\n{a}\r\nb\n{c}\nt\r\r\n?");
+        let mut input = input.into_bytes();
+        let last = input.len() - 1;
+        input[last] = 0xff;
+        let want = vec![
+            Frame::Line("s1".into()),
+            Frame::Line(a),
+            Frame::Line("b".into()),
+            Frame::Line(c),
+            Frame::Line("t\r".into()),
+            Frame::NotUtf8,
+        ];
+        for chunk in [1 << 20, 7, 4096, 65_536, 100_003] {
+            let mut codec = BoundedLines::new(1 << 20);
+            let mut buf = BytesMut::new();
+            let mut got = Vec::new();
+            for piece in input.chunks(chunk) {
+                buf.extend_from_slice(piece);
+                while let Some(f) = codec.decode(&mut buf).unwrap() {
+                    got.push(f);
+                }
+            }
+            while let Some(f) = codec.decode_eof(&mut buf).unwrap() {
+                got.push(f);
+            }
+            assert_eq!(got, want, "chunks of {chunk}");
+        }
+    }
+
+    #[test]
+    fn an_over_long_line_is_one_frame_and_the_next_line_is_whole() {
+        let long = "z".repeat(HAND_OVER * 2);
+        let input = format!("{long}\nafter\n");
+        for chunk in [5, 8192, 1 << 20] {
+            let mut codec = BoundedLines::new(HAND_OVER);
+            let mut buf = BytesMut::new();
+            let mut got = Vec::new();
+            for piece in input.as_bytes().chunks(chunk) {
+                buf.extend_from_slice(piece);
+                while let Some(f) = codec.decode(&mut buf).unwrap() {
+                    got.push(f);
+                }
+            }
+            assert_eq!(got, vec![Frame::TooLong, Frame::Line("after".into())]);
+        }
     }
 }

@@ -12,5 +12,6 @@ pub use crate::jsonrpc::{
 };
 pub use crate::protocol::era::key::SUBSCRIPTION_ID;
 pub use crate::protocol::naming::{allowed, join, valid_prefix};
+pub use crate::protocol::scan::{each_object, members};
 pub use crate::registry::surface::template_matches;
 pub use crate::upstream::http::sse::{Event, SseDecoder};

@@ -260,10 +260,10 @@ pub fn peek_result(line: &str) -> Option<(u64, std::ops::Range<usize>)> {
     }
     let id: u64 = id.parse().ok()?;
     let result = env.result?.get();
-    // The raw value borrows from `line`, so its offset is its distance from the start.
+    // `result` borrows from `line`, so its offset is its distance from the start (no byte compare).
     let start = (result.as_ptr() as usize).checked_sub(line.as_ptr() as usize)?;
     let range = start..start + result.len();
-    (line.get(range.clone()) == Some(result)).then_some((id, range))
+    (line.get(range.clone()).map(str::as_ptr) == Some(result.as_ptr())).then_some((id, range))
 }
 
 /// A result response whose result is already JSON text (the server's own, passed on).

@@ -64,8 +64,7 @@ fn decode(input: &[u8], max: usize, seed: u8) -> Vec<Frame> {
 /// The frames of `input` read one line at a time: each newline ends one frame, and an
 /// unterminated last piece is one more (except a lone '\r'). A piece longer than `max`
 /// bytes (a '\r' before the newline counts) is `TooLong`, however many chunks it spans;
-/// otherwise it is `NotUtf8` or a line without its trailing '\r'. `LinesCodec` drops one
-/// '\r' and `BoundedLines` one more, so up to two go.
+/// otherwise it is `NotUtf8` or a line without its one trailing '\r' (a second stays).
 fn expected_frames(input: &[u8], max: usize) -> Vec<Frame> {
     let mut pieces: Vec<&[u8]> = input.split(|b| *b == b'\n').collect();
     // The piece after the last newline: empty is no frame, and neither is a lone '\r'.
@@ -80,7 +79,7 @@ fn expected_frames(input: &[u8], max: usize) -> Vec<Frame> {
             }
             let piece = piece.strip_suffix(b"\r").unwrap_or(piece);
             match std::str::from_utf8(piece) {
-                Ok(s) => Frame::Line(s.strip_suffix('\r').unwrap_or(s).to_owned()),
+                Ok(s) => Frame::Line(s.to_owned()),
                 Err(_) => Frame::NotUtf8,
             }
         })

@@ -248,8 +248,8 @@ pub fn present_raw(members: &super::results::RawMembers, modern: bool) -> Presen
         out.push(("_meta", meta.to_string().into()));
     }
     for (k, v) in &members.0 {
-        let v = v.get();
-        match k.as_str() {
+        let v: &str = v;
+        match k.as_ref() {
             "resultType" if !modern && v == "\"complete\"" => changed = true,
             "_meta" if modern => {
                 let mut meta: Value = serde_json::from_str(v).unwrap_or(Value::Null);

@@ -6,6 +6,7 @@ pub mod lists;
 pub mod logging;
 pub mod naming;
 pub mod results;
+pub mod scan;
 pub mod tasks;
 
 pub use lists::ListKind;

@@ -17,8 +17,7 @@
 //! into a daemon that otherwise needs none of them. Tool output schemas in practice use only the
 //! few keywords listed there.
 
-use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
-use serde_json::value::RawValue;
+use super::scan::{self, Member};
 use serde_json::{Map, Value, json};
 
 #[cfg(test)]
@@ -129,75 +128,44 @@ pub fn check_call_result(
 }
 
 /// The top-level members of a result, each kept as the server's own JSON text, in the
-/// server's order. Reading them scans the text once and copies nothing but the keys.
-pub struct RawMembers<'a>(pub Vec<(String, &'a RawValue)>);
+/// server's order. Reading them scans the text once and copies nothing but escaped keys.
+pub struct RawMembers<'a>(pub Vec<Member<'a>>);
 
 impl<'a> RawMembers<'a> {
     /// The members of `raw`, or None when it is not an object or names a member twice
-    /// (then only the full parse decides which one counts).
+    /// (then only the full parse decides which one counts). `raw` is text serde_json has
+    /// read and found valid (a `RawResult`'s): it is not validated again.
     pub fn of(raw: &'a str) -> Option<RawMembers<'a>> {
-        let members: RawMembers = serde_json::from_str(raw).ok()?;
-        let mut keys: Vec<&str> = members.0.iter().map(|(k, _)| k.as_str()).collect();
-        keys.sort_unstable();
-        let unique = keys.iter().zip(keys.iter().skip(1)).all(|(a, b)| a != b);
-        unique.then_some(members)
+        let members = scan::members(raw)?;
+        unique(&members).then_some(RawMembers(members))
     }
 
     pub fn get(&self, key: &str) -> Option<&'a str> {
-        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.get())
+        find(&self.0, key)
     }
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for RawMembers<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Members;
-        impl<'de> Visitor<'de> for Members {
-            type Value = RawMembers<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
-                let mut members = Vec::new();
-                while let Some(entry) = map.next_entry::<String, &'de RawValue>()? {
-                    members.push(entry);
-                }
-                Ok(RawMembers(members))
-            }
-        }
-        d.deserialize_map(Members)
-    }
+fn find<'a>(members: &[Member<'a>], key: &str) -> Option<&'a str> {
+    members.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
 }
 
-/// What a content block must have for the quick check: its type and the members that
-/// type requires, as text. Other members are skipped over, not read.
-#[derive(serde::Deserialize)]
-struct BlockHead<'a> {
-    #[serde(borrow, rename = "type")]
-    kind: Option<&'a RawValue>,
-    #[serde(borrow)]
-    text: Option<&'a RawValue>,
-    #[serde(borrow)]
-    uri: Option<&'a RawValue>,
-    #[serde(borrow)]
-    name: Option<&'a RawValue>,
-    #[serde(borrow)]
-    resource: Option<&'a RawValue>,
+/// Whether no key appears twice.
+fn unique(members: &[Member]) -> bool {
+    let mut keys: Vec<&str> = members.iter().map(|(k, _)| k.as_ref()).collect();
+    keys.sort_unstable();
+    keys.iter().zip(keys.iter().skip(1)).all(|(a, b)| a != b)
 }
 
-#[derive(serde::Deserialize)]
-struct ResourceHead<'a> {
-    #[serde(borrow)]
-    uri: Option<&'a RawValue>,
-}
-
-fn is_string(raw: Option<&RawValue>) -> bool {
-    raw.is_some_and(|r| r.get().starts_with('"'))
+fn is_string(raw: Option<&str>) -> bool {
+    raw.is_some_and(|r| r.starts_with('"'))
 }
 
 /// Whether [`check_call_result`] would pass this result unchanged, decided from its text
 /// without building values: a `CallToolResult` with no `outputSchema` to meet, well-formed
 /// blocks, and no image or audio block. `false` means "not sure": the caller then runs the
-/// full check, which finds the problem (or the repair) and words it.
+/// full check, which finds the problem (or the repair) and words it. Only each block's
+/// type and the members that type requires are looked at; a block naming any member twice
+/// is "not sure".
 pub fn passes_unchanged(members: &RawMembers, output_schema: Option<&Value>) -> bool {
     if output_schema.is_some() {
         return false;
@@ -217,24 +185,26 @@ pub fn passes_unchanged(members: &RawMembers, output_schema: Option<&Value>) -> 
     let Some(content) = members.get("content") else {
         return members.get("structuredContent").is_some();
     };
-    let Ok(blocks) = serde_json::from_str::<Vec<BlockHead>>(content) else {
-        return false;
-    };
-    blocks.iter().all(|b| {
+    let all_plain = scan::each_object(content, |block| {
+        let Some(block) = block.filter(|b| unique(b)) else {
+            return false;
+        };
+        let get = |key| find(&block, key);
         // An escaped type could spell "image": only plain ones are compared here.
-        match b.kind.map(RawValue::get) {
-            Some(k) if k.starts_with('"') && !k.contains('\\') => match &k[1..k.len() - 1] {
-                "text" => is_string(b.text),
-                "resource_link" => is_string(b.uri) && is_string(b.name),
-                "resource" => b.resource.is_some_and(|r| {
-                    serde_json::from_str::<ResourceHead>(r.get()).is_ok_and(|h| is_string(h.uri))
-                }),
-                "image" | "audio" => false,
-                _ => true,
-            },
-            _ => false,
+        let kind = get("type")
+            .filter(|k| !k.contains('\\'))
+            .and_then(|k| k.strip_prefix('"')?.strip_suffix('"'));
+        match kind {
+            Some("text") => is_string(get("text")),
+            Some("resource_link") => is_string(get("uri")) && is_string(get("name")),
+            Some("resource") => get("resource")
+                .and_then(scan::members)
+                .is_some_and(|r| unique(&r) && is_string(find(&r, "uri"))),
+            Some("image" | "audio") | None => false,
+            Some(_) => true,
         }
-    })
+    });
+    all_plain == Some(true)
 }
 
 fn turn_into_error(result: &mut Value, note: &str) {

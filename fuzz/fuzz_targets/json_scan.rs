@@ -1,0 +1,76 @@
+//! Fuzz target: `protocol::scan` on text serde_json accepts finds the same members and elements, each as text that reads back to serde_json's own value.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use mcpd::fuzzing::{each_object, members};
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    // Any text: no panic, whatever it is.
+    let found = members(text);
+    let _ = each_object(text, |_| true);
+    if let Ok(want) = ordered_members(text) {
+        let got = found.expect("a valid object has members");
+        assert_eq!(read_back(got), want, "{text}");
+    }
+    if let Ok(elements) = serde_json::from_str::<Vec<&RawValue>>(text) {
+        let mut seen = Vec::new();
+        let all = each_object(text, |m| {
+            seen.push(m.map(read_back));
+            true
+        });
+        if all.is_none() {
+            // Only an object whose key serde_json cannot read as a string stops the walk.
+            let unreadable =
+                |r: &&RawValue| r.get().starts_with('{') && ordered_members(r.get()).is_err();
+            assert!(elements.iter().any(unreadable), "{text}");
+            return;
+        }
+        assert_eq!(all, Some(true), "{text}");
+        assert_eq!(seen.len(), elements.len(), "{text}");
+        for (i, (got, raw)) in seen.iter().zip(&elements).enumerate() {
+            match ordered_members(raw.get()) {
+                Ok(want) => assert_eq!(got.as_ref(), Some(&want), "element {i} of {text}"),
+                Err(_) => assert!(got.is_none(), "element {i} of {text}"),
+            }
+        }
+    }
+});
+
+fn read_back(members: Vec<(std::borrow::Cow<'_, str>, &str)>) -> Vec<(String, Value)> {
+    members
+        .into_iter()
+        .map(|(k, v)| {
+            let value =
+                serde_json::from_str(v).unwrap_or_else(|e| panic!("member {k}: {v:?}: {e}"));
+            (k.into_owned(), value)
+        })
+        .collect()
+}
+
+/// The members of an object in the order written, duplicates kept, as serde_json reads them.
+fn ordered_members(text: &str) -> Result<Vec<(String, Value)>, serde_json::Error> {
+    struct Ordered;
+    impl<'de> Visitor<'de> for Ordered {
+        type Value = Vec<(String, Value)>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
+            let mut out = Vec::new();
+            while let Some(entry) = map.next_entry::<String, Value>()? {
+                out.push(entry);
+            }
+            Ok(out)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let out = (&mut de).deserialize_map(Ordered)?;
+    de.end()?;
+    Ok(out)
+}
