@@ -145,8 +145,8 @@ fn take_line(buf: &mut BytesMut, at: usize) -> Frame {
     }
 }
 
-/// Replaces the read buffer by a small copy of what is unread after a large frame. The
-/// codec's search position refers to the unread bytes, which the copy keeps as they are.
+/// Gives the read buffer back at once after a frame of [`SHRINK_AFTER`] or more, or an
+/// over-long line.
 fn shrink_after(frame: &Frame, buf: &mut BytesMut) {
     let large = match frame {
         Frame::Line(l) => l.len() >= SHRINK_AFTER,
@@ -155,10 +155,8 @@ fn shrink_after(frame: &Frame, buf: &mut BytesMut) {
     };
     // Only after a large frame: a buffer that grew under steady traffic of smaller lines
     // is reused by the next ones, and giving it back each time would regrow it each time.
-    if large && buf.len() <= KEEP {
-        let mut small = BytesMut::with_capacity(8 * 1024);
-        small.extend_from_slice(buf);
-        *buf = small;
+    if large {
+        give_back(buf);
     }
 }
 
@@ -223,7 +221,8 @@ impl<R: AsyncRead + Unpin> Stream for LineReader<R> {
     }
 }
 
-/// Replaces a grown read buffer by a small copy of what is unread, as `shrink_after` does.
+/// Replaces a grown read buffer by a small copy of what is unread (at most [`KEEP`]). The
+/// codec's search position refers to the unread bytes, which the copy keeps as they are.
 fn give_back(buf: &mut BytesMut) {
     if buf.capacity() > KEEP && buf.len() <= KEEP {
         let mut small = BytesMut::with_capacity(8 * 1024);
