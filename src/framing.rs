@@ -58,6 +58,10 @@ const SHRINK_AFTER: usize = 2 * 1024 * 1024;
 const KEEP: usize = 64 * 1024;
 /// A line at least this long is handed over in its read buffer instead of copied.
 const HAND_OVER: usize = 64 * 1024;
+/// Room beyond a handed-over line's length in the buffer that takes the next such line,
+/// so that a result rewritten in its own line for the agent (an envelope a little longer
+/// than the server's: a longer id) does not have to move it to a larger allocation.
+const HEADROOM: usize = 256;
 
 impl Decoder for BoundedLines {
     type Item = Frame;
@@ -124,7 +128,11 @@ fn take_line(buf: &mut BytesMut, at: usize) -> Frame {
         // The buffer becomes the line; what follows it moves to a new buffer that can hold
         // another line this long (or a small one after a line long enough to give back).
         let rest = buf.get(at + 1..).unwrap_or_default();
-        let room = if at < SHRINK_AFTER { at + 1 } else { 8 * 1024 };
+        let room = if at < SHRINK_AFTER {
+            at + 1 + HEADROOM
+        } else {
+            8 * 1024
+        };
         let mut next = BytesMut::with_capacity(room.max(rest.len()));
         next.extend_from_slice(rest);
         let mut line = std::mem::replace(buf, next);

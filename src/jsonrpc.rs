@@ -268,14 +268,22 @@ pub fn peek_result(line: &str) -> Option<(u64, std::ops::Range<usize>)> {
 
 /// A result response whose result is already JSON text (the server's own, passed on).
 pub fn raw_result_line(id: &Id, result: &str) -> String {
-    let id = to_line(id);
-    let mut line = String::with_capacity(result.len() + id.len() + 32);
-    line.push_str("{\"jsonrpc\":\"2.0\",\"id\":");
-    line.push_str(&id);
-    line.push_str(",\"result\":");
+    let head = result_head(id);
+    let mut line = String::with_capacity(head.len() + result.len() + 1);
+    line.push_str(&head);
     line.push_str(result);
     line.push('}');
     line
+}
+
+/// The start of a result response, up to its result: `{"jsonrpc":"2.0","id":ID,"result":`.
+pub fn result_head(id: &Id) -> String {
+    let id = to_line(id);
+    let mut head = String::with_capacity(id.len() + 32);
+    head.push_str("{\"jsonrpc\":\"2.0\",\"id\":");
+    head.push_str(&id);
+    head.push_str(",\"result\":");
+    head
 }
 
 #[derive(Serialize)]
@@ -533,6 +541,31 @@ mod tests {
             let (got, range) = peek_result(&answer).unwrap();
             proptest::prop_assert_eq!(got, n);
             proptest::prop_assert_eq!(&answer[range], result.as_str());
+        }
+    }
+
+    proptest::proptest! {
+        /// A server's result passed on in its own line (rewritten in place) reads exactly
+        /// as when it is copied into a new one, whatever the order of the server's members
+        /// and however long the agent's id is beside mcpd's.
+        #[test]
+        fn a_result_rewritten_in_its_own_line_equals_the_copied_one(
+            id in id_text(), n in proptest::prelude::any::<u64>(), text in "\\PC{0,40}", order in 0usize..3,
+        ) {
+            let agent = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call"}}"#);
+            let Ok(Message::Request(r)) = parse(&agent) else {
+                panic!("{agent} does not parse");
+            };
+            let result = serde_json::json!({"content": [{"type": "text", "text": text}]}).to_string();
+            let answer = match order {
+                0 => format!(r#"{{"jsonrpc":"2.0","id":{n},"result":{result}}}"#),
+                1 => format!(r#"{{"id":{n},"jsonrpc":"2.0","result":{result}}}"#),
+                _ => format!(r#"{{"result":{result} , "jsonrpc":"2.0","id":{n}}}"#),
+            };
+            let (got, range) = peek_result(&answer).unwrap();
+            proptest::prop_assert_eq!(got, n);
+            let line = crate::upstream::RawResult::new(answer, range).into_response_line(&r.id);
+            proptest::prop_assert_eq!(line, raw_result_line(&r.id, &result));
         }
     }
 

@@ -102,11 +102,12 @@ impl LegacyCall {
                     if asks_input {
                         raw.to_value().map(Ok)
                     } else {
+                        let plain = render::passed_on(members, false, &self.rewrite);
                         let line = render::render_members(
                             &self.id,
                             (&self.server, self.method),
-                            &raw,
-                            members,
+                            raw,
+                            plain,
                             false,
                             &self.rewrite,
                         );

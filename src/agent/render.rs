@@ -47,8 +47,8 @@ pub enum TaskMode {
 }
 
 /// [`render`] for a reply whose result is the server's text. A result mcpd has nothing
-/// to check or change in is passed on as written (a large one is copied once, never
-/// parsed into values or written out again); any other takes the full path.
+/// to check or change in is passed on as written (in the server's own line, never parsed
+/// into values or written out again); any other takes the full path.
 pub fn render_raw(
     id: &Id,
     server: &str,
@@ -59,40 +59,47 @@ pub fn render_raw(
 ) -> String {
     match reply {
         Ok(Ok(raw)) => {
-            let members = RawMembers::of(raw.get());
-            render_members(id, (server, method), &raw, members, modern, rewrite)
+            let plain = passed_on(RawMembers::of(raw.get()), modern, rewrite);
+            render_members(id, (server, method), raw, plain, modern, rewrite)
         }
         Ok(Err(e)) => render(id, server, method, Ok(Err(e)), modern, rewrite),
         Err(e) => render(id, server, method, Err(e), modern, rewrite),
     }
 }
 
-/// [`render_raw`] for a result whose top-level members were already read (None: it is not
-/// an object, or names a member twice).
-pub(super) fn render_members(
-    id: &Id,
-    (server, method): (&str, &str),
-    raw: &RawResult,
+/// How a result whose top-level members were read (None: it is not an object, or names a
+/// member twice) is passed on without the full path: as written, or with only its era's
+/// members changed. None: it needs the full path.
+pub(super) fn passed_on(
     members: Option<RawMembers>,
     modern: bool,
     rewrite: &Rewrite,
-) -> String {
-    if let Some(members) = members {
-        let plain = match rewrite {
-            Rewrite::None => true,
-            Rewrite::ContentUris { .. } | Rewrite::Task { .. } => false,
-            Rewrite::ToolResult { output_schema, .. } => {
-                passes_unchanged(&members, output_schema.as_deref())
-            }
-        };
-        if plain {
-            return match era::present_raw(&members, modern) {
-                era::Presented::AsIs => jsonrpc::raw_result_line(id, raw.get()),
-                era::Presented::Text(text) => jsonrpc::raw_result_line(id, &text),
-            };
+) -> Option<era::Presented> {
+    let members = members?;
+    let plain = match rewrite {
+        Rewrite::None => true,
+        Rewrite::ContentUris { .. } | Rewrite::Task { .. } => false,
+        Rewrite::ToolResult { output_schema, .. } => {
+            passes_unchanged(&members, output_schema.as_deref())
         }
+    };
+    plain.then(|| era::present_raw(&members, modern))
+}
+
+/// [`render_raw`] once [`passed_on`] has decided.
+pub(super) fn render_members(
+    id: &Id,
+    (server, method): (&str, &str),
+    raw: RawResult,
+    plain: Option<era::Presented>,
+    modern: bool,
+    rewrite: &Rewrite,
+) -> String {
+    match plain {
+        Some(era::Presented::AsIs) => raw.into_response_line(id),
+        Some(era::Presented::Text(text)) => jsonrpc::raw_result_line(id, &text),
+        None => render(id, server, method, raw.to_value().map(Ok), modern, rewrite),
     }
-    render(id, server, method, raw.to_value().map(Ok), modern, rewrite)
 }
 
 /// The agent's answer for an upstream reply: the server's own result or error, or mcpd's

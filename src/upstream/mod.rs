@@ -60,6 +60,25 @@ impl RawResult {
         self.line.get(self.range.clone()).unwrap_or_default()
     }
 
+    /// The agent's response line carrying this result as written: mcpd's envelope with the
+    /// agent's `id` around the server's text. The server's line is rewritten in place (its
+    /// envelope before and after the result replaced), so a large result is moved within
+    /// its own buffer at most, never copied into a new one.
+    pub fn into_response_line(self, id: &crate::jsonrpc::Id) -> String {
+        let RawResult { mut line, range } = self;
+        let whole = range.end <= line.len()
+            && line.is_char_boundary(range.start)
+            && line.is_char_boundary(range.end);
+        if !whole {
+            // Not a result range (see `new`): the empty text, as `get` reads it.
+            return crate::jsonrpc::raw_result_line(id, "");
+        }
+        line.truncate(range.end);
+        line.push('}');
+        line.replace_range(..range.start, &crate::jsonrpc::result_head(id));
+        line
+    }
+
     pub fn to_value(&self) -> Result<Value, UpstreamError> {
         serde_json::from_str(self.get())
             .map_err(|e| UpstreamError::Protocol(format!("the result is not JSON: {e}")))
