@@ -377,7 +377,10 @@ pub fn is_error_line(line: &str) -> bool {
         .find(|i| line.is_char_boundary(*i))
         .unwrap_or(0);
     let head = &line[..end];
-    match (head.find("\"error\":"), head.find("\"result\":")) {
+    // memmem: `str::find` sets up a two-way searcher per call, which costs more than the
+    // search in a head this short (this runs for every reply).
+    let find = |key: &[u8]| memchr::memmem::find(head.as_bytes(), key);
+    match (find(b"\"error\":"), find(b"\"result\":")) {
         (Some(e), Some(r)) => e < r,
         (Some(_), None) => true,
         _ => false,

@@ -69,7 +69,8 @@ pub fn start(
     // from mcpd when the agent did not ask.
     let required = tool
         .definition
-        .pointer("/execution/taskSupport")
+        .get("execution")
+        .and_then(|e| e.get("taskSupport"))
         .and_then(Value::as_str)
         == Some("required");
     if modern {

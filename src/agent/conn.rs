@@ -173,17 +173,23 @@ impl Conn {
         // A permit for held replies borrows the queue it is for: a copy of the outbox
         // here, so the handlers may borrow the connection as they like.
         let room = self.outbox.clone();
+        // Made once, not in each turn of the loop: a cancellation future joins and leaves
+        // its token's waiters (a lock each time), and the loop turns for every message.
+        let stopping = shutdown.cancelled();
+        tokio::pin!(stopping);
+        let overflowed = self.outbox.overflowed().clone().cancelled_owned();
+        tokio::pin!(overflowed);
         let close = loop {
             if self.drain_deadline.is_some() && self.calls.is_empty() {
                 break Close::Shutdown;
             }
             tokio::select! {
                 biased;
-                () = shutdown.cancelled(), if self.drain_deadline.is_none() => {
+                () = &mut stopping, if self.drain_deadline.is_none() => {
                     self.drain_deadline = Some(Instant::now() + self.ctx.drain_grace);
                 }
                 () = sleep_until(self.drain_deadline) => break Close::Shutdown,
-                () = self.outbox.overflowed().cancelled() => {
+                () = &mut overflowed => {
                     tracing::warn!(agent, queue, "agent is not reading its socket; disconnecting it");
                     break Close::Gone;
                 }

@@ -259,11 +259,15 @@ impl Actor {
         // branches, and the mailbox (new requests, cancellations), timeouts and answers
         // to it would wait for the flood to end.
         let mut streak = 0usize;
+        // Made once: a cancellation future made anew in each turn of the loop would join
+        // and leave the token's waiters (a lock each time) for every message.
+        let stopped = cancel.cancelled();
+        tokio::pin!(stopped);
         let end = loop {
             let wake = self.next_wake();
             tokio::select! {
                 biased;
-                () = cancel.cancelled() => break End::Stopped,
+                () = &mut stopped => break End::Stopped,
                 status = &mut exited => break End::Exited(status),
                 item = inbound.next(), if streak < INBOUND_BURST => {
                     streak += 1;
