@@ -116,7 +116,12 @@ struct Conn {
 }
 
 impl Conn {
-    fn new(agent: u64, ctx: AgentContext, outbox: Outbox, asks: mpsc::Sender<ServerAsk>) -> Conn {
+    fn new(
+        agent: u64,
+        ctx: AgentContext,
+        outbox: Outbox,
+        asks: mpsc::Sender<Box<ServerAsk>>,
+    ) -> Conn {
         let mut catalog = ctx.catalog.clone();
         let seen_versions = {
             let c = catalog.borrow_and_update();
@@ -163,7 +168,7 @@ impl Conn {
         mut frames: S,
         writer: JoinHandle<std::io::Result<u64>>,
         shutdown: CancellationToken,
-        mut asks: mpsc::Receiver<ServerAsk>,
+        mut asks: mpsc::Receiver<Box<ServerAsk>>,
         mut describes: mpsc::Receiver<oneshot::Sender<super::roster::AgentInfo>>,
     ) where
         S: Stream<Item = std::io::Result<Frame>> + Unpin,
@@ -201,7 +206,7 @@ impl Conn {
                     self.held.release(permit);
                 }
                 Some((id, step)) = self.calls.next() => self.on_step(id, step),
-                Some(ask) = asks.recv() => self.inputs.ask(&self.session, &self.outbox, ask),
+                Some(ask) = asks.recv() => self.inputs.ask(&self.session, &self.outbox, *ask),
                 Some(respond_to) = describes.recv() => {
                     let _ = respond_to.send(self.describe()); // the asker may have left
                 }

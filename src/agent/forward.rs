@@ -75,7 +75,7 @@ pub struct Caller {
     modern: bool,
     /// The capabilities a legacy agent declared in `initialize`.
     caps: Value,
-    asks: mpsc::Sender<ServerAsk>,
+    asks: mpsc::Sender<Box<ServerAsk>>,
     log_level: Option<String>,
     metrics: crate::metrics::Metrics,
 }

@@ -289,7 +289,7 @@ pub fn drive(mut c: InFlight) -> ReplyFuture {
         }
         let next = tokio::select! {
             reply = &mut c.reply => Next::Reply(reply),
-            Some(ask) = c.asks.recv() => Next::Ask(ask),
+            Some(ask) = c.asks.recv() => Next::Ask(*ask),
             () = c.cancel.cancelled() => Next::Cancelled,
         };
         let id = c.id.clone();

@@ -27,7 +27,7 @@ pub struct LegacyCall {
     /// The capabilities the agent declared in `initialize`.
     pub caps: Value,
     /// The actor's service that sends requests to the agent.
-    pub asks: mpsc::Sender<ServerAsk>,
+    pub asks: mpsc::Sender<Box<ServerAsk>>,
     pub method: &'static str,
     pub rewrite: Rewrite,
     pub logs: Option<LogRoute>,
@@ -208,7 +208,7 @@ impl LegacyCall {
                     "the agent connection is closing".to_owned(),
                 )
             };
-            self.asks.send(ask).await.map_err(|_| gone())?;
+            self.asks.send(Box::new(ask)).await.map_err(|_| gone())?;
             let answer = tokio::select! {
                 a = rx => a.map_err(|_| gone())?,
                 () = self.cancel.cancelled() => return Err(gone()),

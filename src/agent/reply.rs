@@ -58,7 +58,7 @@ pub struct InFlight {
     pub(super) call: CallId,
     pub cancel: CancellationToken,
     pub(super) reply: BoxFuture<'static, RawReply>,
-    pub(super) asks: mpsc::Receiver<ServerAsk>,
+    pub(super) asks: mpsc::Receiver<Box<ServerAsk>>,
     /// The agent's declared capabilities for this call.
     pub caps: Value,
     pub(super) method: &'static str,

@@ -25,7 +25,7 @@ pub struct Session {
     /// Open `subscriptions/listen` requests of a modern agent, by request id.
     pub listens: HashMap<Id, Listen>,
     /// The actor's service that sends a server's requests to this (legacy) agent.
-    pub asks: mpsc::Sender<ServerAsk>,
+    pub asks: mpsc::Sender<Box<ServerAsk>>,
     /// Servers this agent subscribed to resources on, to unsubscribe when it goes.
     pub subscribed: std::collections::HashSet<std::sync::Arc<str>>,
     /// The resources it subscribed to, as (server, the server's URI): at most

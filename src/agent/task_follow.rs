@@ -61,7 +61,7 @@ pub async fn follow_legacy(
     call: CallId,
     server: Arc<str>,
     mut params: Map<String, Value>,
-    asks: mpsc::Sender<ServerAsk>,
+    asks: mpsc::Sender<Box<ServerAsk>>,
 ) -> RawReply {
     params.insert("task".into(), json!({}));
     let opts = || CallOptions {
@@ -153,7 +153,7 @@ pub async fn follow(
     call: CallId,
     server: Arc<str>,
     mut params: Map<String, Value>,
-    asks: mpsc::Sender<ServerAsk>,
+    asks: mpsc::Sender<Box<ServerAsk>>,
     caps: Option<Value>,
 ) -> RawReply {
     let meta = declaring(
@@ -207,7 +207,7 @@ pub async fn result_of(
     handle: UpstreamHandle,
     call: CallId,
     (server, task, sealed): (Arc<str>, String, Arc<str>),
-    asks: mpsc::Sender<ServerAsk>,
+    asks: mpsc::Sender<Box<ServerAsk>>,
     caps: Value,
 ) -> RawReply {
     let follower = Follower {
@@ -284,7 +284,7 @@ struct Follower {
     /// The `_meta` of every request about the task (it declares the extension).
     meta: Value,
     /// Where the task's input requests go.
-    asks: mpsc::Sender<ServerAsk>,
+    asks: mpsc::Sender<Box<ServerAsk>>,
     /// The agent's id of the task, put in the input requests' related-task `_meta` (a
     /// 2025-11-25 agent that holds the task); None: the agent asked for no task.
     related: Option<Arc<str>>,
@@ -445,7 +445,7 @@ impl Follower {
             params,
             respond_to,
         };
-        if self.asks.send(ask).await.is_err() {
+        if self.asks.send(Box::new(ask)).await.is_err() {
             return Err(gone());
         }
         answer.await.unwrap_or_else(|_| Err(gone()))

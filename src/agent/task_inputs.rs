@@ -283,7 +283,7 @@ async fn drive(sealed: Arc<str>, up: Upstream, tx: mpsc::Sender<Msg>) {
         tokio::select! {
             _ = &mut result => break,
             Some(ask) = asks.recv() => {
-                if tx.send(Msg::Add { sealed: sealed.clone(), ask }).await.is_err() {
+                if tx.send(Msg::Add { sealed: sealed.clone(), ask: *ask }).await.is_err() {
                     break;
                 }
             }

@@ -178,7 +178,9 @@ fn excerpt_suffix(excerpt: &str) -> String {
 }
 
 /// A request a server sent mcpd while handling an agent's call (`elicitation/create`,
-/// `sampling/createMessage`, `roots/list`), for the agent side to answer.
+/// `sampling/createMessage`, `roots/list`), for the agent side to answer. Channels carry
+/// it boxed: every agent connection has a queue of these, and a channel allocates room for
+/// 32 of its items up front (2 KiB unboxed, 256 bytes boxed), for requests that are rare.
 #[derive(Debug)]
 pub struct ServerAsk {
     pub method: String,
@@ -193,7 +195,7 @@ pub struct CallOptions {
     pub progress: Option<ProgressSink>,
     /// The calling agent's client capabilities, for a modern server's envelope.
     pub caps: Option<Value>,
-    pub asks: Option<mpsc::Sender<ServerAsk>>,
+    pub asks: Option<mpsc::Sender<Box<ServerAsk>>>,
     /// Where the server's log messages about this call go.
     pub logs: Option<LogRoute>,
 }

@@ -84,7 +84,7 @@ struct PendingRequest {
     /// None for a request that may stay open forever (a subscription).
     deadline: Option<delay_queue::Key>,
     /// Where the server's own requests during this call go.
-    asks: Option<mpsc::Sender<ServerAsk>>,
+    asks: Option<mpsc::Sender<Box<ServerAsk>>>,
     /// Where the server's log messages about this call go.
     logs: Option<LogRoute>,
     /// Times its reply stream has been resumed.

@@ -242,7 +242,7 @@ impl Actor {
             params: r.params,
             respond_to,
         };
-        if sink.try_send(ask).is_err() {
+        if sink.try_send(Box::new(ask)).is_err() {
             let e = ErrorObject::new(
                 code::INTERNAL_ERROR,
                 "the agent that owns this call is gone or busy".to_owned(),
