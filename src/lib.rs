@@ -27,5 +27,5 @@ pub mod stdout;
 pub(crate) mod supervisor;
 pub(crate) mod systemd;
 pub(crate) mod tasks;
-pub(crate) mod trim;
+pub mod trim;
 pub(crate) mod upstream;

@@ -40,6 +40,7 @@ fn main() -> ExitCode {
     // one worker instead of two kept tools/call throughput at 64 in flight (or raised it),
     // and the idle daemon is about 0.7 MiB smaller (one thread and its malloc arena less).
     let workers = std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1));
+    mcpd::trim::one_arena();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .enable_all()

@@ -43,8 +43,14 @@ enum Close {
 /// The first size of an agent connection's read buffer.
 const READ_BUFFER: usize = 1024;
 
-/// Serves one agent on a Unix-socket connection.
-pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: CancellationToken) {
+/// Serves one agent on a Unix-socket connection: sets it up now, returns the future that
+/// serves it. (Not `async fn`s down to the loop: each would keep a copy of its arguments.)
+pub fn serve(
+    stream: UnixStream,
+    agent: u64,
+    ctx: AgentContext,
+    shutdown: CancellationToken,
+) -> impl Future<Output = ()> + use<> {
     let (read, write) = stream.into_split();
     let (outbox, out_rx) = Outbox::new(ctx.queue, ctx.queue_bytes);
     let writer = crate::tasks::spawn(framing::write_lines(write, out_rx));
@@ -69,20 +75,21 @@ pub async fn serve(stream: UnixStream, agent: u64, ctx: AgentContext, shutdown: 
         transport: Some("unix".into()),
         ..Default::default()
     };
-    run(frames, outbox, writer, seed, ctx, shutdown).await;
+    run(frames, outbox, writer, seed, ctx, shutdown)
 }
 
 /// Serves one agent whose messages arrive on `frames` and whose queued messages a task
 /// of the transport's writes (`writer`, which ends once `outbox` and its copies are
 /// dropped). `seed` is what `ctl agents` shows before the agent says who it is.
-pub async fn run<S>(
+pub fn run<S>(
     frames: S,
     outbox: Outbox,
     writer: JoinHandle<std::io::Result<u64>>,
     seed: super::roster::AgentInfo,
     ctx: AgentContext,
     shutdown: CancellationToken,
-) where
+) -> impl Future<Output = ()>
+where
     S: Stream<Item = std::io::Result<Frame>> + Unpin,
 {
     let agent = seed.agent;
@@ -90,7 +97,7 @@ pub async fn run<S>(
     let (describe_tx, describes) = mpsc::channel(4);
     ctx.agents.join(seed, describe_tx);
     let conn = Conn::new(agent, ctx, outbox, asks_tx);
-    conn.serve(frames, writer, shutdown, asks, describes).await;
+    conn.serve(frames, writer, shutdown, asks, describes)
 }
 
 /// One agent connection: everything its actor owns.
@@ -163,63 +170,69 @@ impl Conn {
         }
     }
 
-    async fn serve<S>(
+    /// The actor's loop, then its closing sequence. Not an `async fn`, which keeps its
+    /// arguments twice (and the locals they move into), in every idle connection's state.
+    #[allow(clippy::manual_async_fn, reason = "see above")]
+    fn serve<S>(
         mut self,
         mut frames: S,
         writer: JoinHandle<std::io::Result<u64>>,
         shutdown: CancellationToken,
         mut asks: mpsc::Receiver<Box<ServerAsk>>,
         mut describes: mpsc::Receiver<oneshot::Sender<super::roster::AgentInfo>>,
-    ) where
+    ) -> impl Future<Output = ()>
+    where
         S: Stream<Item = std::io::Result<Frame>> + Unpin,
     {
-        let agent = self.agent;
-        let queue = self.ctx.queue;
-        // A permit for held replies borrows the queue it is for: a copy of the outbox
-        // here, so the handlers may borrow the connection as they like.
-        let room = self.outbox.clone();
-        // Made once, not in each turn of the loop: a cancellation future joins and leaves
-        // its token's waiters (a lock each time), and the loop turns for every message.
-        let stopping = shutdown.cancelled();
-        tokio::pin!(stopping);
-        let overflowed = self.outbox.overflowed().clone().cancelled_owned();
-        tokio::pin!(overflowed);
-        let close = loop {
-            if self.drain_deadline.is_some() && self.calls.is_empty() {
-                break Close::Shutdown;
-            }
-            tokio::select! {
-                biased;
-                () = &mut stopping, if self.drain_deadline.is_none() => {
-                    self.drain_deadline = Some(Instant::now() + self.ctx.drain_grace);
+        async move {
+            let agent = self.agent;
+            let queue = self.ctx.queue;
+            // A permit for held replies borrows the queue it is for: a copy of the outbox
+            // here, so the handlers may borrow the connection as they like.
+            let room = self.outbox.clone();
+            // Made once, not per turn: each new one joins and leaves its token's waiters.
+            let stopping = shutdown.cancelled();
+            tokio::pin!(stopping);
+            let overflowed = self.outbox.overflowed().clone().cancelled_owned();
+            tokio::pin!(overflowed);
+            let close = loop {
+                if self.drain_deadline.is_some() && self.calls.is_empty() {
+                    break Close::Shutdown;
                 }
-                () = sleep_until(self.drain_deadline) => break Close::Shutdown,
-                () = &mut overflowed => {
-                    tracing::warn!(agent, queue, "agent is not reading its socket; disconnecting it");
-                    break Close::Gone;
+                tokio::select! {
+                    biased;
+                    () = &mut stopping, if self.drain_deadline.is_none() => {
+                        self.drain_deadline = Some(Instant::now() + self.ctx.drain_grace);
+                    }
+                    () = sleep_until(self.drain_deadline) => break Close::Shutdown,
+                    () = &mut overflowed => {
+                        tracing::warn!(agent, queue, "agent is not reading its socket; disconnecting it");
+                        break Close::Gone;
+                    }
+                    () = sleep_until(self.held.deadline(READ_STALL)) => {
+                        tracing::warn!(agent, queue, "agent is not reading its socket; disconnecting it");
+                        break Close::Gone;
+                    }
+                    Some(permit) = room.reserve(self.held.next_bytes()), if !self.held.is_empty() => {
+                        self.held.release(permit);
+                    }
+                    Some((id, step)) = self.calls.next() => self.on_step(id, step),
+                    Some(ask) = asks.recv() => self.inputs.ask(&self.session, &self.outbox, *ask),
+                    Some(respond_to) = describes.recv() => {
+                        let _ = respond_to.send(self.describe()); // the asker may have left
+                    }
+                    () = sleep_until(self.inputs.next_expiry()) => self.inputs.expire(&mut self.calls),
+                    Ok(()) = self.catalog.changed() => self.on_catalog(),
+                    frame = frames.next(), if self.held.is_empty() => match frame {
+                        None | Some(Err(_)) => break Close::Gone,
+                        Some(Ok(frame)) => self.on_frame(frame),
+                    },
                 }
-                () = sleep_until(self.held.deadline(READ_STALL)) => {
-                    tracing::warn!(agent, queue, "agent is not reading its socket; disconnecting it");
-                    break Close::Gone;
-                }
-                Some(permit) = room.reserve(self.held.next_bytes()), if !self.held.is_empty() => {
-                    self.held.release(permit);
-                }
-                Some((id, step)) = self.calls.next() => self.on_step(id, step),
-                Some(ask) = asks.recv() => self.inputs.ask(&self.session, &self.outbox, *ask),
-                Some(respond_to) = describes.recv() => {
-                    let _ = respond_to.send(self.describe()); // the asker may have left
-                }
-                () = sleep_until(self.inputs.next_expiry()) => self.inputs.expire(&mut self.calls),
-                Ok(()) = self.catalog.changed() => self.on_catalog(),
-                frame = frames.next(), if self.held.is_empty() => match frame {
-                    None | Some(Err(_)) => break Close::Gone,
-                    Some(Ok(frame)) => self.on_frame(frame),
-                },
-            }
-        };
-        drop(room);
-        self.finish(close, writer).await;
+            };
+            drop(room);
+            // Boxed: it runs once, and its state would be part of every idle connection's.
+            Box::pin(self.finish(close, writer)).await;
+        }
     }
 
     /// A request in flight ended, or paused for the agent's input.

@@ -3,6 +3,7 @@
 use super::AgentContext;
 use crate::errors::mcpd_code;
 use crate::jsonrpc::{self, ErrorObject};
+use futures::FutureExt;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -137,12 +138,13 @@ pub async fn run(
         let mut ctx = ctx.clone();
         ctx.peer_uid = uid;
         ctx.peer_pid = pid;
-        let cancel = cancel.clone();
-        tracker.spawn(async move {
-            super::conn::serve(stream, agent, ctx, cancel).await;
+        // `map`, not an `async` block awaiting it: that would hold the connection's
+        // future twice (captured, and moved into the await).
+        let served = super::conn::serve(stream, agent, ctx, cancel.clone());
+        tracker.spawn(served.map(move |()| {
             drop(permit);
             tracing::info!(agent, "agent disconnected");
-        });
+        }));
     }
 }
 

@@ -202,3 +202,38 @@ fn present_contents(result: &mut Value, surface: &crate::registry::Surface, serv
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::jsonrpc::tests::id_text;
+    use crate::jsonrpc::{Message, parse, peek_result, raw_result_line};
+    use crate::upstream::RawResult;
+
+    proptest::proptest! {
+        /// A server's result passed on in its own line (rewritten in place) reads exactly
+        /// as when it is copied into a new one, whatever the order of the server's members
+        /// and however long the agent's id is beside mcpd's.
+        #[test]
+        fn a_result_rewritten_in_its_own_line_equals_the_copied_one(
+            id in id_text(),
+            n in proptest::prelude::any::<u64>(),
+            text in "\\PC{0,40}",
+            order in 0usize..3,
+        ) {
+            let agent = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call"}}"#);
+            let Ok(Message::Request(r)) = parse(&agent) else {
+                panic!("{agent} does not parse");
+            };
+            let result = serde_json::json!({"content": [{"type": "text", "text": text}]}).to_string();
+            let answer = match order {
+                0 => format!(r#"{{"jsonrpc":"2.0","id":{n},"result":{result}}}"#),
+                1 => format!(r#"{{"id":{n},"jsonrpc":"2.0","result":{result}}}"#),
+                _ => format!(r#"{{"result":{result} , "jsonrpc":"2.0","id":{n}}}"#),
+            };
+            let (got, range) = peek_result(&answer).unwrap();
+            proptest::prop_assert_eq!(got, n);
+            let line = RawResult::new(answer, range).into_response_line(&r.id);
+            proptest::prop_assert_eq!(line, raw_result_line(&r.id, &result));
+        }
+    }
+}

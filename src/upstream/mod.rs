@@ -75,7 +75,10 @@ impl RawResult {
         }
         line.truncate(range.end);
         line.push('}');
-        line.replace_range(..range.start, &crate::jsonrpc::result_head(id));
+        // mcpd's envelope up to the result: that of an empty result, less its `}`.
+        let mut head = crate::jsonrpc::raw_result_line(id, "");
+        head.pop();
+        line.replace_range(..range.start, &head);
         line
     }
 

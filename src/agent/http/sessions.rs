@@ -4,6 +4,7 @@ use super::relay::{Relay, RelayHandle, SESSION_IDLE};
 use crate::agent::AgentContext;
 use crate::agent::roster::AgentInfo;
 use crate::outbox::Outbox;
+use futures::FutureExt;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -198,13 +199,15 @@ impl Starter {
         let sessions = self.sessions.clone();
         let shutdown = self.shutdown.clone();
         tracing::info!(agent, %remote, stateless, "HTTP agent connected");
-        self.tracker.spawn(async move {
-            crate::agent::conn::run(frames, outbox, writer, seed, ctx, shutdown).await;
+        let served = crate::agent::conn::run(frames, outbox, writer, seed, ctx, shutdown);
+        // `then`, not an `async` block awaiting it: that would hold the connection's
+        // future twice (captured, and moved into the await).
+        self.tracker.spawn(served.then(move |()| async move {
             if let (Some(id), Some(tx)) = (session, sessions.upgrade()) {
                 Sessions { tx }.forget(&id).await;
             }
             tracing::info!(agent, "HTTP agent disconnected");
-        });
+        }));
         handle
     }
 }
