@@ -9,7 +9,8 @@
 #
 # Defaults: echo, 2000 calls (200 for 1MiB), target/release/mcpd (built if missing, with
 # the fixture). Needs valgrind and python3. Compare two builds by passing the other's
-# binary as the third argument; the fixture is always this checkout's.
+# binary as the third argument; the fixture is always this checkout's. With CALLGRIND_OUT
+# set, the profile of the measured calls is kept there (read it with callgrind_annotate).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -69,6 +70,9 @@ python3 "$dir/client.py" "$dir/mcpd.sock" "$calls" "$payload"
 callgrind_control -d "$vg" > /dev/null
 kill "$vg"; wait "$vg" 2>/dev/null || true
 ir="$(grep -h '^summary:' "$dir"/cg.out.* | head -1 | cut -d' ' -f2)"
+if [ -n "${CALLGRIND_OUT:-}" ]; then
+    cp "$(grep -l '^summary:' "$dir"/cg.out.* | head -1)" "$CALLGRIND_OUT"
+fi
 
 # Page faults and CPU ticks, without valgrind.
 rm -rf "$dir/state" "$dir/mcpd.sock"

@@ -2,7 +2,6 @@
 
 use serde::Serialize;
 use serde_json::Value;
-use serde_json::value::RawValue;
 use std::fmt;
 
 /// Standard JSON-RPC error codes used by mcpd.
@@ -222,44 +221,37 @@ pub fn parse(line: &str) -> Result<Message, ParseError> {
     }
 }
 
-/// The members of a message that tell what it is, each kept as the peer's own text.
-#[derive(serde::Deserialize)]
-struct Envelope<'a> {
-    #[serde(borrow)]
-    jsonrpc: Option<&'a RawValue>,
-    #[serde(borrow)]
-    id: Option<&'a RawValue>,
-    #[serde(borrow)]
-    method: Option<&'a RawValue>,
-    #[serde(borrow)]
-    params: Option<&'a RawValue>,
-    #[serde(borrow)]
-    result: Option<&'a RawValue>,
-    #[serde(borrow)]
-    error: Option<&'a RawValue>,
-}
-
 /// If `line` is a plain result response to one of mcpd's own (numeric) request ids,
-/// returns the id and where the result lies in `line`. The line is scanned once and the
-/// result is neither copied nor turned into values, so a large result can be passed on
-/// as the server wrote it. Anything else (requests, notifications, errors, odd ids, a
-/// duplicated member) returns None: `parse` then decides what the line is.
+/// returns the id and where the result lies in `line`. The line is checked once
+/// (`json_check`, many bytes a step through long strings), its top-level members are
+/// found by `scan`, and the result is neither copied nor turned into values, so a large
+/// result can be passed on as the server wrote it. Anything else (requests,
+/// notifications, errors, odd ids, a member named twice) returns None: `parse` then
+/// decides what the line is.
 pub fn peek_result(line: &str) -> Option<(u64, std::ops::Range<usize>)> {
-    let env: Envelope = serde_json::from_str(line).ok()?;
-    if env.jsonrpc?.get() != "\"2.0\""
-        || env.method.is_some()
-        || env.params.is_some()
-        || env.error.is_some()
+    if !crate::protocol::json_check::is_value(line) {
+        return None;
+    }
+    let members = crate::protocol::scan::members(line)?;
+    let one = |key: &str| -> Option<Option<&str>> {
+        let mut found = members.iter().filter(|(k, _)| k == key).map(|(_, v)| *v);
+        let first = found.next();
+        found.next().is_none().then_some(first)
+    };
+    if one("jsonrpc")? != Some("\"2.0\"")
+        || one("method")?.is_some()
+        || one("params")?.is_some()
+        || one("error")?.is_some()
     {
         return None;
     }
-    let id = env.id?.get();
+    let id = one("id")??;
     // Only mcpd's own ids, written as plain digits, take this path.
     if !id.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     let id: u64 = id.parse().ok()?;
-    let result = env.result?.get();
+    let result = one("result")??;
     // `result` borrows from `line`, so its offset is its distance from the start (no byte compare).
     let start = (result.as_ptr() as usize).checked_sub(line.as_ptr() as usize)?;
     let range = start..start + result.len();
@@ -466,8 +458,17 @@ pub(crate) mod tests {
         );
         check(r#"{"jsonrpc":"2.0","id":7,"result":{},"result":{}}"#, None);
         check(r#"{"jsonrpc":"2.0","id":7,"method":"x","result":{}}"#, None);
+        check(r#"{"jsonrpc":"2.0","id":7,"id":8,"result":{}}"#, None);
         check(r#"{"jsonrpc":"2.0","id":7,"result":{"#, None);
+        check(r#"{"jsonrpc":"2.0","id":7,"result":{"a":[1,]}}"#, None);
+        check("{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":\"a\u{1}\"}", None);
+        check(r#"["2.0",7,null,null,{},null]"#, None);
         check("not json", None);
+        // Keys are compared as serde_json reads them; members mcpd does not know may repeat.
+        check(
+            r#"{"jsonrpc":"2.0","\u0069d":7,"res\u0075lt":{"x":"\"}"},"y":1,"y":2}"#,
+            Some((7, r#"{"x":"\"}"}"#)),
+        );
         assert_eq!(
             raw_result_line(&Id::Str("a".into()), r#"{"x": 1}"#),
             r#"{"jsonrpc":"2.0","id":"a","result":{"x": 1}}"#
@@ -487,8 +488,9 @@ pub(crate) mod tests {
 
     /// The `id` member of `line` exactly as written.
     fn raw_id(line: &str) -> String {
-        let env: Envelope = serde_json::from_str(line).unwrap();
-        env.id.unwrap().get().to_owned()
+        let members = crate::protocol::scan::members(line).unwrap();
+        let (_, id) = members.into_iter().find(|(k, _)| k == "id").unwrap();
+        id.to_owned()
     }
 
     proptest::proptest! {

@@ -1,8 +1,8 @@
-//! Fuzz target: `protocol::scan` on text serde_json accepts finds the same members and elements, each as text that reads back to serde_json's own value.
+//! Fuzz target: `protocol::json_check` accepts exactly the text serde_json accepts, and `protocol::scan` on that text finds the same members and elements, each as text that reads back to serde_json's own value.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mcpd::fuzzing::{each_object, members};
+use mcpd::fuzzing::{each_object, is_value, members};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -12,6 +12,8 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     // Any text: no panic, whatever it is.
+    let accepted = serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok();
+    assert_eq!(is_value(text), accepted, "{text:?}");
     let found = members(text);
     let _ = each_object(text, |_| true);
     if let Ok(want) = ordered_members(text) {

@@ -2,6 +2,7 @@
 
 pub mod era;
 pub mod headers;
+pub mod json_check;
 pub mod lists;
 pub mod logging;
 pub mod naming;
