@@ -147,10 +147,13 @@ fn take_line(buf: &mut BytesMut, at: usize) -> Frame {
         bytes.pop();
     }
     crate::trim::note(bytes.len());
-    match String::from_utf8(bytes) {
-        Ok(line) => Frame::Line(line),
-        Err(_) => Frame::NotUtf8,
+    if simdutf8::basic::from_utf8(&bytes).is_err() {
+        return Frame::NotUtf8;
     }
+    // SAFETY: simdutf8 has just found `bytes` to be valid UTF-8 (a full check, not a
+    // hint). std's own `String::from_utf8` would check it again, a word at a time: for a
+    // 1 MiB result that check was a quarter of the daemon's instructions.
+    Frame::Line(unsafe { String::from_utf8_unchecked(bytes) })
 }
 
 /// Gives the read buffer back at once after a frame of [`SHRINK_AFTER`] or more, or an
