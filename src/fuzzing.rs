@@ -11,7 +11,7 @@ pub use crate::jsonrpc::{
     raw_result_line, request_line, response_line, result_line,
 };
 pub use crate::protocol::era::key::SUBSCRIPTION_ID;
-pub use crate::protocol::json_check::is_value;
+pub use crate::protocol::json_check::{is_value, object_members};
 pub use crate::protocol::naming::{allowed, join, valid_prefix};
 pub use crate::protocol::scan::{each_object, members};
 pub use crate::registry::surface::template_matches;

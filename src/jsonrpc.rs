@@ -223,16 +223,13 @@ pub fn parse(line: &str) -> Result<Message, ParseError> {
 
 /// If `line` is a plain result response to one of mcpd's own (numeric) request ids,
 /// returns the id and where the result lies in `line`. The line is checked once
-/// (`json_check`, many bytes a step through long strings), its top-level members are
-/// found by `scan`, and the result is neither copied nor turned into values, so a large
+/// (`json_check`, many bytes a step through long strings), which finds its top-level
+/// members on the way, and the result is neither copied nor turned into values, so a large
 /// result can be passed on as the server wrote it. Anything else (requests,
 /// notifications, errors, odd ids, a member named twice) returns None: `parse` then
 /// decides what the line is.
 pub fn peek_result(line: &str) -> Option<(u64, std::ops::Range<usize>)> {
-    if !crate::protocol::json_check::is_value(line) {
-        return None;
-    }
-    let members = crate::protocol::scan::members(line)?;
+    let members = crate::protocol::json_check::object_members(line)?;
     let one = |key: &str| -> Option<Option<&str>> {
         let mut found = members.iter().filter(|(k, _)| k == key).map(|(_, v)| *v);
         let first = found.next();

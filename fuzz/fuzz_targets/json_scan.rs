@@ -1,8 +1,8 @@
-//! Fuzz target: `protocol::json_check` accepts exactly the text serde_json accepts, and `protocol::scan` on that text finds the same members and elements, each as text that reads back to serde_json's own value.
+//! Fuzz target: `protocol::json_check` accepts exactly the text serde_json accepts (finding an object's members as `scan` does), and `protocol::scan` on that text finds the same members and elements, each as text that reads back to serde_json's own value.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mcpd::fuzzing::{each_object, is_value, members};
+use mcpd::fuzzing::{each_object, is_value, members, object_members};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -14,6 +14,13 @@ fuzz_target!(|data: &[u8]| {
     // Any text: no panic, whatever it is.
     let accepted = serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok();
     assert_eq!(is_value(text), accepted, "{text:?}");
+    // The members found while checking are the ones a walk of the valid text finds.
+    let checked = object_members(text);
+    if accepted {
+        assert_eq!(checked, members(text), "{text:?}");
+    } else {
+        assert!(checked.is_none(), "{text:?}");
+    }
     let found = members(text);
     let _ = each_object(text, |_| true);
     if let Ok(want) = ordered_members(text) {

@@ -16,13 +16,20 @@
 
 /// Whether `text` is exactly one JSON value, with whitespace allowed around it.
 pub fn is_value(text: &str) -> bool {
-    let mut c = Check {
-        b: text.as_bytes(),
-        at: 0,
-        open: Vec::new(),
-    };
-    c.document().is_some()
+    Check::new(text, false).document().is_some()
 }
+
+/// The members of the object that is all of `text` (whitespace around it allowed), found
+/// in the same pass that checks it: None when `text` is not one JSON value, is not an
+/// object, or has a key serde_json cannot read as a string. Keys are unescaped as
+/// [`scan::members`] does.
+pub fn object_members(text: &str) -> Option<Vec<Member<'_>>> {
+    let mut c = Check::new(text, true);
+    c.document()?;
+    c.members.filter(|_| c.keys_readable)
+}
+
+use super::scan::{Member, key_text};
 
 /// A byte that ends the plain part of a string: its closing quote, an escape, or a
 /// control byte (which JSON does not allow in strings).
@@ -73,13 +80,53 @@ fn plain_len_in<const BLOCK: usize>(b: &[u8]) -> usize {
 }
 
 struct Check<'a> {
+    text: &'a str,
     b: &'a [u8],
     at: usize,
     /// The closing byte of each container the cursor is inside, innermost last.
     open: Vec<u8>,
+    /// Collecting the members of the outermost object: None when not asked for, or when
+    /// the outermost value is not an object.
+    members: Option<Vec<Member<'a>>>,
+    keys_readable: bool,
+    /// The key of the outermost object's member being read, and where its value starts.
+    key: &'a str,
+    value_start: usize,
 }
 
-impl Check<'_> {
+impl<'a> Check<'a> {
+    fn new(text: &'a str, collect: bool) -> Self {
+        let collect = collect
+            && text
+                .trim_start_matches([' ', '\t', '\n', '\r'])
+                .starts_with('{');
+        Check {
+            text,
+            b: text.as_bytes(),
+            at: 0,
+            open: Vec::new(),
+            members: collect.then(Vec::new),
+            keys_readable: true,
+            key: "",
+            value_start: 0,
+        }
+    }
+
+    /// A value of the outermost object ends here: its member is recorded.
+    fn member_ends(&mut self) {
+        let (Some(members), Some(value)) =
+            (&mut self.members, self.text.get(self.value_start..self.at))
+        else {
+            return;
+        };
+        match key_text(self.key) {
+            Some(key) => members.push((key, value)),
+            None => self.keys_readable = false,
+        }
+    }
+}
+
+impl<'a> Check<'a> {
     fn peek(&self) -> Option<u8> {
         self.b.get(self.at).copied()
     }
@@ -115,6 +162,9 @@ impl Check<'_> {
     fn value(&mut self) -> Option<()> {
         loop {
             self.ws();
+            if self.open.len() == 1 {
+                self.value_start = self.at;
+            }
             match self.next()? {
                 b'{' => {
                     self.ws();
@@ -144,6 +194,9 @@ impl Check<'_> {
                 let Some(&close) = self.open.last() else {
                     return Some(());
                 };
+                if self.open.len() == 1 && close == b'}' {
+                    self.member_ends();
+                }
                 self.ws();
                 match self.next()? {
                     b',' => {
@@ -164,10 +217,14 @@ impl Check<'_> {
 
     /// A member's key and its colon.
     fn key(&mut self) -> Option<()> {
+        let start = self.at;
         if !self.eat(b'"') {
             return None;
         }
         self.string()?;
+        if self.open.len() == 1 {
+            self.key = self.text.get(start..self.at)?;
+        }
         self.ws();
         self.eat(b':').then_some(())
     }
@@ -308,6 +365,18 @@ mod tests {
         for text in cases {
             assert_eq!(is_value(text), serde_accepts(text), "{text:?}");
         }
+        assert_eq!(
+            object_members(r#" { "a" : [1,{"b":2}] , "c\u0064":"}" , "e":{} } "#),
+            Some(vec![
+                ("a".into(), r#"[1,{"b":2}]"#),
+                ("cd".into(), r#""}""#),
+                ("e".into(), "{}"),
+            ])
+        );
+        assert_eq!(object_members("{}"), Some(vec![]));
+        assert_eq!(object_members("[1]"), None);
+        assert_eq!(object_members(r#"{"\ud800":1}"#), None);
+        assert_eq!(object_members(r#"{"a":1,}"#), None);
         let deep = "[".repeat(10_000) + &"]".repeat(10_000);
         assert!(is_value(&deep));
         assert!(!is_value(&deep[1..]));
@@ -388,7 +457,14 @@ mod tests {
     proptest! {
         #[test]
         fn agrees_with_serde_json_on_text_made_of_json_pieces(text in pieces()) {
-            prop_assert_eq!(is_value(&text), serde_accepts(&text), "{:?}", text);
+            let valid = is_value(&text);
+            prop_assert_eq!(valid, serde_accepts(&text), "{:?}", text);
+            let members = object_members(&text);
+            if valid {
+                prop_assert_eq!(members, super::super::scan::members(&text), "{:?}", text);
+            } else {
+                prop_assert!(members.is_none(), "{:?}", text);
+            }
         }
 
         #[test]
@@ -397,6 +473,9 @@ mod tests {
             prop_assert!(is_value(&text), "{}", text);
             let pretty = serde_json::to_string_pretty(&v).unwrap();
             prop_assert!(is_value(&pretty), "{}", pretty);
+            for text in [&text, &pretty] {
+                prop_assert_eq!(object_members(text), super::super::scan::members(text));
+            }
         }
     }
 

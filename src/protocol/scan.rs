@@ -184,7 +184,7 @@ impl<'a> Cursor<'a> {
 
 /// A key's text without its quotes; one with an escape is unescaped by serde_json, and
 /// one it cannot read as a string (a lone surrogate escape) makes its object None.
-fn key_text(quoted: &str) -> Option<Cow<'_, str>> {
+pub(crate) fn key_text(quoted: &str) -> Option<Cow<'_, str>> {
     if quoted.contains('\\') {
         serde_json::from_str::<String>(quoted).ok().map(Cow::Owned)
     } else {
