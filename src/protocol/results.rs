@@ -133,7 +133,7 @@ pub struct RawMembers<'a>(pub Vec<Member<'a>>);
 
 impl<'a> RawMembers<'a> {
     /// The members of `raw`, or None when it is not an object or names a member twice
-    /// (then only the full parse decides which one counts). `raw` is text serde_json has
+    /// (then only the full parse decides which one counts). `raw` is text `json_check` has
     /// read and found valid (a `RawResult`'s): it is not validated again.
     pub fn of(raw: &'a str) -> Option<RawMembers<'a>> {
         let members = scan::members(raw)?;

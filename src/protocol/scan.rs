@@ -1,4 +1,4 @@
-//! Finds the members of JSON objects and the elements of arrays in text that serde_json has already read and found valid, without reading it again as values.
+//! Finds the members of JSON objects and the elements of arrays in text already found valid (by `json_check` or serde_json), without reading it again as values.
 //!
 //! Why by hand: a large result passes through mcpd as the server's own text, and before
 //! it does, mcpd looks at its top-level members and at the head of each content block.
@@ -11,7 +11,7 @@
 //!
 //! On text that is not valid JSON these functions never panic and never read out of
 //! bounds; they return None or slices that mean nothing. So they are only given text
-//! serde_json has accepted: a [`crate::upstream::RawResult`]'s.
+//! already found valid: a [`crate::upstream::RawResult`]'s, which `json_check` accepted.
 
 use std::borrow::Cow;
 
