@@ -11,7 +11,7 @@
 //!
 //! On text that is not valid JSON these functions never panic and never read out of
 //! bounds; they return None or slices that mean nothing. So they are only given text
-//! already found valid: a [`crate::upstream::RawResult`]'s, which `json_check` accepted.
+//! already found valid: an upstream `RawResult`'s, which `json_check` accepted.
 
 use std::borrow::Cow;
 
