@@ -30,7 +30,7 @@ usage: cargo bench --bench relay [-- OPTIONS]
   --quick              CI smoke mode: tiny durations, concurrency 1 and 8, 20 listings,
                        100 idle agents instead of 1000
   --payload LIST       relay payloads, comma-separated: echo, 1MiB (default both)
-  --relay-only         skip the memory and tools/list measurements
+  --relay-only         skip the memory, tools/list and burst measurements
   --shim PATH          run the shim rows with PATH's `connect` (another build's mcpd)
   --table PATH         also write the relay table and the targets as Markdown to PATH
   --help               this text";
