@@ -14,6 +14,8 @@
 //! control bytes in strings, no trailing commas, no depth limit. The unit tests, a property
 //! test and the `json_scan` fuzz target compare the two on generated and arbitrary text.
 
+use super::scan::{Member, key_text};
+
 /// Whether `text` is exactly one JSON value, with whitespace allowed around it.
 pub fn is_value(text: &str) -> bool {
     Check::new(text, false).document().is_some()
@@ -22,14 +24,12 @@ pub fn is_value(text: &str) -> bool {
 /// The members of the object that is all of `text` (whitespace around it allowed), found
 /// in the same pass that checks it: None when `text` is not one JSON value, is not an
 /// object, or has a key serde_json cannot read as a string. Keys are unescaped as
-/// [`scan::members`] does.
+/// [`super::scan::members`] does.
 pub fn object_members(text: &str) -> Option<Vec<Member<'_>>> {
     let mut c = Check::new(text, true);
     c.document()?;
     c.members.filter(|_| c.keys_readable)
 }
-
-use super::scan::{Member, key_text};
 
 /// A byte that ends the plain part of a string: its closing quote, an escape, or a
 /// control byte (which JSON does not allow in strings).
@@ -124,9 +124,7 @@ impl<'a> Check<'a> {
             None => self.keys_readable = false,
         }
     }
-}
 
-impl<'a> Check<'a> {
     fn peek(&self) -> Option<u8> {
         self.b.get(self.at).copied()
     }
