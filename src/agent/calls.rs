@@ -11,7 +11,6 @@ use crate::outbox::Outbox;
 use crate::protocol::method;
 use crate::registry::Availability;
 use serde_json::Value;
-use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// Starts a `tools/call`: finds the tool's server and returns the future of its answer.
@@ -58,11 +57,7 @@ pub fn start(
     };
     let server = tool.server.clone();
     params.insert("name".into(), Value::String(tool.original.clone()));
-    let output_schema = tool
-        .definition
-        .get("outputSchema")
-        .filter(|s| s.is_object())
-        .map(|s| Arc::new(s.clone()));
+    let output_schema = tool.output_schema.clone();
     // A modern agent makes tasks through the extension alone: the 2025-11-25 `task`
     // parameter is not part of its era and must not reach a server that knows it. A
     // legacy agent's `task` goes to its server; a tool that runs only as a task gets one

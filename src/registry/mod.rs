@@ -35,6 +35,9 @@ pub struct ToolEntry {
     pub original: String,
     /// The server's definition with `name` replaced by the qualified name.
     pub definition: Value,
+    /// Its `outputSchema` when that is an object, shared by every call that checks a
+    /// result against it (made once per listing, not once per call).
+    pub output_schema: Option<Arc<Value>>,
 }
 
 /// Whether calls to a server can be made now, and if not, what to tell the caller.
@@ -509,11 +512,16 @@ fn present_tools(
         if let Some(obj) = definition.as_object_mut() {
             obj.insert("name".into(), Value::String(qualified.clone()));
         }
+        let output_schema = definition
+            .get("outputSchema")
+            .filter(|s| s.is_object())
+            .map(|s| Arc::new(s.clone()));
         entries.push(Arc::new(ToolEntry {
             qualified,
             server: server.clone(),
             original: original.to_owned(),
             definition,
+            output_schema,
         }));
     }
     Ok(entries)
