@@ -11,8 +11,8 @@ pub use crate::jsonrpc::{
     raw_result_line, request_line, response_line, result_line,
 };
 pub use crate::protocol::era::key::SUBSCRIPTION_ID;
-pub use crate::protocol::json_check::{is_value, object_members};
+pub use crate::protocol::json_check::{is_value, object_members_listing};
 pub use crate::protocol::naming::{allowed, join, valid_prefix};
-pub use crate::protocol::scan::{each_object, members};
+pub use crate::protocol::scan::{Known, each_object, each_object_in, members, members_in};
 pub use crate::registry::surface::template_matches;
 pub use crate::upstream::http::sse::{Event, SseDecoder};

@@ -1,8 +1,10 @@
-//! Fuzz target: `protocol::json_check` accepts exactly the text serde_json accepts (finding an object's members as `scan` does), and `protocol::scan` on that text finds the same members and elements, each as the very text serde_json reads as that member's value.
+//! Fuzz target: `protocol::json_check` accepts exactly the text serde_json accepts (finding an object's members as `scan` does), and `protocol::scan` on that text finds the same members and elements, each as the very text serde_json reads as that member's value, also when it jumps over the strings the check listed.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mcpd::fuzzing::{each_object, is_value, members, object_members};
+use mcpd::fuzzing::{
+    Known, each_object, each_object_in, is_value, members, members_in, object_members_listing,
+};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
@@ -15,10 +17,25 @@ fuzz_target!(|data: &[u8]| {
     let _ = each_object(text, |_| true);
     let accepted = serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok();
     assert_eq!(is_value(text), accepted, "{text:?}");
-    // The members found while checking are the ones a walk of the valid text finds.
-    let checked = object_members(text);
+    // The members found while checking are the ones a walk of the valid text finds; and
+    // the walk finds the same when it jumps over the strings the check listed (all of
+    // them here, from the empty string on, so it jumps as often as it can).
+    let checked = object_members_listing(text, 2);
     if accepted {
-        assert_eq!(checked, found, "{text:?}");
+        assert_eq!(checked.as_ref().map(|c| &c.members), found.as_ref(), "{text:?}");
+        let listed = checked.as_ref().map(|c| c.long_strings.as_slice());
+        let known = Known::new(text, listed.unwrap_or_default());
+        assert_eq!(members_in(text, known), found, "{text:?}");
+        let (mut plain, mut jumped) = (Vec::new(), Vec::new());
+        let a = each_object(text, |m| {
+            plain.push(m.map(read_back));
+            true
+        });
+        let b = each_object_in(text, known, |m| {
+            jumped.push(m.map(read_back));
+            true
+        });
+        assert_eq!((a, plain), (b, jumped), "{text:?}");
     } else {
         assert!(checked.is_none(), "{text:?}");
     }

@@ -12,8 +12,8 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let parsed = parse(line);
-    if let Some((id, range)) = peek_result(line) {
-        check_peeked(line, id, range, &parsed);
+    if let Some(peeked) = peek_result(line) {
+        check_peeked(line, peeked.id, peeked.range, &parsed);
     }
     match parsed {
         Ok(message) => check_rewritten(&message),

@@ -4,7 +4,6 @@ use super::render::{self, Rewrite, TaskMode};
 use super::reply::Step;
 use super::task_follow;
 use crate::jsonrpc::{self, ErrorObject, Id};
-use crate::protocol::results::RawMembers;
 use crate::protocol::{era, method, tasks};
 use crate::upstream::{CallId, CallOptions, LogRoute, ProgressSink, ServerAsk, UpstreamHandle};
 use futures::FutureExt;
@@ -95,7 +94,7 @@ impl LegacyCall {
             // parsed here; any other is passed on.
             let reply = match reply {
                 Ok(Ok(raw)) => {
-                    let members = RawMembers::of(raw.get());
+                    let members = raw.members();
                     let asks_input = members
                         .as_ref()
                         .is_none_or(|m| m.get("resultType").is_some_and(|t| t != "\"complete\""));

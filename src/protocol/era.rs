@@ -238,7 +238,7 @@ pub enum Presented {
 /// its top-level members: only the members that change are parsed and written again, and
 /// everything else is copied as the server wrote it.
 pub fn present_raw(members: &super::results::RawMembers, modern: bool) -> Presented {
-    let mut out: Vec<(&str, std::borrow::Cow<str>)> = Vec::with_capacity(members.0.len() + 2);
+    let mut out: Vec<(&str, std::borrow::Cow<str>)> = Vec::with_capacity(members.list.len() + 2);
     let mut changed = modern;
     if modern && members.get("resultType").is_none() {
         out.push(("resultType", "\"complete\"".into()));
@@ -247,7 +247,7 @@ pub fn present_raw(members: &super::results::RawMembers, modern: bool) -> Presen
         let meta = json!({ key::SERVER_INFO: server_info() });
         out.push(("_meta", meta.to_string().into()));
     }
-    for (k, v) in &members.0 {
+    for (k, v) in &members.list {
         let v: &str = v;
         match k.as_ref() {
             "resultType" if !modern && v == "\"complete\"" => changed = true,

@@ -17,7 +17,7 @@
 //! into a daemon that otherwise needs none of them. Tool output schemas in practice use only the
 //! few keywords listed there.
 
-use super::scan::{self, Member};
+use super::scan::{self, Known, Member};
 use serde_json::{Map, Value, json};
 
 #[cfg(test)]
@@ -129,19 +129,30 @@ pub fn check_call_result(
 
 /// The top-level members of a result, each kept as the server's own JSON text, in the
 /// server's order. Reading them scans the text once and copies nothing but escaped keys.
-pub struct RawMembers<'a>(pub Vec<Member<'a>>);
+pub struct RawMembers<'a> {
+    pub list: Vec<Member<'a>>,
+    /// The strings of the text already known, which later scans of it jump over.
+    known: Known<'a>,
+}
 
 impl<'a> RawMembers<'a> {
     /// The members of `raw`, or None when it is not an object or names a member twice
     /// (then only the full parse decides which one counts). `raw` is text `json_check` has
     /// read and found valid (a `RawResult`'s): it is not validated again.
+    #[cfg(test)]
     pub fn of(raw: &'a str) -> Option<RawMembers<'a>> {
-        let members = scan::members(raw)?;
-        unique(&members).then_some(RawMembers(members))
+        Self::of_known(raw, Known::default())
+    }
+
+    /// [`RawMembers::of`], jumping over the strings `known` lists (here and in every
+    /// later scan of the members).
+    pub fn of_known(raw: &'a str, known: Known<'a>) -> Option<RawMembers<'a>> {
+        let list = scan::members_in(raw, known)?;
+        unique(&list).then_some(RawMembers { list, known })
     }
 
     pub fn get(&self, key: &str) -> Option<&'a str> {
-        find(&self.0, key)
+        find(&self.list, key)
     }
 }
 
@@ -185,7 +196,7 @@ pub fn passes_unchanged(members: &RawMembers, output_schema: Option<&Value>) -> 
     let Some(content) = members.get("content") else {
         return members.get("structuredContent").is_some();
     };
-    let all_plain = scan::each_object(content, |block| {
+    let all_plain = scan::each_object_in(content, members.known, |block| {
         let Some(block) = block.filter(|b| unique(b)) else {
             return false;
         };
@@ -198,7 +209,7 @@ pub fn passes_unchanged(members: &RawMembers, output_schema: Option<&Value>) -> 
             Some("text") => is_string(get("text")),
             Some("resource_link") => is_string(get("uri")) && is_string(get("name")),
             Some("resource") => get("resource")
-                .and_then(scan::members)
+                .and_then(|r| scan::members_in(r, members.known))
                 .is_some_and(|r| unique(&r) && is_string(find(&r, "uri"))),
             Some("image" | "audio") | None => false,
             Some(_) => true,

@@ -8,6 +8,9 @@
 //! is already known to be valid JSON needs no second validation, only its structure:
 //! strings are skipped with `memchr` (a vector search for the closing quote or a
 //! backslash), brackets are counted, and the members come out as slices of the text.
+//! The long strings `json_check` found while it checked the line are not even searched
+//! again: given their offsets ([`Known`]), a scan jumps from a listed string's opening
+//! quote past its closing one.
 //!
 //! On text that is not valid JSON these functions never panic and never read out of
 //! bounds; they return None or slices that mean nothing. So they are only given text
@@ -18,9 +21,46 @@ use std::borrow::Cow;
 /// One member of an object: its key (unescaped) and its value's text.
 pub type Member<'a> = (Cow<'a, str>, &'a str);
 
+/// Strings whose ends are already known, so a scan jumps over them instead of searching
+/// them again: each as the byte offsets, in `whole`, of its opening quote and of the byte
+/// just past its closing one, in the order of the text. `json_check` lists a line's long
+/// strings while it checks the line; a scan of any part of that line may use them.
+///
+/// A list that does not match its text cannot make a scan panic or read out of bounds,
+/// only give slices that mean nothing, as for text that is not JSON.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Known<'a> {
+    whole: &'a str,
+    strings: &'a [(usize, usize)],
+}
+
+impl<'a> Known<'a> {
+    pub fn new(whole: &'a str, strings: &'a [(usize, usize)]) -> Self {
+        Known { whole, strings }
+    }
+
+    /// Where `text` starts in `whole`, and the known strings from there on; none when
+    /// `text` is not a part of `whole`.
+    fn within(self, text: &str) -> (usize, &'a [(usize, usize)]) {
+        let whole = self.whole.as_bytes().as_ptr_range();
+        let part = text.as_bytes().as_ptr_range();
+        if self.strings.is_empty() || part.start < whole.start || part.end > whole.end {
+            return (0, &[]);
+        }
+        let offset = part.start as usize - whole.start as usize;
+        let first = self.strings.partition_point(|&(start, _)| start < offset);
+        (offset, self.strings.get(first..).unwrap_or_default())
+    }
+}
+
 /// The members of the object that is all of `text` (whitespace around it allowed).
 pub fn members(text: &str) -> Option<Vec<Member<'_>>> {
-    let mut c = Cursor::new(text);
+    members_in(text, Known::default())
+}
+
+/// [`members`], jumping over the strings `known` lists.
+pub fn members_in<'a>(text: &'a str, known: Known<'_>) -> Option<Vec<Member<'a>>> {
+    let mut c = Cursor::new(text, known);
     let out = c.object()?;
     c.ws();
     (c.at == text.len()).then_some(out)
@@ -29,11 +69,17 @@ pub fn members(text: &str) -> Option<Vec<Member<'_>>> {
 /// Calls `each` with the members of every element of the array that is all of `text`
 /// (an element that is not an object gives None). Stops at the first false, returning
 /// it; None when `text` is not an array.
-pub fn each_object(
+pub fn each_object(text: &str, each: impl FnMut(Option<Vec<Member<'_>>>) -> bool) -> Option<bool> {
+    each_object_in(text, Known::default(), each)
+}
+
+/// [`each_object`], jumping over the strings `known` lists.
+pub fn each_object_in(
     text: &str,
+    known: Known<'_>,
     mut each: impl FnMut(Option<Vec<Member<'_>>>) -> bool,
 ) -> Option<bool> {
-    let mut c = Cursor::new(text);
+    let mut c = Cursor::new(text, known);
     c.ws();
     c.eat(b'[')?;
     c.ws();
@@ -63,14 +109,39 @@ pub fn each_object(
     (c.at == text.len()).then_some(true)
 }
 
-struct Cursor<'a> {
+struct Cursor<'a, 'k> {
     text: &'a str,
     at: usize,
+    /// Where `text` starts in the text the known strings are listed in, and those not
+    /// yet passed (offsets in that text).
+    offset: usize,
+    known: &'k [(usize, usize)],
 }
 
-impl<'a> Cursor<'a> {
-    fn new(text: &'a str) -> Self {
-        Cursor { text, at: 0 }
+impl<'a, 'k> Cursor<'a, 'k> {
+    fn new(text: &'a str, known: Known<'k>) -> Self {
+        let (offset, known) = known.within(text);
+        Cursor {
+            text,
+            at: 0,
+            offset,
+            known,
+        }
+    }
+
+    /// Past a known string that starts here, if one does.
+    fn jump(&mut self) -> bool {
+        let here = self.offset + self.at;
+        while let Some((&(start, end), rest)) = self.known.split_first()
+            && start <= here
+        {
+            self.known = rest;
+            if start == here && end > here {
+                self.at = end - self.offset;
+                return true;
+            }
+        }
+        false
     }
 
     fn bytes(&self) -> &'a [u8] {
@@ -99,6 +170,9 @@ impl<'a> Cursor<'a> {
 
     /// Past the string that starts here (at its opening quote).
     fn string(&mut self) -> Option<()> {
+        if self.peek() == Some(b'"') && self.jump() {
+            return Some(());
+        }
         self.eat(b'"')?;
         loop {
             let rest = self.bytes().get(self.at..)?;

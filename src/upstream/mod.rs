@@ -13,6 +13,7 @@ mod list;
 mod modern;
 pub mod probe;
 pub mod process;
+mod raw_result;
 mod subscriptions;
 mod transport;
 
@@ -24,6 +25,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 pub use list::{fetch_list, fetch_tools};
+pub use raw_result::RawResult;
 
 /// Identifies one agent call across mcpd, so it can be cancelled later.
 pub type CallId = u64;
@@ -31,62 +33,6 @@ pub type CallId = u64;
 /// How an upstream request ended: the server's own answer (a result or its JSON-RPC
 /// error, both passed through), or a failure on mcpd's side of the connection.
 pub type Reply = Result<Result<Value, ErrorObject>, UpstreamError>;
-
-/// A server's result kept as the text it sent: the line it came in and where the result
-/// lies in it. An agent call's result is passed on from this without being turned into
-/// values and written out again, unless mcpd has to change it.
-#[derive(Debug)]
-pub struct RawResult {
-    line: String,
-    range: std::ops::Range<usize>,
-}
-
-impl RawResult {
-    /// `range` must lie within `line` on character boundaries; otherwise the result reads
-    /// as empty text, which is not JSON and is reported as a protocol error.
-    pub fn new(line: String, range: std::ops::Range<usize>) -> RawResult {
-        RawResult { line, range }
-    }
-
-    /// A result that only exists as a value, written out once.
-    pub fn from_value(v: &Value) -> RawResult {
-        let line = v.to_string();
-        let range = 0..line.len();
-        RawResult { line, range }
-    }
-
-    /// The result's JSON text.
-    pub fn get(&self) -> &str {
-        self.line.get(self.range.clone()).unwrap_or_default()
-    }
-
-    /// The agent's response line carrying this result as written: mcpd's envelope with the
-    /// agent's `id` around the server's text. The server's line is rewritten in place (its
-    /// envelope before and after the result replaced), so a large result is moved within
-    /// its own buffer at most, never copied into a new one.
-    pub fn into_response_line(self, id: &crate::jsonrpc::Id) -> String {
-        let RawResult { mut line, range } = self;
-        let whole = range.end <= line.len()
-            && line.is_char_boundary(range.start)
-            && line.is_char_boundary(range.end);
-        if !whole {
-            // Not a result range (see `new`): the empty text, as `get` reads it.
-            return crate::jsonrpc::raw_result_line(id, "");
-        }
-        line.truncate(range.end);
-        line.push('}');
-        // mcpd's envelope up to the result: that of an empty result, less its `}`.
-        let mut head = crate::jsonrpc::raw_result_line(id, "");
-        head.pop();
-        line.replace_range(..range.start, &head);
-        line
-    }
-
-    pub fn to_value(&self) -> Result<Value, UpstreamError> {
-        serde_json::from_str(self.get())
-            .map_err(|e| UpstreamError::Protocol(format!("the result is not JSON: {e}")))
-    }
-}
 
 /// An agent call's outcome, with the result as the server's own text.
 pub type RawReply = Result<Result<RawResult, ErrorObject>, UpstreamError>;

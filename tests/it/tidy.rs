@@ -13,7 +13,6 @@ const LONG_FILES: &[(&str, usize)] = &[
     ("config/mod.rs", 573),
     ("ctl/mod.rs", 560),
     ("import.rs", 963),
-    ("jsonrpc.rs", 553),
     ("protocol/results.rs", 738),
     ("protocol/schema.rs", 554),
     ("registry/mod.rs", 544),

@@ -36,8 +36,9 @@ impl Actor {
         };
         // A result to one of our requests (every call's answer) is found without being
         // parsed into values: it is passed on as the server wrote it.
-        if let Some((id, range)) = jsonrpc::peek_result(&line) {
-            return self.on_answer(id, Answer::Raw(RawResult::new(line, range)));
+        if let Some(p) = jsonrpc::peek_result(&line) {
+            let raw = RawResult::new(line, p.range).with_long_strings(p.long_strings);
+            return self.on_answer(p.id, Answer::Raw(raw));
         }
         match jsonrpc::parse(&line) {
             Ok(Message::Response(r)) => self.on_response(r),

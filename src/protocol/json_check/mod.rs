@@ -16,19 +16,46 @@
 
 use super::scan::{Member, key_text};
 
+/// A string at least this long is listed in [`Checked::long_strings`]: a later scan of
+/// the text jumps over it instead of searching it for its end again.
+const LONG_STRING: usize = 1024;
+/// At most this many are listed (16 bytes each); the ones after are searched again.
+const MAX_LONG_STRINGS: usize = 256;
+
+/// What [`object_members`] finds in the pass that checks the text.
+#[derive(Debug, PartialEq)]
+pub struct Checked<'a> {
+    /// The object's top-level members.
+    pub members: Vec<Member<'a>>,
+    /// The long strings anywhere in it, as [`super::scan::Known`] lists them: the byte
+    /// offsets of each one's opening quote and of the byte past its closing one, in order.
+    pub long_strings: Vec<(usize, usize)>,
+}
+
 /// Whether `text` is exactly one JSON value, with whitespace allowed around it.
 pub fn is_value(text: &str) -> bool {
     Check::new(text, false).document().is_some()
 }
 
-/// The members of the object that is all of `text` (whitespace around it allowed), found
-/// in the same pass that checks it: None when `text` is not one JSON value, is not an
-/// object, or has a key serde_json cannot read as a string. Keys are unescaped as
-/// [`super::scan::members`] does.
-pub fn object_members(text: &str) -> Option<Vec<Member<'_>>> {
+/// The members of the object that is all of `text` (whitespace around it allowed), and
+/// its long strings, found in the same pass that checks it: None when `text` is not one
+/// JSON value, is not an object, or has a key serde_json cannot read as a string. Keys are
+/// unescaped as [`super::scan::members`] does.
+pub fn object_members(text: &str) -> Option<Checked<'_>> {
+    object_members_listing(text, LONG_STRING)
+}
+
+/// [`object_members`] listing every string of at least `long` bytes, quotes included
+/// (the tests and the fuzz target list short ones too, so scans jump often).
+pub fn object_members_listing(text: &str, long: usize) -> Option<Checked<'_>> {
     let mut c = Check::new(text, true);
+    c.long_string = long;
     c.document()?;
-    c.members.filter(|_| c.keys_readable)
+    let members = c.members.filter(|_| c.keys_readable)?;
+    Some(Checked {
+        members,
+        long_strings: c.long_strings,
+    })
 }
 
 /// A byte that ends the plain part of a string: its closing quote, an escape, or a
@@ -92,6 +119,9 @@ struct Check<'a> {
     /// The key of the outermost object's member being read, and where its value starts.
     key: &'a str,
     value_start: usize,
+    /// Listed only while members are collected, from this length on.
+    long_strings: Vec<(usize, usize)>,
+    long_string: usize,
 }
 
 impl<'a> Check<'a> {
@@ -109,6 +139,8 @@ impl<'a> Check<'a> {
             keys_readable: true,
             key: "",
             value_start: 0,
+            long_strings: Vec::new(),
+            long_string: LONG_STRING,
         }
     }
 
@@ -229,10 +261,19 @@ impl<'a> Check<'a> {
 
     /// The rest of a string whose opening quote has been read.
     fn string(&mut self) -> Option<()> {
+        let start = self.at.wrapping_sub(1);
         loop {
             self.at += plain_len(self.b.get(self.at..)?);
             match self.next()? {
-                b'"' => return Some(()),
+                b'"' => {
+                    if self.at - start >= self.long_string
+                        && self.members.is_some()
+                        && self.long_strings.len() < MAX_LONG_STRINGS
+                    {
+                        self.long_strings.push((start, self.at));
+                    }
+                    return Some(());
+                }
                 b'\\' => match self.next()? {
                     b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {}
                     b'u' => {
@@ -290,208 +331,4 @@ impl<'a> Check<'a> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    fn serde_accepts(text: &str) -> bool {
-        serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
-    }
-
-    #[test]
-    fn accepts_and_refuses_what_serde_json_does() {
-        let cases = [
-            "",
-            " ",
-            "0",
-            "-0",
-            "01",
-            "-",
-            "1.",
-            "1.5",
-            ".5",
-            "1e",
-            "1e+",
-            "1E-7",
-            "1e5x",
-            "-01",
-            "123456789012345678901234567890",
-            "true",
-            "tru",
-            "truex",
-            "null",
-            "nul",
-            "false",
-            "\"\"",
-            "\"a",
-            "\"\\u12\"",
-            "\"\\u12g4\"",
-            "\"\\uD800\"",
-            "\"\\x\"",
-            "\"\\/\\b\\f\\n\\r\\t\\\\\\\"\"",
-            "\"\u{1}\"",
-            "\"\t\"",
-            "\"\u{7f}\u{e9}\u{1f600}\"",
-            "[]",
-            "[ ]",
-            "[1,]",
-            "[,1]",
-            "[1 2]",
-            "[1,[2,[3]]]",
-            "[[[[[[[[[[]]]]]]]]]]",
-            "[",
-            "]",
-            "[}",
-            "{}",
-            "{ }",
-            "{\"a\":1}",
-            "{\"a\" : [ 1 , { } ] , \"b\":null}",
-            "{\"a\":1,}",
-            "{,}",
-            "{\"a\"}",
-            "{\"a\":}",
-            "{1:1}",
-            "{\"a\":1 \"b\":2}",
-            "{]",
-            " {\"a\":1} ",
-            "{\"a\":1} x",
-            "1 2",
-            "\u{c}1",
-            "1\u{c}",
-            "\r\n\t 1 \r\n\t",
-        ];
-        for text in cases {
-            assert_eq!(is_value(text), serde_accepts(text), "{text:?}");
-        }
-        assert_eq!(
-            object_members(r#" { "a" : [1,{"b":2}] , "c\u0064":"}" , "e":{} } "#),
-            Some(vec![
-                ("a".into(), r#"[1,{"b":2}]"#),
-                ("cd".into(), r#""}""#),
-                ("e".into(), "{}"),
-            ])
-        );
-        assert_eq!(object_members("{}"), Some(vec![]));
-        assert_eq!(object_members("[1]"), None);
-        assert_eq!(object_members(r#"{"\ud800":1}"#), None);
-        assert_eq!(object_members(r#"{"a":1,}"#), None);
-        let deep = "[".repeat(10_000) + &"]".repeat(10_000);
-        assert!(is_value(&deep));
-        assert!(!is_value(&deep[1..]));
-    }
-
-    #[test]
-    fn long_strings_are_checked_in_every_block_and_at_their_end() {
-        for len in [0, 1, 31, 32, 33, 63, 64, 65, 1000, 4096] {
-            let plain = "x".repeat(len);
-            assert!(is_value(&format!("\"{plain}\"")), "{len}");
-            for at in [0, len / 2, len.saturating_sub(1)] {
-                if at >= len {
-                    continue;
-                }
-                for bad in ["\u{0}", "\n", "\u{1f}"] {
-                    let mut s = plain.clone();
-                    s.replace_range(at..at + 1, bad);
-                    assert!(!is_value(&format!("\"{s}\"")), "{len} {at} {bad:?}");
-                }
-                let mut s = plain.clone();
-                s.replace_range(at..at + 1, "\\n");
-                assert!(is_value(&format!("\"{s}\"")), "{len} {at}");
-                let mut s = plain.clone();
-                s.replace_range(at..at + 1, "\"");
-                assert!(!is_value(&format!("\"{s}\"")), "{len} {at}");
-            }
-        }
-    }
-
-    #[test]
-    fn every_block_width_finds_the_same_first_special_byte() {
-        let mut text = vec![b'x'; 1000];
-        for at in [0, 1, 31, 63, 64, 65, 127, 128, 129, 500, 999] {
-            for special in [b'"', b'\\', 0, 0x1f] {
-                text[at] = special;
-                assert_eq!(plain_len_in::<64>(&text), at);
-                assert_eq!(plain_len_in::<128>(&text), at);
-                assert_eq!(plain_len(&text), at);
-                text[at] = 0x20;
-                assert_eq!(plain_len_in::<64>(&text), 1000);
-                assert_eq!(plain_len(&text), 1000);
-                text[at] = b'x';
-            }
-        }
-    }
-
-    /// Text made of JSON's own pieces, valid or not, so most cases get deep into the grammar.
-    fn pieces() -> impl Strategy<Value = String> {
-        let piece = prop_oneof![
-            Just("{"),
-            Just("}"),
-            Just("["),
-            Just("]"),
-            Just(","),
-            Just(":"),
-            Just(" "),
-            Just("\""),
-            Just("\"k\":"),
-            Just("\"s\\\"x\""),
-            Just("\\u00e9"),
-            Just("\\"),
-            Just("0"),
-            Just("-1.5e+3"),
-            Just("12"),
-            Just("."),
-            Just("e"),
-            Just("true"),
-            Just("null"),
-            Just("fals"),
-            Just("\t"),
-            Just("\u{1}"),
-            Just("é"),
-            Just("\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\""),
-        ];
-        proptest::collection::vec(piece, 0..24).prop_map(|v| v.concat())
-    }
-
-    proptest! {
-        #[test]
-        fn agrees_with_serde_json_on_text_made_of_json_pieces(text in pieces()) {
-            let valid = is_value(&text);
-            prop_assert_eq!(valid, serde_accepts(&text), "{:?}", text);
-            let members = object_members(&text);
-            if valid {
-                prop_assert_eq!(members, super::super::scan::members(&text), "{:?}", text);
-            } else {
-                prop_assert!(members.is_none(), "{:?}", text);
-            }
-        }
-
-        #[test]
-        fn accepts_every_value_serde_json_writes(v in json_value()) {
-            let text = serde_json::to_string(&v).unwrap();
-            prop_assert!(is_value(&text), "{}", text);
-            let pretty = serde_json::to_string_pretty(&v).unwrap();
-            prop_assert!(is_value(&pretty), "{}", pretty);
-            for text in [&text, &pretty] {
-                prop_assert_eq!(object_members(text), super::super::scan::members(text));
-            }
-        }
-    }
-
-    fn json_value() -> impl Strategy<Value = serde_json::Value> {
-        use serde_json::Value;
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::Bool),
-            any::<i64>().prop_map(Value::from),
-            any::<f64>().prop_map(Value::from),
-            any::<String>().prop_map(Value::String),
-        ];
-        leaf.prop_recursive(4, 64, 8, |inner| {
-            prop_oneof![
-                proptest::collection::vec(inner.clone(), 0..8).prop_map(Value::Array),
-                proptest::collection::btree_map(any::<String>(), inner, 0..8)
-                    .prop_map(|m| Value::Object(m.into_iter().collect())),
-            ]
-        })
-    }
-}
+mod tests;

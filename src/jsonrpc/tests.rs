@@ -1,0 +1,177 @@
+//! Tests of the JSON-RPC message model: parsing, ids kept exactly, the writers, and `peek_result` against `parse`.
+
+use super::*;
+
+fn check(line: &str, expected: Result<&str, i64>) {
+    match (parse(line), expected) {
+        (Ok(m), Ok(kind)) => {
+            let k = match m {
+                Message::Request(_) => "request",
+                Message::Notification(_) => "notification",
+                Message::Response(_) => "response",
+            };
+            assert_eq!(k, kind, "{line}");
+        }
+        (Err(e), Err(code)) => assert_eq!(e.to_error_object().code, code, "{line}"),
+        (got, want) => panic!("{line}: got {got:?}, want {want:?}"),
+    }
+}
+
+#[test]
+fn lines_parse_into_the_right_kind_or_error() {
+    check(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, Ok("request"));
+    check(
+        r#"{"jsonrpc":"2.0","id":"a","method":"x","params":{}}"#,
+        Ok("request"),
+    );
+    check(
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        Ok("notification"),
+    );
+    check(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#, Ok("response"));
+    check(
+        r#"{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"m"}}"#,
+        Ok("response"),
+    );
+    check("not json", Err(code::PARSE_ERROR));
+    check(r#"{"jsonrpc":"2.0","id":1,"#, Err(code::PARSE_ERROR));
+    check("[1,2]", Err(code::INVALID_REQUEST));
+    check("42", Err(code::INVALID_REQUEST));
+    check(r#"{"id":1,"method":"x"}"#, Err(code::INVALID_REQUEST));
+    check(
+        r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#,
+        Err(code::INVALID_REQUEST),
+    );
+    check(
+        r#"{"jsonrpc":"2.0","id":1,"method":5}"#,
+        Err(code::INVALID_REQUEST),
+    );
+    check(
+        r#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#,
+        Err(code::INVALID_REQUEST),
+    );
+    check(r#"{"jsonrpc":"2.0","id":1}"#, Err(code::INVALID_REQUEST));
+    check(
+        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#,
+        Err(code::INVALID_REQUEST),
+    );
+}
+
+#[test]
+fn plain_results_are_found_in_place_and_everything_else_is_left_to_parse() {
+    let check = |line: &str, want: Option<(u64, &str)>| {
+        let got = peek_result(line).map(|p| (p.id, &line[p.range]));
+        assert_eq!(got, want, "{line}");
+    };
+    check(
+        r#"{"jsonrpc":"2.0","id":7,"result":{"content":[]}}"#,
+        Some((7, r#"{"content":[]}"#)),
+    );
+    check(
+        r#"{ "result" : [1, "x"] , "id": 3, "jsonrpc": "2.0" }"#,
+        Some((3, r#"[1, "x"]"#)),
+    );
+    check(r#"{"jsonrpc":"2.0","id":"7","result":{}}"#, None);
+    check(r#"{"jsonrpc":"2.0","id":7.0,"result":{}}"#, None);
+    check(r#"{"jsonrpc":"2.0","id":-1,"result":{}}"#, None);
+    check(r#"{"jsonrpc":"1.0","id":7,"result":{}}"#, None);
+    check(
+        r#"{"jsonrpc":"2.0","id":7,"error":{"code":1,"message":""}}"#,
+        None,
+    );
+    check(r#"{"jsonrpc":"2.0","id":7,"result":{},"result":{}}"#, None);
+    check(r#"{"jsonrpc":"2.0","id":7,"method":"x","result":{}}"#, None);
+    check(r#"{"jsonrpc":"2.0","id":7,"id":8,"result":{}}"#, None);
+    check(r#"{"jsonrpc":"2.0","id":7,"result":{"#, None);
+    check(r#"{"jsonrpc":"2.0","id":7,"result":{"a":[1,]}}"#, None);
+    check("{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":\"a\u{1}\"}", None);
+    check(r#"["2.0",7,null,null,{},null]"#, None);
+    check("not json", None);
+    // Keys are compared as serde_json reads them; members mcpd does not know may repeat.
+    check(
+        r#"{"jsonrpc":"2.0","\u0069d":7,"res\u0075lt":{"x":"\"}"},"y":1,"y":2}"#,
+        Some((7, r#"{"x":"\"}"}"#)),
+    );
+    assert_eq!(
+        raw_result_line(&Id::Str("a".into()), r#"{"x": 1}"#),
+        r#"{"jsonrpc":"2.0","id":"a","result":{"x": 1}}"#
+    );
+}
+
+/// An id as a client may write it: integers across the i64 and u64 ranges, and
+/// strings of any characters (written as JSON text, escapes and all).
+pub(crate) fn id_text() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    prop_oneof![
+        any::<i64>().prop_map(|n| n.to_string()),
+        any::<u64>().prop_map(|n| n.to_string()),
+        any::<String>().prop_map(|s| Value::String(s).to_string()),
+    ]
+}
+
+/// The `id` member of `line` exactly as written.
+fn raw_id(line: &str) -> String {
+    let members = crate::protocol::scan::members(line).unwrap();
+    let (_, id) = members.into_iter().find(|(k, _)| k == "id").unwrap();
+    id.to_owned()
+}
+
+proptest::proptest! {
+    /// What the agent side does with every request it passes upstream: it keeps the
+    /// agent's id and writes it back on the reply, in whichever way the reply is
+    /// written. The id comes back byte for byte.
+    #[test]
+    fn an_agents_id_comes_back_exactly_on_every_kind_of_reply(id in id_text()) {
+        let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{}}}}"#);
+        let Ok(Message::Request(r)) = parse(&line) else {
+            panic!("{line} does not parse as a request");
+        };
+        let error = ErrorObject::new(code::INTERNAL_ERROR, "x");
+        for reply in [
+            result_line(&r.id, &Value::Null),
+            raw_result_line(&r.id, r#"{"content":[]}"#),
+            error_line(Some(&r.id), &error),
+            response_line(&r.id, &Ok(Value::Bool(true))),
+            response_line(&r.id, &Err(error.clone())),
+        ] {
+            proptest::prop_assert_eq!(&raw_id(&reply), &id, "{}", reply);
+            let Ok(Message::Response(back)) = parse(&reply) else {
+                panic!("{reply} does not parse as a response");
+            };
+            proptest::prop_assert_eq!(&back.id, &r.id);
+        }
+    }
+
+    /// What the upstream side does: a request goes out under mcpd's own numeric id
+    /// and the server's answer is matched by `peek_result`, which must find that id
+    /// and the result in place.
+    #[test]
+    fn mcpds_own_ids_are_found_again_in_the_servers_answer(n in proptest::prelude::any::<u64>(), text in "\\PC{0,40}") {
+        let id = Id::from(n);
+        let sent = request_line(&id, "tools/call", None);
+        let Ok(Message::Request(r)) = parse(&sent) else {
+            panic!("{sent} does not parse");
+        };
+        proptest::prop_assert_eq!(r.id.as_u64(), Some(n));
+        let result = Value::String(text).to_string();
+        let answer = raw_result_line(&r.id, &result);
+        let peeked = peek_result(&answer).unwrap();
+        proptest::prop_assert_eq!(peeked.id, n);
+        proptest::prop_assert_eq!(&answer[peeked.range], result.as_str());
+    }
+}
+
+#[test]
+fn ids_round_trip_exactly() {
+    let m = parse(r#"{"jsonrpc":"2.0","id":12345678901234,"method":"x"}"#).unwrap();
+    let Message::Request(r) = m else { panic!() };
+    assert_eq!(
+        result_line(&r.id, &Value::Null),
+        r#"{"jsonrpc":"2.0","id":12345678901234,"result":null}"#
+    );
+    let e = error_line(None, &ErrorObject::new(-32700, "x"));
+    assert_eq!(
+        e,
+        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#
+    );
+}
