@@ -84,6 +84,18 @@ async fn a_profile_chosen_on_the_socket_shows_only_its_servers_and_tools() {
             "uriTemplate",
         ),
     ] {
+        // A server is ready once its handshake is done; its lists arrive just after.
+        eventually(&format!("server a's {key} are listed"), WAIT, || async {
+            let mut everyone = d.agent().await;
+            let r = everyone.request(method, None).await;
+            let of_a = |x: &Value| {
+                x[field]
+                    .as_str()
+                    .is_some_and(|u| !u.contains(":b:") && !u.starts_with('b'))
+            };
+            r["result"][key].as_array()?.iter().any(of_a).then_some(())
+        })
+        .await;
         let r = agent.request(method, None).await;
         let listed: Vec<&str> = r["result"][key]
             .as_array()
