@@ -6,6 +6,8 @@ use crate::support::*;
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 use std::collections::HashSet;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -254,4 +256,38 @@ async fn kill_9_of_the_daemon_takes_servers_and_their_grandchildren_down() {
         || async move { (!alive(pid) && !alive(gc)).then_some(()) },
     )
     .await;
+}
+
+// ---------------------------------------------------------------- pipes
+
+#[tokio::test]
+async fn a_servers_answers_come_through_a_widened_pipe() {
+    let d = DaemonBuilder::new()
+        .fixture("fx", &["--tools", "big"])
+        .start()
+        .await;
+    d.wait_ready().await;
+    let pid = status_pid(&d.server_status("fx").await).unwrap();
+    // The server's stdout, opened again through /proc: the same pipe, whose capacity
+    // mcpd set when it started the server.
+    let pipe = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(format!("/proc/{pid}/fd/1"))
+        .unwrap();
+    let size = nix::fcntl::fcntl(pipe.as_raw_fd(), nix::fcntl::FcntlArg::F_GETPIPE_SZ).unwrap();
+    assert_eq!(size, 256 * 1024, "the kernel's default is 64 KiB");
+    // A result larger than the pipe still comes through whole.
+    let mut agent = d.initialized_agent().await;
+    let r = agent
+        .request(
+            "tools/call",
+            Some(json!({"name": "fx__big", "arguments": {"bytes": 600_000}})),
+        )
+        .await;
+    let text = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(text.len(), 600_000, "{}", error_message(&r));
+    assert!(text.bytes().all(|b| b == b'x'));
 }
