@@ -312,6 +312,9 @@ fn main() {
         p99.as_secs_f64() * 1e3
     );
     println!("targets:");
+    if cfg!(debug_assertions) {
+        println!("  (an unoptimised build, as CI's smoke run is: its times say nothing of mcpd's)");
+    }
     let verdict = |ok: bool| if ok { "PASS" } else { "FAIL" };
     println!(
         "  recall@5 >= 0.90 on the real catalog: {:.3} {}",

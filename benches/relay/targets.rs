@@ -217,6 +217,9 @@ pub fn print(targets: &[Target], opts: &Opts) {
         "issue 19 targets ({} mode, one run; each ratio compares rows measured seconds apart):",
         if opts.quick { "quick" } else { "full" }
     );
+    if cfg!(debug_assertions) {
+        println!("  (an unoptimised build, as CI's smoke run is: its times say nothing of mcpd's)");
+    }
     for t in targets {
         println!("  {:<4}  {:<62} {}", t.verdict(), t.what, t.value);
     }
