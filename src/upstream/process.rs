@@ -109,7 +109,7 @@ pub fn spawn(cfg: &StdioLaunch) -> Result<Spawned, SpawnError> {
 
 /// The capacity asked for the pipe a server's answers come through (the kernel's default
 /// is 64 KiB).
-const ANSWER_PIPE_BYTES: usize = 256 * 1024;
+const ANSWER_PIPE_BYTES: nix::libc::c_int = 256 * 1024;
 
 /// Widens the pipe mcpd reads a server's answers from to [`ANSWER_PIPE_BYTES`]. mcpd
 /// passes an answer on once it has all of it; through a 64 KiB pipe a 1 MiB answer comes
@@ -122,9 +122,10 @@ const ANSWER_PIPE_BYTES: usize = 256 * 1024;
 /// default size, which works as before.
 fn widen_pipe(stdout: &ChildStdout) {
     use std::os::fd::AsRawFd;
-    let size = nix::libc::c_int::try_from(ANSWER_PIPE_BYTES).unwrap_or(nix::libc::c_int::MAX);
-    if let Err(e) = nix::fcntl::fcntl(stdout.as_raw_fd(), nix::fcntl::FcntlArg::F_SETPIPE_SZ(size))
-    {
+    if let Err(e) = nix::fcntl::fcntl(
+        stdout.as_raw_fd(),
+        nix::fcntl::FcntlArg::F_SETPIPE_SZ(ANSWER_PIPE_BYTES),
+    ) {
         tracing::debug!("the server's stdout pipe keeps its size ({e})");
     }
 }
