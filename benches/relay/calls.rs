@@ -142,6 +142,9 @@ pub struct Tally {
     pub stray: u64,
     /// The connection failed (closed, read timeout) with requests still in flight.
     pub broken: u64,
+    /// Correct responses in all, warm-up and the calls in flight at the end included:
+    /// the calls the hop process carried while it lived.
+    answered: u64,
     pub samples: Vec<String>,
 }
 
@@ -162,6 +165,7 @@ impl Tally {
         self.wrong += other.wrong;
         self.stray += other.stray;
         self.broken += other.broken;
+        self.answered += other.answered;
         for s in other.samples {
             self.note(s);
         }
@@ -267,6 +271,7 @@ async fn drive(
         let id = id.unwrap_or_default();
         match judge(&resp, payload, conn, id) {
             Verdict::Ok => {
+                t.answered += 1;
                 if now >= win.from && now <= win.to {
                     t.lat_ns.push((now - started).as_nanos() as u64);
                 }
@@ -305,6 +310,10 @@ pub struct Row {
     pub counted: usize,
     pub tally: Tally,
     pub failure: Option<String>,
+    /// The stdio hop's own CPU time (user and system, every thread) per call it carried,
+    /// in µs: the shim's or socat's cost, which unlike calls/s barely depends on what
+    /// else the machine runs.
+    pub hop_cpu_us: Option<f64>,
 }
 
 fn percentile(sorted: &[u64], p: f64) -> f64 {
@@ -362,6 +371,7 @@ pub async fn measure(mode: Mode, payload: Payload, c: usize, opts: &Opts, to: &P
         counted: 0,
         tally: Tally::default(),
         failure: None,
+        hop_cpu_us: None,
     };
     let clients = match open_clients(mode, conns, to).await {
         Ok(c) => c,
@@ -402,6 +412,10 @@ pub async fn measure(mode: Mode, payload: Payload, c: usize, opts: &Opts, to: &P
             }
             row.failure = Some(format!("the measurement did not end within {limit:?}"));
         }
+    }
+    if matches!(mode, Mode::Shim | Mode::SocatMcpd | Mode::SocatHop) && row.tally.answered > 0 {
+        let ns: Option<u64> = finished.iter().map(|c| c.process_cpu_ns()).sum();
+        row.hop_cpu_us = ns.map(|ns| ns as f64 / 1000.0 / row.tally.answered as f64);
     }
     drop(finished); // closes the connections; direct fixtures are stopped and reaped
     row.tally.lat_ns.sort_unstable();

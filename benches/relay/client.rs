@@ -66,6 +66,19 @@ impl Client {
         }
     }
 
+    /// The CPU time so far of the process at the other end of a stdio client (the
+    /// fixture, the shim, socat), over all its threads, from `/proc/PID/task/*/schedstat`.
+    pub fn process_cpu_ns(&self) -> Option<u64> {
+        let pid = self._fixture.as_ref()?.pid();
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+        tasks
+            .map(|t| {
+                let stat = std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok()?;
+                stat.split_whitespace().next()?.parse::<u64>().ok()
+            })
+            .sum()
+    }
+
     /// Spawns a fixture and talks to it over its stdin and stdout.
     pub fn over_stdio(buf: usize) -> Result<Client, String> {
         let mut proc = Proc::fixture(&[])?;
