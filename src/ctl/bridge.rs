@@ -1,31 +1,33 @@
 //! `mcpd connect`: the byte pump between a stdio client and the daemon's socket.
 //!
 //! Every stdio client reaches the daemon through this process, so it does as little as
-//! a relay can: after the optional profile handshake it never looks at the bytes. Each
-//! direction is one OS thread in a blocking loop, so a request costs one wake-up and, when
-//! stdin is a pipe (clients that spawn it with `pipe(2)`: Python, Rust, Go), one
-//! `splice(2)` that moves the bytes inside the kernel: no user-space buffer, no second
-//! syscall. Otherwise (the replies, socketpairs, which Node.js uses for a child's stdio,
-//! a terminal) it is `read`/`write` through a large buffer. There is no async runtime here:
-//! `tokio::io::stdin` reads through the blocking pool (a thread hand-off per read) and
-//! `tokio::io::copy` copies 8 KiB at a time, which cost 40 % of the throughput at eight
-//! requests in flight. Nothing is buffered in this process, so nothing is ever flushed.
+//! a relay can: after the optional profile handshake it never looks at the bytes. One
+//! thread polls stdin, stdout and the socket and moves whatever is ready with `read` and
+//! `write` through one buffer per direction, so a burst of requests and replies costs one
+//! wake-up for both directions. No descriptor is waited on while another has bytes to
+//! move: the socket is non-blocking, and stdout (which the client shares, so it is never
+//! made non-blocking) is written with `RWF_NOWAIT`, so a client that writes a large
+//! request before it reads any reply still gets it through.
+//!
+//! Measured with the relay bench's `hop CPU` (the hop process's CPU time per call, which
+//! moves far less between runs than calls/s; docs/performance.md): a thread per
+//! direction cost 4.0–5.0 µs per call at 64 in flight and 18–23 µs at 8, against 3.2–3.6
+//! and 15.5–17.3 for this loop, as much as the socat-like pump. Splicing stdin into the
+//! socket when it is a pipe saved nothing measurable, so it is not done. There is no
+//! async runtime:
+//! `tokio::io::stdin` reads through the blocking pool (a thread hand-off per read).
 
 use super::{CTL_TIMEOUT, CtlError, refusal};
 use crate::jsonrpc::{self, Id, Message};
 use nix::errno::Errno;
-use nix::fcntl::{SpliceFFlags, splice};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::sync::mpsc;
 use std::time::Duration;
 
-/// Most bytes one `splice` moves; a pipe holds 64 KiB unless its owner made it larger.
-const SPLICE_CHUNK: usize = 1 << 20;
 /// The buffer of the `read`/`write` path: a 1 MiB result crosses in a few reads.
 const COPY_BUF: usize = 256 * 1024;
 /// How long replies may still come after stdin ended before the bridge gives up on them.
@@ -47,36 +49,10 @@ pub fn bridge(socket: &Path, profile: Option<&str>) -> Result<(), CtlError> {
         Some(name) => choose_profile(&stream, name)?,
         None => Vec::new(),
     };
-    let to_daemon = stream.try_clone()?;
-    let (done, ended) = mpsc::channel();
-    let up_done = done.clone();
-    let stdin = io::stdin();
-    std::thread::Builder::new()
-        .name("stdin-to-socket".into())
-        .spawn(move || {
-            let end = pump(stdin.as_fd(), to_daemon.as_fd());
-            let _ = to_daemon.shutdown(Shutdown::Write); // the daemon may already be gone
-            let _ = up_done.send(Way::Up(end)); // the bridge may already be ending
-        })?;
-    let stdout = io::stdout();
-    std::thread::Builder::new()
-        .name("socket-to-stdout".into())
-        .spawn(move || {
-            let end = match write_all(stdout.as_fd(), &early) {
-                Ok(()) => pump(stream.as_fd(), stdout.as_fd()),
-                Err(e) => End::of(e),
-            };
-            let _ = done.send(Way::Down(end)); // the bridge may already be ending
-        })?;
-    match ended.recv() {
-        Ok(Way::Down(end)) => end.into_result(),
-        Ok(Way::Up(End::Failed(e))) => Err(CtlError::Io(e)),
-        Ok(Way::Up(End::Eof | End::Gone)) => match ended.recv_timeout(LINGER) {
-            Ok(Way::Down(end)) => end.into_result(),
-            _ => Ok(()),
-        },
-        Err(_) => Ok(()), // both threads are gone; they only exit through a send
-    }
+    stream.set_nonblocking(true)?;
+    let (stdin, stdout) = (io::stdin(), io::stdout());
+    let mut pump = Pump::new(stdin.as_fd(), stdout.as_fd(), &stream, early);
+    pump.run().into_result()
 }
 
 /// Sends the `mcpd/profile` request and reads its answer line. Bytes the daemon sent after
@@ -131,17 +107,12 @@ fn choose_profile(stream: &UnixStream, name: &str) -> Result<Vec<u8>, CtlError> 
     }
 }
 
-/// Which direction ended, and how.
-enum Way {
-    Up(End),
-    Down(End),
-}
-
-/// How one direction of the pump ended.
+/// How the pump ended.
 enum End {
-    /// Its source reached end of file.
+    /// The daemon closed the connection, or stdin ended and the replies after it were
+    /// all passed on (or did not come within `LINGER`).
     Eof,
-    /// Its destination's reader left (`EPIPE`, `ECONNRESET`): nobody wants more bytes.
+    /// The client closed its end of stdout (`EPIPE`): nobody wants more bytes.
     Gone,
     Failed(io::Error),
 }
@@ -162,94 +133,326 @@ impl End {
     }
 }
 
-/// Copies `from` to `to` until `from` ends or `to` is gone. Only a pipe source is spliced:
-/// splicing from the socket into stdout's pipe (Linux 6.18) left replies waiting in the
-/// socket until more bytes arrived (`mcpd_connect_bridges_stdio_to_the_socket` hung), so
-/// the socket is read with `read(2)`, one syscall more per reply.
-fn pump(from: BorrowedFd<'_>, to: BorrowedFd<'_>) -> End {
-    if is_pipe(from) {
-        match splice_all(from, to) {
-            // The kernel cannot splice these two (a file opened for appending, say);
-            // nothing moved on a failed call, so copying picks up where it stopped.
-            Err(Errno::EINVAL) => {}
-            Err(e) => return End::of(e),
-            Ok(()) => return End::Eof,
+/// Bytes read from one side and not yet written to the other: at most one read's worth,
+/// so the pump holds at most [`COPY_BUF`] per direction.
+struct Pending {
+    buf: Vec<u8>,
+    from: usize,
+    to: usize,
+}
+
+impl Pending {
+    fn new() -> Pending {
+        Pending {
+            buf: Vec::new(),
+            from: 0,
+            to: 0,
         }
     }
-    copy_all(from, to)
+
+    fn is_empty(&self) -> bool {
+        self.from == self.to
+    }
+
+    fn bytes(&self) -> &[u8] {
+        self.buf.get(self.from..self.to).unwrap_or_default()
+    }
+
+    fn consumed(&mut self, n: usize) {
+        self.from = (self.from + n).min(self.to);
+    }
+
+    /// Reads once from `fd` into the (empty) buffer: the count read, 0 at end of file.
+    fn read_from(&mut self, fd: BorrowedFd<'_>) -> Result<usize, Errno> {
+        if self.buf.is_empty() {
+            self.buf = vec![0; COPY_BUF]; // allocated by the first read only
+        }
+        let n = nix::unistd::read(fd.as_raw_fd(), &mut self.buf)?;
+        (self.from, self.to) = (0, n);
+        Ok(n)
+    }
 }
 
-fn is_pipe(fd: BorrowedFd<'_>) -> bool {
-    use nix::sys::stat::{SFlag, fstat};
-    fstat(fd.as_raw_fd())
-        .is_ok_and(|s| SFlag::from_bits_truncate(s.st_mode) & SFlag::S_IFMT == SFlag::S_IFIFO)
+/// What one `poll` found ready.
+#[derive(Default)]
+struct Ready {
+    sock_in: bool,
+    sock_out: bool,
+    stdin: bool,
+    stdout: bool,
 }
 
-/// Splices until `from` ends. A non-blocking end (a descriptor the client shares with
-/// other processes may be) is waited for with `poll`.
-fn splice_all(from: BorrowedFd<'_>, to: BorrowedFd<'_>) -> Result<(), Errno> {
-    loop {
-        match splice(
-            from,
-            None,
-            to,
-            None,
-            SPLICE_CHUNK,
-            SpliceFFlags::SPLICE_F_MOVE,
-        ) {
-            Ok(0) => return Ok(()),
-            Ok(_) | Err(Errno::EINTR) => {}
-            // Either end may be the one that is not ready: wait for both, in turn.
-            Err(Errno::EAGAIN) => {
-                wait(PollFd::new(from, PollFlags::POLLIN))?;
-                wait(PollFd::new(to, PollFlags::POLLOUT))?;
+/// The pump's state: one thread, one `poll` over the three descriptors.
+struct Pump<'a> {
+    stdin: BorrowedFd<'a>,
+    stdout: BorrowedFd<'a>,
+    sock: &'a UnixStream,
+    /// stdin has not ended.
+    reading: bool,
+    /// The socket took less than it was offered: wait until it is writable.
+    up_blocked: bool,
+    /// stdin's bytes not yet on the socket.
+    up: Pending,
+    /// The daemon's bytes not yet on stdout.
+    down: Pending,
+    /// How stdout is written without waiting.
+    stdout_mode: Writes,
+    /// When stdin ended: the replies still coming have until then.
+    linger: Option<std::time::Instant>,
+}
+
+impl<'a> Pump<'a> {
+    fn new(
+        stdin: BorrowedFd<'a>,
+        stdout: BorrowedFd<'a>,
+        sock: &'a UnixStream,
+        early: Vec<u8>,
+    ) -> Pump<'a> {
+        let to = early.len();
+        Pump {
+            stdin,
+            stdout,
+            sock,
+            reading: true,
+            up_blocked: false,
+            up: Pending::new(),
+            down: Pending {
+                buf: early,
+                from: 0,
+                to,
+            },
+            stdout_mode: if is_pipe(stdout) || is_socket(stdout) {
+                Writes::NoWait
+            } else {
+                Writes::Plain
+            },
+            linger: None,
+        }
+    }
+
+    fn run(&mut self) -> End {
+        loop {
+            let ready = match self.wait() {
+                Ok(Some(ready)) => ready,
+                Ok(None) => return End::Eof, // the replies after stdin ended did not come
+                Err(e) => return End::Failed(e.into()),
+            };
+            if ready.stdout
+                && let Err(e) = self.send_down()
+            {
+                return End::of(e);
+            }
+            if ready.sock_out {
+                self.up_blocked = false;
+            }
+            if ready.sock_in {
+                match self.down.read_from(self.sock.as_fd()) {
+                    Ok(0) | Err(Errno::ECONNRESET) => return End::Eof,
+                    Ok(_) => {
+                        if let Err(e) = self.send_down() {
+                            return End::of(e);
+                        }
+                    }
+                    Err(Errno::EAGAIN | Errno::EINTR) => {}
+                    Err(e) => return End::Failed(e.into()),
+                }
+            }
+            if ready.stdin
+                && let Err(e) = self.read_stdin()
+            {
+                return End::Failed(e.into());
+            }
+            if !self.up_blocked
+                && !self.up.is_empty()
+                && let Err(e) = self.send_up()
+            {
+                return End::Failed(e.into());
+            }
+            if !self.reading && self.up.is_empty() && self.linger.is_none() {
+                // Everything the client sent is on its way: the daemon sees the agent leave.
+                let _ = self.sock.shutdown(Shutdown::Write); // the daemon may be gone already
+                self.linger = Some(std::time::Instant::now() + LINGER);
+            }
+        }
+    }
+
+    /// Polls what there is reason to: the socket for replies when the last ones are
+    /// written out, and for room when it refused bytes; stdin when the last bytes are on
+    /// the socket; stdout when replies wait for it. A descriptor with nothing to wait for
+    /// is left out, or its hang-up would wake the loop again and again. `None` once the
+    /// linger has passed.
+    fn wait(&self) -> Result<Option<Ready>, Errno> {
+        let mut sock_events = PollFlags::empty();
+        if self.down.is_empty() {
+            sock_events |= PollFlags::POLLIN;
+        }
+        if self.up_blocked {
+            sock_events |= PollFlags::POLLOUT;
+        }
+        let want_stdin = self.reading && self.up.is_empty() && !self.up_blocked;
+        let want_stdout = !self.down.is_empty();
+        let mut fds = Vec::with_capacity(3);
+        let mut at = [None; 3]; // where the socket, stdin and stdout are in `fds`
+        for (i, (fd, events)) in [
+            (self.sock.as_fd(), sock_events),
+            (
+                self.stdin,
+                if want_stdin {
+                    PollFlags::POLLIN
+                } else {
+                    PollFlags::empty()
+                },
+            ),
+            (
+                self.stdout,
+                if want_stdout {
+                    PollFlags::POLLOUT
+                } else {
+                    PollFlags::empty()
+                },
+            ),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            if !events.is_empty()
+                && let Some(slot) = at.get_mut(i)
+            {
+                *slot = Some(fds.len());
+                fds.push(PollFd::new(fd, events));
+            }
+        }
+        let timeout = match self.linger {
+            None => PollTimeout::NONE,
+            Some(until) => {
+                let left = until.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    return Ok(None);
+                }
+                PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX)
+            }
+        };
+        match poll(&mut fds, timeout) {
+            Ok(0) if self.linger.is_some() => return Ok(None),
+            Ok(_) => {}
+            Err(Errno::EINTR) => return Ok(Some(Ready::default())),
+            Err(e) => return Err(e),
+        }
+        // A hang-up or an error counts as ready: the next read or write reports it.
+        let done = PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL;
+        let ready = |i: usize, want: PollFlags| {
+            at.get(i)
+                .copied()
+                .flatten()
+                .and_then(|j| fds.get(j))
+                .and_then(|f| f.revents())
+                .is_some_and(|r| r.intersects(want | done))
+        };
+        Ok(Some(Ready {
+            sock_in: self.down.is_empty() && ready(0, PollFlags::POLLIN),
+            sock_out: self.up_blocked && ready(0, PollFlags::POLLOUT),
+            stdin: ready(1, PollFlags::POLLIN),
+            stdout: ready(2, PollFlags::POLLOUT),
+        }))
+    }
+
+    /// Reads what stdin has and writes what the socket takes of it.
+    fn read_stdin(&mut self) -> Result<(), Errno> {
+        match self.up.read_from(self.stdin) {
+            Ok(0) => self.reading = false,
+            Ok(_) => self.send_up()?,
+            // A non-blocking stdin shared with another reader that took the bytes first.
+            Err(Errno::EAGAIN | Errno::EINTR) => {}
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    /// Writes what the socket takes of stdin's bytes; the rest waits for room.
+    fn send_up(&mut self) -> Result<(), Errno> {
+        // SIGPIPE is ignored (Rust's runtime does so at start): a closed socket is EPIPE.
+        match nix::unistd::write(self.sock.as_fd(), self.up.bytes()) {
+            Ok(n) => self.up.consumed(n),
+            Err(Errno::EAGAIN | Errno::EINTR) => {}
+            // The daemon is gone: drop what the client sent; its replies end the pump.
+            Err(Errno::EPIPE | Errno::ECONNRESET) => {
+                self.up = Pending::new();
+                self.reading = false;
+                return Ok(());
             }
             Err(e) => return Err(e),
         }
+        self.up_blocked = !self.up.is_empty();
+        Ok(())
+    }
+
+    /// Writes what stdout takes of the daemon's bytes without waiting for room.
+    fn send_down(&mut self) -> Result<(), Errno> {
+        while !self.down.is_empty() {
+            match write_nowait(self.stdout, self.down.bytes(), &mut self.stdout_mode) {
+                Ok(0) | Err(Errno::EAGAIN) => return Ok(()),
+                Ok(n) => self.down.consumed(n),
+                Err(Errno::EINTR) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 }
 
-/// Copies through one buffer until `from` ends.
-fn copy_all(from: BorrowedFd<'_>, to: BorrowedFd<'_>) -> End {
-    let mut buf = vec![0u8; COPY_BUF];
-    loop {
-        let n = match nix::unistd::read(from.as_raw_fd(), &mut buf) {
-            Ok(0) => return End::Eof,
-            Ok(n) => n,
-            Err(Errno::EINTR) => continue,
-            Err(Errno::EAGAIN) => match wait(PollFd::new(from, PollFlags::POLLIN)) {
-                Ok(()) => continue,
-                Err(e) => return End::Failed(e.into()),
-            },
-            Err(Errno::ECONNRESET) => return End::Eof,
-            Err(e) => return End::Failed(e.into()),
+fn is_pipe(fd: BorrowedFd<'_>) -> bool {
+    file_type(fd) == Some(nix::sys::stat::SFlag::S_IFIFO)
+}
+
+fn is_socket(fd: BorrowedFd<'_>) -> bool {
+    file_type(fd) == Some(nix::sys::stat::SFlag::S_IFSOCK)
+}
+
+fn file_type(fd: BorrowedFd<'_>) -> Option<nix::sys::stat::SFlag> {
+    use nix::sys::stat::{SFlag, fstat};
+    let mode = fstat(fd.as_raw_fd()).ok()?.st_mode;
+    Some(SFlag::from_bits_truncate(mode) & SFlag::S_IFMT)
+}
+
+/// The most a plain `write` to a pipe reported writable takes without blocking.
+const PIPE_BUF: usize = 4096;
+
+/// How the pump writes to stdout without waiting for room.
+#[derive(Clone, Copy, PartialEq)]
+enum Writes {
+    /// `pwritev2` with `RWF_NOWAIT`: sockets have it, and pipes on recent kernels.
+    NoWait,
+    /// A pipe without `RWF_NOWAIT`: plain writes of at most [`PIPE_BUF`] bytes, which a
+    /// pipe that `poll` reported writable takes at once.
+    PipeBuf,
+    /// Anything else (a terminal, a file): plain writes, which may wait.
+    Plain,
+}
+
+/// One write to `fd` in the way `mode` says; a refused `RWF_NOWAIT` turns `mode` into
+/// [`Writes::PipeBuf`] and writes that way.
+fn write_nowait(fd: BorrowedFd<'_>, bytes: &[u8], mode: &mut Writes) -> Result<usize, Errno> {
+    use nix::libc;
+    if *mode == Writes::NoWait {
+        let iov = libc::iovec {
+            iov_base: bytes.as_ptr() as *mut libc::c_void,
+            iov_len: bytes.len(),
         };
-        if let Err(e) = write_all(to, buf.get(..n).unwrap_or_default()) {
-            return End::of(e);
+        // SAFETY: `iov` describes `bytes`, which outlives the call and which the kernel
+        // only reads; one iovec, offset -1 (the file's position: a pipe or socket has none).
+        let n = unsafe { libc::pwritev2(fd.as_raw_fd(), &iov, 1, -1, libc::RWF_NOWAIT) };
+        match usize::try_from(n) {
+            Ok(n) => return Ok(n),
+            Err(_) => match Errno::last() {
+                Errno::EOPNOTSUPP | Errno::ENOSYS | Errno::EINVAL => *mode = Writes::PipeBuf,
+                e => return Err(e),
+            },
         }
     }
-}
-
-/// Writes all of `bytes`.
-fn write_all(to: BorrowedFd<'_>, mut bytes: &[u8]) -> Result<(), Errno> {
-    while !bytes.is_empty() {
-        match nix::unistd::write(to, bytes) {
-            Ok(n) => bytes = bytes.get(n..).unwrap_or_default(),
-            Err(Errno::EINTR) => {}
-            Err(Errno::EAGAIN) => wait(PollFd::new(to, PollFlags::POLLOUT))?,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
-/// Blocks until `fd` is ready (or hung up, which the next call reports).
-fn wait(fd: PollFd<'_>) -> Result<(), Errno> {
-    loop {
-        match poll(&mut [fd], PollTimeout::NONE) {
-            Ok(_) => return Ok(()),
-            Err(Errno::EINTR) => {}
-            Err(e) => return Err(e),
-        }
-    }
+    let most = if *mode == Writes::PipeBuf {
+        PIPE_BUF
+    } else {
+        bytes.len()
+    };
+    nix::unistd::write(fd, bytes.get(..most.min(bytes.len())).unwrap_or(bytes))
 }

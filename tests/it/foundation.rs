@@ -731,6 +731,78 @@ async fn mcpd_connect_bridges_stdio_to_the_socket() {
 }
 
 #[tokio::test]
+async fn mcpd_connect_takes_requests_while_a_reply_waits_for_the_client() {
+    use std::os::fd::AsRawFd;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let d = DaemonBuilder::new()
+        .fixture("s", &["--tools", "big"])
+        .start()
+        .await;
+    d.wait_ready().await;
+    let mut child = tokio::process::Command::new(mcpd_bin())
+        .args(["connect", "--socket"])
+        .arg(&d.socket)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    // First a call whose 1 MiB reply fills the stdout pipe: the client reads nothing yet.
+    let init = json!({"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}});
+    let big = json!({"jsonrpc":"2.0","id":"big","method":"tools/call","params":{"name":"s__big","arguments":{"bytes":1048576}}});
+    let first = format!(
+        "{init}\n{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}}\n{big}\n"
+    );
+    stdin.write_all(first.as_bytes()).await.unwrap();
+    let unread = || {
+        let mut n: nix::libc::c_int = 0;
+        // SAFETY: FIONREAD on a pipe we hold writes one int, the bytes waiting in it.
+        let r = unsafe { nix::libc::ioctl(stdout.as_raw_fd(), nix::libc::FIONREAD, &mut n) };
+        if r == 0 { n } else { 0 }
+    };
+    eventually(
+        "the reply fills the client's stdout pipe",
+        Duration::from_secs(20),
+        || async { (unread() >= 60 * 1024).then_some(()) },
+    )
+    .await;
+    // Then 300 requests (about 300 KiB: ids padded to 1,000 bytes, far more than stdin's
+    // pipe holds) while that reply waits for the client: the bridge must go on taking
+    // them, or this write never ends.
+    const CALLS: usize = 300;
+    let id = |n: usize| format!("{n:0>1000}");
+    let mut batch = String::new();
+    for n in 0..CALLS {
+        let call = json!({"jsonrpc":"2.0","id":id(n),"method":"tools/call","params":{"name":"s__big","arguments":{"bytes":16}}});
+        batch.push_str(&format!("{call}\n"));
+    }
+    within(
+        "the requests are written while a reply waits for the client",
+        stdin.write_all(batch.as_bytes()),
+    )
+    .await
+    .unwrap();
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let mut answered = std::collections::BTreeSet::new();
+    while answered.len() < CALLS + 2 {
+        let line = within("read", lines.next_line()).await.unwrap().unwrap();
+        let msg: Value = serde_json::from_str(&line).unwrap();
+        if let Some(id) = msg.get("id").and_then(Value::as_str) {
+            assert!(msg.get("result").is_some(), "{msg}");
+            assert!(answered.insert(id.to_owned()), "answered twice: {id}");
+        }
+    }
+    assert!(answered.contains(&id(CALLS - 1)) && answered.contains("big"));
+    drop(stdin);
+    let status = within("connect exits after stdin closes", child.wait())
+        .await
+        .unwrap();
+    assert!(status.success());
+}
+
+#[tokio::test]
 async fn mcpd_connect_ends_quietly_when_the_client_stops_reading() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let d = DaemonBuilder::new()
