@@ -678,6 +678,19 @@ async fn sigterm_stops_every_child_removes_the_socket_and_exits_zero() {
     }
 }
 
+/// `mcpd connect` to `socket`, with its stdin and stdout piped to the test.
+fn mcpd_connect(socket: &std::path::Path, stderr: std::process::Stdio) -> tokio::process::Child {
+    tokio::process::Command::new(mcpd_bin())
+        .args(["connect", "--socket"])
+        .arg(socket)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(stderr)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
 #[tokio::test]
 async fn mcpd_connect_bridges_stdio_to_the_socket() {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
@@ -686,14 +699,7 @@ async fn mcpd_connect_bridges_stdio_to_the_socket() {
         .start()
         .await;
     d.wait_ready().await;
-    let mut child = tokio::process::Command::new(mcpd_bin())
-        .args(["connect", "--socket"])
-        .arg(&d.socket)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = mcpd_connect(&d.socket, std::process::Stdio::inherit());
     let mut stdin = child.stdin.take().unwrap();
     let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
     let msgs = [
@@ -739,14 +745,7 @@ async fn mcpd_connect_takes_requests_while_a_reply_waits_for_the_client() {
         .start()
         .await;
     d.wait_ready().await;
-    let mut child = tokio::process::Command::new(mcpd_bin())
-        .args(["connect", "--socket"])
-        .arg(&d.socket)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = mcpd_connect(&d.socket, std::process::Stdio::inherit());
     let mut stdin = child.stdin.take().unwrap();
     let stdout = child.stdout.take().unwrap();
     // First a call whose 1 MiB reply fills the stdout pipe: the client reads nothing yet.
@@ -810,15 +809,7 @@ async fn mcpd_connect_ends_quietly_when_the_client_stops_reading() {
         .start()
         .await;
     d.wait_ready().await;
-    let mut child = tokio::process::Command::new(mcpd_bin())
-        .args(["connect", "--socket"])
-        .arg(&d.socket)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = mcpd_connect(&d.socket, std::process::Stdio::piped());
     let mut stdin = child.stdin.take().unwrap();
     let mut stderr = child.stderr.take().unwrap();
     drop(child.stdout.take()); // the client left: its end of the pipe is closed
