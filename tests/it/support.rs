@@ -446,6 +446,17 @@ impl Agent {
         )
     }
 
+    /// The next message that is not a notification (a server's list-changed may come
+    /// at any time just after it is ready). Panics at EOF.
+    pub async fn recv_answer(&mut self) -> Value {
+        loop {
+            let m = self.recv().await.expect("mcpd closed the connection");
+            if m.get("method").is_none() {
+                return m;
+            }
+        }
+    }
+
     /// Reads until the response with `id` (within `WAIT`), keeping what came before.
     pub async fn response(&mut self, id: &Value) -> Value {
         self.response_within(id, WAIT).await
