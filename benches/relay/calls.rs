@@ -314,6 +314,9 @@ pub struct Row {
     /// in µs: the shim's or socat's cost, which unlike calls/s barely depends on what
     /// else the machine runs.
     pub hop_cpu_us: Option<f64>,
+    /// The daemon's CPU time per call over the measurement, in µs, for the paths through
+    /// it (its background work, idle here, is counted too).
+    pub mcpd_cpu_us: Option<f64>,
 }
 
 fn percentile(sorted: &[u64], p: f64) -> f64 {
@@ -372,7 +375,15 @@ pub async fn measure(mode: Mode, payload: Payload, c: usize, opts: &Opts, to: &P
         tally: Tally::default(),
         failure: None,
         hop_cpu_us: None,
+        mcpd_cpu_us: None,
     };
+    let through_mcpd = matches!(
+        mode,
+        Mode::Mcpd | Mode::CallTool | Mode::Shim | Mode::SocatMcpd
+    );
+    let daemon_cpu_before = through_mcpd
+        .then(|| crate::machine::cpu_ns(to.daemon.pid()))
+        .flatten();
     let clients = match open_clients(mode, conns, to).await {
         Ok(c) => c,
         Err(e) => {
@@ -412,6 +423,13 @@ pub async fn measure(mode: Mode, payload: Payload, c: usize, opts: &Opts, to: &P
             }
             row.failure = Some(format!("the measurement did not end within {limit:?}"));
         }
+    }
+    if let (Some(before), Some(after)) =
+        (daemon_cpu_before, crate::machine::cpu_ns(to.daemon.pid()))
+        && row.tally.answered > 0
+    {
+        let ns = after.saturating_sub(before);
+        row.mcpd_cpu_us = Some(ns as f64 / 1000.0 / row.tally.answered as f64);
     }
     if matches!(mode, Mode::Shim | Mode::SocatMcpd | Mode::SocatHop) && row.tally.answered > 0 {
         let ns: Option<u64> = finished.iter().map(|c| c.process_cpu_ns()).sum();

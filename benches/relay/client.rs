@@ -67,16 +67,9 @@ impl Client {
     }
 
     /// The CPU time so far of the process at the other end of a stdio client (the
-    /// fixture, the shim, socat), over all its threads, from `/proc/PID/task/*/schedstat`.
+    /// fixture, the shim, socat), over all its threads.
     pub fn process_cpu_ns(&self) -> Option<u64> {
-        let pid = self._fixture.as_ref()?.pid();
-        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
-        tasks
-            .map(|t| {
-                let stat = std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok()?;
-                stat.split_whitespace().next()?.parse::<u64>().ok()
-            })
-            .sum()
+        crate::machine::cpu_ns(self._fixture.as_ref()?.pid())
     }
 
     /// Spawns a fixture and talks to it over its stdin and stdout.

@@ -73,3 +73,15 @@ pub fn children_of(ppid: u32) -> Vec<(u32, String)> {
         })
         .collect()
 }
+
+/// A process's CPU time so far over all its live threads, in ns, from
+/// `/proc/PID/task/*/schedstat` (finer than the clock ticks of `/proc/PID/stat`).
+pub fn cpu_ns(pid: u32) -> Option<u64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    tasks
+        .map(|t| {
+            let stat = std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok()?;
+            stat.split_whitespace().next()?.parse::<u64>().ok()
+        })
+        .sum()
+}
