@@ -189,9 +189,8 @@ struct Pump<'a> {
     sock: &'a UnixStream,
     /// stdin has not ended.
     reading: bool,
-    /// The socket took less than it was offered: wait until it is writable.
-    up_blocked: bool,
-    /// stdin's bytes not yet on the socket.
+    /// stdin's bytes the socket has not taken yet: while there are any, the pump waits
+    /// for room on the socket and reads no more of stdin.
     up: Pending,
     /// The daemon's bytes not yet on stdout.
     down: Pending,
@@ -214,7 +213,6 @@ impl<'a> Pump<'a> {
             stdout,
             sock,
             reading: true,
-            up_blocked: false,
             up: Pending::new(),
             down: Pending {
                 buf: early,
@@ -242,9 +240,6 @@ impl<'a> Pump<'a> {
             {
                 return End::of(e);
             }
-            if ready.sock_out {
-                self.up_blocked = false;
-            }
             if ready.sock_in {
                 match self.down.read_from(self.sock.as_fd()) {
                     Ok(0) | Err(Errno::ECONNRESET) => return End::Eof,
@@ -262,8 +257,7 @@ impl<'a> Pump<'a> {
             {
                 return End::Failed(e.into());
             }
-            if !self.up_blocked
-                && !self.up.is_empty()
+            if ready.sock_out
                 && let Err(e) = self.send_up()
             {
                 return End::Failed(e.into());
@@ -286,10 +280,10 @@ impl<'a> Pump<'a> {
         if self.down.is_empty() {
             sock_events |= PollFlags::POLLIN;
         }
-        if self.up_blocked {
+        if !self.up.is_empty() {
             sock_events |= PollFlags::POLLOUT;
         }
-        let want_stdin = self.reading && self.up.is_empty() && !self.up_blocked;
+        let want_stdin = self.reading && self.up.is_empty();
         let want_stdout = !self.down.is_empty();
         let mut fds = Vec::with_capacity(3);
         let mut at = [None; 3]; // where the socket, stdin and stdout are in `fds`
@@ -350,7 +344,7 @@ impl<'a> Pump<'a> {
         };
         Ok(Some(Ready {
             sock_in: self.down.is_empty() && ready(0, PollFlags::POLLIN),
-            sock_out: self.up_blocked && ready(0, PollFlags::POLLOUT),
+            sock_out: !self.up.is_empty() && ready(0, PollFlags::POLLOUT),
             stdin: ready(1, PollFlags::POLLIN),
             stdout: ready(2, PollFlags::POLLOUT),
         }))
@@ -382,7 +376,6 @@ impl<'a> Pump<'a> {
             }
             Err(e) => return Err(e),
         }
-        self.up_blocked = !self.up.is_empty();
         Ok(())
     }
 
