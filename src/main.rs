@@ -31,7 +31,7 @@ fn main() -> ExitCode {
         Command::Sentinel => return mcpd::sentinel::run(),
         Command::Completions { shell } => return completions(shell),
         Command::Man { dir } => return man(dir.as_deref()),
-        // A byte pump on two threads: a runtime would only add its own threads and hand-offs.
+        // A byte pump on one thread: a runtime would only add its own threads and hand-offs.
         Command::Connect { paths, profile } => return connect(&paths, profile.as_deref()),
         _ => {}
     }

@@ -62,12 +62,7 @@ pub fn start(
     // parameter is not part of its era and must not reach a server that knows it. A
     // legacy agent's `task` goes to its server; a tool that runs only as a task gets one
     // from mcpd when the agent did not ask.
-    let required = tool
-        .definition
-        .get("execution")
-        .and_then(|e| e.get("taskSupport"))
-        .and_then(Value::as_str)
-        == Some("required");
+    let required = tool.task_required;
     if modern {
         params.remove("task");
     }

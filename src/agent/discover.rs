@@ -17,6 +17,7 @@ use crate::jsonrpc::{self, Request};
 use crate::outbox::Outbox;
 use crate::protocol::method;
 use crate::registry::Catalog;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use std::sync::LazyLock;
 
@@ -28,8 +29,8 @@ const DEFAULT_LIMIT: usize = 8;
 const MAX_LIMIT: usize = 50;
 const MAX_DESCRIBE: usize = 20;
 
-/// The meta-tools' definitions, as listed.
-static META: LazyLock<[Value; 3]> = LazyLock::new(|| {
+/// The meta-tools' definitions as listed: JSON text, like the catalog's.
+static META: LazyLock<Vec<Box<RawValue>>> = LazyLock::new(|| {
     [
         json!({
             "name": FIND,
@@ -98,6 +99,9 @@ static META: LazyLock<[Value; 3]> = LazyLock::new(|| {
             }
         }),
     ]
+    .iter()
+    .filter_map(|m| serde_json::value::to_raw_value(m).ok()) // a `Value` always serialises
+    .collect()
 });
 
 /// Whether a `tools/call` is one of the meta-tools.
@@ -136,7 +140,11 @@ pub fn discovers(ctx: &AgentContext, session: &Session, catalog: &Catalog) -> bo
 
 /// The discovery `tools/list`: pinned tools, then activated ones (most recent first),
 /// then the meta-tools. One page: it is short by design.
-pub fn list<'a>(ctx: &AgentContext, session: &'a Session, catalog: &'a Catalog) -> Vec<&'a Value> {
+pub fn list<'a>(
+    ctx: &AgentContext,
+    session: &'a Session,
+    catalog: &'a Catalog,
+) -> Vec<&'a RawValue> {
     let d = settings(ctx, session);
     let mut names: Vec<&str> = d.pinned.iter().map(String::as_str).collect();
     for a in session.active.iter().rev() {
@@ -144,13 +152,13 @@ pub fn list<'a>(ctx: &AgentContext, session: &'a Session, catalog: &'a Catalog) 
             names.push(a);
         }
     }
-    let mut out: Vec<&Value> = names
+    let mut out: Vec<&RawValue> = names
         .into_iter()
         .filter_map(|n| catalog.tool(n))
         .filter(|t| session.sees_tool(&t.server, &t.qualified))
-        .map(|t| &t.definition)
+        .map(|t| &*t.definition)
         .collect();
-    out.extend(META.iter());
+    out.extend(META.iter().map(|m| &**m));
     out
 }
 
@@ -283,7 +291,7 @@ fn describe(
             .filter(|t| session.sees_tool(&t.server, &t.qualified))
         {
             Some(t) => {
-                tools.push(t.definition.clone());
+                tools.push(t.parsed());
                 found.push(t.qualified.clone());
             }
             None => {

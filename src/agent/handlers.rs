@@ -9,6 +9,7 @@ use crate::protocol::ListKind;
 use crate::protocol::{self, method};
 use crate::supervisor::Action;
 use futures::FutureExt;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use std::sync::atomic::Ordering;
 use tokio_util::sync::CancellationToken;
@@ -320,7 +321,7 @@ fn tools_list(req: &Request, ctx: &AgentContext, modern: bool, session: &Session
         // The discovery list: this agent's own, so not cached past a change.
         #[derive(serde::Serialize)]
         struct Listed<'a> {
-            tools: Vec<&'a Value>,
+            tools: Vec<&'a RawValue>,
             #[serde(flatten, skip_serializing_if = "Option::is_none")]
             modern: Option<Value>,
         }
@@ -343,7 +344,7 @@ fn tools_list(req: &Request, ctx: &AgentContext, modern: bool, session: &Session
             // Serialised from the catalog's definitions directly: no copy of the page.
             #[derive(serde::Serialize)]
             struct Page<'a> {
-                tools: Vec<&'a Value>,
+                tools: Vec<&'a RawValue>,
                 #[serde(rename = "nextCursor", skip_serializing_if = "Option::is_none")]
                 next_cursor: Option<String>,
                 /// The modern result shape: `resultType`, cache hints, server info.
@@ -365,7 +366,7 @@ fn tools_list(req: &Request, ctx: &AgentContext, modern: bool, session: &Session
                 tools: page
                     .iter()
                     .filter(|t| session.sees_tool(&t.server, &t.qualified))
-                    .map(|t| &t.definition)
+                    .map(|t| &*t.definition)
                     .collect(),
                 next_cursor: next,
                 modern,

@@ -9,6 +9,7 @@ pub mod claims;
 mod paging;
 mod search;
 pub mod surface;
+mod tool;
 
 pub use paging::page_entries;
 
@@ -21,24 +22,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 pub use surface::{Entry, Surface};
+use tool::present_tools;
+pub use tool::{GenerationError, ToolEntry};
 
 /// Tools returned per `tools/list` page to agents.
 pub const PAGE_SIZE: usize = 500;
-
-/// One tool as agents see it.
-#[derive(Debug, Clone)]
-pub struct ToolEntry {
-    /// The name agents call it by.
-    pub qualified: String,
-    pub server: Arc<str>,
-    /// The server's own name for it.
-    pub original: String,
-    /// The server's definition with `name` replaced by the qualified name.
-    pub definition: Value,
-    /// Its `outputSchema` when that is an object, shared by every call that checks a
-    /// result against it (made once per listing, not once per call).
-    pub output_schema: Option<Arc<Value>>,
-}
 
 /// Whether calls to a server can be made now, and if not, what to tell the caller.
 #[derive(Debug, Clone)]
@@ -155,19 +143,6 @@ impl Catalog {
     }
 }
 
-/// Why a server's new tool list was not taken.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum GenerationError {
-    #[error("tool #{index} has no string \"name\"")]
-    Unnamed { index: usize },
-    #[error("tools {first:?} and {second:?} both map to the name {qualified:?}")]
-    Duplicate {
-        qualified: String,
-        first: String,
-        second: String,
-    },
-}
-
 /// One server's tools as agents see them, and what they were made from.
 #[derive(Debug)]
 struct Generation {
@@ -190,7 +165,7 @@ impl Generation {
         self.entries
             .iter()
             .map(|e| {
-                let mut d = e.definition.clone();
+                let mut d = e.parsed();
                 if let Some(obj) = d.as_object_mut() {
                     obj.insert("name".into(), Value::String(e.original.clone()));
                 }
@@ -245,7 +220,7 @@ impl Registry {
                     .entries
                     .iter()
                     .zip(&entries)
-                    .all(|(a, b)| a.definition == b.definition)
+                    .all(|(a, b)| a.definition.get() == b.definition.get())
         });
         if !same {
             self.version += 1;
@@ -485,46 +460,6 @@ impl Registry {
         self.prompt_holders = holders;
         self.prompt_collisions = collisions;
     }
-}
-
-/// A server's tools as agents see them, or why the list cannot be taken.
-fn present_tools(
-    server: &Arc<str>,
-    tools: &[Value],
-    naming: &Naming,
-    limit: usize,
-) -> Result<Vec<Arc<ToolEntry>>, GenerationError> {
-    let mut entries = Vec::with_capacity(tools.len());
-    let mut seen: HashMap<String, String> = HashMap::new();
-    for (index, tool) in tools.iter().enumerate() {
-        let Some(original) = tool.get("name").and_then(Value::as_str) else {
-            return Err(GenerationError::Unnamed { index });
-        };
-        let qualified = naming.tool(original, limit);
-        if let Some(first) = seen.insert(qualified.clone(), original.to_owned()) {
-            return Err(GenerationError::Duplicate {
-                qualified,
-                first,
-                second: original.to_owned(),
-            });
-        }
-        let mut definition = tool.clone();
-        if let Some(obj) = definition.as_object_mut() {
-            obj.insert("name".into(), Value::String(qualified.clone()));
-        }
-        let output_schema = definition
-            .get("outputSchema")
-            .filter(|s| s.is_object())
-            .map(|s| Arc::new(s.clone()));
-        entries.push(Arc::new(ToolEntry {
-            qualified,
-            server: server.clone(),
-            original: original.to_owned(),
-            definition,
-            output_schema,
-        }));
-    }
-    Ok(entries)
 }
 
 #[cfg(test)]

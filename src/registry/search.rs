@@ -39,9 +39,12 @@ impl SearchCache {
         for (server, list) in by_server {
             let segment = match self.segments.remove(&server) {
                 Some((old, seg)) if same(&old, &list) => seg,
-                _ => Arc::new(Segment::build(
-                    list.iter().map(|t| (t.qualified.as_str(), &t.definition)),
-                )),
+                _ => {
+                    let parsed: Vec<serde_json::Value> = list.iter().map(|t| t.parsed()).collect();
+                    Arc::new(Segment::build(
+                        list.iter().map(|t| t.qualified.as_str()).zip(&parsed),
+                    ))
+                }
             };
             segments.insert(server, (list, segment));
         }

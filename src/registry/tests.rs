@@ -30,7 +30,7 @@ fn generations_are_replaced_whole_or_not_at_all() {
     assert_eq!(names(&c), vec!["a__x", "b__y", "b__z"]);
     let t = c.tool("b__y").unwrap();
     assert_eq!((t.original.as_str(), &*t.server), ("y", "b"));
-    assert_eq!(t.definition["name"], "b__y");
+    assert_eq!(t.parsed()["name"], "b__y");
 }
 
 #[test]
@@ -102,10 +102,7 @@ fn a_naming_change_presents_listed_tools_and_prompts_again() {
         c.tool("gh__search").unwrap().original,
         "search_repositories"
     );
-    assert_eq!(
-        c.tool("gh__search").unwrap().definition["name"],
-        "gh__search"
-    );
+    assert_eq!(c.tool("gh__search").unwrap().parsed()["name"], "gh__search");
     let p = c.surface.prompt("gh__sum").unwrap();
     assert_eq!(p.original, "summarize");
     assert!(c.surface.prompt("srv__summarize").is_none());

@@ -11,6 +11,8 @@ use tokio::io::AsyncBufReadExt;
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::mpsc;
 
+/// The read buffer of a server's stderr.
+const STDERR_BUFFER: usize = 1024;
 /// Longest stderr line kept; longer ones are cut, so a server cannot grow our memory.
 const STDERR_LINE_MAX: usize = 2048;
 /// Stderr lines kept per server.
@@ -138,7 +140,9 @@ pub async fn read_stderr(
     stderr: ChildStderr,
     tx: mpsc::Sender<String>,
 ) {
-    let mut reader = tokio::io::BufReader::new(stderr);
+    // 1 KiB, not the default 8: every server holds this buffer for as long as it runs,
+    // and stderr carries short log lines (a longer one takes a few reads).
+    let mut reader = tokio::io::BufReader::with_capacity(STDERR_BUFFER, stderr);
     let mut buf = Vec::new();
     loop {
         buf.clear();

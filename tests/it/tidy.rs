@@ -15,7 +15,6 @@ const LONG_FILES: &[(&str, usize)] = &[
     ("import.rs", 963),
     ("protocol/results.rs", 738),
     ("protocol/schema.rs", 554),
-    ("registry/mod.rs", 544),
     ("supervisor/mod.rs", 557),
 ];
 

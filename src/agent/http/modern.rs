@@ -176,7 +176,16 @@ pub fn check_param_headers(
     else {
         return Ok(());
     };
-    let schema = tool.definition.get("inputSchema").unwrap_or(&Value::Null);
+    // Only `inputSchema` is read out of the definition's text.
+    #[derive(serde::Deserialize)]
+    struct Schema {
+        #[serde(rename = "inputSchema", default)]
+        input_schema: Value,
+    }
+    let schema = serde_json::from_str::<Schema>(tool.definition.get())
+        .map(|s| s.input_schema)
+        .unwrap_or_default();
+    let schema = &schema;
     // A tool with invalid annotations is never listed over HTTP, so none are expected.
     let Ok(pairs) = crate::protocol::headers::param_headers(schema) else {
         return Ok(());
