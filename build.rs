@@ -7,45 +7,76 @@
 //! it lists that a build no longer has are skipped, so a stale list costs memory, never
 //! a failed build.
 //!
-//! Only `lld` takes `--symbol-ordering-file`. It is Rust's default linker for
-//! x86_64-unknown-linux-gnu from 1.90; the list is used only there, when no other linker
-//! was chosen, and never when `MCPD_TEXT_ORDER=0`.
+//! Not every linker takes `--symbol-ordering-file` (lld does: Rust's default linker for
+//! x86_64-unknown-linux-gnu from 1.90; GNU ld does not). So the script first links an
+//! empty program with the option, the same compiler and the build's own flags, and passes
+//! it on only if that worked. `MCPD_TEXT_ORDER=0` turns it off.
 
+use std::io::Write;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
+
+/// The linker options that order the code by `list`.
+fn order_args(list: &Path) -> [String; 2] {
+    [
+        format!("-Wl,--symbol-ordering-file={}", list.display()),
+        "-Wl,--no-warn-symbol-ordering".to_owned(),
+    ]
+}
 
 fn main() {
     println!("cargo:rerun-if-changed=link/text-order.txt");
     println!("cargo:rerun-if-env-changed=MCPD_TEXT_ORDER");
-    println!("cargo:rerun-if-env-changed=CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER");
     let env = |k: &str| std::env::var(k).unwrap_or_default();
-    let wanted = env("PROFILE") == "release"
-        && env("MCPD_TEXT_ORDER") != "0"
-        && env("TARGET") == "x86_64-unknown-linux-gnu"
-        && std::env::var_os("RUSTC_LINKER").is_none()
-        && !env("CARGO_ENCODED_RUSTFLAGS").contains("link")
-        && rustc_minor().is_some_and(|minor| minor >= 90);
-    if !wanted {
+    if env("PROFILE") != "release" || env("MCPD_TEXT_ORDER") == "0" {
         return;
     }
     let list = Path::new(&env("CARGO_MANIFEST_DIR")).join("link/text-order.txt");
-    if !list.is_file() {
+    if !list.is_file() || !links_with(&order_args(&list)) {
+        // A warning would show on every build with such a linker; the idle-RSS figure shows it.
         return;
     }
-    println!(
-        "cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}",
-        list.display()
-    );
-    println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
+    for arg in order_args(&list) {
+        println!("cargo:rustc-link-arg-bins={arg}");
+    }
 }
 
-/// The minor version of the compiler building this crate (`rustc 1.95.0 (…)` → 95).
-fn rustc_minor() -> Option<u32> {
-    let rustc = std::env::var_os("RUSTC")?;
-    let out = Command::new(rustc).arg("--version").output().ok()?;
-    let text = String::from_utf8(out.stdout).ok()?;
-    let version = text.split_whitespace().nth(1)?;
-    let mut parts = version.split('.');
-    (parts.next()? == "1").then_some(())?;
-    parts.next()?.parse().ok()
+/// Whether an empty program links with `args` added, built as this crate is (the same
+/// compiler, target, linker and flags).
+fn links_with(args: &[String]) -> bool {
+    let env = |k: &str| std::env::var(k).unwrap_or_default();
+    let out = Path::new(&env("OUT_DIR")).join("text-order-probe");
+    let mut rustc = Command::new(std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into()));
+    rustc
+        .args(["--crate-name", "text_order_probe", "--crate-type", "bin"])
+        .args(["--target", &env("TARGET"), "-o"])
+        .arg(&out)
+        .arg("-");
+    for flag in env("CARGO_ENCODED_RUSTFLAGS")
+        .split('\x1f')
+        .filter(|f| !f.is_empty())
+    {
+        rustc.arg(flag);
+    }
+    if let Some(linker) = std::env::var_os("RUSTC_LINKER") {
+        let mut flag = std::ffi::OsString::from("linker=");
+        flag.push(linker);
+        rustc.arg("-C").arg(flag);
+    }
+    for arg in args {
+        rustc.arg("-C").arg(format!("link-arg={arg}"));
+    }
+    let Ok(mut child) = rustc
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+    else {
+        return false;
+    };
+    let wrote = child
+        .stdin
+        .take()
+        .is_some_and(|mut stdin| stdin.write_all(b"fn main() {}\n").is_ok());
+    child.wait().is_ok_and(|s| s.success()) && wrote
 }
