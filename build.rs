@@ -28,6 +28,16 @@ fn main() {
     println!("cargo:rerun-if-changed=link/text-order.txt");
     println!("cargo:rerun-if-env-changed=MCPD_TEXT_ORDER");
     let env = |k: &str| std::env::var(k).unwrap_or_default();
+    // The probe's answer depends on the linker and the flags: probe again when they change.
+    let triple = env("TARGET").to_uppercase().replace('-', "_");
+    for var in [
+        "RUSTFLAGS".to_owned(),
+        "CARGO_BUILD_RUSTFLAGS".to_owned(),
+        format!("CARGO_TARGET_{triple}_RUSTFLAGS"),
+        format!("CARGO_TARGET_{triple}_LINKER"),
+    ] {
+        println!("cargo:rerun-if-env-changed={var}");
+    }
     if env("PROFILE") != "release" || env("MCPD_TEXT_ORDER") == "0" {
         return;
     }
