@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Regenerates link/text-order.txt, the functions release builds link first (build.rs).
 #
-# Runs the release daemon under callgrind with ten fixture servers, waits until an agent
-# sees all their tools, makes the calls agents commonly make (tools/list, tools/call with
-# a small and a 1 MiB result, resources, prompts, ping) and asks for the daemon's status
-# (`mcpd ctl status`), then stops it. Every function of
-# the mcpd binary that ran is listed, by its symbol name. Rerun it after changes to
+# Runs the daemon under callgrind with ten fixture servers, asks for its status (what
+# `mcpd ctl status` asks), waits until an agent sees all their tools, makes the calls
+# agents commonly make (tools/list, tools/call with a small and a 1 MiB result,
+# resources, prompts, ping), then stops it. Every function of the mcpd binary that ran is
+# listed, by its symbol name. Rerun it after changes to
 # start-up or to the call path, or after updating the compiler or dependencies (their
 # symbol names change): the relay benchmark's idle-RSS target shows when it is due.
 #

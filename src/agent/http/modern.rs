@@ -185,9 +185,8 @@ pub fn check_param_headers(
     let schema = serde_json::from_str::<Schema>(tool.definition.get())
         .map(|s| s.input_schema)
         .unwrap_or_default();
-    let schema = &schema;
     // A tool with invalid annotations is never listed over HTTP, so none are expected.
-    let Ok(pairs) = crate::protocol::headers::param_headers(schema) else {
+    let Ok(pairs) = crate::protocol::headers::param_headers(&schema) else {
         return Ok(());
     };
     let args = message.pointer("/params/arguments");
