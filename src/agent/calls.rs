@@ -2,6 +2,7 @@
 
 use super::AgentContext;
 use super::forward::{self, Caller, Route, Target};
+use super::params::{Params, PlainArguments};
 use super::render::{Rewrite, TaskMode};
 use super::reply::{Refusal, ReplyFuture};
 use super::session::Session;
@@ -16,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 /// Starts a `tools/call`: finds the tool's server and returns the future of its answer.
 pub fn start(
     req: Request,
+    plain: Option<PlainArguments>,
     ctx: &AgentContext,
     outbox: &Outbox,
     session: &Session,
@@ -96,6 +98,16 @@ pub fn start(
     let caller = Caller::of(outbox, session, modern);
     // A server still starting (its tools listed from the cached catalog) is waited for.
     // A server shared per agent: the call goes to this agent's own instance.
+    let params = match plain {
+        // Nothing was added but the server's name of the tool: the arguments go to it
+        // as the agent wrote them.
+        Some(PlainArguments(arguments)) if params.len() == 1 => Params::Plain {
+            name: tool.original.clone(),
+            arguments,
+        },
+        Some(plain) => plain.merged(params).into(),
+        None => params.into(),
+    };
     let route = Route {
         server: server.clone(),
         method: method::TOOLS_CALL,

@@ -3,6 +3,7 @@
 use super::AgentContext;
 use super::handlers;
 use super::input::{self, Inputs, Resumed};
+use super::params::PlainArguments;
 use super::reply::{Handled, ReplyFuture, Step};
 use super::session::Session;
 use crate::errors::AgentError;
@@ -258,7 +259,8 @@ impl Conn {
             let c = self.catalog.borrow_and_update();
             (c.tools_version, c.prompts_version, c.resources_version)
         };
-        notify_changes(&self.session, &self.outbox, self.seen_versions, versions);
+        self.session
+            .notify_changes(&self.outbox, self.seen_versions, versions);
         self.seen_versions = versions;
     }
 
@@ -298,8 +300,13 @@ impl Conn {
         if line.trim().is_empty() {
             return None;
         }
+        // Most of an agent's requests are plain tool calls: see `params.rs`.
+        if let Some(call) = jsonrpc::peek_tool_call(&line) {
+            let (req, plain) = super::params::plain_call(call);
+            return self.on_request(req, Some(plain));
+        }
         match jsonrpc::parse(&line) {
-            Ok(Message::Request(req)) => self.on_request(req),
+            Ok(Message::Request(req)) => self.on_request(req, None),
             Ok(Message::Notification(n)) => {
                 self.on_notification(n);
                 None
@@ -315,7 +322,8 @@ impl Conn {
         }
     }
 
-    fn on_request(&mut self, req: jsonrpc::Request) -> Option<Out> {
+    /// A request (a plain `tools/call`'s arguments kept as text: `plain`).
+    fn on_request(&mut self, req: jsonrpc::Request, plain: Option<PlainArguments>) -> Option<Out> {
         if self.drain_deadline.is_some() {
             return unowned(jsonrpc::error_line(
                 Some(&req.id),
@@ -351,7 +359,7 @@ impl Conn {
             }
         }
         let id = req.id.clone();
-        match handlers::handle(req, &self.ctx, &self.outbox, &mut self.session) {
+        match handlers::handle(req, plain, &self.ctx, &self.outbox, &mut self.session) {
             Handled::Now(line) => Some(Out {
                 line,
                 about: Some(id),
@@ -474,22 +482,6 @@ impl Conn {
 /// A line that belongs to no request of the agent's.
 fn unowned(line: String) -> Option<Out> {
     Some(Out { line, about: None })
-}
-
-/// Tells the agent which of its lists changed, once per change: a legacy agent by the
-/// plain notifications once it is initialized, a modern one on each subscription that
-/// asked for that kind.
-fn notify_changes(session: &Session, outbox: &Outbox, old: (u64, u64, u64), new: (u64, u64, u64)) {
-    let changed = [
-        (old.0 != new.0, method::TOOLS_LIST_CHANGED),
-        (old.1 != new.1, method::PROMPTS_LIST_CHANGED),
-        (old.2 != new.2, method::RESOURCES_LIST_CHANGED),
-    ];
-    for (did, m) in changed {
-        if did {
-            session.notify_list_changed(outbox, m);
-        }
-    }
 }
 
 async fn sleep_until(when: Option<Instant>) {

@@ -384,7 +384,7 @@ fn call_tool(
         params: Some(Value::Object(params)),
         ..req
     };
-    match super::calls::start(inner, ctx, outbox, session, modern) {
+    match super::calls::start(inner, None, ctx, outbox, session, modern) {
         Ok((id, cancel, fut)) => Handled::Later { id, cancel, fut },
         Err(refusal) => Handled::Now(refusal.line()),
     }

@@ -1,6 +1,7 @@
 //! Forwarding an agent's request to its server: the route, the caller's side of it (its outbox, era, capabilities), waiting for a server that is starting or for the agent's own instance, and the future of the answer.
 
 use super::input;
+use super::params::Params;
 use super::render::{Rewrite, TaskMode};
 use super::reply::{InFlight, ReplyFuture, Step};
 use super::session::Session;
@@ -33,7 +34,7 @@ pub struct Route {
     pub server: Arc<str>,
     pub method: &'static str,
     /// The params with the agent's names replaced by the server's own.
-    pub params: Map<String, Value>,
+    pub params: Params,
     /// How the server's result is changed on the way back.
     pub rewrite: Rewrite,
 }
@@ -239,7 +240,7 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
         handle,
     } = target;
     let progress = params
-        .get("_meta")
+        .meta()
         .and_then(|m| m.get("progressToken"))
         .map(|token| ProgressSink {
             token: token.clone(),
@@ -248,7 +249,11 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
     // A modern agent asks for log messages per request; a legacy one sets a level for
     // its calls (or gets everything).
     let logs = if modern {
-        requested_level(&params).map(|l| LogRoute {
+        let params = match &params {
+            Params::Parsed(map) => map,
+            Params::Plain { .. } => &Map::new(),
+        };
+        requested_level(params).map(|l| LogRoute {
             outbox: outbox.clone(),
             threshold: Some(l.to_owned()),
         })
@@ -262,6 +267,7 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
     };
     let call = NEXT_CALL.fetch_add(1, Ordering::Relaxed);
     if modern {
+        let params = params.into_map();
         let caps = params
             .get("_meta")
             .and_then(|m| m.get(era::key::CLIENT_CAPABILITIES))

@@ -1,18 +1,16 @@
 //! What mcpd does with each request an agent sends: the handshake, listing, routing calls, and the daemon's own methods.
 
+use super::params::PlainArguments;
 use super::session::Session;
-use super::{AgentContext, calls, modern, surface};
-use crate::errors::{AgentError, ControlDenial};
+use super::{AgentContext, calls, control, modern, surface};
+use crate::errors::AgentError;
 use crate::jsonrpc::{self, Id, Request};
 use crate::outbox::Outbox;
 use crate::protocol::ListKind;
 use crate::protocol::{self, method};
 use crate::supervisor::Action;
-use futures::FutureExt;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use std::sync::atomic::Ordering;
-use tokio_util::sync::CancellationToken;
 
 pub use super::reply::{Handled, Step};
 
@@ -20,16 +18,23 @@ fn error(id: &Id, e: AgentError) -> Handled {
     Handled::Now(jsonrpc::error_line(Some(id), &e.to_error_object()))
 }
 
-pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut Session) -> Handled {
-    if session.counted.is_none() && !is_control(&req.method) {
+pub fn handle(
+    req: Request,
+    plain: Option<PlainArguments>,
+    ctx: &AgentContext,
+    outbox: &Outbox,
+    session: &mut Session,
+) -> Handled {
+    let (req, plain) = only_for_tools(req, plain);
+    if session.counted.is_none() && !control::is_control(&req.method) {
         session.counted = Some(super::AgentGauge::count(&ctx.daemon));
     }
     let modern = match modern::check(&req, session) {
         modern::EraCheck::Refuse(line) => return Handled::Now(line),
         modern::EraCheck::Serve { modern } => modern,
     };
-    if is_control(&req.method)
-        && let Err(why) = may_control(ctx, session)
+    if control::is_control(&req.method)
+        && let Err(why) = control::may_control(ctx, session)
     {
         let method = req.method.clone();
         return error(&req.id, AgentError::ControlDenied { method, why });
@@ -103,7 +108,7 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
         method::TOOLS_CALL if super::discover::is_meta(&req) => {
             super::discover::call(req, ctx, outbox, session, modern)
         }
-        method::TOOLS_CALL => match calls::start(req, ctx, outbox, session, modern) {
+        method::TOOLS_CALL => match calls::start(req, plain, ctx, outbox, session, modern) {
             Ok((id, cancel, fut)) => Handled::Later { id, cancel, fut },
             Err(refusal) => Handled::Now(refusal.line()),
         },
@@ -112,48 +117,14 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
         | crate::protocol::tasks::CANCEL
         | method::TASKS_RESULT => super::tasks::handle(req, ctx, outbox, session, modern),
         method::TASKS_LIST if !modern => super::tasks::list(req, ctx, session),
-        method::MCPD_STATUS => status(req, ctx),
-        "mcpd/reload" => reload(req, ctx),
-        "mcpd/metrics" => {
-            let (metrics, supervisor, daemon) = (
-                ctx.metrics.clone(),
-                ctx.supervisor.clone(),
-                ctx.daemon.clone(),
-            );
-            let id = req.id;
-            let reply_id = id.clone();
-            let fut = async move {
-                let mut text = metrics.render().await;
-                let servers = supervisor.status().await.unwrap_or_default();
-                gauges(&mut text, &servers, daemon.agents.load(Ordering::Relaxed));
-                let line = jsonrpc::result_line(&reply_id, &json!({ "text": text }));
-                (reply_id, Step::Reply(line))
-            };
-            Handled::Later {
-                id,
-                cancel: CancellationToken::new(),
-                fut: fut.boxed(),
-            }
-        }
-        "mcpd/agents" => {
-            let agents = ctx.agents.clone();
-            let id = req.id;
-            let reply_id = id.clone();
-            let fut = async move {
-                let list = agents.list().await;
-                let line = jsonrpc::result_line(&reply_id, &json!({ "agents": list }));
-                (reply_id, Step::Reply(line))
-            };
-            Handled::Later {
-                id,
-                cancel: CancellationToken::new(),
-                fut: fut.boxed(),
-            }
-        }
-        "mcpd/http-token" => Handled::Now(http_token(&req.id, ctx)),
-        "mcpd/restart" => control(req, ctx, Action::Restart),
-        "mcpd/stop" => control(req, ctx, Action::Stop),
-        "mcpd/start" => control(req, ctx, Action::Start),
+        method::MCPD_STATUS => control::status(req, ctx),
+        "mcpd/reload" => control::reload(req, ctx),
+        "mcpd/metrics" => control::metrics(req, ctx),
+        "mcpd/agents" => control::agents(req, ctx),
+        "mcpd/http-token" => Handled::Now(control::http_token(&req.id, ctx)),
+        "mcpd/restart" => control::control(req, ctx, Action::Restart),
+        "mcpd/stop" => control::control(req, ctx, Action::Stop),
+        "mcpd/start" => control::control(req, ctx, Action::Start),
         super::login::LOGIN
         | super::login::WAIT
         | super::login::REDIRECT
@@ -162,27 +133,6 @@ pub fn handle(req: Request, ctx: &AgentContext, outbox: &Outbox, session: &mut S
             let e = AgentError::UnknownMethod(other.to_owned());
             error(&req.id, e)
         }
-    }
-}
-
-/// mcpd's own methods that show or change the daemon: every `mcpd/` method but
-/// `mcpd/profile`, which only narrows what the connection itself sees.
-fn is_control(m: &str) -> bool {
-    m.starts_with("mcpd/") && m != "mcpd/profile"
-}
-
-/// Control methods show every server's command line, stderr and clients, and change
-/// the daemon: they are for its own user (or root) on the socket, on a connection that
-/// has not narrowed itself to a profile.
-fn may_control(ctx: &AgentContext, session: &Session) -> Result<(), ControlDenial> {
-    if ctx.over_http {
-        Err(ControlDenial::Http)
-    } else if !ctx.access.controls(ctx.peer_uid) {
-        Err(ControlDenial::OtherUser)
-    } else if session.profile.is_some() {
-        Err(ControlDenial::Profile)
-    } else {
-        Ok(())
     }
 }
 
@@ -235,45 +185,6 @@ fn initialize(req: &Request, session: &mut Session) -> String {
         "_meta": { crate::protocol::era::key::MCPD_INSTANCE: crate::protocol::era::instance() },
     });
     jsonrpc::result_line(&req.id, &result)
-}
-
-/// The metrics that are states rather than counts, from the supervisor and the daemon.
-fn gauges(out: &mut String, servers: &[crate::supervisor::ServerStatus], agents: usize) {
-    use std::fmt::Write as _;
-    let _ = writeln!(
-        out,
-        "# HELP mcpd_agents Agent connections now (mcpd ctl's own are not agents).\n# TYPE mcpd_agents gauge\nmcpd_agents {agents}"
-    );
-    let _ = writeln!(
-        out,
-        "# HELP mcpd_server_up Whether a server is ready (1) or not (0).\n# TYPE mcpd_server_up gauge"
-    );
-    for s in servers {
-        let up = u8::from(s.state == crate::supervisor::ServerState::Ready);
-        let _ = writeln!(out, "mcpd_server_up{{server=\"{}\"}} {up}", s.name);
-    }
-    let _ = writeln!(
-        out,
-        "# HELP mcpd_server_restarts_total Processes (or sessions) started after the first.\n# TYPE mcpd_server_restarts_total counter"
-    );
-    for s in servers {
-        let _ = writeln!(
-            out,
-            "mcpd_server_restarts_total{{server=\"{}\"}} {}",
-            s.name, s.restarts
-        );
-    }
-    let _ = writeln!(
-        out,
-        "# HELP mcpd_server_in_flight Requests in flight to a server.\n# TYPE mcpd_server_in_flight gauge"
-    );
-    for s in servers {
-        let _ = writeln!(
-            out,
-            "mcpd_server_in_flight{{server=\"{}\"}} {}",
-            s.name, s.in_flight
-        );
-    }
 }
 
 /// Sets the connection's profile, or says it is unknown.
@@ -387,98 +298,23 @@ fn invalid(id: &Id, method: &str, reason: &str) -> Handled {
     )
 }
 
-fn status(req: Request, ctx: &AgentContext) -> Handled {
-    let supervisor = ctx.supervisor.clone();
-    let daemon = ctx.daemon.clone();
-    let id = req.id;
-    let reply_id = id.clone();
-    let fut = async move {
-        let servers = supervisor.status().await.unwrap_or_default();
-        let result = json!({
-            "daemon": {
-                "pid": std::process::id(),
-                "version": env!("CARGO_PKG_VERSION"),
-                "uptime_secs": daemon.started.elapsed().as_secs_f64(),
-                "socket": daemon.socket,
-                "config": daemon.config,
-                "agents": daemon.agents.load(Ordering::Relaxed),
-                "http": daemon.http.as_ref().map(|h| &h.url),
-            },
-            "servers": servers,
-        });
-        (
-            reply_id.clone(),
-            Step::Reply(jsonrpc::result_line(&reply_id, &result)),
-        )
-    };
-    Handled::Later {
-        id,
-        cancel: CancellationToken::new(),
-        fut: fut.boxed(),
-    }
-}
-
-fn reload(req: Request, ctx: &AgentContext) -> Handled {
-    let reloader = ctx.reloader.clone();
-    let id = req.id;
-    let reply_id = id.clone();
-    let fut = async move {
-        let line = match reloader.reload().await {
-            Ok(summary) => jsonrpc::result_line(&reply_id, &summary),
-            Err(why) => {
-                let e = jsonrpc::ErrorObject::new(jsonrpc::code::INVALID_PARAMS, why.to_string());
-                jsonrpc::error_line(Some(&reply_id), &e)
-            }
-        };
-        (reply_id, Step::Reply(line))
-    };
-    Handled::Later {
-        id,
-        cancel: CancellationToken::new(),
-        fut: fut.boxed(),
-    }
-}
-
-fn control(req: Request, ctx: &AgentContext, action: Action) -> Handled {
-    let name = req
-        .params
-        .as_ref()
-        .and_then(|p| p.get("name"))
-        .and_then(Value::as_str);
-    let Some(name) = name.map(str::to_owned) else {
-        return invalid(&req.id, &req.method, "\"name\" (a server name) is required");
-    };
-    let supervisor = ctx.supervisor.clone();
-    let id = req.id;
-    let reply_id = id.clone();
-    let fut = async move {
-        let line = match supervisor.control(&name, action).await {
-            Ok(()) => jsonrpc::result_line(&reply_id, &json!({})),
-            Err(why) => {
-                let e = jsonrpc::ErrorObject::new(jsonrpc::code::INVALID_PARAMS, why.to_string());
-                jsonrpc::error_line(Some(&reply_id), &e)
-            }
-        };
-        (reply_id, Step::Reply(line))
-    };
-    Handled::Later {
-        id,
-        cancel: CancellationToken::new(),
-        fut: fut.boxed(),
-    }
-}
-
-/// `mcpd/http-token`: the HTTP listener's URL and bearer token, for its own user only.
-fn http_token(id: &jsonrpc::Id, ctx: &AgentContext) -> String {
-    let refuse = |why: &str| {
-        let e = jsonrpc::ErrorObject::new(jsonrpc::code::INVALID_REQUEST, why.to_owned());
-        jsonrpc::error_line(Some(id), &e)
-    };
-    match &ctx.daemon.http {
-        None => refuse("no HTTP listener is configured; set daemon.http_listen and restart mcpd"),
-        Some(h) => match &h.token {
-            None => refuse("the HTTP listener needs no token (daemon.http_auth = \"none\")"),
-            Some(t) => jsonrpc::result_line(id, &json!({ "url": h.url, "token": t.expose() })),
-        },
+/// Plain arguments stay text only on the way to a server's tool: for mcpd's own tools
+/// (or any other method) they are put back into the request's params as values.
+fn only_for_tools(
+    mut req: Request,
+    plain: Option<PlainArguments>,
+) -> (Request, Option<PlainArguments>) {
+    match plain {
+        Some(p)
+            if req.method != crate::protocol::method::TOOLS_CALL
+                || super::discover::is_meta(&req) =>
+        {
+            req.params = match req.params.take() {
+                Some(Value::Object(params)) => Some(Value::Object(p.merged(params))),
+                other => other,
+            };
+            (req, None)
+        }
+        other => (req, other),
     }
 }

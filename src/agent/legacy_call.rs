@@ -21,7 +21,7 @@ pub struct LegacyCall {
     pub handle: UpstreamHandle,
     pub call: CallId,
     pub cancel: CancellationToken,
-    pub params: Map<String, Value>,
+    pub params: super::params::Params,
     pub progress: Option<ProgressSink>,
     /// The capabilities the agent declared in `initialize`.
     pub caps: Value,
@@ -46,7 +46,7 @@ impl LegacyCall {
             let (h, s, p) = (
                 self.handle.clone(),
                 self.server.clone(),
-                self.params.clone(),
+                self.params.clone().into_map(),
             );
             let followed = task_follow::follow_legacy(h, self.call, s, p, self.asks.clone());
             return self.finish(followed).await;
@@ -60,6 +60,8 @@ impl LegacyCall {
             // The agent's 2025-11-25 task is an extension task at its server.
             let task = self
                 .params
+                .clone()
+                .into_map()
                 .get("taskId")
                 .and_then(Value::as_str)
                 .unwrap_or_default()
@@ -80,7 +82,7 @@ impl LegacyCall {
                 asks: Some(self.asks.clone()),
                 logs: self.logs.clone(),
             };
-            let params = Some(Value::Object(self.params.clone()));
+            let params = self.params.upstream();
             let (h, call, method) = (self.handle.clone(), self.call, self.method);
             let mut pending = async move { h.call(call, method, params, opts).await }.boxed();
             let reply = tokio::select! {
@@ -124,7 +126,7 @@ impl LegacyCall {
                     let (h, s, p) = (
                         self.handle.clone(),
                         self.server.clone(),
-                        self.params.clone(),
+                        self.params.clone().into_map(),
                     );
                     let caps = Some(self.caps.clone());
                     let followed = task_follow::follow(h, self.call, s, p, self.asks.clone(), caps);
@@ -231,16 +233,17 @@ impl LegacyCall {
     }
 
     fn prepare_retry(&mut self, result: &Value, responses: Map<String, Value>) {
-        self.params
-            .insert("inputResponses".into(), Value::Object(responses));
-        // The state is echoed byte for byte; without one, none is sent.
-        match result.get("requestState") {
-            Some(state) => {
-                self.params.insert("requestState".into(), state.clone());
+        self.params.change(|params| {
+            params.insert("inputResponses".into(), Value::Object(responses));
+            // The state is echoed byte for byte; without one, none is sent.
+            match result.get("requestState") {
+                Some(state) => {
+                    params.insert("requestState".into(), state.clone());
+                }
+                None => {
+                    params.remove("requestState");
+                }
             }
-            None => {
-                self.params.remove("requestState");
-            }
-        }
+        });
     }
 }

@@ -2,6 +2,7 @@
 
 mod calls;
 mod conn;
+mod control;
 mod discover;
 mod forward;
 mod handlers;
@@ -11,6 +12,7 @@ mod legacy_call;
 pub mod listener;
 mod login;
 mod modern;
+mod params;
 mod render;
 mod reply;
 mod request_state;

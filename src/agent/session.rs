@@ -70,6 +70,32 @@ impl Session {
             .collect()
     }
 
+    /// Tells the agent which of its lists changed between two catalog versions (tools,
+    /// prompts, resources), once per change.
+    pub fn notify_changes(
+        &self,
+        outbox: &crate::outbox::Outbox,
+        old: (u64, u64, u64),
+        new: (u64, u64, u64),
+    ) {
+        let changed = [
+            (old.0 != new.0, crate::protocol::method::TOOLS_LIST_CHANGED),
+            (
+                old.1 != new.1,
+                crate::protocol::method::PROMPTS_LIST_CHANGED,
+            ),
+            (
+                old.2 != new.2,
+                crate::protocol::method::RESOURCES_LIST_CHANGED,
+            ),
+        ];
+        for (did, m) in changed {
+            if did {
+                self.notify_list_changed(outbox, m);
+            }
+        }
+    }
+
     /// Tells the agent one of its lists changed (`m`, a list-changed method): a legacy
     /// agent by the plain notification once it is initialized, a modern one on each
     /// subscription that asked for that kind.

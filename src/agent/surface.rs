@@ -145,7 +145,7 @@ pub fn prompts_get(
     let route = Route {
         server,
         method: method::PROMPTS_GET,
-        params,
+        params: params.into(),
         rewrite: Rewrite::None,
     };
     send(req.id, &catalog, route, outbox, session, modern)
@@ -172,7 +172,7 @@ pub fn resources_read(
     let route = Route {
         server,
         method: method::RESOURCES_READ,
-        params,
+        params: params.into(),
         rewrite: Rewrite::ContentUris {
             surface: catalog.surface.clone(),
         },
@@ -280,7 +280,7 @@ pub fn complete(
     let route = Route {
         server,
         method: method::COMPLETE,
-        params,
+        params: params.into(),
         rewrite: Rewrite::None,
     };
     send(req.id, &catalog, route, outbox, session, modern)

@@ -100,7 +100,7 @@ pub fn handle(
     let route = Route {
         server,
         method,
-        params,
+        params: params.into(),
         rewrite: Rewrite::Task {
             sealed,
             // `tasks/result` and `tasks/cancel` of these are translated in `legacy_call.rs`.

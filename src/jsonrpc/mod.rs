@@ -260,6 +260,58 @@ pub fn peek_result(line: &str) -> Option<PeekedResult> {
     })
 }
 
+/// A `tools/call` request whose params are only a tool's `name` and its `arguments` (an
+/// object), found by [`peek_tool_call`]: the arguments stay the agent's text.
+#[derive(Debug, PartialEq)]
+pub struct PeekedToolCall<'a> {
+    pub id: Id,
+    pub name: String,
+    /// The text of the `arguments` object, already found valid; None when there are none.
+    pub arguments: Option<&'a str>,
+}
+
+/// The plain `tools/call` that most agents send, read without turning its arguments into
+/// values: the line is checked once (`json_check`, which also finds its members), and
+/// the arguments can go to the server as the agent wrote them. Anything else (other
+/// methods or members, `_meta`, a member named twice, a name or arguments of another
+/// type) returns None, and [`parse`] decides what the line is: this path accepts only
+/// what `parse` would read as the same request.
+pub fn peek_tool_call(line: &str) -> Option<PeekedToolCall<'_>> {
+    // Other messages are not checked twice (here, then by `parse`): a vector search
+    // for the method's text passes over them first.
+    memchr::memmem::find(line.as_bytes(), b"\"tools/call\"")?;
+    let checked = crate::protocol::json_check::object_members(line)?;
+    let members = &checked.members;
+    let known = crate::protocol::scan::Known::new(line, &checked.long_strings);
+    fn one<'a>(members: &[crate::protocol::scan::Member<'a>], key: &str) -> Option<&'a str> {
+        let mut found = members.iter().filter(|(k, _)| k == key);
+        let first = found.next().map(|(_, v)| *v);
+        if found.next().is_some() { None } else { first }
+    }
+    if members.len() != 4
+        || one(members, "jsonrpc")? != "\"2.0\""
+        || one(members, "method")? != "\"tools/call\""
+    {
+        return None;
+    }
+    let id = Id::from_value(&serde_json::from_str(one(members, "id")?).ok()?)?;
+    let params = crate::protocol::scan::members_in(one(members, "params")?, known)?;
+    let name = serde_json::from_str(one(&params, "name")?).ok()?;
+    let arguments = match params.len() {
+        1 => None,
+        2 => Some(one(&params, "arguments")?),
+        _ => return None,
+    };
+    if arguments.is_some_and(|a| !a.starts_with('{')) {
+        return None;
+    }
+    Some(PeekedToolCall {
+        id,
+        name,
+        arguments,
+    })
+}
+
 /// A result response found by [`peek_result`].
 #[derive(Debug, PartialEq)]
 pub struct PeekedResult {
@@ -334,6 +386,24 @@ pub fn request_line(id: &Id, method: &str, params: Option<&Value>) -> String {
         method,
         params,
     })
+}
+
+/// The request line of a plain `tools/call` ([`peek_tool_call`]): the tool's name and the
+/// agent's arguments text, written as they are.
+pub fn tool_call_line(id: u64, name: &str, arguments: Option<&str>) -> String {
+    let name = serde_json::to_string(name).unwrap_or_default(); // a &str always serialises
+    let args_len = arguments.map_or(0, |a| a.len() + 13);
+    let mut line = String::with_capacity(80 + name.len() + args_len);
+    line.push_str("{\"jsonrpc\":\"2.0\",\"id\":");
+    line.push_str(&id.to_string());
+    line.push_str(",\"method\":\"tools/call\",\"params\":{\"name\":");
+    line.push_str(&name);
+    if let Some(arguments) = arguments {
+        line.push_str(",\"arguments\":");
+        line.push_str(arguments);
+    }
+    line.push_str("}}");
+    line
 }
 
 pub fn notification_line(method: &str, params: Option<&Value>) -> String {

@@ -1,4 +1,4 @@
-//! Tests of the JSON-RPC message model: parsing, ids kept exactly, the writers, and `peek_result` against `parse`.
+//! Tests of the JSON-RPC message model: parsing, ids kept exactly, the writers, and `peek_result` and `peek_tool_call` against `parse`.
 
 use super::*;
 
@@ -173,5 +173,80 @@ fn ids_round_trip_exactly() {
     assert_eq!(
         e,
         r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#
+    );
+}
+
+/// A plain `tools/call` is read by `peek_tool_call` as `parse` reads it, with the arguments
+/// kept as written; anything more or different is left to `parse`.
+#[test]
+fn peek_tool_call_takes_only_plain_calls_and_agrees_with_parse() {
+    let plain = [
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"fx__echo","arguments":{"text":"hi"}}}"#,
+        r#" { "params" : { "arguments" : {"z": 12345678901234567890123, "a": 1.50} , "name" : "s\u005f\u005fx" } , "id" : "a-b", "method" : "tools/call", "jsonrpc" : "2.0" } "#,
+        r#"{"jsonrpc":"2.0","id":-3.5e2,"method":"tools/call","params":{"name":"t"}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{}}}"#,
+    ];
+    for line in plain {
+        let peeked = peek_tool_call(line).unwrap_or_else(|| panic!("plain: {line}"));
+        let Ok(Message::Request(req)) = parse(line) else {
+            panic!("parse: {line}")
+        };
+        assert_eq!(peeked.id, req.id, "{line}");
+        assert_eq!(req.method, "tools/call");
+        let params = req.params.expect("params");
+        assert_eq!(params["name"], peeked.name, "{line}");
+        let args: Option<Value> = peeked.arguments.map(|a| serde_json::from_str(a).unwrap());
+        assert_eq!(args.as_ref(), params.get("arguments"), "{line}");
+    }
+    let peeked = peek_tool_call(plain[1]).unwrap();
+    assert_eq!(peeked.name, "s__x");
+    assert_eq!(
+        peeked.arguments,
+        Some(r#"{"z": 12345678901234567890123, "a": 1.50}"#)
+    );
+    let not_plain = [
+        // `_meta`, a task, or any other member goes the full way.
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{},"_meta":{"progressToken":1}}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","task":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"},"extra":1}"#,
+        // A member named twice: serde_json keeps the last, so `parse` decides.
+        r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"tools/call","params":{"name":"t"}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","name":"u"}}"#,
+        // Other methods, versions, ids, names and arguments.
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"name":"t"}}"#,
+        r#"{"jsonrpc":"1.0","id":1,"method":"tools/call","params":{"name":"t"}}"#,
+        r#"{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"t"}}"#,
+        r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"t"}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":3}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":[1]}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":null}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":[]}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{}}"#,
+        "not json",
+    ];
+    for line in not_plain {
+        assert_eq!(peek_tool_call(line), None, "{line}");
+    }
+}
+
+#[test]
+fn a_plain_call_is_written_with_the_arguments_as_they_are() {
+    let args = r#"{"z": 12345678901234567890123, "a": 1.50}"#;
+    let line = tool_call_line(9, "say \"hi\"", Some(args));
+    assert_eq!(
+        line,
+        format!(
+            r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{{"name":"say \"hi\"","arguments":{args}}}}}"#
+        )
+    );
+    let Ok(Message::Request(req)) = parse(&line) else {
+        panic!("{line}")
+    };
+    assert_eq!(req.id, Id::from(9));
+    assert_eq!(req.params.unwrap()["name"], "say \"hi\"");
+    assert_eq!(
+        tool_call_line(1, "t", None),
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}"#
     );
 }

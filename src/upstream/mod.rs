@@ -149,6 +149,49 @@ pub struct CallOptions {
     pub logs: Option<LogRoute>,
 }
 
+/// A request's params on their way to the server.
+#[derive(Debug, Clone)]
+pub enum CallParams {
+    Value(Option<Value>),
+    /// A plain `tools/call` (`jsonrpc::peek_tool_call`): the server's tool name and the
+    /// agent's arguments as the JSON text it wrote (an object, already checked). A legacy
+    /// server gets them written into its request as they are; a modern one, whose
+    /// request carries an envelope, gets them parsed.
+    ToolCall {
+        name: String,
+        arguments: Option<std::sync::Arc<str>>,
+    },
+}
+
+impl From<Option<Value>> for CallParams {
+    fn from(params: Option<Value>) -> Self {
+        CallParams::Value(params)
+    }
+}
+
+impl CallParams {
+    /// The params as values.
+    pub fn into_value(self) -> Option<Value> {
+        match self {
+            CallParams::Value(v) => v,
+            CallParams::ToolCall { name, arguments } => {
+                let mut params = serde_json::Map::new();
+                params.insert("name".into(), Value::String(name));
+                if let Some(arguments) = arguments {
+                    params.insert("arguments".into(), plain_arguments(&arguments));
+                }
+                Some(Value::Object(params))
+            }
+        }
+    }
+}
+
+/// The value of arguments text that `json_check` found to be a JSON object (so reading
+/// it again cannot fail; if it ever did, the server would get an empty object).
+pub fn plain_arguments(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|_| Value::Object(serde_json::Map::new()))
+}
+
 /// Where a call's `notifications/message` go, and from which level.
 #[derive(Debug, Clone)]
 pub struct LogRoute {
@@ -259,7 +302,7 @@ pub(crate) enum UpstreamMsg {
     Request {
         call: Option<CallId>,
         method: String,
-        params: Option<Value>,
+        params: CallParams,
         opts: CallOptions,
         respond_to: ReplyTo,
     },
@@ -324,7 +367,7 @@ impl std::fmt::Debug for UpstreamMsg {
 fn request_msg(
     call: Option<CallId>,
     method: &str,
-    params: Option<Value>,
+    params: CallParams,
     opts: CallOptions,
     respond_to: ReplyTo,
 ) -> UpstreamMsg {
@@ -344,9 +387,10 @@ impl UpstreamHandle {
         &self,
         call: CallId,
         method: &str,
-        params: Option<Value>,
+        params: impl Into<CallParams>,
         opts: CallOptions,
     ) -> RawReply {
+        let params = params.into();
         let deadline = match method {
             crate::protocol::method::TASKS_RESULT => TASK_WAIT + BACKSTOP,
             _ => self.deadline,
@@ -361,7 +405,13 @@ impl UpstreamHandle {
     pub async fn request(&self, method: &str, params: Option<Value>) -> Reply {
         let opts = CallOptions::default();
         self.send_request(self.deadline, |respond_to| {
-            request_msg(None, method, params, opts, ReplyTo::Value(respond_to))
+            request_msg(
+                None,
+                method,
+                params.into(),
+                opts,
+                ReplyTo::Value(respond_to),
+            )
         })
         .await
     }

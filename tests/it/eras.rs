@@ -467,3 +467,47 @@ async fn a_server_that_refuses_the_first_version_with_one_it_lists_is_asked_agai
         assert_eq!(text(&r), "ok", "{tool}: {r}");
     }
 }
+
+/// A plain `tools/call` (a name and arguments) reaches a legacy server with its arguments
+/// exactly as the agent wrote them: numbers beyond a double's precision, key order and
+/// escapes included. A call with more in its params (here `_meta`) still arrives whole.
+#[tokio::test]
+async fn a_plain_calls_arguments_reach_a_legacy_server_as_the_agent_wrote_them() {
+    let b = DaemonBuilder::new();
+    let (rec, arg) = record(&b);
+    let d = b.fixture("old", &["--record", &arg]).start().await;
+    d.wait_ready().await;
+    let mut a = d.initialized_agent().await;
+    let args = r#"{"z": 12345678901234567890123456789, "a": 1.50, "s": "caf\u00e9 \/"}"#;
+    a.send_raw(&format!(
+        r#"{{"jsonrpc":"2.0","id":"plain","method":"tools/call","params":{{"name":"old__echo","arguments":{args}}}}}"#
+    ))
+    .await;
+    let r = a.response(&json!("plain")).await;
+    assert!(r.get("result").is_some(), "{r}");
+    let meta = r#"{"jsonrpc":"2.0","id":"meta","method":"tools/call","params":{"name":"old__echo","arguments":{"text":"with meta"},"_meta":{"progressToken":"p"}}}"#;
+    a.send_raw(meta).await;
+    assert_eq!(text(&a.response(&json!("meta")).await), "with meta");
+
+    let pid = status_pid(&d.server_status("old").await).expect("pid");
+    let calls: Vec<String> = read_lines(&rec.join(format!("received-{pid}.log")))
+        .into_iter()
+        .filter(|l| l.contains("tools/call"))
+        .collect();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    let plain = &calls[0];
+    assert!(
+        plain.contains(&format!(r#""params":{{"name":"echo","arguments":{args}}}"#)),
+        "the server got {plain}"
+    );
+    let with_meta: Value = serde_json::from_str(&calls[1]).expect("JSON");
+    assert_eq!(
+        with_meta["params"]["arguments"],
+        json!({"text": "with meta"})
+    );
+    assert_eq!(with_meta["params"]["name"], "echo");
+    assert!(
+        with_meta["params"]["_meta"]["progressToken"].is_number(),
+        "{with_meta}"
+    );
+}

@@ -92,7 +92,7 @@ impl Actor {
                 self.send_request(
                     None,
                     m.into(),
-                    Some(json!({ "uri": uri })),
+                    Some(json!({ "uri": uri })).into(),
                     CallOptions::default(),
                     ReplyTo::Value(respond_to),
                 );
@@ -115,7 +115,7 @@ impl Actor {
                     self.send_request(
                         None,
                         method::RESOURCES_UNSUBSCRIBE.into(),
-                        params,
+                        params.into(),
                         CallOptions::default(),
                         ReplyTo::Value(respond_to),
                     );

@@ -5,8 +5,9 @@ use crate::jsonrpc;
 use crate::protocol::era::Era;
 use crate::protocol::method;
 use crate::upstream::modern::Dress;
+use crate::upstream::transport::Sent;
 use crate::upstream::transport::{Outbound, Resume};
-use crate::upstream::{CallId, CallOptions, ReplyTo, UpstreamError};
+use crate::upstream::{CallId, CallOptions, CallParams, LogRoute, ReplyTo, UpstreamError};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -16,7 +17,7 @@ impl Actor {
         &mut self,
         call: Option<CallId>,
         method: String,
-        mut params: Option<Value>,
+        params: CallParams,
         opts: CallOptions,
         respond_to: ReplyTo,
     ) {
@@ -34,37 +35,21 @@ impl Actor {
         }
         let id = self.next_id;
         self.next_id += 1;
-        if progress.is_some() {
-            // The server sees a token unique on this connection: our own request id.
-            if let Some(meta) = params
-                .as_mut()
-                .and_then(|p| p.get_mut("_meta"))
-                .and_then(Value::as_object_mut)
+        // A plain call to a legacy server is written with the agent's arguments as they
+        // are: nothing is added to its params (no progress token, no envelope).
+        let (line, sent, task) = match params {
+            CallParams::ToolCall { name, arguments }
+                if self.era == Era::Legacy && progress.is_none() =>
             {
-                meta.insert("progressToken".into(), json!(id));
+                let line = jsonrpc::tool_call_line(id, &name, arguments.as_deref());
+                (line, Sent::new(id, &method), None)
             }
-        }
-        // A modern server sends log messages only when a request asks for them. A call
-        // with a log route but no level asked (a legacy agent's) asks at the route's
-        // level, or for everything, as a legacy server would send.
-        if self.era == Era::Modern
-            && let Some(route) = &logs
-            && let Some(obj) = params.as_mut().and_then(Value::as_object_mut)
-            && let Some(meta) = obj
-                .entry("_meta")
-                .or_insert_with(|| json!({}))
-                .as_object_mut()
-        {
-            let level = route.threshold.as_deref().unwrap_or("debug");
-            meta.entry(crate::protocol::era::key::LOG_LEVEL)
-                .or_insert_with(|| json!(level));
-        }
-        // A 2025-11-25 server asks for a task's input during a `tasks/result` for it, and
-        // ties the request to the task: that names the call it is for.
-        let task = (method == crate::protocol::method::TASKS_RESULT)
-            .then(|| params.as_ref()?.get("taskId")?.as_str().map(str::to_owned))
-            .flatten();
-        let (line, sent) = self.dress().request(id, &method, params, caps.as_ref());
+            other => {
+                let params = other.into_value();
+                let (progress, logs) = (progress.is_some(), logs.as_ref());
+                self.dress_request(id, &method, params, progress, logs, caps.as_ref())
+            }
+        };
         let request = Some(sent);
         if let Err(e) = self.out.try_send(Outbound::Message { line, request }) {
             let err = match e {
@@ -99,6 +84,52 @@ impl Actor {
                 task,
             },
         );
+    }
+
+    /// A request's line from its params as values: the progress token, a modern
+    /// server's log level, and the era's envelope added. Also the task a `tasks/result`
+    /// is about.
+    fn dress_request(
+        &self,
+        id: u64,
+        method: &str,
+        mut params: Option<Value>,
+        progress: bool,
+        logs: Option<&LogRoute>,
+        caps: Option<&Value>,
+    ) -> (String, Sent, Option<String>) {
+        if progress {
+            // The server sees a token unique on this connection: our own request id.
+            if let Some(meta) = params
+                .as_mut()
+                .and_then(|p| p.get_mut("_meta"))
+                .and_then(Value::as_object_mut)
+            {
+                meta.insert("progressToken".into(), json!(id));
+            }
+        }
+        // A modern server sends log messages only when a request asks for them. A call
+        // with a log route but no level asked (a legacy agent's) asks at the route's
+        // level, or for everything, as a legacy server would send.
+        if self.era == Era::Modern
+            && let Some(route) = logs
+            && let Some(obj) = params.as_mut().and_then(Value::as_object_mut)
+            && let Some(meta) = obj
+                .entry("_meta")
+                .or_insert_with(|| json!({}))
+                .as_object_mut()
+        {
+            let level = route.threshold.as_deref().unwrap_or("debug");
+            meta.entry(crate::protocol::era::key::LOG_LEVEL)
+                .or_insert_with(|| json!(level));
+        }
+        // A 2025-11-25 server asks for a task's input during a `tasks/result` for it, and
+        // ties the request to the task: that names the call it is for.
+        let task = (method == crate::protocol::method::TASKS_RESULT)
+            .then(|| params.as_ref()?.get("taskId")?.as_str().map(str::to_owned))
+            .flatten();
+        let (line, sent) = self.dress().request(id, method, params, caps);
+        (line, sent, task)
     }
 
     pub(super) fn dress(&self) -> Dress<'_> {

@@ -1,0 +1,212 @@
+//! mcpd's own methods on an agent's connection that show or change the daemon (status, metrics, agents, reload, a server's start, stop and restart, the HTTP token), and who may use them.
+
+use super::AgentContext;
+use super::reply::{Handled, Step};
+use super::session::Session;
+use crate::errors::{AgentError, ControlDenial};
+use crate::jsonrpc::{self, Request};
+use crate::supervisor::Action;
+use futures::FutureExt;
+use serde_json::{Value, json};
+use std::sync::atomic::Ordering;
+use tokio_util::sync::CancellationToken;
+
+/// mcpd's own methods that show or change the daemon: every `mcpd/` method but
+/// `mcpd/profile`, which only narrows what the connection itself sees.
+pub(super) fn is_control(m: &str) -> bool {
+    m.starts_with("mcpd/") && m != "mcpd/profile"
+}
+
+/// Control methods show every server's command line, stderr and clients, and change
+/// the daemon: they are for its own user (or root) on the socket, on a connection that
+/// has not narrowed itself to a profile.
+pub(super) fn may_control(ctx: &AgentContext, session: &Session) -> Result<(), ControlDenial> {
+    if ctx.over_http {
+        Err(ControlDenial::Http)
+    } else if !ctx.access.controls(ctx.peer_uid) {
+        Err(ControlDenial::OtherUser)
+    } else if session.profile.is_some() {
+        Err(ControlDenial::Profile)
+    } else {
+        Ok(())
+    }
+}
+
+/// `mcpd/metrics`: the counters in the Prometheus text format, with the gauges.
+pub(super) fn metrics(req: Request, ctx: &AgentContext) -> Handled {
+    let (metrics, supervisor, daemon) = (
+        ctx.metrics.clone(),
+        ctx.supervisor.clone(),
+        ctx.daemon.clone(),
+    );
+    let id = req.id;
+    let reply_id = id.clone();
+    let fut = async move {
+        let mut text = metrics.render().await;
+        let servers = supervisor.status().await.unwrap_or_default();
+        gauges(&mut text, &servers, daemon.agents.load(Ordering::Relaxed));
+        let line = jsonrpc::result_line(&reply_id, &json!({ "text": text }));
+        (reply_id, Step::Reply(line))
+    };
+    Handled::Later {
+        id,
+        cancel: CancellationToken::new(),
+        fut: fut.boxed(),
+    }
+}
+
+/// `mcpd/agents`: the agents connected now.
+pub(super) fn agents(req: Request, ctx: &AgentContext) -> Handled {
+    let agents = ctx.agents.clone();
+    let id = req.id;
+    let reply_id = id.clone();
+    let fut = async move {
+        let list = agents.list().await;
+        let line = jsonrpc::result_line(&reply_id, &json!({ "agents": list }));
+        (reply_id, Step::Reply(line))
+    };
+    Handled::Later {
+        id,
+        cancel: CancellationToken::new(),
+        fut: fut.boxed(),
+    }
+}
+
+/// The metrics that are states rather than counts, from the supervisor and the daemon.
+fn gauges(out: &mut String, servers: &[crate::supervisor::ServerStatus], agents: usize) {
+    use std::fmt::Write as _;
+    let _ = writeln!(
+        out,
+        "# HELP mcpd_agents Agent connections now (mcpd ctl's own are not agents).\n# TYPE mcpd_agents gauge\nmcpd_agents {agents}"
+    );
+    let _ = writeln!(
+        out,
+        "# HELP mcpd_server_up Whether a server is ready (1) or not (0).\n# TYPE mcpd_server_up gauge"
+    );
+    for s in servers {
+        let up = u8::from(s.state == crate::supervisor::ServerState::Ready);
+        let _ = writeln!(out, "mcpd_server_up{{server=\"{}\"}} {up}", s.name);
+    }
+    let _ = writeln!(
+        out,
+        "# HELP mcpd_server_restarts_total Processes (or sessions) started after the first.\n# TYPE mcpd_server_restarts_total counter"
+    );
+    for s in servers {
+        let _ = writeln!(
+            out,
+            "mcpd_server_restarts_total{{server=\"{}\"}} {}",
+            s.name, s.restarts
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP mcpd_server_in_flight Requests in flight to a server.\n# TYPE mcpd_server_in_flight gauge"
+    );
+    for s in servers {
+        let _ = writeln!(
+            out,
+            "mcpd_server_in_flight{{server=\"{}\"}} {}",
+            s.name, s.in_flight
+        );
+    }
+}
+
+pub(super) fn status(req: Request, ctx: &AgentContext) -> Handled {
+    let supervisor = ctx.supervisor.clone();
+    let daemon = ctx.daemon.clone();
+    let id = req.id;
+    let reply_id = id.clone();
+    let fut = async move {
+        let servers = supervisor.status().await.unwrap_or_default();
+        let result = json!({
+            "daemon": {
+                "pid": std::process::id(),
+                "version": env!("CARGO_PKG_VERSION"),
+                "uptime_secs": daemon.started.elapsed().as_secs_f64(),
+                "socket": daemon.socket,
+                "config": daemon.config,
+                "agents": daemon.agents.load(Ordering::Relaxed),
+                "http": daemon.http.as_ref().map(|h| &h.url),
+            },
+            "servers": servers,
+        });
+        (
+            reply_id.clone(),
+            Step::Reply(jsonrpc::result_line(&reply_id, &result)),
+        )
+    };
+    Handled::Later {
+        id,
+        cancel: CancellationToken::new(),
+        fut: fut.boxed(),
+    }
+}
+
+pub(super) fn reload(req: Request, ctx: &AgentContext) -> Handled {
+    let reloader = ctx.reloader.clone();
+    let id = req.id;
+    let reply_id = id.clone();
+    let fut = async move {
+        let line = match reloader.reload().await {
+            Ok(summary) => jsonrpc::result_line(&reply_id, &summary),
+            Err(why) => {
+                let e = jsonrpc::ErrorObject::new(jsonrpc::code::INVALID_PARAMS, why.to_string());
+                jsonrpc::error_line(Some(&reply_id), &e)
+            }
+        };
+        (reply_id, Step::Reply(line))
+    };
+    Handled::Later {
+        id,
+        cancel: CancellationToken::new(),
+        fut: fut.boxed(),
+    }
+}
+
+pub(super) fn control(req: Request, ctx: &AgentContext, action: Action) -> Handled {
+    let name = req
+        .params
+        .as_ref()
+        .and_then(|p| p.get("name"))
+        .and_then(Value::as_str);
+    let Some(name) = name.map(str::to_owned) else {
+        let e = AgentError::InvalidParams {
+            method: req.method,
+            reason: "\"name\" (a server name) is required".into(),
+        };
+        return Handled::Now(jsonrpc::error_line(Some(&req.id), &e.to_error_object()));
+    };
+    let supervisor = ctx.supervisor.clone();
+    let id = req.id;
+    let reply_id = id.clone();
+    let fut = async move {
+        let line = match supervisor.control(&name, action).await {
+            Ok(()) => jsonrpc::result_line(&reply_id, &json!({})),
+            Err(why) => {
+                let e = jsonrpc::ErrorObject::new(jsonrpc::code::INVALID_PARAMS, why.to_string());
+                jsonrpc::error_line(Some(&reply_id), &e)
+            }
+        };
+        (reply_id, Step::Reply(line))
+    };
+    Handled::Later {
+        id,
+        cancel: CancellationToken::new(),
+        fut: fut.boxed(),
+    }
+}
+
+/// `mcpd/http-token`: the HTTP listener's URL and bearer token, for its own user only.
+pub(super) fn http_token(id: &jsonrpc::Id, ctx: &AgentContext) -> String {
+    let refuse = |why: &str| {
+        let e = jsonrpc::ErrorObject::new(jsonrpc::code::INVALID_REQUEST, why.to_owned());
+        jsonrpc::error_line(Some(id), &e)
+    };
+    match &ctx.daemon.http {
+        None => refuse("no HTTP listener is configured; set daemon.http_listen and restart mcpd"),
+        Some(h) => match &h.token {
+            None => refuse("the HTTP listener needs no token (daemon.http_auth = \"none\")"),
+            Some(t) => jsonrpc::result_line(id, &json!({ "url": h.url, "token": t.expose() })),
+        },
+    }
+}

@@ -1,0 +1,105 @@
+//! A request's params on their way to its server: parsed into values, or a plain `tools/call`'s arguments kept as the agent's JSON text.
+//!
+//! Most of what agents send are plain tool calls, a tool's name and its arguments
+//! (`jsonrpc::peek_tool_call`). Their arguments are not parsed into values and written
+//! out again: a legacy server gets them as the agent wrote them (numbers beyond a
+//! double's precision and key order included), and each call is cheaper. Every path
+//! that needs them as values (a modern server's envelope, tasks, mcpd's own tools, an
+//! `input_required` retry) gets them parsed through [`Params::into_map`] or
+//! [`Params::change`].
+
+use crate::jsonrpc::{self, Request};
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+/// A request's params on their way to its server.
+#[derive(Clone)]
+pub enum Params {
+    Parsed(Map<String, Value>),
+    /// A plain `tools/call` (`jsonrpc::peek_tool_call`): the server's name of the tool
+    /// and the agent's arguments as the JSON text it wrote, never parsed unless a path
+    /// other than a legacy server's plain call needs them as values.
+    Plain {
+        name: String,
+        arguments: Option<Arc<str>>,
+    },
+}
+
+impl From<Map<String, Value>> for Params {
+    fn from(params: Map<String, Value>) -> Self {
+        Params::Parsed(params)
+    }
+}
+
+impl Params {
+    /// The request's `_meta` (a plain call has none).
+    pub fn meta(&self) -> Option<&Value> {
+        match self {
+            Params::Parsed(map) => map.get("_meta"),
+            Params::Plain { .. } => None,
+        }
+    }
+
+    /// The params as values, the arguments parsed if they were text.
+    pub fn into_map(self) -> Map<String, Value> {
+        match self {
+            Params::Parsed(map) => map,
+            Params::Plain { name, arguments } => {
+                let plain = crate::upstream::CallParams::ToolCall { name, arguments };
+                match plain.into_value() {
+                    Some(Value::Object(map)) => map,
+                    _ => Map::new(),
+                }
+            }
+        }
+    }
+
+    /// Changes the params as values (the arguments parsed first if they were text).
+    pub fn change(&mut self, f: impl FnOnce(&mut Map<String, Value>)) {
+        let mut map = std::mem::replace(self, Params::Parsed(Map::new())).into_map();
+        f(&mut map);
+        *self = Params::Parsed(map);
+    }
+
+    /// What the upstream actor is sent for one request with these params.
+    pub fn upstream(&self) -> crate::upstream::CallParams {
+        match self {
+            Params::Parsed(map) => Some(Value::Object(map.clone())).into(),
+            Params::Plain { name, arguments } => crate::upstream::CallParams::ToolCall {
+                name: name.clone(),
+                arguments: arguments.clone(),
+            },
+        }
+    }
+}
+
+/// The arguments of a plain `tools/call` (`jsonrpc::peek_tool_call`) kept as the agent's
+/// JSON text, apart from the rest of its params (only the tool's name).
+pub struct PlainArguments(pub Option<std::sync::Arc<str>>);
+
+impl PlainArguments {
+    /// The params with the arguments put back as values.
+    pub fn merged(
+        self,
+        mut params: serde_json::Map<String, Value>,
+    ) -> serde_json::Map<String, Value> {
+        if let Some(arguments) = self.0 {
+            let arguments = crate::upstream::plain_arguments(&arguments);
+            params.insert("arguments".into(), arguments);
+        }
+        params
+    }
+}
+
+/// The request and plain arguments of a [`jsonrpc::peek_tool_call`]: the request's params
+/// hold only the tool's name.
+pub fn plain_call(call: jsonrpc::PeekedToolCall<'_>) -> (Request, PlainArguments) {
+    let mut params = Map::new();
+    params.insert("name".into(), Value::String(call.name));
+    let req = Request {
+        id: call.id,
+        method: crate::protocol::method::TOOLS_CALL.into(),
+        params: Some(Value::Object(params)),
+    };
+    (req, PlainArguments(call.arguments.map(Arc::from)))
+}
