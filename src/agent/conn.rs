@@ -143,7 +143,7 @@ impl Conn {
             initialized: false,
             era: None,
             // A connection that never sends `initialize` (`mcpd ctl call`) declared none.
-            capabilities: json!({}),
+            capabilities: Arc::new(json!({})),
             listens: HashMap::new(),
             asks,
             subscribed: Default::default(),

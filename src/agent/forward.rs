@@ -75,7 +75,7 @@ pub struct Caller {
     /// The agent speaks the modern era (this request, or the connection).
     modern: bool,
     /// The capabilities a legacy agent declared in `initialize`.
-    caps: Value,
+    caps: Arc<Value>,
     asks: mpsc::Sender<Box<ServerAsk>>,
     log_level: Option<String>,
     metrics: crate::metrics::Metrics,

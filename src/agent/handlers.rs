@@ -152,7 +152,8 @@ fn initialize(req: &Request, session: &mut Session) -> String {
         .and_then(|p| p.get("capabilities"))
         .filter(|c| c.is_object())
         .cloned()
-        .unwrap_or_else(|| json!({}));
+        .unwrap_or_else(|| json!({}))
+        .into();
     session.client_name = params
         .and_then(|p| p.pointer("/clientInfo/name"))
         .and_then(Value::as_str)

@@ -24,7 +24,7 @@ pub struct LegacyCall {
     pub params: super::params::Params,
     pub progress: Option<ProgressSink>,
     /// The capabilities the agent declared in `initialize`.
-    pub caps: Value,
+    pub caps: Arc<Value>,
     /// The actor's service that sends requests to the agent.
     pub asks: mpsc::Sender<Box<ServerAsk>>,
     pub method: &'static str,
@@ -66,7 +66,11 @@ impl LegacyCall {
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned();
-            let (h, s, caps) = (self.handle.clone(), self.server.clone(), self.caps.clone());
+            let (h, s, caps) = (
+                self.handle.clone(),
+                self.server.clone(),
+                (*self.caps).clone(),
+            );
             let followed = if self.method == tasks::CANCEL {
                 task_follow::cancel_of(h, self.call, (s, task), caps).boxed()
             } else {
@@ -128,7 +132,7 @@ impl LegacyCall {
                         self.server.clone(),
                         self.params.clone().into_map(),
                     );
-                    let caps = Some(self.caps.clone());
+                    let caps = Some((*self.caps).clone());
                     let followed = task_follow::follow(h, self.call, s, p, self.asks.clone(), caps);
                     return self.finish(followed).await;
                 }

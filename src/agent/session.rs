@@ -21,7 +21,7 @@ pub struct Session {
     /// The era the connection is pinned to by its first decisive exchange.
     pub era: Option<Era>,
     /// The capabilities a legacy agent declared in `initialize`.
-    pub capabilities: Value,
+    pub capabilities: std::sync::Arc<Value>,
     /// Open `subscriptions/listen` requests of a modern agent, by request id.
     pub listens: HashMap<Id, Listen>,
     /// The actor's service that sends a server's requests to this (legacy) agent.

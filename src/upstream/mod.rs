@@ -143,7 +143,7 @@ pub struct ServerAsk {
 pub struct CallOptions {
     pub progress: Option<ProgressSink>,
     /// The calling agent's client capabilities, for a modern server's envelope.
-    pub caps: Option<Value>,
+    pub caps: Option<std::sync::Arc<Value>>,
     pub asks: Option<mpsc::Sender<Box<ServerAsk>>>,
     /// Where the server's log messages about this call go.
     pub logs: Option<LogRoute>,

@@ -47,7 +47,7 @@ impl Actor {
             other => {
                 let params = other.into_value();
                 let (progress, logs) = (progress.is_some(), logs.as_ref());
-                self.dress_request(id, &method, params, progress, logs, caps.as_ref())
+                self.dress_request(id, &method, params, progress, logs, caps.as_deref())
             }
         };
         let request = Some(sent);
