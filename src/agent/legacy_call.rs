@@ -48,7 +48,10 @@ impl LegacyCall {
                 self.server.clone(),
                 self.params.clone().into_map(),
             );
-            let followed = task_follow::follow_legacy(h, self.call, s, p, self.asks.clone());
+            // Boxed, as are the other rare paths' futures: inline, they would make every
+            // call's future (allocated and moved per call) several times larger.
+            let followed =
+                task_follow::follow_legacy(h, self.call, s, p, self.asks.clone()).boxed();
             return self.finish(followed).await;
         }
         if let Rewrite::Task {
@@ -133,7 +136,8 @@ impl LegacyCall {
                         self.params.clone().into_map(),
                     );
                     let caps = Some((*self.caps).clone());
-                    let followed = task_follow::follow(h, self.call, s, p, self.asks.clone(), caps);
+                    let followed =
+                        task_follow::follow(h, self.call, s, p, self.asks.clone(), caps).boxed();
                     return self.finish(followed).await;
                 }
                 Ok(Ok(result)) if era::result_type(&result) == "input_required" => {
