@@ -4,7 +4,7 @@ use super::AgentContext;
 use super::reply::{Handled, Step};
 use super::session::Session;
 use crate::errors::{AgentError, ControlDenial};
-use crate::jsonrpc::{self, Request};
+use crate::jsonrpc::{self, Id, Request};
 use crate::supervisor::Action;
 use futures::FutureExt;
 use serde_json::{Value, json};
@@ -39,37 +39,21 @@ pub(super) fn metrics(req: Request, ctx: &AgentContext) -> Handled {
         ctx.supervisor.clone(),
         ctx.daemon.clone(),
     );
-    let id = req.id;
-    let reply_id = id.clone();
-    let fut = async move {
+    later(req.id, |id| async move {
         let mut text = metrics.render().await;
         let servers = supervisor.status().await.unwrap_or_default();
         gauges(&mut text, &servers, daemon.agents.load(Ordering::Relaxed));
-        let line = jsonrpc::result_line(&reply_id, &json!({ "text": text }));
-        (reply_id, Step::Reply(line))
-    };
-    Handled::Later {
-        id,
-        cancel: CancellationToken::new(),
-        fut: fut.boxed(),
-    }
+        jsonrpc::result_line(&id, &json!({ "text": text }))
+    })
 }
 
 /// `mcpd/agents`: the agents connected now.
 pub(super) fn agents(req: Request, ctx: &AgentContext) -> Handled {
     let agents = ctx.agents.clone();
-    let id = req.id;
-    let reply_id = id.clone();
-    let fut = async move {
+    later(req.id, |id| async move {
         let list = agents.list().await;
-        let line = jsonrpc::result_line(&reply_id, &json!({ "agents": list }));
-        (reply_id, Step::Reply(line))
-    };
-    Handled::Later {
-        id,
-        cancel: CancellationToken::new(),
-        fut: fut.boxed(),
-    }
+        jsonrpc::result_line(&id, &json!({ "agents": list }))
+    })
 }
 
 /// The metrics that are states rather than counts, from the supervisor and the daemon.
@@ -114,9 +98,7 @@ fn gauges(out: &mut String, servers: &[crate::supervisor::ServerStatus], agents:
 pub(super) fn status(req: Request, ctx: &AgentContext) -> Handled {
     let supervisor = ctx.supervisor.clone();
     let daemon = ctx.daemon.clone();
-    let id = req.id;
-    let reply_id = id.clone();
-    let fut = async move {
+    later(req.id, |id| async move {
         let servers = supervisor.status().await.unwrap_or_default();
         let result = json!({
             "daemon": {
@@ -130,37 +112,16 @@ pub(super) fn status(req: Request, ctx: &AgentContext) -> Handled {
             },
             "servers": servers,
         });
-        (
-            reply_id.clone(),
-            Step::Reply(jsonrpc::result_line(&reply_id, &result)),
-        )
-    };
-    Handled::Later {
-        id,
-        cancel: CancellationToken::new(),
-        fut: fut.boxed(),
-    }
+        jsonrpc::result_line(&id, &result)
+    })
 }
 
 pub(super) fn reload(req: Request, ctx: &AgentContext) -> Handled {
     let reloader = ctx.reloader.clone();
-    let id = req.id;
-    let reply_id = id.clone();
-    let fut = async move {
-        let line = match reloader.reload().await {
-            Ok(summary) => jsonrpc::result_line(&reply_id, &summary),
-            Err(why) => {
-                let e = jsonrpc::ErrorObject::new(jsonrpc::code::INVALID_PARAMS, why.to_string());
-                jsonrpc::error_line(Some(&reply_id), &e)
-            }
-        };
-        (reply_id, Step::Reply(line))
-    };
-    Handled::Later {
-        id,
-        cancel: CancellationToken::new(),
-        fut: fut.boxed(),
-    }
+    later(req.id, |id| async move {
+        let summary = reloader.reload().await.map_err(|why| why.to_string());
+        outcome(&id, summary)
+    })
 }
 
 pub(super) fn control(req: Request, ctx: &AgentContext, action: Action) -> Handled {
@@ -177,22 +138,36 @@ pub(super) fn control(req: Request, ctx: &AgentContext, action: Action) -> Handl
         return Handled::Now(jsonrpc::error_line(Some(&req.id), &e.to_error_object()));
     };
     let supervisor = ctx.supervisor.clone();
-    let id = req.id;
+    later(req.id, |id| async move {
+        let done = supervisor.control(&name, action).await.map(|()| json!({}));
+        outcome(&id, done.map_err(|why| why.to_string()))
+    })
+}
+
+/// The answer to request `id` that `answer` writes, once it is ready: the connection goes
+/// on meanwhile.
+fn later<F: std::future::Future<Output = String> + Send + 'static>(
+    id: Id,
+    answer: impl FnOnce(Id) -> F,
+) -> Handled {
+    let fut = answer(id.clone());
     let reply_id = id.clone();
-    let fut = async move {
-        let line = match supervisor.control(&name, action).await {
-            Ok(()) => jsonrpc::result_line(&reply_id, &json!({})),
-            Err(why) => {
-                let e = jsonrpc::ErrorObject::new(jsonrpc::code::INVALID_PARAMS, why.to_string());
-                jsonrpc::error_line(Some(&reply_id), &e)
-            }
-        };
-        (reply_id, Step::Reply(line))
-    };
     Handled::Later {
         id,
         cancel: CancellationToken::new(),
-        fut: fut.boxed(),
+        fut: async move { (reply_id, Step::Reply(fut.await)) }.boxed(),
+    }
+}
+
+/// A change's result, or why it was refused (invalid params: the request named something
+/// that cannot be done).
+fn outcome(id: &Id, done: Result<impl serde::Serialize, String>) -> String {
+    match done {
+        Ok(result) => jsonrpc::result_line(id, &result),
+        Err(why) => {
+            let e = jsonrpc::ErrorObject::new(jsonrpc::code::INVALID_PARAMS, why);
+            jsonrpc::error_line(Some(id), &e)
+        }
     }
 }
 
