@@ -11,6 +11,7 @@ use crate::jsonrpc::{Id, Request};
 use crate::outbox::Outbox;
 use crate::protocol::method;
 use crate::registry::Availability;
+use crate::upstream::PlainCall;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -95,19 +96,19 @@ pub fn start(
         limits: ctx.limits,
         tasks,
     };
-    let caller = Caller::of(outbox, session, modern);
-    // A server still starting (its tools listed from the cached catalog) is waited for.
-    // A server shared per agent: the call goes to this agent's own instance.
     let params = match plain {
         // Nothing was added but the server's name of the tool: the arguments go to it
         // as the agent wrote them.
-        Some(PlainArguments(arguments)) if params.len() == 1 => Params::Plain {
+        Some(PlainArguments(arguments)) if params.len() == 1 => Params::Plain(PlainCall {
             name: tool.original.clone(),
             arguments,
-        },
+        }),
         Some(plain) => plain.merged(params).into(),
         None => params.into(),
     };
+    let caller = Caller::of(outbox, session, modern);
+    // A server still starting (its tools listed from the cached catalog) is waited for.
+    // A server shared per agent: the call goes to this agent's own instance.
     let route = Route {
         server: server.clone(),
         method: method::TOOLS_CALL,

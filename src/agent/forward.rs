@@ -249,11 +249,7 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
     // A modern agent asks for log messages per request; a legacy one sets a level for
     // its calls (or gets everything).
     let logs = if modern {
-        let params = match &params {
-            Params::Parsed(map) => map,
-            Params::Plain { .. } => &Map::new(),
-        };
-        requested_level(params).map(|l| LogRoute {
+        params.parsed().and_then(requested_level).map(|l| LogRoute {
             outbox: outbox.clone(),
             threshold: Some(l.to_owned()),
         })

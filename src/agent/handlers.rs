@@ -1,4 +1,4 @@
-//! What mcpd does with each request an agent sends: the handshake, listing, routing calls, and the daemon's own methods.
+//! What mcpd does with each request an agent sends: the handshake, listing, routing calls, and sending the daemon's own methods to `control.rs`.
 
 use super::params::PlainArguments;
 use super::session::Session;

@@ -63,9 +63,8 @@ impl LegacyCall {
             // The agent's 2025-11-25 task is an extension task at its server.
             let task = self
                 .params
-                .clone()
-                .into_map()
-                .get("taskId")
+                .parsed()
+                .and_then(|p| p.get("taskId"))
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned();

@@ -9,6 +9,7 @@
 //! [`Params::change`].
 
 use crate::jsonrpc::{self, Request};
+use crate::upstream::{CallParams, PlainCall};
 use serde_json::{Map, Value};
 use std::sync::Arc;
 
@@ -16,13 +17,9 @@ use std::sync::Arc;
 #[derive(Clone)]
 pub enum Params {
     Parsed(Map<String, Value>),
-    /// A plain `tools/call` (`jsonrpc::peek_tool_call`): the server's name of the tool
-    /// and the agent's arguments as the JSON text it wrote, never parsed unless a path
-    /// other than a legacy server's plain call needs them as values.
-    Plain {
-        name: String,
-        arguments: Option<Arc<str>>,
-    },
+    /// A plain `tools/call` (`jsonrpc::peek_tool_call`), its arguments never parsed
+    /// unless a path other than a legacy server's plain call needs them as values.
+    Plain(PlainCall),
 }
 
 impl From<Map<String, Value>> for Params {
@@ -32,25 +29,27 @@ impl From<Map<String, Value>> for Params {
 }
 
 impl Params {
+    /// The params as values, if they are (a plain call's are not).
+    pub fn parsed(&self) -> Option<&Map<String, Value>> {
+        match self {
+            Params::Parsed(map) => Some(map),
+            Params::Plain(_) => None,
+        }
+    }
+
     /// The request's `_meta` (a plain call has none).
     pub fn meta(&self) -> Option<&Value> {
-        match self {
-            Params::Parsed(map) => map.get("_meta"),
-            Params::Plain { .. } => None,
-        }
+        self.parsed()?.get("_meta")
     }
 
     /// The params as values, the arguments parsed if they were text.
     pub fn into_map(self) -> Map<String, Value> {
         match self {
             Params::Parsed(map) => map,
-            Params::Plain { name, arguments } => {
-                let plain = crate::upstream::CallParams::ToolCall { name, arguments };
-                match plain.into_value() {
-                    Some(Value::Object(map)) => map,
-                    _ => Map::new(),
-                }
-            }
+            Params::Plain(plain) => match CallParams::ToolCall(plain).into_value() {
+                Some(Value::Object(map)) => map,
+                _ => Map::new(),
+            },
         }
     }
 
@@ -62,20 +61,17 @@ impl Params {
     }
 
     /// What the upstream actor is sent for one request with these params.
-    pub fn upstream(&self) -> crate::upstream::CallParams {
+    pub fn upstream(&self) -> CallParams {
         match self {
             Params::Parsed(map) => Some(Value::Object(map.clone())).into(),
-            Params::Plain { name, arguments } => crate::upstream::CallParams::ToolCall {
-                name: name.clone(),
-                arguments: arguments.clone(),
-            },
+            Params::Plain(plain) => CallParams::ToolCall(plain.clone()),
         }
     }
 }
 
 /// The arguments of a plain `tools/call` (`jsonrpc::peek_tool_call`) kept as the agent's
 /// JSON text, apart from the rest of its params (only the tool's name).
-pub struct PlainArguments(pub Option<std::sync::Arc<str>>);
+pub struct PlainArguments(pub Option<Arc<str>>);
 
 impl PlainArguments {
     /// The params with the arguments put back as values.

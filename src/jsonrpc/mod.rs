@@ -1,5 +1,6 @@
 //! JSON-RPC 2.0 message model: parsing a line into a message and writing messages back out. No IO.
 
+use crate::protocol::scan::Member;
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt;
@@ -231,11 +232,7 @@ pub fn parse(line: &str) -> Result<Message, ParseError> {
 pub fn peek_result(line: &str) -> Option<PeekedResult> {
     let checked = crate::protocol::json_check::object_members(line)?;
     let members = &checked.members;
-    let one = |key: &str| -> Option<Option<&str>> {
-        let mut found = members.iter().filter(|(k, _)| k == key).map(|(_, v)| *v);
-        let first = found.next();
-        found.next().is_none().then_some(first)
-    };
+    let one = |key: &str| unique_member(members, key);
     if one("jsonrpc")? != Some("\"2.0\"")
         || one("method")?.is_some()
         || one("params")?.is_some()
@@ -276,18 +273,15 @@ pub struct PeekedToolCall<'a> {
 /// methods or members, `_meta`, a member named twice, a name or arguments of another
 /// type) returns None, and [`parse`] decides what the line is: this path accepts only
 /// what `parse` would read as the same request.
-pub fn peek_tool_call(line: &str) -> Option<PeekedToolCall<'_>> {
+pub fn peek_tool_call<'a>(line: &'a str) -> Option<PeekedToolCall<'a>> {
     // Other messages are not checked twice (here, then by `parse`): a vector search
     // for the method's text passes over them first.
     memchr::memmem::find(line.as_bytes(), b"\"tools/call\"")?;
     let checked = crate::protocol::json_check::object_members(line)?;
     let members = &checked.members;
     let known = crate::protocol::scan::Known::new(line, &checked.long_strings);
-    fn one<'a>(members: &[crate::protocol::scan::Member<'a>], key: &str) -> Option<&'a str> {
-        let mut found = members.iter().filter(|(k, _)| k == key);
-        let first = found.next().map(|(_, v)| *v);
-        if found.next().is_some() { None } else { first }
-    }
+    // Present once: absent or named twice (serde_json keeps the last) is not plain.
+    let one = |members: &[Member<'a>], key: &str| unique_member(members, key).flatten();
     if members.len() != 4
         || one(members, "jsonrpc")? != "\"2.0\""
         || one(members, "method")? != "\"tools/call\""
@@ -310,6 +304,13 @@ pub fn peek_tool_call(line: &str) -> Option<PeekedToolCall<'_>> {
         name,
         arguments,
     })
+}
+
+/// The value of member `key`: Some(None) when it is absent, None when it is named twice.
+fn unique_member<'a>(members: &[Member<'a>], key: &str) -> Option<Option<&'a str>> {
+    let mut found = members.iter().filter(|(k, _)| k == key).map(|(_, v)| *v);
+    let first = found.next();
+    found.next().is_none().then_some(first)
 }
 
 /// A result response found by [`peek_result`].
@@ -391,11 +392,12 @@ pub fn request_line(id: &Id, method: &str, params: Option<&Value>) -> String {
 /// The request line of a plain `tools/call` ([`peek_tool_call`]): the tool's name and the
 /// agent's arguments text, written as they are.
 pub fn tool_call_line(id: u64, name: &str, arguments: Option<&str>) -> String {
+    use std::fmt::Write as _;
     let name = serde_json::to_string(name).unwrap_or_default(); // a &str always serialises
     let args_len = arguments.map_or(0, |a| a.len() + 13);
     let mut line = String::with_capacity(80 + name.len() + args_len);
     line.push_str("{\"jsonrpc\":\"2.0\",\"id\":");
-    line.push_str(&id.to_string());
+    let _ = write!(line, "{id}"); // writing to a String cannot fail
     line.push_str(",\"method\":\"tools/call\",\"params\":{\"name\":");
     line.push_str(&name);
     if let Some(arguments) = arguments {

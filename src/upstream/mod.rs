@@ -157,10 +157,15 @@ pub enum CallParams {
     /// agent's arguments as the JSON text it wrote (an object, already checked). A legacy
     /// server gets them written into its request as they are; a modern one, whose
     /// request carries an envelope, gets them parsed.
-    ToolCall {
-        name: String,
-        arguments: Option<std::sync::Arc<str>>,
-    },
+    ToolCall(PlainCall),
+}
+
+/// A plain `tools/call`'s params: the server's name of the tool and the agent's arguments
+/// as the JSON text it wrote (an object, already checked by `json_check`).
+#[derive(Debug, Clone)]
+pub struct PlainCall {
+    pub name: String,
+    pub arguments: Option<std::sync::Arc<str>>,
 }
 
 impl From<Option<Value>> for CallParams {
@@ -174,7 +179,7 @@ impl CallParams {
     pub fn into_value(self) -> Option<Value> {
         match self {
             CallParams::Value(v) => v,
-            CallParams::ToolCall { name, arguments } => {
+            CallParams::ToolCall(PlainCall { name, arguments }) => {
                 let mut params = serde_json::Map::new();
                 params.insert("name".into(), Value::String(name));
                 if let Some(arguments) = arguments {

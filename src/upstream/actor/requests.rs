@@ -38,10 +38,8 @@ impl Actor {
         // A plain call to a legacy server is written with the agent's arguments as they
         // are: nothing is added to its params (no progress token, no envelope).
         let (line, sent, task) = match params {
-            CallParams::ToolCall { name, arguments }
-                if self.era == Era::Legacy && progress.is_none() =>
-            {
-                let line = jsonrpc::tool_call_line(id, &name, arguments.as_deref());
+            CallParams::ToolCall(plain) if self.era == Era::Legacy && progress.is_none() => {
+                let line = jsonrpc::tool_call_line(id, &plain.name, plain.arguments.as_deref());
                 (line, Sent::new(id, &method), None)
             }
             other => {
