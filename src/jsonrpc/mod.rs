@@ -408,6 +408,22 @@ pub fn tool_call_line(id: u64, name: &str, arguments: Option<&str>) -> String {
     line
 }
 
+/// A [`request_line`] whose params (an object with at least one member) get the agent's
+/// `arguments` text as their last member, written as it is. None for any other line.
+pub fn with_arguments(mut line: String, arguments: &str) -> Option<String> {
+    // `request_line` writes `params` last, so the line ends with its `}` and the
+    // envelope's; a non-empty object has a member before the one added.
+    if !line.ends_with("}}") || line.ends_with("{}}") || !line.contains(",\"params\":{") {
+        return None;
+    }
+    line.truncate(line.len() - 2);
+    line.reserve(arguments.len() + 16);
+    line.push_str(",\"arguments\":");
+    line.push_str(arguments);
+    line.push_str("}}");
+    Some(line)
+}
+
 pub fn notification_line(method: &str, params: Option<&Value>) -> String {
     to_line(&OutNotification {
         jsonrpc: "2.0",

@@ -250,3 +250,28 @@ fn a_plain_call_is_written_with_the_arguments_as_they_are() {
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}"#
     );
 }
+
+#[test]
+fn arguments_are_written_into_a_dressed_request_as_they_are() {
+    let args = r#"{"z": 12345678901234567890123, "a": 1.50}"#;
+    let params = serde_json::json!({"name": "t", "_meta": {"k": 1}});
+    let line = request_line(&Id::from(4), "tools/call", Some(&params));
+    let line = with_arguments(line, args).expect("a request line with params");
+    assert!(
+        line.ends_with(&format!(r#","arguments":{args}}}}}"#)),
+        "{line}"
+    );
+    let Ok(Message::Request(req)) = parse(&line) else {
+        panic!("{line}")
+    };
+    let p = req.params.unwrap();
+    assert_eq!((&p["name"], &p["_meta"]["k"]), (&"t".into(), &1.into()));
+    // Lines it cannot add to: no params, empty params.
+    let empty = serde_json::json!({});
+    for params in [None, Some(&empty)] {
+        assert_eq!(
+            with_arguments(request_line(&Id::from(1), "m", params), args),
+            None
+        );
+    }
+}

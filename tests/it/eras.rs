@@ -511,3 +511,40 @@ async fn a_plain_calls_arguments_reach_a_legacy_server_as_the_agent_wrote_them()
         "{with_meta}"
     );
 }
+
+#[tokio::test]
+async fn a_plain_calls_arguments_reach_a_modern_server_as_the_agent_wrote_them() {
+    let b = DaemonBuilder::new();
+    let (rec, arg) = record(&b);
+    let d = b
+        .fixture("new", &["--era", "modern", "--record", &arg])
+        .start()
+        .await;
+    d.wait_ready().await;
+    let mut a = d.initialized_agent().await;
+    let args = r#"{"z": 12345678901234567890123456789, "a": 1.50, "s": "caf\u00e9 \/"}"#;
+    a.send_raw(&format!(
+        r#"{{"jsonrpc":"2.0","id":"plain","method":"tools/call","params":{{"name":"new__echo","arguments":{args}}}}}"#
+    ))
+    .await;
+    let r = a.response(&json!("plain")).await;
+    assert!(r.get("result").is_some(), "{r}");
+    let pid = status_pid(&d.server_status("new").await).expect("pid");
+    let calls: Vec<String> = read_lines(&rec.join(format!("received-{pid}.log")))
+        .into_iter()
+        .filter(|l| l.contains("tools/call"))
+        .collect();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert!(
+        calls[0].ends_with(&format!(r#","arguments":{args}}}}}"#)),
+        "the server got {}",
+        calls[0]
+    );
+    // The envelope is there as for any modern request.
+    let call: Value = serde_json::from_str(&calls[0]).expect("JSON");
+    assert_eq!(call["params"]["name"], "echo");
+    assert_eq!(
+        call["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
+        MODERN
+    );
+}

@@ -42,6 +42,29 @@ impl Actor {
                 let line = jsonrpc::tool_call_line(id, &plain.name, plain.arguments.as_deref());
                 (line, Sent::new(id, &method), None)
             }
+            // A modern server's envelope goes around the name alone; the arguments are
+            // then written in as the agent wrote them, unless some become HTTP headers
+            // (which need their values).
+            CallParams::ToolCall(plain)
+                if !(self.http && self.param_headers.contains_key(&plain.name)) =>
+            {
+                let params = Some(json!({ "name": plain.name }));
+                let (progress, logs) = (progress.is_some(), logs.as_ref());
+                let caps = caps.as_deref();
+                let (line, sent, task) =
+                    self.dress_request(id, &method, params, progress, logs, caps);
+                match plain.arguments.as_deref() {
+                    None => (line, sent, task),
+                    Some(arguments) => match jsonrpc::with_arguments(line, arguments) {
+                        Some(line) => (line, sent, task),
+                        // Not a line `request_line` writes; parsed, the arguments go anyway.
+                        None => {
+                            let params = CallParams::ToolCall(plain).into_value();
+                            self.dress_request(id, &method, params, progress, logs, caps)
+                        }
+                    },
+                }
+            }
             other => {
                 let params = other.into_value();
                 let (progress, logs) = (progress.is_some(), logs.as_ref());
