@@ -2,11 +2,11 @@
 //!
 //! Most of what agents send are plain tool calls, a tool's name and its arguments
 //! (`jsonrpc::peek_tool_call`). Their arguments are not parsed into values and written
-//! out again: a legacy server gets them as the agent wrote them (numbers beyond a
-//! double's precision and key order included), and each call is cheaper. Every path
-//! that needs them as values (a modern server's envelope, tasks, mcpd's own tools, an
-//! `input_required` retry) gets them parsed through [`Params::into_map`] or
-//! [`Params::change`].
+//! out again: the server gets them as the agent wrote them (numbers beyond a double's
+//! precision and key order included; a modern server with its envelope around them),
+//! and each call is cheaper. Every path that needs them as values (HTTP parameter
+//! headers, tasks, mcpd's own tools, an `input_required` retry) gets them parsed through
+//! [`Params::into_map`] or [`Params::change`].
 
 use crate::jsonrpc::{self, Request};
 use crate::upstream::{CallParams, PlainCall};
@@ -18,7 +18,7 @@ use std::sync::Arc;
 pub enum Params {
     Parsed(Map<String, Value>),
     /// A plain `tools/call` (`jsonrpc::peek_tool_call`), its arguments never parsed
-    /// unless a path other than a legacy server's plain call needs them as values.
+    /// unless a path other than a server's plain call needs them as values.
     Plain(PlainCall),
 }
 

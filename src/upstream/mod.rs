@@ -154,9 +154,10 @@ pub struct CallOptions {
 pub enum CallParams {
     Value(Option<Value>),
     /// A plain `tools/call` (`jsonrpc::peek_tool_call`): the server's tool name and the
-    /// agent's arguments as the JSON text it wrote (an object, already checked). A legacy
-    /// server gets them written into its request as they are; a modern one, whose
-    /// request carries an envelope, gets them parsed.
+    /// agent's arguments as the JSON text it wrote (an object, already checked). The
+    /// server gets them written into its request as they are (a modern one's envelope
+    /// dressed around the name), unless some become HTTP parameter headers: then they
+    /// are parsed.
     ToolCall(PlainCall),
 }
 
