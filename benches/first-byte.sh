@@ -13,17 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 calls="${1:-200}"
-cargo build --release --locked --bin mcpd --bin mcpd-fixture >&2
 mcpd="${2:-target/release/mcpd}"
-dir="$(mktemp -d /tmp/mcpd-first-byte.XXXXXX)"
-trap 'pkill -f "$dir/mcpd.toml" 2>/dev/null || true; rm -rf "$dir"' EXIT
-cat > "$dir/mcpd.toml" <<TOML
-[daemon]
-state_dir = "$dir/state"
-[servers.fx]
-command = "$PWD/target/release/mcpd-fixture"
-args = []
-TOML
+. benches/one-fixture.sh
 cat > "$dir/client.py" <<'PY'
 import json, socket, sys, time
 sock, n = sys.argv[1], int(sys.argv[2])
@@ -72,11 +63,7 @@ print(f"  first byte: p50 {pct(first, .5):7.0f} µs   p90 {pct(first, .9):7.0f} 
 print(f"  last byte:  p50 {pct(last, .5):7.0f} µs   p90 {pct(last, .9):7.0f} µs")
 PY
 
-rm -rf "$dir/state" "$dir/mcpd.sock"
-"$mcpd" serve --config "$dir/mcpd.toml" --socket "$dir/mcpd.sock" > "$dir/daemon.log" 2>&1 &
-pid=$!
-for _ in $(seq 300); do [ -S "$dir/mcpd.sock" ] && break; sleep 0.1; done
-[ -S "$dir/mcpd.sock" ] || { echo "the daemon did not start; its log:" >&2; cat "$dir/daemon.log" >&2; exit 1; }
+start_daemon "$mcpd"
 python3 "$dir/client.py" "$dir/mcpd.sock" 20 > /dev/null
 echo "mcpd $("$mcpd" --version 2>/dev/null || echo "$mcpd"), $calls sequential 1 MiB calls of one agent"
 python3 "$dir/client.py" "$dir/mcpd.sock" "$calls"

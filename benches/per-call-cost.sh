@@ -20,17 +20,8 @@ case "$payload" in
     1MiB) calls="${2:-200}" ;;
     *) echo "usage: $0 [echo|1MiB] [CALLS] [MCPD_BINARY]" >&2; exit 2 ;;
 esac
-cargo build --release --locked --bin mcpd --bin mcpd-fixture >&2
 mcpd="${3:-target/release/mcpd}"
-dir="$(mktemp -d /tmp/mcpd-cost.XXXXXX)"
-trap 'pkill -f "$dir/mcpd.toml" 2>/dev/null || true; rm -rf "$dir"' EXIT
-cat > "$dir/mcpd.toml" <<TOML
-[daemon]
-state_dir = "$dir/state"
-[servers.fx]
-command = "$PWD/target/release/mcpd-fixture"
-args = []
-TOML
+. benches/one-fixture.sh
 cat > "$dir/client.py" <<'PY'
 import json, socket, sys, time
 sock, n, payload = sys.argv[1], int(sys.argv[2]), sys.argv[3]
@@ -53,17 +44,9 @@ for i in range(n):
     assert "result" in r, r
 PY
 
-wait_socket() {
-    for _ in $(seq 300); do [ -S "$dir/mcpd.sock" ] && return 0; sleep 0.1; done
-    echo "the daemon did not start; its log:" >&2; cat "$dir/daemon.log" >&2; exit 1
-}
-
 # Instructions: callgrind counts from after a warm-up to after the calls.
-rm -rf "$dir/state" "$dir/mcpd.sock"
-valgrind --tool=callgrind --callgrind-out-file="$dir/cg.out" \
-    "$mcpd" serve --config "$dir/mcpd.toml" --socket "$dir/mcpd.sock" > "$dir/daemon.log" 2>&1 &
-vg=$!
-wait_socket
+start_daemon valgrind --tool=callgrind --callgrind-out-file="$dir/cg.out" "$mcpd"
+vg=$pid
 python3 "$dir/client.py" "$dir/mcpd.sock" 20 "$payload"
 callgrind_control -z "$vg" > /dev/null
 python3 "$dir/client.py" "$dir/mcpd.sock" "$calls" "$payload"
@@ -75,10 +58,7 @@ if [ -n "${CALLGRIND_OUT:-}" ]; then
 fi
 
 # Page faults and CPU ticks, without valgrind.
-rm -rf "$dir/state" "$dir/mcpd.sock"
-"$mcpd" serve --config "$dir/mcpd.toml" --socket "$dir/mcpd.sock" > "$dir/daemon.log" 2>&1 &
-pid=$!
-wait_socket
+start_daemon "$mcpd"
 python3 "$dir/client.py" "$dir/mcpd.sock" 20 "$payload"
 read -r f0 u0 s0 <<< "$(awk '{print $10, $14, $15}' "/proc/$pid/stat")"
 python3 "$dir/client.py" "$dir/mcpd.sock" "$calls" "$payload"

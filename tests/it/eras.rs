@@ -471,33 +471,53 @@ async fn a_server_that_refuses_the_first_version_with_one_it_lists_is_asked_agai
 /// A plain `tools/call` (a name and arguments) reaches a legacy server with its arguments
 /// exactly as the agent wrote them: numbers beyond a double's precision, key order and
 /// escapes included. A call with more in its params (here `_meta`) still arrives whole.
-#[tokio::test]
-async fn a_plain_calls_arguments_reach_a_legacy_server_as_the_agent_wrote_them() {
+/// Arguments a parse and a rewrite would change: a number beyond a double's precision,
+/// a trailing zero, key order, escapes.
+const AWKWARD_ARGS: &str =
+    r#"{"z": 12345678901234567890123456789, "a": 1.50, "s": "caf\u00e9 \/"}"#;
+
+/// A daemon with one fixture server `name` (`flags`) recording what it receives, and an
+/// agent that has sent it a plain `tools/call` of `echo` with [`AWKWARD_ARGS`].
+async fn plain_call_to(name: &str, flags: &[&str]) -> (Daemon, PathBuf, Agent) {
     let b = DaemonBuilder::new();
     let (rec, arg) = record(&b);
-    let d = b.fixture("old", &["--record", &arg]).start().await;
+    let mut flags = flags.to_vec();
+    flags.extend(["--record", &arg]);
+    let d = b.fixture(name, &flags).start().await;
     d.wait_ready().await;
     let mut a = d.initialized_agent().await;
-    let args = r#"{"z": 12345678901234567890123456789, "a": 1.50, "s": "caf\u00e9 \/"}"#;
     a.send_raw(&format!(
-        r#"{{"jsonrpc":"2.0","id":"plain","method":"tools/call","params":{{"name":"old__echo","arguments":{args}}}}}"#
+        r#"{{"jsonrpc":"2.0","id":"plain","method":"tools/call","params":{{"name":"{name}__echo","arguments":{AWKWARD_ARGS}}}}}"#
     ))
     .await;
     let r = a.response(&json!("plain")).await;
     assert!(r.get("result").is_some(), "{r}");
+    (d, rec, a)
+}
+
+/// The `tools/call` lines server `name` received, as it read them.
+async fn received_calls(d: &Daemon, rec: &std::path::Path, name: &str) -> Vec<String> {
+    let pid = status_pid(&d.server_status(name).await).expect("pid");
+    read_lines(&rec.join(format!("received-{pid}.log")))
+        .into_iter()
+        .filter(|l| l.contains("tools/call"))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_plain_calls_arguments_reach_a_legacy_server_as_the_agent_wrote_them() {
+    let (d, rec, mut a) = plain_call_to("old", &[]).await;
     let meta = r#"{"jsonrpc":"2.0","id":"meta","method":"tools/call","params":{"name":"old__echo","arguments":{"text":"with meta"},"_meta":{"progressToken":"p"}}}"#;
     a.send_raw(meta).await;
     assert_eq!(text(&a.response(&json!("meta")).await), "with meta");
 
-    let pid = status_pid(&d.server_status("old").await).expect("pid");
-    let calls: Vec<String> = read_lines(&rec.join(format!("received-{pid}.log")))
-        .into_iter()
-        .filter(|l| l.contains("tools/call"))
-        .collect();
+    let calls = received_calls(&d, &rec, "old").await;
     assert_eq!(calls.len(), 2, "{calls:?}");
     let plain = &calls[0];
     assert!(
-        plain.contains(&format!(r#""params":{{"name":"echo","arguments":{args}}}"#)),
+        plain.contains(&format!(
+            r#""params":{{"name":"echo","arguments":{AWKWARD_ARGS}}}"#
+        )),
         "the server got {plain}"
     );
     let with_meta: Value = serde_json::from_str(&calls[1]).expect("JSON");
@@ -514,29 +534,11 @@ async fn a_plain_calls_arguments_reach_a_legacy_server_as_the_agent_wrote_them()
 
 #[tokio::test]
 async fn a_plain_calls_arguments_reach_a_modern_server_as_the_agent_wrote_them() {
-    let b = DaemonBuilder::new();
-    let (rec, arg) = record(&b);
-    let d = b
-        .fixture("new", &["--era", "modern", "--record", &arg])
-        .start()
-        .await;
-    d.wait_ready().await;
-    let mut a = d.initialized_agent().await;
-    let args = r#"{"z": 12345678901234567890123456789, "a": 1.50, "s": "caf\u00e9 \/"}"#;
-    a.send_raw(&format!(
-        r#"{{"jsonrpc":"2.0","id":"plain","method":"tools/call","params":{{"name":"new__echo","arguments":{args}}}}}"#
-    ))
-    .await;
-    let r = a.response(&json!("plain")).await;
-    assert!(r.get("result").is_some(), "{r}");
-    let pid = status_pid(&d.server_status("new").await).expect("pid");
-    let calls: Vec<String> = read_lines(&rec.join(format!("received-{pid}.log")))
-        .into_iter()
-        .filter(|l| l.contains("tools/call"))
-        .collect();
+    let (d, rec, _a) = plain_call_to("new", &["--era", "modern"]).await;
+    let calls = received_calls(&d, &rec, "new").await;
     assert_eq!(calls.len(), 1, "{calls:?}");
     assert!(
-        calls[0].ends_with(&format!(r#","arguments":{args}}}}}"#)),
+        calls[0].ends_with(&format!(r#","arguments":{AWKWARD_ARGS}}}}}"#)),
         "the server got {}",
         calls[0]
     );
