@@ -97,13 +97,11 @@ pub fn start(
         tasks,
     };
     let params = match plain {
-        // Nothing was added but the server's name of the tool: the arguments go to it
-        // as the agent wrote them.
-        Some(PlainArguments(arguments)) if params.len() == 1 => Params::Plain(PlainCall {
-            name: tool.original.clone(),
+        // The arguments go to the server as the agent wrote them.
+        Some(PlainArguments(arguments)) => Params::Plain(PlainCall {
+            params: std::sync::Arc::new(params),
             arguments,
         }),
-        Some(plain) => plain.merged(params).into(),
         None => params.into(),
     };
     let caller = Caller::of(outbox, session, modern);

@@ -1,10 +1,10 @@
-//! A request's params on their way to its server: parsed into values, or a plain `tools/call`'s arguments kept as the agent's JSON text.
+//! A request's params on their way to its server: parsed into values, or a `tools/call`'s params with its arguments kept as the agent's JSON text.
 //!
-//! Most of what agents send are plain tool calls, a tool's name and its arguments
-//! (`jsonrpc::peek_tool_call`). Their arguments are not parsed into values and written
-//! out again: the server gets them as the agent wrote them (numbers beyond a double's
-//! precision and key order included; a modern server with its envelope around them),
-//! and each call is cheaper. Every path that needs them as values (HTTP parameter
+//! An agent's `tools/call` is read by `jsonrpc::peek_tool_call`: its params (the tool's
+//! name, `_meta`, a task) are parsed, its arguments are not parsed into values and
+//! written out again. The server gets them as the agent wrote them (numbers beyond a
+//! double's precision and key order included; inside a modern server's envelope or
+//! beside mcpd's progress token), and each call is cheaper. Every path that needs them as values (HTTP parameter
 //! headers, tasks, mcpd's own tools, an `input_required` retry) gets them parsed through
 //! [`Params::into_map`] or [`Params::change`].
 
@@ -17,8 +17,8 @@ use std::sync::Arc;
 #[derive(Clone)]
 pub enum Params {
     Parsed(Map<String, Value>),
-    /// A plain `tools/call` (`jsonrpc::peek_tool_call`), its arguments never parsed
-    /// unless a path other than a server's plain call needs them as values.
+    /// A `tools/call` read by `jsonrpc::peek_tool_call`, its arguments never parsed
+    /// unless a path other than a server's call needs them as values.
     Plain(PlainCall),
 }
 
@@ -29,15 +29,15 @@ impl From<Map<String, Value>> for Params {
 }
 
 impl Params {
-    /// The params as values, if they are (a plain call's are not).
+    /// The params as values: all of them, or a plain call's but its arguments.
     pub fn parsed(&self) -> Option<&Map<String, Value>> {
         match self {
             Params::Parsed(map) => Some(map),
-            Params::Plain(_) => None,
+            Params::Plain(plain) => Some(&plain.params),
         }
     }
 
-    /// The request's `_meta` (a plain call has none).
+    /// The request's `_meta`.
     pub fn meta(&self) -> Option<&Value> {
         self.parsed()?.get("_meta")
     }
@@ -70,7 +70,7 @@ impl Params {
 }
 
 /// The arguments of a plain `tools/call` (`jsonrpc::peek_tool_call`) kept as the agent's
-/// JSON text, apart from the rest of its params (only the tool's name).
+/// JSON text, apart from the rest of its params.
 pub struct PlainArguments(pub Option<Arc<str>>);
 
 impl PlainArguments {
@@ -88,14 +88,12 @@ impl PlainArguments {
 }
 
 /// The request and plain arguments of a [`jsonrpc::peek_tool_call`]: the request's params
-/// hold only the tool's name.
+/// hold all but the arguments.
 pub fn plain_call(call: jsonrpc::PeekedToolCall<'_>) -> (Request, PlainArguments) {
-    let mut params = Map::new();
-    params.insert("name".into(), Value::String(call.name));
     let req = Request {
         id: call.id,
         method: crate::protocol::method::TOOLS_CALL.into(),
-        params: Some(Value::Object(params)),
+        params: Some(Value::Object(call.params)),
     };
     (req, PlainArguments(call.arguments.map(Arc::from)))
 }

@@ -257,22 +257,24 @@ pub fn peek_result(line: &str) -> Option<PeekedResult> {
     })
 }
 
-/// A `tools/call` request whose params are only a tool's `name` and its `arguments` (an
-/// object), found by [`peek_tool_call`]: the arguments stay the agent's text.
+/// A `tools/call` request found by [`peek_tool_call`]: its params as values but for the
+/// `arguments`, which stay the agent's text.
 #[derive(Debug, PartialEq)]
 pub struct PeekedToolCall<'a> {
     pub id: Id,
-    pub name: String,
+    /// The params but `arguments`: the tool's `name` (a string), and `_meta` or any other
+    /// member the agent sent.
+    pub params: serde_json::Map<String, Value>,
     /// The text of the `arguments` object, already found valid; None when there are none.
     pub arguments: Option<&'a str>,
 }
 
-/// The plain `tools/call` that most agents send, read without turning its arguments into
-/// values: the line is checked once (`json_check`, which also finds its members), and
-/// the arguments can go to the server as the agent wrote them. Anything else (other
-/// methods or members, `_meta`, a member named twice, a name or arguments of another
-/// type) returns None, and [`parse`] decides what the line is: this path accepts only
-/// what `parse` would read as the same request.
+/// A `tools/call` read without turning its arguments into values: the line is checked
+/// once (`json_check`, which also finds its members), the params' other members (the
+/// name, `_meta`, a task) are parsed, and the arguments can go to the server as the agent
+/// wrote them. Anything else (other methods or top-level members, a member named twice, a
+/// name or arguments of another type) returns None, and [`parse`] decides what the line
+/// is: this path accepts only what `parse` would read as the same request.
 pub fn peek_tool_call<'a>(line: &'a str) -> Option<PeekedToolCall<'a>> {
     // Other messages are not checked twice (here, then by `parse`): a vector search
     // for the method's text passes over them first.
@@ -289,19 +291,28 @@ pub fn peek_tool_call<'a>(line: &'a str) -> Option<PeekedToolCall<'a>> {
         return None;
     }
     let id = Id::from_value(&serde_json::from_str(one(members, "id")?).ok()?)?;
-    let params = crate::protocol::scan::members_in(one(members, "params")?, known)?;
-    let name = serde_json::from_str(one(&params, "name")?).ok()?;
-    let arguments = match params.len() {
-        1 => None,
-        2 => Some(one(&params, "arguments")?),
-        _ => return None,
-    };
+    let members = crate::protocol::scan::members_in(one(members, "params")?, known)?;
+    let name: Value = serde_json::from_str(one(&members, "name")?).ok()?;
+    if !name.is_string() {
+        return None;
+    }
+    let arguments = unique_member(&members, "arguments")?;
     if arguments.is_some_and(|a| !a.starts_with('{')) {
         return None;
     }
+    let mut params = serde_json::Map::new();
+    for (key, value) in &members {
+        if key != "arguments" && params.contains_key(key.as_ref()) {
+            return None; // named twice
+        }
+        if key != "name" && key != "arguments" {
+            params.insert(key.to_string(), serde_json::from_str(value).ok()?);
+        }
+    }
+    params.insert("name".into(), name);
     Some(PeekedToolCall {
         id,
-        name,
+        params,
         arguments,
     })
 }

@@ -176,8 +176,8 @@ fn ids_round_trip_exactly() {
     );
 }
 
-/// A plain `tools/call` is read by `peek_tool_call` as `parse` reads it, with the arguments
-/// kept as written; anything more or different is left to `parse`.
+/// A `tools/call` is read by `peek_tool_call` as `parse` reads it, with the arguments kept
+/// as written; anything more or different is left to `parse`.
 #[test]
 fn peek_tool_call_takes_only_plain_calls_and_agrees_with_parse() {
     let plain = [
@@ -185,6 +185,9 @@ fn peek_tool_call_takes_only_plain_calls_and_agrees_with_parse() {
         r#" { "params" : { "arguments" : {"z": 12345678901234567890123, "a": 1.50} , "name" : "s\u005f\u005fx" } , "id" : "a-b", "method" : "tools/call", "jsonrpc" : "2.0" } "#,
         r#"{"jsonrpc":"2.0","id":-3.5e2,"method":"tools/call","params":{"name":"t"}}"#,
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{}}}"#,
+        // `_meta`, a task, or any other member of the params is read as values.
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"n":1},"_meta":{"progressToken":1}}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"task":{"ttl":5},"name":"t"}}"#,
     ];
     for line in plain {
         let peeked = peek_tool_call(line).unwrap_or_else(|| panic!("plain: {line}"));
@@ -193,25 +196,27 @@ fn peek_tool_call_takes_only_plain_calls_and_agrees_with_parse() {
         };
         assert_eq!(peeked.id, req.id, "{line}");
         assert_eq!(req.method, "tools/call");
-        let params = req.params.expect("params");
-        assert_eq!(params["name"], peeked.name, "{line}");
+        let Some(Value::Object(mut params)) = req.params else {
+            panic!("params: {line}")
+        };
         let args: Option<Value> = peeked.arguments.map(|a| serde_json::from_str(a).unwrap());
-        assert_eq!(args.as_ref(), params.get("arguments"), "{line}");
+        assert_eq!(args, params.remove("arguments"), "{line}");
+        assert_eq!(peeked.params, params, "{line}");
     }
     let peeked = peek_tool_call(plain[1]).unwrap();
-    assert_eq!(peeked.name, "s__x");
+    assert_eq!(peeked.params["name"], "s__x");
     assert_eq!(
         peeked.arguments,
         Some(r#"{"z": 12345678901234567890123, "a": 1.50}"#)
     );
     let not_plain = [
-        // `_meta`, a task, or any other member goes the full way.
-        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{},"_meta":{"progressToken":1}}}"#,
-        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","task":{}}}"#,
+        // Any other top-level member goes the full way.
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"},"extra":1}"#,
         // A member named twice: serde_json keeps the last, so `parse` decides.
         r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"tools/call","params":{"name":"t"}}"#,
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","name":"u"}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{},"_meta":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{},"arguments":{}}}"#,
         // Other methods, versions, ids, names and arguments.
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"name":"t"}}"#,
         r#"{"jsonrpc":"1.0","id":1,"method":"tools/call","params":{"name":"t"}}"#,

@@ -161,12 +161,25 @@ pub enum CallParams {
     ToolCall(PlainCall),
 }
 
-/// A plain `tools/call`'s params: the server's name of the tool and the agent's arguments
-/// as the JSON text it wrote (an object, already checked by `json_check`).
+/// A plain `tools/call`'s params: as values (the server's name of the tool, and `_meta`
+/// or any other member), but for the agent's arguments, kept as the JSON text it wrote
+/// (an object, already checked by `json_check`).
 #[derive(Debug, Clone)]
 pub struct PlainCall {
-    pub name: String,
+    /// Shared: a call's params go to its server once per attempt, and copying a map per
+    /// call would cost more than the arguments' parse this path saves.
+    pub params: std::sync::Arc<serde_json::Map<String, Value>>,
     pub arguments: Option<std::sync::Arc<str>>,
+}
+
+impl PlainCall {
+    /// The tool's name (the server's).
+    pub fn name(&self) -> &str {
+        self.params
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    }
 }
 
 impl From<Option<Value>> for CallParams {
@@ -180,9 +193,8 @@ impl CallParams {
     pub fn into_value(self) -> Option<Value> {
         match self {
             CallParams::Value(v) => v,
-            CallParams::ToolCall(PlainCall { name, arguments }) => {
-                let mut params = serde_json::Map::new();
-                params.insert("name".into(), Value::String(name));
+            CallParams::ToolCall(PlainCall { params, arguments }) => {
+                let mut params = Arc::unwrap_or_clone(params);
                 if let Some(arguments) = arguments {
                     params.insert("arguments".into(), plain_arguments(&arguments));
                 }

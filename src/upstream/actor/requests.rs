@@ -38,17 +38,19 @@ impl Actor {
         // A plain call to a legacy server is written with the agent's arguments as they
         // are: nothing is added to its params (no progress token, no envelope).
         let (line, sent, task) = match params {
-            CallParams::ToolCall(plain) if self.era == Era::Legacy && progress.is_none() => {
-                let line = jsonrpc::tool_call_line(id, &plain.name, plain.arguments.as_deref());
+            CallParams::ToolCall(plain)
+                if self.era == Era::Legacy && progress.is_none() && plain.params.len() == 1 =>
+            {
+                let line = jsonrpc::tool_call_line(id, plain.name(), plain.arguments.as_deref());
                 (line, Sent::new(id, &method), None)
             }
-            // A modern server's envelope goes around the name alone; the arguments are
-            // then written in as the agent wrote them, unless some become HTTP headers
-            // (which need their values).
+            // The params but the arguments are dressed as any request's (a modern server's
+            // envelope, a progress token); the arguments are then written in as the agent
+            // wrote them, unless some become HTTP headers (which need their values).
             CallParams::ToolCall(plain)
-                if !(self.http && self.param_headers.contains_key(&plain.name)) =>
+                if !(self.http && self.param_headers.contains_key(plain.name())) =>
             {
-                let params = Some(json!({ "name": plain.name }));
+                let params = Some(Value::Object((*plain.params).clone()));
                 let (progress, logs) = (progress.is_some(), logs.as_ref());
                 let caps = caps.as_deref();
                 let (line, sent, task) =
