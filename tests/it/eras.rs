@@ -504,6 +504,18 @@ async fn received_calls(d: &Daemon, rec: &std::path::Path, name: &str) -> Vec<St
         .collect()
 }
 
+/// A `tools/call` of `echo` dressed by mcpd (`_meta` added) whose arguments are
+/// [`AWKWARD_ARGS`] as the agent wrote them, after the rest of its params; as JSON.
+fn dressed_with_awkward_args(line: &str) -> Value {
+    assert!(
+        line.ends_with(&format!(r#","arguments":{AWKWARD_ARGS}}}}}"#)),
+        "the server got {line}"
+    );
+    let call: Value = serde_json::from_str(line).expect("JSON");
+    assert_eq!(call["params"]["name"], "echo");
+    call
+}
+
 #[tokio::test]
 async fn a_plain_calls_arguments_reach_a_legacy_server_as_the_agent_wrote_them() {
     let (d, rec, mut a) = plain_call_to("old", &[]).await;
@@ -525,13 +537,7 @@ async fn a_plain_calls_arguments_reach_a_legacy_server_as_the_agent_wrote_them()
         )),
         "the server got {plain}"
     );
-    assert!(
-        calls[1].ends_with(&format!(r#","arguments":{AWKWARD_ARGS}}}}}"#)),
-        "the server got {}",
-        calls[1]
-    );
-    let with_meta: Value = serde_json::from_str(&calls[1]).expect("JSON");
-    assert_eq!(with_meta["params"]["name"], "echo");
+    let with_meta = dressed_with_awkward_args(&calls[1]);
     assert!(
         with_meta["params"]["_meta"]["progressToken"].is_number(),
         "{with_meta}"
@@ -543,14 +549,8 @@ async fn a_plain_calls_arguments_reach_a_modern_server_as_the_agent_wrote_them()
     let (d, rec, _a) = plain_call_to("new", &["--era", "modern"]).await;
     let calls = received_calls(&d, &rec, "new").await;
     assert_eq!(calls.len(), 1, "{calls:?}");
-    assert!(
-        calls[0].ends_with(&format!(r#","arguments":{AWKWARD_ARGS}}}}}"#)),
-        "the server got {}",
-        calls[0]
-    );
     // The envelope is there as for any modern request.
-    let call: Value = serde_json::from_str(&calls[0]).expect("JSON");
-    assert_eq!(call["params"]["name"], "echo");
+    let call = dressed_with_awkward_args(&calls[0]);
     assert_eq!(
         call["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
         MODERN
