@@ -77,6 +77,8 @@ while :; do
   sleep 0.1
 done
 
+# Made first: the loop below may read it before the bridge's shell has opened it.
+: >"$logs/socket-bridge.log"
 "$node22" "$here/socket-bridge.mjs" --mcpd "$mcpd" --socket "$work/mcpd.sock" </dev/null >"$logs/socket-bridge.log" 2>&1 &
 bridge_pid=$!
 url=""
