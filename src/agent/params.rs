@@ -4,9 +4,9 @@
 //! name, `_meta`, a task) are parsed, its arguments are not parsed into values and
 //! written out again. The server gets them as the agent wrote them (numbers beyond a
 //! double's precision and key order included; inside a modern server's envelope or
-//! beside mcpd's progress token), and each call is cheaper. Every path that needs them as values (HTTP parameter
-//! headers, tasks, mcpd's own tools, an `input_required` retry) gets them parsed through
-//! [`Params::into_map`] or [`Params::change`].
+//! beside mcpd's progress token), and each call is cheaper. Every path that needs them
+//! as values (HTTP parameter headers, tasks, mcpd's own tools, an `input_required`
+//! retry) gets them parsed through [`Params::into_map`] or [`Params::change`].
 
 use crate::jsonrpc::{self, Request};
 use crate::upstream::{CallParams, PlainCall};

@@ -153,17 +153,17 @@ pub struct CallOptions {
 #[derive(Debug, Clone)]
 pub enum CallParams {
     Value(Option<Value>),
-    /// A plain `tools/call` (`jsonrpc::peek_tool_call`): the server's tool name and the
+    /// A `tools/call` read by `jsonrpc::peek_tool_call`: its params as values but the
     /// agent's arguments as the JSON text it wrote (an object, already checked). The
-    /// server gets them written into its request as they are (a modern one's envelope
-    /// dressed around the name), unless some become HTTP parameter headers: then they
-    /// are parsed.
+    /// server gets them written into its request as they are (beside a modern server's
+    /// envelope or mcpd's progress token), unless some become HTTP parameter headers:
+    /// then they are parsed.
     ToolCall(PlainCall),
 }
 
-/// A plain `tools/call`'s params: as values (the server's name of the tool, and `_meta`
-/// or any other member), but for the agent's arguments, kept as the JSON text it wrote
-/// (an object, already checked by `json_check`).
+/// A `tools/call`'s params: as values (the server's name of the tool, and `_meta` or any
+/// other member), but for the agent's arguments, kept as the JSON text it wrote (an
+/// object, already checked by `json_check`).
 #[derive(Debug, Clone)]
 pub struct PlainCall {
     /// Shared: a call's params go to its server once per attempt, and copying a map per

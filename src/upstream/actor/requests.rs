@@ -44,9 +44,9 @@ impl Actor {
                 let line = jsonrpc::tool_call_line(id, plain.name(), plain.arguments.as_deref());
                 (line, Sent::new(id, &method), None)
             }
-            // The params but the arguments are dressed as any request's (a modern server's
-            // envelope, a progress token); the arguments are then written in as the agent
-            // wrote them, unless some become HTTP headers (which need their values).
+            // Everything but the arguments is dressed as any request is (a modern server's
+            // envelope, mcpd's progress token); the arguments are then written in as the
+            // agent wrote them, unless some become HTTP headers (which need their values).
             CallParams::ToolCall(plain)
                 if !(self.http && self.param_headers.contains_key(plain.name())) =>
             {
