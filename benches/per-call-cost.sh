@@ -5,8 +5,9 @@
 # agent on mcpd's socket. (The relay bench times calls; on a shared machine its times
 # move from run to run, these counts do not, or barely.)
 #
-#   benches/per-call-cost.sh [echo|1MiB] [CALLS] [MCPD_BINARY]
+#   benches/per-call-cost.sh [echo|1MiB|call-tool] [CALLS] [MCPD_BINARY]
 #
+# `call-tool` is the echo call made through the discovery meta-tool `mcpd__call_tool`.
 # Defaults: echo, 2000 calls (200 for 1MiB), target/release/mcpd (built if missing, with
 # the fixture). Needs valgrind and python3. Compare two builds by passing the other's
 # binary as the third argument; the fixture is always this checkout's. With CALLGRIND_OUT
@@ -16,9 +17,9 @@ cd "$(dirname "$0")/.."
 
 payload="${1:-echo}"
 case "$payload" in
-    echo) calls="${2:-2000}" ;;
+    echo | call-tool) calls="${2:-2000}" ;;
     1MiB) calls="${2:-200}" ;;
-    *) echo "usage: $0 [echo|1MiB] [CALLS] [MCPD_BINARY]" >&2; exit 2 ;;
+    *) echo "usage: $0 [echo|1MiB|call-tool] [CALLS] [MCPD_BINARY]" >&2; exit 2 ;;
 esac
 mcpd="${3:-target/release/mcpd}"
 . benches/one-fixture.sh
@@ -38,7 +39,11 @@ for _ in range(400):
     if any(t["name"] == "fx__big" for t in req(1, "tools/list", {})["result"]["tools"]):
         break
     time.sleep(0.05)
-name, args = ("fx__echo", {"message": "hello"}) if payload == "echo" else ("fx__big", {"bytes": 1048576})
+name, args = {
+    "echo": ("fx__echo", {"message": "hello"}),
+    "call-tool": ("mcpd__call_tool", {"name": "fx__echo", "arguments": {"message": "hello"}}),
+    "1MiB": ("fx__big", {"bytes": 1048576}),
+}[payload]
 for i in range(n):
     r = req(10 + i, "tools/call", {"name": name, "arguments": args})
     assert "result" in r, r

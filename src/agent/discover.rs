@@ -9,17 +9,18 @@
 //! (`calls::start`), so results, progress, cancellation, input and tasks are the same.
 
 use super::AgentContext;
+use super::params::PlainArguments;
 use super::reply::Handled;
 use super::session::Session;
 use crate::config::{Discovery, RESERVED};
 use crate::errors::AgentError;
-use crate::jsonrpc::{self, Request};
+use crate::jsonrpc::{self, Id, Request};
 use crate::outbox::Outbox;
 use crate::protocol::method;
 use crate::registry::Catalog;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 pub const FIND: &str = "mcpd__find_tools";
 pub const DESCRIBE: &str = "mcpd__describe_tools";
@@ -162,32 +163,35 @@ pub fn list<'a>(
     out
 }
 
-/// A meta-tool call.
+/// A meta-tool call. `plain` holds its arguments as the agent's text when the request
+/// was read without parsing them (`jsonrpc::peek_tool_call`).
 pub fn call(
-    req: Request,
+    mut req: Request,
+    plain: Option<PlainArguments>,
     ctx: &AgentContext,
     outbox: &Outbox,
     session: &mut Session,
     modern: bool,
 ) -> Handled {
-    let name = req
-        .params
-        .as_ref()
-        .and_then(|p| p.get("name"))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let args = req
-        .params
-        .as_ref()
-        .and_then(|p| p.get("arguments"))
-        .cloned()
-        .unwrap_or_else(|| json!({}));
+    let mut params = match req.params.take() {
+        Some(Value::Object(params)) => params,
+        _ => Map::new(),
+    };
+    let name = match params.get("name") {
+        Some(Value::String(name)) => name.clone(),
+        _ => String::new(),
+    };
+    if name == CALL {
+        return call_tool(req.id, params, plain, ctx, outbox, session, modern);
+    }
+    if let Some(plain) = plain {
+        params = plain.merged(params);
+    }
+    let args = params.remove("arguments").unwrap_or_else(|| json!({}));
     let catalog = ctx.catalog.borrow().clone();
     let answer = match name.as_str() {
         FIND => find(&args, &catalog, session),
-        DESCRIBE => describe(&args, &catalog, ctx, outbox, session),
-        _ => return call_tool(req, args, ctx, outbox, session, modern),
+        _ => describe(&args, &catalog, ctx, outbox, session),
     };
     let mut result = match answer {
         Ok(r) => r,
@@ -348,9 +352,12 @@ fn activate(session: &mut Session, max: usize, names: Vec<String>) -> bool {
 
 /// `mcpd__call_tool`: the named tool's call, with the rest of the request as it came
 /// (its `_meta`, and a modern agent's `inputResponses` and `requestState` on a retry).
+/// `params` are the request's but for the arguments when they are in `plain`: then the
+/// named tool's arguments stay the agent's text too, as in a direct call.
 fn call_tool(
-    req: Request,
-    args: Value,
+    id: Id,
+    mut params: Map<String, Value>,
+    plain: Option<PlainArguments>,
     ctx: &AgentContext,
     outbox: &Outbox,
     session: &mut Session,
@@ -361,30 +368,48 @@ fn call_tool(
             method: format!("{} {CALL}", method::TOOLS_CALL),
             reason: reason.to_owned(),
         };
-        Handled::Now(jsonrpc::error_line(Some(&req.id), &e.to_error_object()))
+        Handled::Now(jsonrpc::error_line(Some(&id), &e.to_error_object()))
     };
-    let Some(target) = args.get("name").and_then(Value::as_str) else {
-        return refuse("\"name\" must be the qualified name of a tool");
+    let text = plain
+        .as_ref()
+        .and_then(|PlainArguments(text)| text.as_deref());
+    let (target, arguments) = match text.and_then(jsonrpc::peek_name_and_arguments) {
+        Some((target, arguments)) => {
+            let arguments = Arc::from(arguments.unwrap_or("{}"));
+            (target, Some(PlainArguments(Some(arguments))))
+        }
+        None => {
+            // Read as values: arguments that were not plain, or an object this path
+            // leaves to the checks below (a name that is not a string, say).
+            if let Some(plain) = plain {
+                params = plain.merged(params);
+            }
+            let mut args = match params.remove("arguments") {
+                Some(Value::Object(args)) => args,
+                _ => Map::new(),
+            };
+            let Some(Value::String(target)) = args.remove("name") else {
+                return refuse("\"name\" must be the qualified name of a tool");
+            };
+            let arguments = match args.remove("arguments") {
+                None | Some(Value::Null) => json!({}),
+                Some(a @ Value::Object(_)) => a,
+                Some(_) => return refuse("\"arguments\" must be an object"),
+            };
+            params.insert("arguments".into(), arguments);
+            (target, None)
+        }
     };
     if target.starts_with(&format!("{RESERVED}__")) {
         return refuse("call mcpd's own tools directly, not through mcpd__call_tool");
     }
-    let arguments = match args.get("arguments") {
-        None | Some(Value::Null) => json!({}),
-        Some(a @ Value::Object(_)) => a.clone(),
-        Some(_) => return refuse("\"arguments\" must be an object"),
-    };
-    let mut params = match req.params.clone() {
-        Some(Value::Object(p)) => p,
-        _ => Map::new(),
-    };
-    params.insert("name".into(), Value::String(target.to_owned()));
-    params.insert("arguments".into(), arguments);
+    params.insert("name".into(), Value::String(target));
     let inner = Request {
+        id,
+        method: method::TOOLS_CALL.into(),
         params: Some(Value::Object(params)),
-        ..req
     };
-    match super::calls::start(inner, None, ctx, outbox, session, modern) {
+    match super::calls::start(inner, arguments, ctx, outbox, session, modern) {
         Ok((id, cancel, fut)) => Handled::Later { id, cancel, fut },
         Err(refusal) => Handled::Now(refusal.line()),
     }

@@ -106,7 +106,7 @@ pub fn handle(
         method::PING => Handled::Now(jsonrpc::result_line(&req.id, &json!({}))),
         method::TOOLS_LIST => tools_list(&req, ctx, modern, session),
         method::TOOLS_CALL if super::discover::is_meta(&req) => {
-            super::discover::call(req, ctx, outbox, session, modern)
+            super::discover::call(req, plain, ctx, outbox, session, modern)
         }
         method::TOOLS_CALL => match calls::start(req, plain, ctx, outbox, session, modern) {
             Ok((id, cancel, fut)) => Handled::Later { id, cancel, fut },
@@ -299,17 +299,15 @@ fn invalid(id: &Id, method: &str, reason: &str) -> Handled {
     )
 }
 
-/// Plain arguments stay text only on the way to a server's tool: for mcpd's own tools
-/// (or any other method) they are put back into the request's params as values.
+/// Plain arguments stay text only in a `tools/call` (a server's tool, or one named to
+/// `mcpd__call_tool`; `discover::call` puts them back as values for the other meta-tools):
+/// for any other method they are put back into the request's params as values.
 fn only_for_tools(
     mut req: Request,
     plain: Option<PlainArguments>,
 ) -> (Request, Option<PlainArguments>) {
     match plain {
-        Some(p)
-            if req.method != crate::protocol::method::TOOLS_CALL
-                || super::discover::is_meta(&req) =>
-        {
+        Some(p) if req.method != crate::protocol::method::TOOLS_CALL => {
             req.params = match req.params.take() {
                 Some(Value::Object(params)) => Some(Value::Object(p.merged(params))),
                 other => other,

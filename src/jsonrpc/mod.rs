@@ -292,14 +292,7 @@ pub fn peek_tool_call<'a>(line: &'a str) -> Option<PeekedToolCall<'a>> {
     }
     let id = Id::from_value(&serde_json::from_str(one(members, "id")?).ok()?)?;
     let members = crate::protocol::scan::members_in(one(members, "params")?, known)?;
-    let name: Value = serde_json::from_str(one(&members, "name")?).ok()?;
-    if !name.is_string() {
-        return None;
-    }
-    let arguments = unique_member(&members, "arguments")?;
-    if arguments.is_some_and(|a| !a.starts_with('{')) {
-        return None;
-    }
+    let (name, arguments) = name_and_arguments(&members)?;
     let mut params = serde_json::Map::new();
     for (key, value) in &members {
         if key != "arguments" && params.contains_key(key.as_ref()) {
@@ -309,12 +302,30 @@ pub fn peek_tool_call<'a>(line: &'a str) -> Option<PeekedToolCall<'a>> {
             params.insert(key.to_string(), serde_json::from_str(value).ok()?);
         }
     }
-    params.insert("name".into(), name);
+    params.insert("name".into(), Value::String(name));
     Some(PeekedToolCall {
         id,
         params,
         arguments,
     })
+}
+
+/// The `name` and the `arguments` text of an object already found valid that names a
+/// tool and its arguments, as `mcpd__call_tool`'s arguments do (`{"name": …,
+/// "arguments": {…}}`); other members are not looked at. None when either is named twice,
+/// the name is not a string, or the arguments are not an object: the caller then reads
+/// the object as values.
+pub fn peek_name_and_arguments(text: &str) -> Option<(String, Option<&str>)> {
+    name_and_arguments(&crate::protocol::scan::members(text)?)
+}
+
+fn name_and_arguments<'a>(members: &[Member<'a>]) -> Option<(String, Option<&'a str>)> {
+    let name: String = serde_json::from_str(unique_member(members, "name")??).ok()?;
+    let arguments = unique_member(members, "arguments")?;
+    if arguments.is_some_and(|a| !a.starts_with('{')) {
+        return None;
+    }
+    Some((name, arguments))
 }
 
 /// The value of member `key`: Some(None) when it is absent, None when it is named twice.

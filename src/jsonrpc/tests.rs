@@ -1,4 +1,4 @@
-//! Tests of the JSON-RPC message model: parsing, ids kept exactly, the writers, and `peek_result` and `peek_tool_call` against `parse`.
+//! Tests of the JSON-RPC message model: parsing, ids kept exactly, the writers, and `peek_result`, `peek_tool_call` and `peek_name_and_arguments` against `parse`.
 
 use super::*;
 
@@ -278,5 +278,31 @@ fn arguments_are_written_into_a_dressed_request_as_they_are() {
             with_arguments(request_line(&Id::from(1), "m", params), args),
             None
         );
+    }
+}
+
+#[test]
+fn a_name_and_arguments_are_peeked_only_when_unambiguous() {
+    let args = r#"{"z": 12345678901234567890123, "a": 1.50}"#;
+    assert_eq!(
+        peek_name_and_arguments(&format!(
+            r#"{{"arguments": {args}, "name": "s\u0041__t", "x": 1}}"#
+        )),
+        Some(("sA__t".to_owned(), Some(args)))
+    );
+    assert_eq!(
+        peek_name_and_arguments(r#"{"name":"t"}"#),
+        Some(("t".to_owned(), None))
+    );
+    for refused in [
+        r#"{"name":"t","name":"u","arguments":{}}"#,
+        r#"{"name":"t","arguments":{},"arguments":{}}"#,
+        r#"{"name":7,"arguments":{}}"#,
+        r#"{"arguments":{}}"#,
+        r#"{"name":"t","arguments":null}"#,
+        r#"{"name":"t","arguments":[1]}"#,
+        r#"[1]"#,
+    ] {
+        assert_eq!(peek_name_and_arguments(refused), None, "{refused}");
     }
 }

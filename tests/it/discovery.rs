@@ -268,3 +268,59 @@ async fn mcpd_and_bad_tool_modes_are_refused_in_the_config() {
         assert!(err.contains(want), "{text}: {err}");
     }
 }
+
+#[tokio::test]
+async fn call_tool_refuses_what_is_not_a_call_and_fills_in_missing_arguments() {
+    let d = DaemonBuilder::new()
+        .daemon("tools = \"discover\"")
+        .fixture("a", &["--tools", "echo"])
+        .start()
+        .await;
+    d.wait_ready().await;
+    let mut a = d.initialized_agent().await;
+    for (args, why) in [
+        (
+            json!({"name": 7, "arguments": {}}),
+            "qualified name of a tool",
+        ),
+        (
+            json!({"arguments": {"text": "x"}}),
+            "qualified name of a tool",
+        ),
+        (
+            json!({"name": "a__echo", "arguments": [1]}),
+            "must be an object",
+        ),
+        (
+            json!({"name": "a__echo", "arguments": "x"}),
+            "must be an object",
+        ),
+        (json!({"name": "mcpd__find_tools"}), "own tools directly"),
+    ] {
+        let r = a.call(META[2], args.clone()).await;
+        assert_eq!(error_code(&r), Some(-32602), "{args}: {r}");
+        assert!(
+            r["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(why)),
+            "{args}: {r}"
+        );
+    }
+    // Arguments absent or null: the tool is called with an empty object.
+    for args in [
+        json!({"name": "a__echo"}),
+        json!({"name": "a__echo", "arguments": null}),
+    ] {
+        let via = a.call(META[2], args.clone()).await;
+        let direct = a.call("a__echo", json!({})).await;
+        assert_eq!(via["result"], direct["result"], "{args}: {via}");
+    }
+    // The daemon is still there for the next call.
+    let r = a
+        .call(
+            META[2],
+            json!({"name": "a__echo", "arguments": {"text": "ok"}}),
+        )
+        .await;
+    assert!(r.get("result").is_some(), "{r}");
+}

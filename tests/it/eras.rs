@@ -545,6 +545,35 @@ async fn a_plain_calls_arguments_reach_a_legacy_server_as_the_agent_wrote_them()
 }
 
 #[tokio::test]
+async fn arguments_through_call_tool_reach_the_server_as_the_agent_wrote_them() {
+    let (d, rec, mut a) = plain_call_to("old", &[]).await;
+    // The same arguments, named to mcpd__call_tool: the server gets the direct call's line.
+    a.send_raw(&format!(
+        r#"{{"jsonrpc":"2.0","id":"via","method":"tools/call","params":{{"name":"mcpd__call_tool","arguments":{{"arguments":{AWKWARD_ARGS},"name":"old__echo"}}}}}}"#
+    ))
+    .await;
+    let r = a.response(&json!("via")).await;
+    assert!(r.get("result").is_some(), "{r}");
+    // And with `_meta`, dressed as a direct call with `_meta` is.
+    a.send_raw(&format!(
+        r#"{{"jsonrpc":"2.0","id":"meta","method":"tools/call","params":{{"_meta":{{"progressToken":"p"}},"name":"mcpd__call_tool","arguments":{{"name":"old__echo","arguments":{AWKWARD_ARGS}}}}}}}"#
+    ))
+    .await;
+    let r = a.response(&json!("meta")).await;
+    assert!(r.get("result").is_some(), "{r}");
+
+    let calls = received_calls(&d, &rec, "old").await;
+    assert_eq!(calls.len(), 3, "{calls:?}");
+    let params = |line: &str| line.split_once(r#""params":"#).map(|(_, p)| p.to_owned());
+    assert_eq!(params(&calls[1]), params(&calls[0]), "{calls:?}");
+    let with_meta = dressed_with_awkward_args(&calls[2]);
+    assert!(
+        with_meta["params"]["_meta"]["progressToken"].is_number(),
+        "{with_meta}"
+    );
+}
+
+#[tokio::test]
 async fn a_plain_calls_arguments_reach_a_modern_server_as_the_agent_wrote_them() {
     let (d, rec, _a) = plain_call_to("new", &["--era", "modern"]).await;
     let calls = received_calls(&d, &rec, "new").await;
