@@ -574,6 +574,74 @@ async fn arguments_through_call_tool_reach_the_server_as_the_agent_wrote_them() 
 }
 
 #[tokio::test]
+async fn arguments_posted_in_an_http_session_reach_the_server_as_the_agent_wrote_them() {
+    let b = DaemonBuilder::new().daemon("http_listen = \"127.0.0.1:0\"");
+    let (rec, arg) = record(&b);
+    let d = b.fixture("old", &["--record", &arg]).start().await;
+    d.wait_ready().await;
+    let url = d.status().await["daemon"]["http"]
+        .as_str()
+        .expect("status names the HTTP URL")
+        .to_owned();
+    let (code, token, err) = d.run_cli(&["ctl", "http-token"]).await;
+    assert_eq!(code, 0, "{err}");
+    let client = http_client();
+    let post = |session: Option<&str>, body: String| {
+        let mut r = client
+            .post(&url)
+            .bearer_auth(token.trim())
+            .header("content-type", "application/json")
+            .header("accept", "application/json")
+            .body(body);
+        if let Some(s) = session {
+            r = r.header("mcp-session-id", s);
+        }
+        r.send()
+    };
+    let r = post(
+        None,
+        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#.into(),
+    )
+    .await
+    .expect("initialize");
+    assert_eq!(r.status().as_u16(), 200);
+    let session = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    let r = post(
+        Some(&session),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.into(),
+    )
+    .await
+    .expect("initialized");
+    assert_eq!(r.status().as_u16(), 202);
+    // One line as the client wrote it, then the same call written over several lines
+    // (which goes on as values, since the connection reads one message a line).
+    for body in [
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"old__echo","arguments":{AWKWARD_ARGS}}}}}"#
+        ),
+        format!(
+            "{{\n \"jsonrpc\": \"2.0\",\n \"id\": 2,\n \"method\": \"tools/call\",\n \"params\": {{\"name\": \"old__echo\", \"arguments\": {AWKWARD_ARGS}}}\n}}"
+        ),
+    ] {
+        let r = post(Some(&session), body.clone()).await.expect("call");
+        assert_eq!(r.status().as_u16(), 200, "{body}");
+        let reply: Value = serde_json::from_str(&r.text().await.unwrap()).expect("JSON");
+        assert!(reply.get("result").is_some(), "{body}: {reply}");
+    }
+    let calls = received_calls(&d, &rec, "old").await;
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert!(
+        calls[0].contains(&format!(
+            r#""params":{{"name":"echo","arguments":{AWKWARD_ARGS}}}"#
+        )),
+        "the server got {}",
+        calls[0]
+    );
+    let as_values: Value = serde_json::from_str(&calls[1]).expect("JSON");
+    assert_eq!(as_values["params"]["arguments"]["a"], 1.5, "{}", calls[1]);
+}
+
+#[tokio::test]
 async fn a_plain_calls_arguments_reach_a_modern_server_as_the_agent_wrote_them() {
     let (d, rec, _a) = plain_call_to("new", &["--era", "modern"]).await;
     let calls = received_calls(&d, &rec, "new").await;

@@ -31,7 +31,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use relay::Posted;
+use relay::{Inbound, Posted};
 use serde_json::Value;
 use sessions::Sessions;
 use std::net::SocketAddr;
@@ -208,7 +208,7 @@ async fn post(
             None => return session_not_found(),
         }
     };
-    let Some(posted) = relay.post(vec![message], sse).await else {
+    let Some(posted) = relay.post(vec![Inbound::new(message, &body)], sse).await else {
         return session_not_found();
     };
     let mut response = answer(posted, false, sse).await;
@@ -270,7 +270,7 @@ async fn stateless(
         );
     };
     let sse = accepts_sse(headers);
-    match relay.post(vec![message], sse).await {
+    match relay.post(vec![Inbound::parsed(message)], sse).await {
         Some(posted) => answer(posted, true, sse).await,
         None => plain(
             StatusCode::SERVICE_UNAVAILABLE,

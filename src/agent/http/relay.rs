@@ -39,6 +39,32 @@ pub struct Item {
     pub _charge: Charge,
 }
 
+/// One POSTed message: as values, and as the client's text when it can go on as is.
+pub struct Inbound {
+    pub value: Value,
+    /// The body's text when it is one line (JSON-RPC over the connection is one message
+    /// a line): a session's messages go on as the client wrote them, so a `tools/call`'s
+    /// arguments reach the server unchanged, as a socket agent's do (`agent/params.rs`).
+    pub text: Option<String>,
+}
+
+impl Inbound {
+    /// `value`, parsed from `body`: the text is kept when it is valid UTF-8 (it is, when
+    /// serde_json read it) with no line break (JSON allows them between tokens).
+    pub fn new(value: Value, body: &[u8]) -> Inbound {
+        let text = std::str::from_utf8(body)
+            .ok()
+            .filter(|t| memchr::memchr2(b'\n', b'\r', t.as_bytes()).is_none())
+            .map(str::to_owned);
+        Inbound { value, text }
+    }
+
+    /// `value` alone: it goes on as serde_json writes it.
+    pub fn parsed(value: Value) -> Inbound {
+        Inbound { value, text: None }
+    }
+}
+
 /// What a POST gets back.
 pub enum Posted {
     /// The body had no request: `202 Accepted`.
@@ -68,7 +94,7 @@ impl Drop for StreamGuard {
 
 enum Msg {
     Post {
-        messages: Vec<Value>,
+        messages: Vec<Inbound>,
         /// The client accepts an SSE stream, so messages about its requests may go there.
         sse: bool,
         reply: oneshot::Sender<Posted>,
@@ -87,7 +113,7 @@ pub struct RelayHandle {
 
 impl RelayHandle {
     /// Sends a POST's messages; None when the relay has ended.
-    pub async fn post(&self, messages: Vec<Value>, sse: bool) -> Option<Posted> {
+    pub async fn post(&self, messages: Vec<Inbound>, sse: bool) -> Option<Posted> {
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Msg::Post {
@@ -233,16 +259,18 @@ impl Relay {
         self.mailbox.close();
     }
 
-    fn post(&mut self, messages: Vec<Value>, sse: bool) -> Posted {
+    fn post(&mut self, messages: Vec<Inbound>, sse: bool) -> Posted {
         let mut lines = Vec::with_capacity(messages.len());
         let mut waiting = Vec::new();
         let stream = self.next_stream + 1;
         let mut owners = Vec::new();
-        for mut m in messages {
+        for Inbound { value: mut m, text } in messages {
             let is_request = m.get("method").is_some() && m.get("id").is_some();
             if is_request && let Some(original) = m.get("id").and_then(Id::from_value) {
                 let id = if self.rename {
                     self.next_id += 1;
+                    // Renamed ids make a new line; a stateless request's arguments
+                    // are values anyway (a modern agent's call, `forward.rs`).
                     let renamed = Id::Str(format!("h{}", self.next_id));
                     jsonrpc::set_member(&mut m, "id", renamed.to_value());
                     renamed
@@ -252,7 +280,10 @@ impl Relay {
                 waiting.push(id.clone());
                 owners.push((id, Owner { stream, original }));
             }
-            lines.push(m.to_string());
+            lines.push(match text {
+                Some(text) if !self.rename => text,
+                _ => m.to_string(),
+            });
         }
         let permits = match self.frames.try_reserve_many(lines.len().max(1)) {
             Ok(p) => p,
