@@ -263,9 +263,8 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
     };
     let call = NEXT_CALL.fetch_add(1, Ordering::Relaxed);
     if modern {
-        let params = params.into_map();
         let caps = params
-            .get("_meta")
+            .meta()
             .and_then(|m| m.get(era::key::CLIENT_CAPABILITIES))
             .cloned()
             .unwrap_or_else(|| json!({}));
@@ -283,6 +282,7 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
         let h = handle.clone();
         let reply = if follow {
             let s = server.clone();
+            let params = params.into_map();
             super::task_follow::follow_legacy(h, call, s, params, asks_tx).boxed()
         } else {
             let opts = CallOptions {
@@ -291,11 +291,8 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
                 asks: Some(asks_tx),
                 logs,
             };
-            async move {
-                h.call(call, method, Some(Value::Object(params)), opts)
-                    .await
-            }
-            .boxed()
+            // A plain call's arguments go on as the agent wrote them (`params.rs`).
+            async move { h.call(call, method, params, opts).await }.boxed()
         };
         input::drive(InFlight {
             id,

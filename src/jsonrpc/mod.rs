@@ -1,9 +1,11 @@
 //! JSON-RPC 2.0 message model: parsing a line into a message and writing messages back out. No IO.
 
-use crate::protocol::scan::Member;
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt;
+
+mod peek;
+pub use peek::{PeekedToolCall, peek_name_and_arguments, peek_result, peek_tool_call};
 
 /// Standard JSON-RPC error codes used by mcpd.
 pub mod code {
@@ -222,130 +224,6 @@ pub fn parse(line: &str) -> Result<Message, ParseError> {
     }
 }
 
-/// If `line` is a plain result response to one of mcpd's own (numeric) request ids,
-/// returns the id and where the result lies in `line`. The line is checked once
-/// (`json_check`, many bytes a step through long strings), which finds its top-level
-/// members on the way, and the result is neither copied nor turned into values, so a large
-/// result can be passed on as the server wrote it. Anything else (requests,
-/// notifications, errors, odd ids, a member named twice) returns None: `parse` then
-/// decides what the line is.
-pub fn peek_result(line: &str) -> Option<PeekedResult> {
-    let checked = crate::protocol::json_check::object_members(line)?;
-    let members = &checked.members;
-    let one = |key: &str| unique_member(members, key);
-    if one("jsonrpc")? != Some("\"2.0\"")
-        || one("method")?.is_some()
-        || one("params")?.is_some()
-        || one("error")?.is_some()
-    {
-        return None;
-    }
-    let id = one("id")??;
-    // Only mcpd's own ids, written as plain digits, take this path.
-    if !id.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let id: u64 = id.parse().ok()?;
-    let result = one("result")??;
-    // `result` borrows from `line`, so its offset is its distance from the start (no byte compare).
-    let start = (result.as_ptr() as usize).checked_sub(line.as_ptr() as usize)?;
-    let range = start..start + result.len();
-    (line.get(range.clone()).map(str::as_ptr) == Some(result.as_ptr())).then_some(PeekedResult {
-        id,
-        range,
-        long_strings: checked.long_strings,
-    })
-}
-
-/// A `tools/call` request found by [`peek_tool_call`]: its params as values but for the
-/// `arguments`, which stay the agent's text.
-#[derive(Debug, PartialEq)]
-pub struct PeekedToolCall<'a> {
-    pub id: Id,
-    /// The params but `arguments`: the tool's `name` (a string), and `_meta` or any other
-    /// member the agent sent.
-    pub params: serde_json::Map<String, Value>,
-    /// The text of the `arguments` object, already found valid; None when there are none.
-    pub arguments: Option<&'a str>,
-}
-
-/// A `tools/call` read without turning its arguments into values: the line is checked
-/// once (`json_check`, which also finds its members), the params' other members (the
-/// name, `_meta`, a task) are parsed, and the arguments can go to the server as the agent
-/// wrote them. Anything else (other methods or top-level members, a member named twice, a
-/// name or arguments of another type) returns None, and [`parse`] decides what the line
-/// is: this path accepts only what `parse` would read as the same request.
-pub fn peek_tool_call<'a>(line: &'a str) -> Option<PeekedToolCall<'a>> {
-    // Other messages are not checked twice (here, then by `parse`): a vector search
-    // for the method's text passes over them first.
-    memchr::memmem::find(line.as_bytes(), b"\"tools/call\"")?;
-    let checked = crate::protocol::json_check::object_members(line)?;
-    let members = &checked.members;
-    let known = crate::protocol::scan::Known::new(line, &checked.long_strings);
-    // Present once: absent or named twice (serde_json keeps the last) is not plain.
-    let one = |members: &[Member<'a>], key: &str| unique_member(members, key).flatten();
-    if members.len() != 4
-        || one(members, "jsonrpc")? != "\"2.0\""
-        || one(members, "method")? != "\"tools/call\""
-    {
-        return None;
-    }
-    let id = Id::from_value(&serde_json::from_str(one(members, "id")?).ok()?)?;
-    let members = crate::protocol::scan::members_in(one(members, "params")?, known)?;
-    let (name, arguments) = name_and_arguments(&members)?;
-    let mut params = serde_json::Map::new();
-    for (key, value) in &members {
-        if key != "arguments" && params.contains_key(key.as_ref()) {
-            return None; // named twice
-        }
-        if key != "name" && key != "arguments" {
-            params.insert(key.to_string(), serde_json::from_str(value).ok()?);
-        }
-    }
-    params.insert("name".into(), Value::String(name));
-    Some(PeekedToolCall {
-        id,
-        params,
-        arguments,
-    })
-}
-
-/// The `name` and the `arguments` text of an object already found valid that names a
-/// tool and its arguments, as `mcpd__call_tool`'s arguments do (`{"name": …,
-/// "arguments": {…}}`); other members are not looked at. None when either is named twice,
-/// the name is not a string, or the arguments are not an object: the caller then reads
-/// the object as values.
-pub fn peek_name_and_arguments(text: &str) -> Option<(String, Option<&str>)> {
-    name_and_arguments(&crate::protocol::scan::members(text)?)
-}
-
-fn name_and_arguments<'a>(members: &[Member<'a>]) -> Option<(String, Option<&'a str>)> {
-    let name: String = serde_json::from_str(unique_member(members, "name")??).ok()?;
-    let arguments = unique_member(members, "arguments")?;
-    if arguments.is_some_and(|a| !a.starts_with('{')) {
-        return None;
-    }
-    Some((name, arguments))
-}
-
-/// The value of member `key`: Some(None) when it is absent, None when it is named twice.
-fn unique_member<'a>(members: &[Member<'a>], key: &str) -> Option<Option<&'a str>> {
-    let mut found = members.iter().filter(|(k, _)| k == key).map(|(_, v)| *v);
-    let first = found.next();
-    found.next().is_none().then_some(first)
-}
-
-/// A result response found by [`peek_result`].
-#[derive(Debug, PartialEq)]
-pub struct PeekedResult {
-    /// mcpd's id of the request it answers.
-    pub id: u64,
-    /// Where the result's text lies in the line.
-    pub range: std::ops::Range<usize>,
-    /// The line's long strings (`json_check::Checked::long_strings`).
-    pub long_strings: Vec<(usize, usize)>,
-}
-
 /// A result response whose result is already JSON text (the server's own, passed on).
 pub fn raw_result_line(id: &Id, result: &str) -> String {
     let id = to_line(id);
@@ -444,6 +322,27 @@ pub fn with_arguments(mut line: String, arguments: &str) -> Option<String> {
     line.push_str(arguments);
     line.push_str("}}");
     Some(line)
+}
+
+/// `line`, one JSON object, with the value of its top-level `id` replaced by `id` and
+/// every other byte as written. None when it is not one object or names `id` other than
+/// once (serde_json would keep the last).
+pub fn with_id(line: &str, id: &Id) -> Option<String> {
+    let checked = crate::protocol::json_check::object_members(line)?;
+    let mut ids = checked.members.iter().filter(|(k, _)| k == "id");
+    let (_, old) = ids.next()?;
+    if ids.next().is_some() {
+        return None;
+    }
+    // `old` borrows from `line`, so its offset is its distance from the start.
+    let start = (old.as_ptr() as usize).checked_sub(line.as_ptr() as usize)?;
+    let (head, tail) = (line.get(..start)?, line.get(start + old.len()..)?);
+    let id = to_line(id);
+    let mut out = String::with_capacity(line.len() + id.len());
+    out.push_str(head);
+    out.push_str(&id);
+    out.push_str(tail);
+    Some(out)
 }
 
 pub fn notification_line(method: &str, params: Option<&Value>) -> String {

@@ -306,3 +306,19 @@ fn a_name_and_arguments_are_peeked_only_when_unambiguous() {
         assert_eq!(peek_name_and_arguments(refused), None, "{refused}");
     }
 }
+
+#[test]
+fn with_id_replaces_the_id_alone() {
+    let line = r#"{ "id" : 7 , "method":"tools/call","params":{"id":1,"a":1.50}}"#;
+    assert_eq!(
+        with_id(line, &Id::Str("h1".into())).as_deref(),
+        Some(r#"{ "id" : "h1" , "method":"tools/call","params":{"id":1,"a":1.50}}"#)
+    );
+    assert_eq!(
+        with_id(r#"{"id":"a\"b"}"#, &Id::from(3)).as_deref(),
+        Some(r#"{"id":3}"#)
+    );
+    for refused in [r#"{"id":1,"id":2}"#, r#"{"method":"x"}"#, "[1]", "{", ""] {
+        assert_eq!(with_id(refused, &Id::from(1)), None, "{refused}");
+    }
+}

@@ -574,7 +574,7 @@ async fn arguments_through_call_tool_reach_the_server_as_the_agent_wrote_them() 
 }
 
 #[tokio::test]
-async fn arguments_posted_in_an_http_session_reach_the_server_as_the_agent_wrote_them() {
+async fn arguments_posted_over_http_reach_the_server_as_the_agent_wrote_them() {
     let b = DaemonBuilder::new().daemon("http_listen = \"127.0.0.1:0\"");
     let (rec, arg) = record(&b);
     let d = b.fixture("old", &["--record", &arg]).start().await;
@@ -628,8 +628,28 @@ async fn arguments_posted_in_an_http_session_reach_the_server_as_the_agent_wrote
         let reply: Value = serde_json::from_str(&r.text().await.unwrap()).expect("JSON");
         assert!(reply.get("result").is_some(), "{body}: {reply}");
     }
+    // A stateless 2026-07-28 request: its id is renamed in the text, the rest kept.
+    let meta = envelope(json!({}));
+    let r = client
+        .post(&url)
+        .bearer_auth(token.trim())
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", MODERN)
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "old__echo")
+        .body(format!(
+            r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"old__echo","_meta":{meta},"arguments":{AWKWARD_ARGS}}}}}"#
+        ))
+        .send()
+        .await
+        .expect("stateless call");
+    assert_eq!(r.status().as_u16(), 200);
+    let text = r.text().await.unwrap();
+    assert!(text.contains(r#""id":3"#), "{text}");
     let calls = received_calls(&d, &rec, "old").await;
-    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(calls.len(), 3, "{calls:?}");
+    dressed_with_awkward_args(&calls[2]);
     assert!(
         calls[0].contains(&format!(
             r#""params":{{"name":"echo","arguments":{AWKWARD_ARGS}}}"#
@@ -639,6 +659,33 @@ async fn arguments_posted_in_an_http_session_reach_the_server_as_the_agent_wrote
     );
     let as_values: Value = serde_json::from_str(&calls[1]).expect("JSON");
     assert_eq!(as_values["params"]["arguments"]["a"], 1.5, "{}", calls[1]);
+}
+
+#[tokio::test]
+async fn a_modern_agents_arguments_reach_either_server_as_it_wrote_them() {
+    let b = DaemonBuilder::new();
+    let (rec, arg) = record(&b);
+    let d = b
+        .fixture("old", &["--record", &arg])
+        .fixture("new", &["--era", "modern", "--record", &arg])
+        .start()
+        .await;
+    d.wait_ready().await;
+    let mut a = d.agent().await;
+    let meta = envelope(json!({}));
+    for server in ["old", "new"] {
+        a.send_raw(&format!(
+            r#"{{"jsonrpc":"2.0","id":"{server}","method":"tools/call","params":{{"name":"{server}__echo","_meta":{meta},"arguments":{AWKWARD_ARGS}}}}}"#
+        ))
+        .await;
+        let r = a.response(&json!(server)).await;
+        assert!(r.get("result").is_some(), "{r}");
+    }
+    for server in ["old", "new"] {
+        let calls = received_calls(&d, &rec, server).await;
+        assert_eq!(calls.len(), 1, "{calls:?}");
+        dressed_with_awkward_args(&calls[0]);
+    }
 }
 
 #[tokio::test]

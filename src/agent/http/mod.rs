@@ -178,6 +178,7 @@ async fn post(
     };
     let version = header_str(&headers, VERSION_HEADER);
     if modern::is_modern(&message, version) {
+        let message = Inbound::new(message, &body);
         return stateless(&shared, &headers, message, kind, remote).await;
     }
     let sse = accepts_sse(&headers);
@@ -224,10 +225,11 @@ async fn post(
 async fn stateless(
     shared: &Shared,
     headers: &HeaderMap,
-    message: Value,
+    inbound: Inbound,
     kind: modern::MessageKind,
     remote: SocketAddr,
 ) -> Response {
+    let message = &inbound.value;
     match kind {
         modern::MessageKind::Response => {
             return rpc_error(
@@ -253,13 +255,13 @@ async fn stateless(
         );
         return rpc_error_for(StatusCode::BAD_REQUEST, id.as_ref(), e);
     }
-    if let Some(e) = modern::removed_method(&message) {
+    if let Some(e) = modern::removed_method(message) {
         return rpc_error_for(StatusCode::NOT_FOUND, id.as_ref(), e);
     }
-    if let Err((status, e)) = modern::check_headers(headers, &message) {
+    if let Err((status, e)) = modern::check_headers(headers, message) {
         return rpc_error_for(status, id.as_ref(), e);
     }
-    let checked = modern::check_param_headers(headers, &message, &shared.catalog.borrow());
+    let checked = modern::check_param_headers(headers, message, &shared.catalog.borrow());
     if let Err(e) = checked {
         return rpc_error_for(StatusCode::BAD_REQUEST, id.as_ref(), e);
     }
@@ -270,7 +272,7 @@ async fn stateless(
         );
     };
     let sse = accepts_sse(headers);
-    match relay.post(vec![Inbound::parsed(message)], sse).await {
+    match relay.post(vec![inbound], sse).await {
         Some(posted) => answer(posted, true, sse).await,
         None => plain(
             StatusCode::SERVICE_UNAVAILABLE,

@@ -43,8 +43,9 @@ pub struct Item {
 pub struct Inbound {
     pub value: Value,
     /// The body's text when it is one line (JSON-RPC over the connection is one message
-    /// a line): a session's messages go on as the client wrote them, so a `tools/call`'s
-    /// arguments reach the server unchanged, as a socket agent's do (`agent/params.rs`).
+    /// a line): the message goes on as the client wrote it (a stateless request with its
+    /// id renamed in the text), so a `tools/call`'s arguments reach the server unchanged,
+    /// as a socket agent's do (`agent/params.rs`).
     pub text: Option<String>,
 }
 
@@ -57,11 +58,6 @@ impl Inbound {
             .filter(|t| memchr::memchr2(b'\n', b'\r', t.as_bytes()).is_none())
             .map(str::to_owned);
         Inbound { value, text }
-    }
-
-    /// `value` alone: it goes on as serde_json writes it.
-    pub fn parsed(value: Value) -> Inbound {
-        Inbound { value, text: None }
     }
 }
 
@@ -265,14 +261,17 @@ impl Relay {
         let stream = self.next_stream + 1;
         let mut owners = Vec::new();
         for Inbound { value: mut m, text } in messages {
+            let mut text = text;
             let is_request = m.get("method").is_some() && m.get("id").is_some();
             if is_request && let Some(original) = m.get("id").and_then(Id::from_value) {
                 let id = if self.rename {
                     self.next_id += 1;
-                    // Renamed ids make a new line; a stateless request's arguments
-                    // are values anyway (a modern agent's call, `forward.rs`).
                     let renamed = Id::Str(format!("h{}", self.next_id));
-                    jsonrpc::set_member(&mut m, "id", renamed.to_value());
+                    // The client's text with the new id, else the values with it.
+                    text = text.and_then(|t| jsonrpc::with_id(&t, &renamed));
+                    if text.is_none() {
+                        jsonrpc::set_member(&mut m, "id", renamed.to_value());
+                    }
                     renamed
                 } else {
                     original.clone()
@@ -280,10 +279,7 @@ impl Relay {
                 waiting.push(id.clone());
                 owners.push((id, Owner { stream, original }));
             }
-            lines.push(match text {
-                Some(text) if !self.rename => text,
-                _ => m.to_string(),
-            });
+            lines.push(text.unwrap_or_else(|| m.to_string()));
         }
         let permits = match self.frames.try_reserve_many(lines.len().max(1)) {
             Ok(p) => p,
