@@ -1,13 +1,14 @@
 //! A request's params on their way to its server: parsed into values, or a `tools/call`'s params with its arguments kept as the agent's JSON text.
 //!
 //! An agent's `tools/call` of either era (a socket agent's line, a one-line HTTP body, or
-//! the call named to `mcpd__call_tool`, which `discover.rs` reads the same way) is read
-//! by `jsonrpc::peek_tool_call`: its params (the tool's name, `_meta`, a task) are
-//! parsed, its arguments are not parsed into values and written out again. The server gets them as the agent wrote them (numbers beyond a
-//! double's precision and key order included; inside a modern server's envelope or
-//! beside mcpd's progress token), and each call is cheaper. Every path that needs them
-//! as values (HTTP parameter headers, tasks, mcpd's own tools, an `input_required`
-//! retry) gets them parsed through [`Params::into_map`] or [`Params::change`].
+//! the call named to `mcpd__call_tool`, which `discover.rs` reads the same way) is read by
+//! `jsonrpc::peek_tool_call`: its params (the tool's name, `_meta`, a task) are parsed, its
+//! arguments are not parsed into values and written out again. The server gets them as the
+//! agent wrote them (numbers beyond a double's precision and key order included; inside a
+//! modern server's envelope or beside mcpd's progress token), and each call is cheaper.
+//! Every path that needs them as values (HTTP parameter headers, tasks, mcpd's own tools,
+//! an `input_required` retry) gets them parsed through [`Params::into_map`] or
+//! [`Params::change`].
 
 use crate::jsonrpc::{self, Request};
 use crate::upstream::{CallParams, PlainCall};
@@ -63,10 +64,7 @@ impl Params {
 
     /// What the upstream actor is sent for one request with these params.
     pub fn upstream(&self) -> CallParams {
-        match self {
-            Params::Parsed(map) => Some(Value::Object(map.clone())).into(),
-            Params::Plain(plain) => CallParams::ToolCall(plain.clone()),
-        }
+        self.clone().into()
     }
 }
 
