@@ -1,8 +1,10 @@
 //! JSON-RPC 2.0 message model: parsing a line into a message and writing messages back out. No IO.
 
+use memchr::memmem::Finder;
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt;
+use std::sync::LazyLock;
 
 mod peek;
 pub use peek::{PeekedToolCall, peek_name_and_arguments, peek_result, peek_tool_call};
@@ -372,6 +374,11 @@ pub fn error_line(id: Option<&Id>, error: &ErrorObject) -> String {
     })
 }
 
+/// Searchers made once: `memmem::find` builds one for each search, which costs more
+/// than searching a short line.
+static ERROR_KEY: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"error\":"));
+static RESULT_KEY: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"result\":"));
+
 /// Whether a line written by `error_line`/`result_line` is an error response: the
 /// envelope's keys come first (`jsonrpc`, `id`, then `result` or `error`), and a quote
 /// inside a JSON string is escaped, so the first of the two keys decides.
@@ -382,8 +389,7 @@ pub fn is_error_line(line: &str) -> bool {
         .as_bytes()
         .get(..line.len().min(512))
         .unwrap_or_default();
-    let find = |key: &[u8]| memchr::memmem::find(head, key);
-    match (find(b"\"error\":"), find(b"\"result\":")) {
+    match (ERROR_KEY.find(head), RESULT_KEY.find(head)) {
         (Some(e), Some(r)) => e < r,
         (Some(_), None) => true,
         _ => false,

@@ -2,7 +2,9 @@
 
 use super::Id;
 use crate::protocol::scan::Member;
+use memchr::memmem::Finder;
 use serde_json::Value;
+use std::sync::LazyLock;
 
 /// If `line` is a plain result response to one of mcpd's own (numeric) request ids,
 /// returns the id and where the result lies in `line`. The line is checked once
@@ -51,6 +53,10 @@ pub struct PeekedToolCall<'a> {
     pub arguments: Option<&'a str>,
 }
 
+/// Made once: `memmem::find` builds a searcher for each search, which costs more than
+/// searching a short line.
+static TOOLS_CALL: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"tools/call\""));
+
 /// A `tools/call` read without turning its arguments into values: the line is checked
 /// once (`json_check`, which also finds its members), the params' other members (the
 /// name, `_meta`, a task) are parsed, and the arguments can go to the server as the agent
@@ -60,7 +66,7 @@ pub struct PeekedToolCall<'a> {
 pub fn peek_tool_call<'a>(line: &'a str) -> Option<PeekedToolCall<'a>> {
     // Other messages are not checked twice (here, then by `parse`): a vector search
     // for the method's text passes over them first.
-    memchr::memmem::find(line.as_bytes(), b"\"tools/call\"")?;
+    TOOLS_CALL.find(line.as_bytes())?;
     let checked = crate::protocol::json_check::object_members(line)?;
     let members = &checked.members;
     let known = crate::protocol::scan::Known::new(line, &checked.long_strings);

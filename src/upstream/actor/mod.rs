@@ -263,8 +263,19 @@ impl Actor {
         // and leave the token's waiters (a lock each time) for every message.
         let stopped = cancel.cancelled();
         tokio::pin!(stopped);
+        // One timer, moved when the next wake changes: a timer made anew in each turn
+        // would be put in the runtime's timer wheel and taken out again for every message.
+        let timer = tokio::time::sleep_until(Instant::now());
+        tokio::pin!(timer);
+        let mut armed = None;
         let end = loop {
             let wake = self.next_wake();
+            if wake != armed {
+                if let Some(t) = wake {
+                    timer.as_mut().reset(t);
+                }
+                armed = wake;
+            }
             tokio::select! {
                 biased;
                 () = &mut stopped => break End::Stopped,
@@ -301,7 +312,7 @@ impl Actor {
                 }
                 tools = poll_refresh(&mut self.refresh) => self.on_tools(tools).await,
                 lists = poll_surface(&mut self.surface_refresh) => self.on_surface(lists).await,
-                () = sleep_until(wake) => {
+                () = &mut timer, if armed.is_some() => {
                     if let Some(why) = self.on_wake() {
                         break End::Failed(why);
                     }
@@ -391,13 +402,6 @@ async fn poll_refresh(
 ) -> Result<ToolList, ListError> {
     match refresh {
         Some(f) => f.await,
-        None => std::future::pending().await,
-    }
-}
-
-async fn sleep_until(when: Option<Instant>) {
-    match when {
-        Some(t) => tokio::time::sleep_until(t).await,
         None => std::future::pending().await,
     }
 }
