@@ -486,13 +486,22 @@ async fn plain_call_to(name: &str, flags: &[&str]) -> (Daemon, PathBuf, Agent) {
     let d = b.fixture(name, &flags).start().await;
     d.wait_ready().await;
     let mut a = d.initialized_agent().await;
-    a.send_raw(&format!(
-        r#"{{"jsonrpc":"2.0","id":"plain","method":"tools/call","params":{{"name":"{name}__echo","arguments":{AWKWARD_ARGS}}}}}"#
-    ))
+    answered(
+        &mut a,
+        "plain",
+        format!(
+            r#"{{"jsonrpc":"2.0","id":"plain","method":"tools/call","params":{{"name":"{name}__echo","arguments":{AWKWARD_ARGS}}}}}"#
+        ),
+    )
     .await;
-    let r = a.response(&json!("plain")).await;
-    assert!(r.get("result").is_some(), "{r}");
     (d, rec, a)
+}
+
+/// Sends `line` (a request with id `id`) and checks that it was answered with a result.
+async fn answered(a: &mut Agent, id: &str, line: String) {
+    a.send_raw(&line).await;
+    let r = a.response(&json!(id)).await;
+    assert!(r.get("result").is_some(), "{r}");
 }
 
 /// The `tools/call` lines server `name` received, as it read them.
@@ -516,17 +525,29 @@ fn dressed_with_awkward_args(line: &str) -> Value {
     call
 }
 
+/// [`dressed_with_awkward_args`], whose agent asked for progress: the server got mcpd's
+/// own (numeric) progress token.
+fn with_mcpds_token(line: &str) {
+    let call = dressed_with_awkward_args(line);
+    assert!(
+        call["params"]["_meta"]["progressToken"].is_number(),
+        "{call}"
+    );
+}
+
 #[tokio::test]
 async fn a_plain_calls_arguments_reach_a_legacy_server_as_the_agent_wrote_them() {
     let (d, rec, mut a) = plain_call_to("old", &[]).await;
     // With `_meta` (a progress token, which the server gets as mcpd's own), the
     // arguments still go as written.
-    a.send_raw(&format!(
-        r#"{{"jsonrpc":"2.0","id":"meta","method":"tools/call","params":{{"_meta":{{"progressToken":"p"}},"name":"old__echo","arguments":{AWKWARD_ARGS}}}}}"#
-    ))
+    answered(
+        &mut a,
+        "meta",
+        format!(
+            r#"{{"jsonrpc":"2.0","id":"meta","method":"tools/call","params":{{"_meta":{{"progressToken":"p"}},"name":"old__echo","arguments":{AWKWARD_ARGS}}}}}"#
+        ),
+    )
     .await;
-    let r = a.response(&json!("meta")).await;
-    assert!(r.get("result").is_some(), "{r}");
 
     let calls = received_calls(&d, &rec, "old").await;
     assert_eq!(calls.len(), 2, "{calls:?}");
@@ -537,40 +558,36 @@ async fn a_plain_calls_arguments_reach_a_legacy_server_as_the_agent_wrote_them()
         )),
         "the server got {plain}"
     );
-    let with_meta = dressed_with_awkward_args(&calls[1]);
-    assert!(
-        with_meta["params"]["_meta"]["progressToken"].is_number(),
-        "{with_meta}"
-    );
+    with_mcpds_token(&calls[1]);
 }
 
 #[tokio::test]
 async fn arguments_through_call_tool_reach_the_server_as_the_agent_wrote_them() {
     let (d, rec, mut a) = plain_call_to("old", &[]).await;
     // The same arguments, named to mcpd__call_tool: the server gets the direct call's line.
-    a.send_raw(&format!(
-        r#"{{"jsonrpc":"2.0","id":"via","method":"tools/call","params":{{"name":"mcpd__call_tool","arguments":{{"arguments":{AWKWARD_ARGS},"name":"old__echo"}}}}}}"#
-    ))
+    answered(
+        &mut a,
+        "via",
+        format!(
+            r#"{{"jsonrpc":"2.0","id":"via","method":"tools/call","params":{{"name":"mcpd__call_tool","arguments":{{"arguments":{AWKWARD_ARGS},"name":"old__echo"}}}}}}"#
+        ),
+    )
     .await;
-    let r = a.response(&json!("via")).await;
-    assert!(r.get("result").is_some(), "{r}");
     // And with `_meta`, dressed as a direct call with `_meta` is.
-    a.send_raw(&format!(
-        r#"{{"jsonrpc":"2.0","id":"meta","method":"tools/call","params":{{"_meta":{{"progressToken":"p"}},"name":"mcpd__call_tool","arguments":{{"name":"old__echo","arguments":{AWKWARD_ARGS}}}}}}}"#
-    ))
+    answered(
+        &mut a,
+        "meta",
+        format!(
+            r#"{{"jsonrpc":"2.0","id":"meta","method":"tools/call","params":{{"_meta":{{"progressToken":"p"}},"name":"mcpd__call_tool","arguments":{{"name":"old__echo","arguments":{AWKWARD_ARGS}}}}}}}"#
+        ),
+    )
     .await;
-    let r = a.response(&json!("meta")).await;
-    assert!(r.get("result").is_some(), "{r}");
 
     let calls = received_calls(&d, &rec, "old").await;
     assert_eq!(calls.len(), 3, "{calls:?}");
     let params = |line: &str| line.split_once(r#""params":"#).map(|(_, p)| p.to_owned());
     assert_eq!(params(&calls[1]), params(&calls[0]), "{calls:?}");
-    let with_meta = dressed_with_awkward_args(&calls[2]);
-    assert!(
-        with_meta["params"]["_meta"]["progressToken"].is_number(),
-        "{with_meta}"
-    );
+    with_mcpds_token(&calls[2]);
 }
 
 #[tokio::test]
@@ -674,12 +691,14 @@ async fn a_modern_agents_arguments_reach_either_server_as_it_wrote_them() {
     let mut a = d.agent().await;
     let meta = envelope(json!({}));
     for server in ["old", "new"] {
-        a.send_raw(&format!(
-            r#"{{"jsonrpc":"2.0","id":"{server}","method":"tools/call","params":{{"name":"{server}__echo","_meta":{meta},"arguments":{AWKWARD_ARGS}}}}}"#
-        ))
+        answered(
+            &mut a,
+            server,
+            format!(
+                r#"{{"jsonrpc":"2.0","id":"{server}","method":"tools/call","params":{{"name":"{server}__echo","_meta":{meta},"arguments":{AWKWARD_ARGS}}}}}"#
+            ),
+        )
         .await;
-        let r = a.response(&json!(server)).await;
-        assert!(r.get("result").is_some(), "{r}");
     }
     for server in ["old", "new"] {
         let calls = received_calls(&d, &rec, server).await;
