@@ -7,7 +7,7 @@ use std::fmt;
 use std::sync::LazyLock;
 
 mod peek;
-pub use peek::{PeekedToolCall, peek_name_and_arguments, peek_result, peek_tool_call};
+pub use peek::{PeekedToolCall, peek_name_and_arguments, peek_result, peek_tool_call, with_id};
 
 /// Standard JSON-RPC error codes used by mcpd.
 pub mod code {
@@ -324,27 +324,6 @@ pub fn with_arguments(mut line: String, arguments: &str) -> Option<String> {
     line.push_str(arguments);
     line.push_str("}}");
     Some(line)
-}
-
-/// `line`, one JSON object, with the value of its top-level `id` replaced by `id` and
-/// every other byte as written. None when it is not one object or names `id` other than
-/// once (serde_json would keep the last).
-pub fn with_id(line: &str, id: &Id) -> Option<String> {
-    let checked = crate::protocol::json_check::object_members(line)?;
-    let mut ids = checked.members.iter().filter(|(k, _)| k == "id");
-    let (_, old) = ids.next()?;
-    if ids.next().is_some() {
-        return None;
-    }
-    // `old` borrows from `line`, so its offset is its distance from the start.
-    let start = (old.as_ptr() as usize).checked_sub(line.as_ptr() as usize)?;
-    let (head, tail) = (line.get(..start)?, line.get(start + old.len()..)?);
-    let id = to_line(id);
-    let mut out = String::with_capacity(line.len() + id.len());
-    out.push_str(head);
-    out.push_str(&id);
-    out.push_str(tail);
-    Some(out)
 }
 
 pub fn notification_line(method: &str, params: Option<&Value>) -> String {

@@ -1,4 +1,4 @@
-//! Reading a message's members without parsing all of it: a server's plain result (`peek_result`), an agent's `tools/call` with its arguments kept as text (`peek_tool_call`), and the tool named in `mcpd__call_tool`'s arguments.
+//! Reading a message's members without parsing all of it: a server's plain result (`peek_result`), an agent's `tools/call` with its arguments kept as text (`peek_tool_call`), the tool named in `mcpd__call_tool`'s arguments, and a request's id replaced in its text (`with_id`).
 
 use super::Id;
 use crate::protocol::scan::Member;
@@ -31,14 +31,33 @@ pub fn peek_result(line: &str) -> Option<PeekedResult> {
     }
     let id: u64 = id.parse().ok()?;
     let result = one("result")??;
-    // `result` borrows from `line`, so its offset is its distance from the start (no byte compare).
-    let start = (result.as_ptr() as usize).checked_sub(line.as_ptr() as usize)?;
-    let range = start..start + result.len();
-    (line.get(range.clone()).map(str::as_ptr) == Some(result.as_ptr())).then_some(PeekedResult {
+    Some(PeekedResult {
         id,
-        range,
+        range: range_in(line, result)?,
         long_strings: checked.long_strings,
     })
+}
+
+/// `line`, one JSON object, with the value of its top-level `id` replaced by `id` and
+/// every other byte as written. None when it is not one object or names `id` other than
+/// once (serde_json would keep the last).
+pub fn with_id(line: &str, id: &Id) -> Option<String> {
+    let checked = crate::protocol::json_check::object_members(line)?;
+    let old = range_in(line, unique_member(&checked.members, "id")??)?;
+    let id = serde_json::to_string(id).ok()?;
+    let mut out = String::with_capacity(line.len() + id.len());
+    out.push_str(line.get(..old.start)?);
+    out.push_str(&id);
+    out.push_str(line.get(old.end..)?);
+    Some(out)
+}
+
+/// Where `part`, a slice of `line`, lies in it: its offset is its distance from the
+/// start (no byte compare), checked to be inside `line`.
+fn range_in(line: &str, part: &str) -> Option<std::ops::Range<usize>> {
+    let start = (part.as_ptr() as usize).checked_sub(line.as_ptr() as usize)?;
+    let range = start..start + part.len();
+    (line.get(range.clone()).map(str::as_ptr) == Some(part.as_ptr())).then_some(range)
 }
 
 /// A `tools/call` request found by [`peek_tool_call`]: its params as values but for the
