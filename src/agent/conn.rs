@@ -4,6 +4,7 @@ use super::AgentContext;
 use super::handlers;
 use super::input::{self, Inputs, Resumed};
 use super::params::PlainArguments;
+use super::rare::Rare;
 use super::reply::{Handled, ReplyFuture, Step};
 use super::session::Session;
 use crate::errors::AgentError;
@@ -179,8 +180,8 @@ impl Conn {
         mut frames: S,
         writer: JoinHandle<std::io::Result<u64>>,
         shutdown: CancellationToken,
-        mut asks: mpsc::Receiver<Box<ServerAsk>>,
-        mut describes: mpsc::Receiver<oneshot::Sender<super::roster::AgentInfo>>,
+        asks: mpsc::Receiver<Box<ServerAsk>>,
+        describes: mpsc::Receiver<oneshot::Sender<super::roster::AgentInfo>>,
     ) -> impl Future<Output = ()>
     where
         S: Stream<Item = std::io::Result<Frame>> + Unpin,
@@ -191,25 +192,29 @@ impl Conn {
             // A permit for held replies borrows the queue it is for: a copy of the outbox
             // here, so the handlers may borrow the connection as they like.
             let room = self.outbox.clone();
-            // Made once, not per turn: each new one joins and leaves its token's waiters.
-            let stopping = shutdown.cancelled();
-            tokio::pin!(stopping);
-            let overflowed = self.outbox.overflowed().clone().cancelled_owned();
-            tokio::pin!(overflowed);
+            // What rarely fires is polled only when it wakes the connection (`Rare`).
+            let mut rare = Rare::of(&shutdown, &self.outbox, &self.catalog, asks, describes);
             let close = loop {
                 if self.drain_deadline.is_some() && self.calls.is_empty() {
                     break Close::Shutdown;
                 }
                 tokio::select! {
                     biased;
-                    () = &mut stopping, if self.drain_deadline.is_none() => {
-                        self.drain_deadline = Some(Instant::now() + self.ctx.drain_grace);
-                    }
+                    Some(rare) = rare.next() => match rare {
+                        Rare::Stopping => {
+                            self.drain_deadline = Some(Instant::now() + self.ctx.drain_grace);
+                        }
+                        Rare::Overflowed => {
+                            tracing::warn!(agent, queue, "agent is not reading its socket; disconnecting it");
+                            break Close::Gone;
+                        }
+                        Rare::Ask(ask) => self.inputs.ask(&self.session, &self.outbox, *ask),
+                        Rare::Describe(respond_to) => {
+                            let _ = respond_to.send(self.describe()); // the asker may have left
+                        }
+                        Rare::Catalog => self.on_catalog(),
+                    },
                     () = sleep_until(self.drain_deadline) => break Close::Shutdown,
-                    () = &mut overflowed => {
-                        tracing::warn!(agent, queue, "agent is not reading its socket; disconnecting it");
-                        break Close::Gone;
-                    }
                     () = sleep_until(self.held.deadline(READ_STALL)) => {
                         tracing::warn!(agent, queue, "agent is not reading its socket; disconnecting it");
                         break Close::Gone;
@@ -218,12 +223,7 @@ impl Conn {
                         self.held.release(permit);
                     }
                     Some((id, step)) = self.calls.next() => self.on_step(id, step),
-                    Some(ask) = asks.recv() => self.inputs.ask(&self.session, &self.outbox, *ask),
-                    Some(respond_to) = describes.recv() => {
-                        let _ = respond_to.send(self.describe()); // the asker may have left
-                    }
                     () = sleep_until(self.inputs.next_expiry()) => self.inputs.expire(&mut self.calls),
-                    Ok(()) = self.catalog.changed() => self.on_catalog(),
                     frame = frames.next(), if self.held.is_empty() => match frame {
                         None | Some(Err(_)) => break Close::Gone,
                         Some(Ok(frame)) => self.on_frame(frame),

@@ -13,6 +13,7 @@ pub mod listener;
 mod login;
 mod modern;
 mod params;
+mod rare;
 mod render;
 mod reply;
 mod request_state;

@@ -259,7 +259,7 @@ pub(super) async fn serve<S, X>(
 ) -> (End, StderrTail)
 where
     S: Stream<Item = Inbound> + Unpin,
-    X: Future<Output = String>,
+    X: Future<Output = String> + Send,
 {
     let server: Arc<str> = Arc::from(ctx.config.name.as_str());
     let era = Era::of_version(&identity.protocol_version);

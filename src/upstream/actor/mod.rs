@@ -19,7 +19,7 @@ use crate::protocol::ListKind;
 use crate::protocol::era::Era;
 use crate::upstream::list::ListError;
 use futures::future::BoxFuture;
-use futures::stream::FuturesUnordered;
+use futures::stream::{BoxStream, FuturesUnordered, SelectAll};
 use futures::{Stream, StreamExt};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -49,6 +49,37 @@ pub struct Offers {
     pub lists: Vec<ListKind>,
     /// The server has the Tasks extension.
     pub tasks: bool,
+}
+
+/// What wakes the actor rarely: shutdown, the process's exit, a line of its stderr.
+enum Rare {
+    Stopped,
+    Exited(String),
+    Stderr(String),
+}
+
+impl Rare {
+    /// The actor's rare sources as one stream, which polls a source only after it woke
+    /// the task. As `select!` branches they would be polled on every turn of the loop,
+    /// several per call, and each costs a lock or two (the token; the child's exit, a
+    /// signal watch); a `SelectAll` (futures' per-stream wakers) checks one queue instead.
+    fn of<'a, X>(
+        cancel: &'a CancellationToken,
+        exited: X,
+        stderr: &'a mut mpsc::Receiver<String>,
+    ) -> SelectAll<BoxStream<'a, Rare>>
+    where
+        X: Future<Output = String> + Send + 'a,
+    {
+        use futures::stream::{once, unfold};
+        let stopped = once(cancel.cancelled()).map(|()| Rare::Stopped);
+        let exited = once(exited).map(Rare::Exited);
+        let stderr = unfold(stderr, |rx| async move {
+            let line = rx.recv().await?;
+            Some((Rare::Stderr(line), rx))
+        });
+        futures::stream::select_all([stopped.boxed(), exited.boxed(), stderr.boxed()])
+    }
 }
 
 /// Requests queued in a connection's mailbox.
@@ -240,7 +271,7 @@ impl Actor {
     ) -> (End, StderrTail)
     where
         S: Stream<Item = Inbound> + Unpin,
-        X: Future<Output = String>,
+        X: Future<Output = String> + Send,
     {
         if offers.tools {
             self.start_refresh();
@@ -253,16 +284,13 @@ impl Actor {
         if offers.listen {
             self.open_listen();
         }
-        tokio::pin!(exited);
         // Messages taken from the server in a row. A server whose output never pauses
         // (a notification flood) would otherwise keep the biased `select!` on its first
         // branches, and the mailbox (new requests, cancellations), timeouts and answers
         // to it would wait for the flood to end.
         let mut streak = 0usize;
-        // Made once: a cancellation future made anew in each turn of the loop would join
-        // and leave the token's waiters (a lock each time) for every message.
-        let stopped = cancel.cancelled();
-        tokio::pin!(stopped);
+        // What rarely fires is polled only when it wakes the actor (`Rare`).
+        let mut rare = Rare::of(cancel, exited, stderr);
         // One timer, moved when the next wake changes: a timer made anew in each turn
         // would be put in the runtime's timer wheel and taken out again for every message.
         let timer = tokio::time::sleep_until(Instant::now());
@@ -278,8 +306,11 @@ impl Actor {
             }
             tokio::select! {
                 biased;
-                () = &mut stopped => break End::Stopped,
-                status = &mut exited => break End::Exited(status),
+                Some(rare) = rare.next() => match rare {
+                    Rare::Stopped => break End::Stopped,
+                    Rare::Exited(status) => break End::Exited(status),
+                    Rare::Stderr(line) => self.tail.push(line),
+                },
                 item = inbound.next(), if streak < INBOUND_BURST => {
                     streak += 1;
                     match item {
@@ -295,9 +326,18 @@ impl Actor {
                         None => {
                             // Output closed: usually the process is exiting. Prefer its
                             // exit status when it comes promptly.
-                            break match tokio::time::timeout(Duration::from_millis(100), &mut exited).await {
-                                Ok(status) => End::Exited(status),
-                                Err(_) => End::Failed("the server closed its output".into()),
+                            let status = async {
+                                loop {
+                                    match rare.next().await? {
+                                        Rare::Exited(status) => return Some(status),
+                                        Rare::Stderr(line) => self.tail.push(line),
+                                        Rare::Stopped => {}
+                                    }
+                                }
+                            };
+                            break match tokio::time::timeout(Duration::from_millis(100), status).await {
+                                Ok(Some(status)) => End::Exited(status),
+                                _ => End::Failed("the server closed its output".into()),
                             };
                         }
                     }
@@ -306,7 +346,6 @@ impl Actor {
                 Some(expired) = self.deadlines.next(), if !self.deadlines.is_empty() => {
                     self.on_timeout(expired.into_inner());
                 }
-                Some(line) = stderr.recv() => self.tail.push(line),
                 Some((id, answer)) = self.answers.next(), if !self.answers.is_empty() => {
                     self.answer_server(&id, answer);
                 }

@@ -1,0 +1,59 @@
+//! What wakes an agent connection rarely (shutdown, an overflowed queue, a server's question, `ctl agents`, a changed catalog), as one stream polled only when one of them fires.
+
+use super::roster::AgentInfo;
+use crate::outbox::Outbox;
+use crate::registry::Catalog;
+use crate::upstream::ServerAsk;
+use futures::StreamExt;
+use futures::stream::{BoxStream, SelectAll};
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+/// What wakes a connection rarely: shutdown, an overflowed queue, a server's question for
+/// the agent, `ctl agents` asking about it, a changed catalog.
+pub enum Rare {
+    Stopping,
+    Overflowed,
+    Ask(Box<ServerAsk>),
+    Describe(oneshot::Sender<AgentInfo>),
+    Catalog,
+}
+
+impl Rare {
+    /// All of a connection's rare sources as one stream, which polls a source only after
+    /// it woke the task. Polled beside each message, as `select!` branches would be,
+    /// they cost a lock or two each (a cancellation token, a watch) on every turn of the
+    /// loop, several times per call; a `SelectAll` (futures' per-stream wakers) checks
+    /// one queue instead.
+    pub fn of(
+        shutdown: &CancellationToken,
+        outbox: &Outbox,
+        catalog: &watch::Receiver<Arc<Catalog>>,
+        asks: mpsc::Receiver<Box<ServerAsk>>,
+        describes: mpsc::Receiver<oneshot::Sender<AgentInfo>>,
+    ) -> SelectAll<BoxStream<'static, Rare>> {
+        use futures::stream::{once, unfold};
+        let stopping = once(shutdown.clone().cancelled_owned()).map(|()| Rare::Stopping);
+        let overflowed =
+            once(outbox.overflowed().clone().cancelled_owned()).map(|()| Rare::Overflowed);
+        let asks = unfold(asks, |mut rx| async move {
+            Some((Rare::Ask(rx.recv().await?), rx))
+        });
+        let describes = unfold(describes, |mut rx| async move {
+            Some((Rare::Describe(rx.recv().await?), rx))
+        });
+        // A copy of the receiver: the connection reads the catalog through its own.
+        let catalog = unfold(catalog.clone(), |mut rx| async move {
+            rx.changed().await.ok()?;
+            Some((Rare::Catalog, rx))
+        });
+        futures::stream::select_all([
+            stopping.boxed(),
+            overflowed.boxed(),
+            asks.boxed(),
+            describes.boxed(),
+            catalog.boxed(),
+        ])
+    }
+}
