@@ -279,9 +279,8 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
                 ..
             }
         );
-        let h = handle.clone();
         let reply = if follow {
-            let s = server.clone();
+            let (h, s) = (handle.clone(), server.clone());
             let params = params.into_map();
             super::task_follow::follow_legacy(h, call, s, params, asks_tx).boxed()
         } else {
@@ -292,7 +291,7 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
                 logs,
             };
             // A plain call's arguments go on as the agent wrote them (`params.rs`).
-            async move { h.call(call, method, params, opts).await }.boxed()
+            handle.call(call, method, params, opts).boxed()
         };
         input::drive(InFlight {
             id,

@@ -33,145 +33,165 @@ pub struct LegacyCall {
 }
 
 impl LegacyCall {
-    pub async fn run(mut self) -> (Id, Step) {
-        let follow = matches!(
-            self.rewrite,
-            Rewrite::ToolResult {
-                tasks: TaskMode::Follow,
-                ..
-            }
-        );
-        if follow {
-            // A tool that runs only as a 2025-11-25 task, and the agent asked for none.
-            let (h, s, p) = (
-                self.handle.clone(),
-                self.server.clone(),
-                self.params.clone().into_map(),
-            );
-            // Boxed, as are the other rare paths' futures: inline, they would make every
-            // call's future (allocated and moved per call) several times larger.
-            let followed =
-                task_follow::follow_legacy(h, self.call, s, p, self.asks.clone()).boxed();
-            return self.finish(followed).await;
-        }
-        if let Rewrite::Task {
-            sealed,
-            legacy_view: true,
-        } = &self.rewrite
-            && matches!(self.method, method::TASKS_RESULT | tasks::CANCEL)
-        {
-            // The agent's 2025-11-25 task is an extension task at its server.
-            let task = self
-                .params
-                .parsed()
-                .and_then(|p| p.get("taskId"))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned();
-            let (h, s, caps) = (
-                self.handle.clone(),
-                self.server.clone(),
-                (*self.caps).clone(),
-            );
-            let followed = if self.method == tasks::CANCEL {
-                task_follow::cancel_of(h, self.call, (s, task), caps).boxed()
-            } else {
-                let ids = (s, task, sealed.clone());
-                task_follow::result_of(h, self.call, ids, self.asks.clone(), caps).boxed()
-            };
-            return self.finish(followed).await;
-        }
-        for _ in 0..MAX_INPUT_ROUNDS {
-            let opts = CallOptions {
-                progress: self.progress.clone(),
-                caps: Some(self.caps.clone()),
-                asks: Some(self.asks.clone()),
-                logs: self.logs.clone(),
-            };
-            let params = self.params.upstream();
-            let (h, call, method) = (self.handle.clone(), self.call, self.method);
-            let mut pending = async move { h.call(call, method, params, opts).await }.boxed();
-            let reply = tokio::select! {
-                r = &mut pending => r,
-                () = self.cancel.cancelled() => {
-                    super::task_abandon::abandon(self.handle.clone(), self.call, pending, &self.rewrite).await;
-                    return (self.id, Step::Cancelled);
+    /// Not an `async fn`: one keeps its argument twice in its state (the argument, and
+    /// the local it is moved into), and this future is allocated for every call.
+    #[allow(clippy::manual_async_fn, reason = "see above")]
+    pub fn run(mut self) -> impl Future<Output = (Id, Step)> + Send + 'static {
+        async move {
+            let follow = matches!(
+                self.rewrite,
+                Rewrite::ToolResult {
+                    tasks: TaskMode::Follow,
+                    ..
                 }
-            };
-            // Only a result that may ask for input (a resultType other than complete) is
-            // parsed here; any other is passed on.
-            let reply = match reply {
-                Ok(Ok(raw)) => {
-                    let members = raw.members();
-                    let asks_input = members
-                        .as_ref()
-                        .is_none_or(|m| m.get("resultType").is_some_and(|t| t != "\"complete\""));
-                    if asks_input {
-                        raw.to_value().map(Ok)
-                    } else {
-                        let plain = render::passed_on(members, false, &self.rewrite);
-                        let line = render::render_members(
+            );
+            if follow {
+                // A tool that runs only as a 2025-11-25 task, and the agent asked for none.
+                let (h, s, p) = (
+                    self.handle.clone(),
+                    self.server.clone(),
+                    self.params.clone().into_map(),
+                );
+                // Boxed, as are the other rare paths' futures: inline, they would make every
+                // call's future (allocated and moved per call) several times larger.
+                let followed =
+                    task_follow::follow_legacy(h, self.call, s, p, self.asks.clone()).boxed();
+                let finish = Box::pin(self.finish(followed));
+                return finish.await;
+            }
+            if let Rewrite::Task {
+                sealed,
+                legacy_view: true,
+            } = &self.rewrite
+                && matches!(self.method, method::TASKS_RESULT | tasks::CANCEL)
+            {
+                // The agent's 2025-11-25 task is an extension task at its server.
+                let task = self
+                    .params
+                    .parsed()
+                    .and_then(|p| p.get("taskId"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                let (h, s, caps) = (
+                    self.handle.clone(),
+                    self.server.clone(),
+                    (*self.caps).clone(),
+                );
+                let followed = if self.method == tasks::CANCEL {
+                    task_follow::cancel_of(h, self.call, (s, task), caps).boxed()
+                } else {
+                    let ids = (s, task, sealed.clone());
+                    task_follow::result_of(h, self.call, ids, self.asks.clone(), caps).boxed()
+                };
+                let finish = Box::pin(self.finish(followed));
+                return finish.await;
+            }
+            for _ in 0..MAX_INPUT_ROUNDS {
+                let opts = CallOptions {
+                    progress: self.progress.clone(),
+                    caps: Some(self.caps.clone()),
+                    asks: Some(self.asks.clone()),
+                    logs: self.logs.clone(),
+                };
+                let params = self.params.upstream();
+                let mut pending = self
+                    .handle
+                    .call(self.call, self.method, params, opts)
+                    .boxed();
+                let reply = tokio::select! {
+                    r = &mut pending => Some(r),
+                    () = self.cancel.cancelled() => None,
+                };
+                let Some(reply) = reply else {
+                    let (h, call) = (self.handle.clone(), self.call);
+                    let abandon = Box::pin(super::task_abandon::abandon(
+                        h,
+                        call,
+                        pending,
+                        &self.rewrite,
+                    ));
+                    abandon.await;
+                    return (self.id, Step::Cancelled);
+                };
+                // Only a result that may ask for input (a resultType other than complete) is
+                // parsed here; any other is passed on.
+                let reply = match reply {
+                    Ok(Ok(raw)) => {
+                        let members = raw.members();
+                        let asks_input = members.as_ref().is_none_or(|m| {
+                            m.get("resultType").is_some_and(|t| t != "\"complete\"")
+                        });
+                        if asks_input {
+                            raw.to_value().map(Ok)
+                        } else {
+                            let plain = render::passed_on(members, false, &self.rewrite);
+                            let line = render::render_members(
+                                &self.id,
+                                (&self.server, self.method),
+                                raw,
+                                plain,
+                                false,
+                                &self.rewrite,
+                            );
+                            return (self.id, Step::Reply(line));
+                        }
+                    }
+                    Ok(Err(e)) => Ok(Err(e)),
+                    Err(e) => Err(e),
+                };
+                match reply {
+                    Ok(Err(e))
+                        if self.method == method::TOOLS_CALL && tasks::requires_extension(&e) =>
+                    {
+                        // The agent cannot do tasks; mcpd can, and follows this one for it.
+                        let (h, s, p) = (
+                            self.handle.clone(),
+                            self.server.clone(),
+                            self.params.clone().into_map(),
+                        );
+                        let caps = Some((*self.caps).clone());
+                        let followed =
+                            task_follow::follow(h, self.call, s, p, self.asks.clone(), caps)
+                                .boxed();
+                        let finish = Box::pin(self.finish(followed));
+                        return finish.await;
+                    }
+                    Ok(Ok(result)) if era::result_type(&result) == "input_required" => {
+                        let fulfil = Box::pin(self.fulfil(&result));
+                        match fulfil.await {
+                            Ok(responses) => self.prepare_retry(&result, responses),
+                            Err(e) => {
+                                let line = jsonrpc::error_line(Some(&self.id), &e);
+                                return (self.id, Step::Reply(line));
+                            }
+                        }
+                    }
+                    other => {
+                        let line = render::render(
                             &self.id,
-                            (&self.server, self.method),
-                            raw,
-                            plain,
+                            &self.server,
+                            self.method,
+                            other,
                             false,
                             &self.rewrite,
                         );
                         return (self.id, Step::Reply(line));
                     }
                 }
-                Ok(Err(e)) => Ok(Err(e)),
-                Err(e) => Err(e),
-            };
-            match reply {
-                Ok(Err(e))
-                    if self.method == method::TOOLS_CALL && tasks::requires_extension(&e) =>
-                {
-                    // The agent cannot do tasks; mcpd can, and follows this one for it.
-                    let (h, s, p) = (
-                        self.handle.clone(),
-                        self.server.clone(),
-                        self.params.clone().into_map(),
-                    );
-                    let caps = Some((*self.caps).clone());
-                    let followed =
-                        task_follow::follow(h, self.call, s, p, self.asks.clone(), caps).boxed();
-                    return self.finish(followed).await;
-                }
-                Ok(Ok(result)) if era::result_type(&result) == "input_required" => {
-                    match self.fulfil(&result).await {
-                        Ok(responses) => self.prepare_retry(&result, responses),
-                        Err(e) => {
-                            let line = jsonrpc::error_line(Some(&self.id), &e);
-                            return (self.id, Step::Reply(line));
-                        }
-                    }
-                }
-                other => {
-                    let line = render::render(
-                        &self.id,
-                        &self.server,
-                        self.method,
-                        other,
-                        false,
-                        &self.rewrite,
-                    );
-                    return (self.id, Step::Reply(line));
-                }
             }
+            let e = ErrorObject::new(
+                jsonrpc::code::INTERNAL_ERROR,
+                format!(
+                    "server '{}' asked for input more than {MAX_INPUT_ROUNDS} times in one call; mcpd gave up",
+                    self.server
+                ),
+            );
+            (
+                self.id.clone(),
+                Step::Reply(jsonrpc::error_line(Some(&self.id), &e)),
+            )
         }
-        let e = ErrorObject::new(
-            jsonrpc::code::INTERNAL_ERROR,
-            format!(
-                "server '{}' asked for input more than {MAX_INPUT_ROUNDS} times in one call; mcpd gave up",
-                self.server
-            ),
-        );
-        (
-            self.id.clone(),
-            Step::Reply(jsonrpc::error_line(Some(&self.id), &e)),
-        )
     }
 
     /// The answer of a task mcpd follows for the agent (`task_follow.rs`), rendered for

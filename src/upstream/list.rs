@@ -52,7 +52,7 @@ pub async fn fetch_tools(handle: &UpstreamHandle) -> Result<ToolList, ListError>
 /// partial list is never used.
 pub async fn fetch_list(
     handle: &UpstreamHandle,
-    list_method: &str,
+    list_method: &'static str,
     field: &str,
 ) -> Result<ToolList, ListError> {
     let method = || list_method.to_owned();

@@ -7,6 +7,7 @@
 
 mod actor;
 pub mod connection;
+mod handle;
 mod handshake;
 pub mod http;
 mod list;
@@ -24,7 +25,11 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
+use handle::BACKSTOP;
+pub(crate) use handle::UpstreamMsg;
+pub use handle::{Subscription, TASK_WAIT, UpstreamHandle};
 pub use list::{fetch_list, fetch_tools};
+pub use process::kill_group;
 pub use raw_result::RawResult;
 
 /// Identifies one agent call across mcpd, so it can be cancelled later.
@@ -315,178 +320,3 @@ pub struct ConnectionExit {
     /// The handshake showed the server does not speak the era that was tried.
     pub era_mismatch: bool,
 }
-
-pub(crate) enum UpstreamMsg {
-    Request {
-        call: Option<CallId>,
-        method: String,
-        params: CallParams,
-        opts: CallOptions,
-        respond_to: ReplyTo,
-    },
-    Cancel {
-        call: CallId,
-        reason: String,
-    },
-    Status {
-        respond_to: oneshot::Sender<LiveStatus>,
-    },
-    /// An agent subscribes to (or unsubscribes from) updates of a resource.
-    Subscribe {
-        sub: Subscription,
-        on: bool,
-        respond_to: oneshot::Sender<Reply>,
-    },
-    /// An agent went away: drop all its subscriptions.
-    Forget {
-        agent: u64,
-    },
-}
-
-/// One agent's subscription to one of a server's resources.
-#[derive(Debug, Clone)]
-pub struct Subscription {
-    /// The server's own URI.
-    pub uri: String,
-    /// The URI the agent knows it by.
-    pub presented: String,
-    pub agent: u64,
-    pub outbox: Outbox,
-    /// For a modern agent, the `subscriptions/listen` it came with (its notifications
-    /// carry that id).
-    pub listen: Option<crate::jsonrpc::Id>,
-}
-
-/// How long a 2025-11-25 `tasks/result` may wait for its task's end.
-pub const TASK_WAIT: Duration = Duration::from_secs(24 * 3600);
-/// How much longer than the connection's own timeout a caller waits at most.
-const BACKSTOP: Duration = Duration::from_secs(2);
-
-/// The cloneable way to talk to one upstream connection.
-#[derive(Debug, Clone)]
-pub struct UpstreamHandle {
-    tx: mpsc::Sender<UpstreamMsg>,
-    /// The longest a caller waits for a reply, whatever happens to the connection.
-    deadline: Duration,
-}
-
-impl std::fmt::Debug for UpstreamMsg {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            UpstreamMsg::Request { method, call, .. } => write!(f, "Request({method}, {call:?})"),
-            UpstreamMsg::Cancel { call, .. } => write!(f, "Cancel({call})"),
-            UpstreamMsg::Status { .. } => write!(f, "Status"),
-            UpstreamMsg::Subscribe { sub, on, .. } => write!(f, "Subscribe({}, {on})", sub.uri),
-            UpstreamMsg::Forget { agent } => write!(f, "Forget({agent})"),
-        }
-    }
-}
-
-fn request_msg(
-    call: Option<CallId>,
-    method: &str,
-    params: CallParams,
-    opts: CallOptions,
-    respond_to: ReplyTo,
-) -> UpstreamMsg {
-    UpstreamMsg::Request {
-        call,
-        method: method.to_owned(),
-        params,
-        opts,
-        respond_to,
-    }
-}
-
-impl UpstreamHandle {
-    /// Sends a request for an agent call and waits for its outcome. Waiting here never
-    /// blocks the caller's actor: agents await this inside their in-flight set.
-    pub async fn call(
-        &self,
-        call: CallId,
-        method: &str,
-        params: impl Into<CallParams>,
-        opts: CallOptions,
-    ) -> RawReply {
-        let params = params.into();
-        let deadline = match method {
-            crate::protocol::method::TASKS_RESULT => TASK_WAIT + BACKSTOP,
-            _ => self.deadline,
-        };
-        self.send_request(deadline, |respond_to| {
-            request_msg(Some(call), method, params, opts, ReplyTo::Raw(respond_to))
-        })
-        .await
-    }
-
-    /// A request of mcpd's own (catalog fetches).
-    pub async fn request(&self, method: &str, params: Option<Value>) -> Reply {
-        let opts = CallOptions::default();
-        self.send_request(self.deadline, |respond_to| {
-            request_msg(
-                None,
-                method,
-                params.into(),
-                opts,
-                ReplyTo::Value(respond_to),
-            )
-        })
-        .await
-    }
-
-    /// Sends a message and waits for its reply, both within the backstop deadline: a
-    /// connection whose mailbox stays full holds no caller longer than a slow one.
-    async fn send_request<T>(
-        &self,
-        deadline: Duration,
-        make: impl FnOnce(oneshot::Sender<Result<T, UpstreamError>>) -> UpstreamMsg,
-    ) -> Result<T, UpstreamError> {
-        match crate::ask::ask(&self.tx, deadline, make).await {
-            Ok(reply) => reply,
-            Err(crate::ask::AskError::Gone) => Err(UpstreamError::Gone),
-            Err(crate::ask::AskError::Timeout(after)) => Err(UpstreamError::Timeout { after }),
-        }
-    }
-
-    /// Asks the connection to cancel a call: the server gets `notifications/cancelled`
-    /// and a late answer is dropped.
-    pub async fn cancel(&self, call: CallId, reason: &str) {
-        let msg = UpstreamMsg::Cancel {
-            call,
-            reason: reason.to_owned(),
-        };
-        // The connection may have ended already; then there is nothing left to cancel.
-        // A mailbox that stays full for the whole deadline belongs to a stuck
-        // connection, whose own timeouts end the call.
-        let _ = tokio::time::timeout(self.deadline, self.tx.send(msg)).await;
-    }
-
-    /// Subscribes an agent to a resource's updates (or ends it). The server hears of the
-    /// first subscriber and of the last one leaving.
-    pub async fn subscribe(&self, sub: Subscription, on: bool) -> Reply {
-        self.send_request(self.deadline, |respond_to| UpstreamMsg::Subscribe {
-            sub,
-            on,
-            respond_to,
-        })
-        .await
-    }
-
-    /// Drops every subscription of an agent that went away.
-    pub fn forget(&self, agent: u64) {
-        // If the mailbox is full or closed, the connection is busy or gone; its
-        // subscriptions go with it in the second case and stay harmless in the first.
-        let _ = self.tx.try_send(UpstreamMsg::Forget { agent });
-    }
-
-    pub async fn live_status(&self) -> Option<LiveStatus> {
-        let (respond_to, rx) = oneshot::channel();
-        self.tx
-            .send(UpstreamMsg::Status { respond_to })
-            .await
-            .ok()?;
-        rx.await.ok()
-    }
-}
-
-pub use process::kill_group;

@@ -39,7 +39,7 @@ impl Actor {
             PendingRequest {
                 call: None,
                 task: None,
-                method: method::LISTEN.into(),
+                method: method::LISTEN,
                 respond_to: Responder::Listen,
                 progress: None,
                 deadline: None,
@@ -91,7 +91,7 @@ impl Actor {
                 };
                 self.send_request(
                     None,
-                    m.into(),
+                    m,
                     Some(json!({ "uri": uri })).into(),
                     CallOptions::default(),
                     ReplyTo::Value(respond_to),
@@ -114,7 +114,7 @@ impl Actor {
                     let params = Some(json!({ "uri": uri }));
                     self.send_request(
                         None,
-                        method::RESOURCES_UNSUBSCRIBE.into(),
+                        method::RESOURCES_UNSUBSCRIBE,
                         params.into(),
                         CallOptions::default(),
                         ReplyTo::Value(respond_to),

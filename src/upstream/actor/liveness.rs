@@ -19,7 +19,8 @@ impl Actor {
             Some(t) if !self.idle_told && !self.busy() => Some(self.last_call + t),
             _ => None,
         };
-        [self.ping_wake(), listen, self.refresh_at, idle]
+        let request = self.deadlines.first().map(|&(at, _)| at);
+        [self.ping_wake(), listen, self.refresh_at, idle, request]
             .into_iter()
             .flatten()
             .min()
@@ -91,13 +92,13 @@ impl Actor {
                 request: Some(sent),
             });
             // A far deadline in the queue; the ping's own deadline is `self.ping`.
-            let deadline = Some(self.deadlines.insert(id, self.ping_timeout * 2));
+            let deadline = Some(self.add_deadline(now + self.ping_timeout * 2, id));
             self.pending.insert(
                 id,
                 PendingRequest {
                     call: None,
                     task: None,
-                    method: method::PING.into(),
+                    method: method::PING,
                     respond_to: Responder::Ping,
                     progress: None,
                     deadline,

@@ -30,7 +30,6 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tokio_util::time::{DelayQueue, delay_queue};
 
 mod catalog;
 mod listen;
@@ -109,11 +108,12 @@ pub enum End {
 
 struct PendingRequest {
     call: Option<CallId>,
-    method: String,
+    method: &'static str,
     respond_to: Responder,
     progress: Option<ProgressSink>,
     /// None for a request that may stay open forever (a subscription).
-    deadline: Option<delay_queue::Key>,
+    /// Its entry in the actor's `deadlines`.
+    deadline: Option<(Instant, u64)>,
     /// Where the server's own requests during this call go.
     asks: Option<mpsc::Sender<Box<ServerAsk>>>,
     /// Where the server's log messages about this call go.
@@ -156,7 +156,7 @@ pub struct Actor {
     pending: HashMap<u64, PendingRequest>,
     /// Agent call -> upstream id, so cancellations find their request.
     by_call: HashMap<CallId, u64>,
-    deadlines: DelayQueue<u64>,
+    deadlines: BTreeSet<(Instant, u64)>,
     out: budget::Sender<Outbound>,
     rx: mpsc::Receiver<UpstreamMsg>,
     /// Our own handle, for the catalog fetches that run inside this loop.
@@ -228,7 +228,7 @@ impl Actor {
             next_id: super::INITIALIZE_ID + 1,
             pending: HashMap::new(),
             by_call: HashMap::new(),
-            deadlines: DelayQueue::new(),
+            deadlines: BTreeSet::new(),
             out,
             rx,
             handle: handle.clone(),
@@ -291,18 +291,20 @@ impl Actor {
         let mut streak = 0usize;
         // What rarely fires is polled only when it wakes the actor (`Rare`).
         let mut rare = Rare::of(cancel, exited, stderr);
-        // One timer, moved when the next wake changes: a timer made anew in each turn
-        // would be put in the runtime's timer wheel and taken out again for every message.
+        // One timer for every wake (pings, TTLs, the idle timeout, each request's
+        // deadline), moved only to an earlier time. When the next wake moves later (a
+        // request answered, the next one sent: on a busy connection, every call) the
+        // armed time stays, and the loop looks again when it comes; moving a timer takes
+        // it out of the runtime's timer wheel and puts it back.
         let timer = tokio::time::sleep_until(Instant::now());
         tokio::pin!(timer);
-        let mut armed = None;
+        let mut armed: Option<Instant> = None;
         let end = loop {
-            let wake = self.next_wake();
-            if wake != armed {
-                if let Some(t) = wake {
-                    timer.as_mut().reset(t);
-                }
-                armed = wake;
+            if let Some(t) = self.next_wake()
+                && armed.is_none_or(|a| t < a)
+            {
+                timer.as_mut().reset(t);
+                armed = Some(t);
             }
             tokio::select! {
                 biased;
@@ -343,15 +345,14 @@ impl Actor {
                     }
                 }
                 Some(msg) = self.rx.recv() => self.on_msg(msg),
-                Some(expired) = self.deadlines.next(), if !self.deadlines.is_empty() => {
-                    self.on_timeout(expired.into_inner());
-                }
                 Some((id, answer)) = self.answers.next(), if !self.answers.is_empty() => {
                     self.answer_server(&id, answer);
                 }
                 tools = poll_refresh(&mut self.refresh) => self.on_tools(tools).await,
                 lists = poll_surface(&mut self.surface_refresh) => self.on_surface(lists).await,
                 () = &mut timer, if armed.is_some() => {
+                    armed = None;
+                    self.expire_deadlines(Instant::now());
                     if let Some(why) = self.on_wake() {
                         break End::Failed(why);
                     }

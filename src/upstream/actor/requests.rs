@@ -16,7 +16,7 @@ impl Actor {
     pub(super) fn send_request(
         &mut self,
         call: Option<CallId>,
-        method: String,
+        method: &'static str,
         params: CallParams,
         opts: CallOptions,
         respond_to: ReplyTo,
@@ -42,7 +42,7 @@ impl Actor {
                 if self.era == Era::Legacy && progress.is_none() && plain.params.len() == 1 =>
             {
                 let line = jsonrpc::tool_call_line(id, plain.name(), plain.arguments.as_deref());
-                (line, Sent::new(id, &method), None)
+                (line, Sent::new(id, method), None)
             }
             // Everything but the arguments is dressed as any request is (a modern server's
             // envelope, mcpd's progress token); the arguments are then written in as the
@@ -54,7 +54,7 @@ impl Actor {
                 let (progress, logs) = (progress.is_some(), logs.as_ref());
                 let caps = caps.as_deref();
                 let (line, sent, task) =
-                    self.dress_request(id, &method, params, progress, logs, caps);
+                    self.dress_request(id, method, params, progress, logs, caps);
                 match plain.arguments.as_deref() {
                     None => (line, sent, task),
                     Some(arguments) => match jsonrpc::with_arguments(line, arguments) {
@@ -62,7 +62,7 @@ impl Actor {
                         // Not a line `request_line` writes; parsed, the arguments go anyway.
                         None => {
                             let params = CallParams::ToolCall(plain).into_value();
-                            self.dress_request(id, &method, params, progress, logs, caps)
+                            self.dress_request(id, method, params, progress, logs, caps)
                         }
                     },
                 }
@@ -70,7 +70,7 @@ impl Actor {
             other => {
                 let params = other.into_value();
                 let (progress, logs) = (progress.is_some(), logs.as_ref());
-                self.dress_request(id, &method, params, progress, logs, caps.as_deref())
+                self.dress_request(id, method, params, progress, logs, caps.as_deref())
             }
         };
         let request = Some(sent);
@@ -84,10 +84,10 @@ impl Actor {
             respond_to.fail(err);
             return;
         }
-        let timeout = self.timeout_of(&method);
-        let deadline = Some(self.deadlines.insert(id, timeout));
+        let now = Instant::now();
+        let deadline = Some(self.add_deadline(now + self.timeout_of(method), id));
         if call.is_some() {
-            self.last_call = Instant::now();
+            self.last_call = now;
             self.idle_told = false;
         }
         if let Some(call) = call {
@@ -163,9 +163,25 @@ impl Actor {
         }
     }
 
+    /// Adds a request's deadline; the returned key takes it out again.
+    pub(super) fn add_deadline(&mut self, at: Instant, id: u64) -> (Instant, u64) {
+        self.deadlines.insert((at, id));
+        (at, id)
+    }
+
     pub(super) fn forget_deadline(&mut self, p: &PendingRequest) {
         if let Some(key) = &p.deadline {
             self.deadlines.remove(key);
+        }
+    }
+
+    /// Times out every request whose deadline has come.
+    pub(super) fn expire_deadlines(&mut self, now: Instant) {
+        while let Some(&(at, id)) = self.deadlines.first()
+            && at <= now
+        {
+            self.deadlines.pop_first();
+            self.on_timeout(id);
         }
     }
 
@@ -199,7 +215,7 @@ impl Actor {
         let Some(p) = self.pending.remove(&id) else {
             return;
         };
-        let timeout = self.timeout_of(&p.method);
+        let timeout = self.timeout_of(p.method);
         if let Some(call) = p.call {
             self.by_call.remove(&call);
         }
@@ -247,6 +263,7 @@ impl Actor {
     }
 
     pub(super) fn fail_all(&mut self, error: UpstreamError) {
+        self.deadlines.clear();
         for (_, p) in self.pending.drain() {
             if let Responder::Caller(tx) = p.respond_to {
                 tx.fail(error.clone());
