@@ -198,6 +198,10 @@ impl Conn {
                 if self.drain_deadline.is_some() && self.calls.is_empty() {
                     break Close::Shutdown;
                 }
+                // The deadlines are seldom set; a branch without one is not polled.
+                let drain = self.drain_deadline;
+                let stall = self.held.deadline(READ_STALL);
+                let expiry = self.inputs.next_expiry();
                 tokio::select! {
                     biased;
                     Some(rare) = rare.next() => match rare {
@@ -214,8 +218,8 @@ impl Conn {
                         }
                         Rare::Catalog => self.on_catalog(),
                     },
-                    () = sleep_until(self.drain_deadline) => break Close::Shutdown,
-                    () = sleep_until(self.held.deadline(READ_STALL)) => {
+                    () = sleep_until(drain), if drain.is_some() => break Close::Shutdown,
+                    () = sleep_until(stall), if stall.is_some() => {
                         tracing::warn!(agent, queue, "agent is not reading its socket; disconnecting it");
                         break Close::Gone;
                     }
@@ -223,7 +227,7 @@ impl Conn {
                         self.held.release(permit);
                     }
                     Some((id, step)) = self.calls.next() => self.on_step(id, step),
-                    () = sleep_until(self.inputs.next_expiry()) => self.inputs.expire(&mut self.calls),
+                    () = sleep_until(expiry), if expiry.is_some() => self.inputs.expire(&mut self.calls),
                     frame = frames.next(), if self.held.is_empty() => match frame {
                         None | Some(Err(_)) => break Close::Gone,
                         Some(Ok(frame)) => self.on_frame(frame),
