@@ -111,8 +111,8 @@ struct PendingRequest {
     method: &'static str,
     respond_to: Responder,
     progress: Option<ProgressSink>,
-    /// None for a request that may stay open forever (a subscription).
-    /// Its entry in the actor's `deadlines`.
+    /// Its entry in the actor's `deadlines`; None for a request that may stay open
+    /// forever (a subscription).
     deadline: Option<(Instant, u64)>,
     /// Where the server's own requests during this call go.
     asks: Option<mpsc::Sender<Box<ServerAsk>>>,
@@ -156,6 +156,8 @@ pub struct Actor {
     pending: HashMap<u64, PendingRequest>,
     /// Agent call -> upstream id, so cancellations find their request.
     by_call: HashMap<CallId, u64>,
+    /// Each pending request's deadline with its id, earliest first; the loop's timer
+    /// is armed for the first.
     deadlines: BTreeSet<(Instant, u64)>,
     out: budget::Sender<Outbound>,
     rx: mpsc::Receiver<UpstreamMsg>,
