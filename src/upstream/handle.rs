@@ -88,17 +88,6 @@ fn request_msg(
     }
 }
 
-/// A reply asked of a connection's actor, with the ask's own failures in its terms.
-fn upstream_reply<T>(
-    asked: Result<Result<T, UpstreamError>, crate::ask::AskError>,
-) -> Result<T, UpstreamError> {
-    match asked {
-        Ok(reply) => reply,
-        Err(crate::ask::AskError::Gone) => Err(UpstreamError::Gone),
-        Err(crate::ask::AskError::Timeout(after)) => Err(UpstreamError::Timeout { after }),
-    }
-}
-
 impl UpstreamHandle {
     /// Sends a request for an agent call and waits for its outcome. Waiting here never
     /// blocks the caller's actor: agents await this inside their in-flight set. The
@@ -124,8 +113,7 @@ impl UpstreamHandle {
             opts,
             ReplyTo::Raw(respond_to),
         );
-        let tx = self.tx.clone();
-        async move { upstream_reply(crate::ask::deliver(&tx, deadline, msg, rx).await) }
+        self.send_request(deadline, msg, rx)
     }
 
     /// A request of mcpd's own (catalog fetches).
@@ -142,14 +130,22 @@ impl UpstreamHandle {
     }
 
     /// Sends a message and waits for its reply, both within the backstop deadline: a
-    /// connection whose mailbox stays full holds no caller longer than a slow one.
-    async fn send_request<T>(
+    /// connection whose mailbox stays full holds no caller longer than a slow one. The
+    /// future borrows nothing (it holds its own sender).
+    fn send_request<T: Send + 'static>(
         &self,
         deadline: Duration,
         msg: UpstreamMsg,
         rx: oneshot::Receiver<Result<T, UpstreamError>>,
-    ) -> Result<T, UpstreamError> {
-        upstream_reply(crate::ask::deliver(&self.tx, deadline, msg, rx).await)
+    ) -> impl Future<Output = Result<T, UpstreamError>> + Send + 'static {
+        let tx = self.tx.clone();
+        async move {
+            match crate::ask::deliver(&tx, deadline, msg, rx).await {
+                Ok(reply) => reply,
+                Err(crate::ask::AskError::Gone) => Err(UpstreamError::Gone),
+                Err(crate::ask::AskError::Timeout(after)) => Err(UpstreamError::Timeout { after }),
+            }
+        }
     }
 
     /// Asks the connection to cancel a call: the server gets `notifications/cancelled`
