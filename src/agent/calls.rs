@@ -59,7 +59,10 @@ pub fn start(
         }));
     };
     let server = tool.server.clone();
-    params.insert("name".into(), Value::String(tool.original.clone()));
+    // The server's own name, written over the agent's (its key is not made again).
+    if let Some(name) = params.get_mut("name") {
+        *name = Value::String(tool.original.clone());
+    }
     let output_schema = tool.output_schema.clone();
     // A modern agent makes tasks through the extension alone: the 2025-11-25 `task`
     // parameter is not part of its era and must not reach a server that knows it. A

@@ -228,10 +228,9 @@ pub fn parse(line: &str) -> Result<Message, ParseError> {
 
 /// A result response whose result is already JSON text (the server's own, passed on).
 pub fn raw_result_line(id: &Id, result: &str) -> String {
-    let id = to_line(id);
-    let mut line = String::with_capacity(result.len() + id.len() + 32);
+    let mut line = String::with_capacity(result.len() + 64);
     line.push_str("{\"jsonrpc\":\"2.0\",\"id\":");
-    line.push_str(&id);
+    push_id(&mut line, id);
     line.push_str(",\"result\":");
     line.push_str(result);
     line.push('}');
@@ -269,6 +268,31 @@ struct OutError<'a> {
     error: &'a ErrorObject,
 }
 
+/// Writes `id` as JSON at the end of `line`: an integer in place, anything else through
+/// serde_json (a string's escapes, a float's form).
+fn push_id(line: &mut String, id: &Id) {
+    use std::fmt::Write as _;
+    match id {
+        Id::Num(n) if n.is_u64() || n.is_i64() => {
+            let _ = write!(line, "{n}"); // writing to a String cannot fail
+        }
+        _ => line.push_str(&to_line(id)),
+    }
+}
+
+/// Writes `s` as a JSON string at the end of `line`. Text with nothing to escape (what
+/// serde_json escapes: a quote, a backslash, a control byte) is copied between quotes,
+/// with no string of its own; other text goes through serde_json.
+fn push_str_json(line: &mut String, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        line.push('"');
+        line.push_str(s);
+        line.push('"');
+    } else {
+        line.push_str(&to_line(&s));
+    }
+}
+
 fn to_line<T: Serialize>(v: &T) -> String {
     // Serialising these plain structs of strings and Values cannot fail.
     serde_json::to_string(v).unwrap_or_default()
@@ -295,13 +319,12 @@ pub fn request_line(id: &Id, method: &str, params: Option<&Value>) -> String {
 /// agent's arguments text, written as they are.
 pub fn tool_call_line(id: u64, name: &str, arguments: Option<&str>) -> String {
     use std::fmt::Write as _;
-    let name = serde_json::to_string(name).unwrap_or_default(); // a &str always serialises
     let args_len = arguments.map_or(0, |a| a.len() + 13);
-    let mut line = String::with_capacity(80 + name.len() + args_len);
+    let mut line = String::with_capacity(88 + name.len() + args_len);
     line.push_str("{\"jsonrpc\":\"2.0\",\"id\":");
     let _ = write!(line, "{id}"); // writing to a String cannot fail
     line.push_str(",\"method\":\"tools/call\",\"params\":{\"name\":");
-    line.push_str(&name);
+    push_str_json(&mut line, name);
     if let Some(arguments) = arguments {
         line.push_str(",\"arguments\":");
         line.push_str(arguments);

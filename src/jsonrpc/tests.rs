@@ -322,3 +322,45 @@ fn with_id_replaces_the_id_alone() {
         assert_eq!(with_id(refused, &Id::from(1)), None, "{refused}");
     }
 }
+
+#[test]
+fn ids_and_names_written_in_place_are_what_serde_json_writes() {
+    let ids = [
+        "0",
+        "-1",
+        "18446744073709551615",
+        "-9223372036854775808",
+        "1.5",
+        "1e400",
+        "\"a\"",
+        "\"q\\\"b\\\\s\\u0001\\u00e9\"",
+    ];
+    for text in ids {
+        let id = match serde_json::from_str::<Value>(text) {
+            Ok(Value::Number(n)) => Id::Num(n),
+            Ok(Value::String(s)) => Id::Str(s),
+            _ => continue, // a number serde_json cannot read is no id
+        };
+        let want = format!(
+            r#"{{"jsonrpc":"2.0","id":{},"result":{{}}}}"#,
+            serde_json::to_string(&id).unwrap()
+        );
+        assert_eq!(raw_result_line(&id, "{}"), want, "id {text}");
+    }
+    for name in [
+        "echo",
+        "",
+        "say \"hi\"",
+        "back\\slash",
+        "tab\there",
+        "é ü 日本",
+        "\u{7f}",
+    ] {
+        let line = tool_call_line(3, name, None);
+        let want = format!(
+            r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":{}}}}}"#,
+            serde_json::to_string(name).unwrap()
+        );
+        assert_eq!(line, want, "name {name:?}");
+    }
+}

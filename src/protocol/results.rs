@@ -130,7 +130,7 @@ pub fn check_call_result(
 /// The top-level members of a result, each kept as the server's own JSON text, in the
 /// server's order. Reading them scans the text once and copies nothing but escaped keys.
 pub struct RawMembers<'a> {
-    pub list: Vec<Member<'a>>,
+    pub list: scan::Members<'a>,
     /// The strings of the text already known, which later scans of it jump over.
     known: Known<'a>,
 }
@@ -162,6 +162,13 @@ fn find<'a>(members: &[Member<'a>], key: &str) -> Option<&'a str> {
 
 /// Whether no key appears twice.
 fn unique(members: &[Member]) -> bool {
+    // A result's few members are compared pairwise, without a list to sort.
+    if members.len() <= 16 {
+        return members
+            .iter()
+            .enumerate()
+            .all(|(i, (k, _))| members.iter().take(i).all(|(seen, _)| seen != k));
+    }
     let mut keys: Vec<&str> = members.iter().map(|(k, _)| k.as_ref()).collect();
     keys.sort_unstable();
     keys.iter().zip(keys.iter().skip(1)).all(|(a, b)| a != b)

@@ -21,6 +21,10 @@ use std::borrow::Cow;
 /// One member of an object: its key (unescaped) and its value's text.
 pub type Member<'a> = (Cow<'a, str>, &'a str);
 
+/// An object's members: the few of an envelope or a content block stay inline, without
+/// a heap allocation each.
+pub type Members<'a> = smallvec::SmallVec<[Member<'a>; 4]>;
+
 /// Strings whose ends are already known, so a scan jumps over them instead of searching
 /// them again: each as the byte offsets, in `whole`, of its opening quote and of the byte
 /// just past its closing one, in the order of the text. `json_check` lists a line's long
@@ -54,12 +58,12 @@ impl<'a> Known<'a> {
 }
 
 /// The members of the object that is all of `text` (whitespace around it allowed).
-pub fn members(text: &str) -> Option<Vec<Member<'_>>> {
+pub fn members(text: &str) -> Option<Members<'_>> {
     members_in(text, Known::default())
 }
 
 /// [`members`], jumping over the strings `known` lists.
-pub fn members_in<'a>(text: &'a str, known: Known<'_>) -> Option<Vec<Member<'a>>> {
+pub fn members_in<'a>(text: &'a str, known: Known<'_>) -> Option<Members<'a>> {
     let mut c = Cursor::new(text, known);
     let out = c.object()?;
     c.ws();
@@ -69,7 +73,7 @@ pub fn members_in<'a>(text: &'a str, known: Known<'_>) -> Option<Vec<Member<'a>>
 /// Calls `each` with the members of every element of the array that is all of `text`
 /// (an element that is not an object gives None). Stops at the first false, returning
 /// it; None when `text` is not an array.
-pub fn each_object(text: &str, each: impl FnMut(Option<Vec<Member<'_>>>) -> bool) -> Option<bool> {
+pub fn each_object(text: &str, each: impl FnMut(Option<Members<'_>>) -> bool) -> Option<bool> {
     each_object_in(text, Known::default(), each)
 }
 
@@ -77,7 +81,7 @@ pub fn each_object(text: &str, each: impl FnMut(Option<Vec<Member<'_>>>) -> bool
 pub fn each_object_in(
     text: &str,
     known: Known<'_>,
-    mut each: impl FnMut(Option<Vec<Member<'_>>>) -> bool,
+    mut each: impl FnMut(Option<Members<'_>>) -> bool,
 ) -> Option<bool> {
     let mut c = Cursor::new(text, known);
     c.ws();
@@ -227,10 +231,10 @@ impl<'a, 'k> Cursor<'a, 'k> {
 
     /// The members of the object that starts here (after whitespace), leaving the cursor
     /// past its closing brace.
-    fn object(&mut self) -> Option<Vec<Member<'a>>> {
+    fn object(&mut self) -> Option<Members<'a>> {
         self.ws();
         self.eat(b'{')?;
-        let mut out = Vec::new();
+        let mut out = Members::new();
         self.ws();
         if self.eat(b'}').is_some() {
             return Some(out);

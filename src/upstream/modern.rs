@@ -25,7 +25,7 @@ impl Dress<'_> {
     pub fn request(
         &self,
         id: u64,
-        method: &str,
+        method: &'static str,
         mut params: Option<Value>,
         caps: Option<&Value>,
     ) -> (String, Sent) {

@@ -14,24 +14,24 @@ use crate::protocol::era;
 pub struct Sent {
     /// mcpd's id for it on this connection.
     pub id: u64,
-    pub method: String,
+    pub method: &'static str,
     /// Request-metadata headers of the modern HTTP transport (`MCP-Protocol-Version`,
     /// `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`); empty for legacy requests.
     pub headers: Vec<(String, String)>,
 }
 
 impl Sent {
-    pub fn new(id: u64, method: &str) -> Sent {
+    pub fn new(id: u64, method: &'static str) -> Sent {
         Sent {
             id,
-            method: method.to_owned(),
+            method,
             headers: Vec::new(),
         }
     }
 
     /// A modern request: its headers name the version, the method and, for
     /// `tools/call`, `prompts/get` and `resources/read`, the name or URI.
-    pub fn modern(id: u64, method: &str, name: Option<&str>) -> Sent {
+    pub fn modern(id: u64, method: &'static str, name: Option<&str>) -> Sent {
         let mut headers = vec![
             (
                 "mcp-protocol-version".to_owned(),
@@ -47,7 +47,7 @@ impl Sent {
         }
         Sent {
             id,
-            method: method.to_owned(),
+            method,
             headers,
         }
     }

@@ -14,7 +14,7 @@
 //! control bytes in strings, no trailing commas, no depth limit. The unit tests, a property
 //! test and the `json_scan` fuzz target compare the two on generated and arbitrary text.
 
-use super::scan::{Member, key_text};
+use super::scan::{Members, key_text};
 
 /// A string at least this long is listed in [`Checked::long_strings`]: a later scan of
 /// the text jumps over it instead of searching it for its end again.
@@ -26,7 +26,7 @@ const MAX_LONG_STRINGS: usize = 256;
 #[derive(Debug, PartialEq)]
 pub struct Checked<'a> {
     /// The object's top-level members.
-    pub members: Vec<Member<'a>>,
+    pub members: Members<'a>,
     /// The long strings anywhere in it, as [`super::scan::Known`] lists them: the byte
     /// offsets of each one's opening quote and of the byte past its closing one, in order.
     pub long_strings: Vec<(usize, usize)>,
@@ -111,10 +111,10 @@ struct Check<'a> {
     b: &'a [u8],
     at: usize,
     /// The closing byte of each container the cursor is inside, innermost last.
-    open: Vec<u8>,
+    open: smallvec::SmallVec<[u8; 32]>,
     /// Collecting the members of the outermost object: None when not asked for, or when
     /// the outermost value is not an object.
-    members: Option<Vec<Member<'a>>>,
+    members: Option<Members<'a>>,
     keys_readable: bool,
     /// The key of the outermost object's member being read, and where its value starts.
     key: &'a str,
@@ -134,8 +134,8 @@ impl<'a> Check<'a> {
             text,
             b: text.as_bytes(),
             at: 0,
-            open: Vec::new(),
-            members: collect.then(Vec::new),
+            open: smallvec::SmallVec::new(),
+            members: collect.then(Members::new),
             keys_readable: true,
             key: "",
             value_start: 0,

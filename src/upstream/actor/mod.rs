@@ -21,9 +21,9 @@ use crate::upstream::list::ListError;
 use futures::future::BoxFuture;
 use futures::stream::{BoxStream, FuturesUnordered, SelectAll};
 use futures::{Stream, StreamExt};
+use rustc_hash::FxHashMap;
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -153,9 +153,11 @@ pub struct Actor {
     ping_timeout: Duration,
     /// mcpd's own ids for this connection; 0 was the `initialize` request.
     next_id: u64,
-    pending: HashMap<u64, PendingRequest>,
+    /// Keyed by mcpd's own ids (a counter), so a fast hasher is safe: a server's reply
+    /// only looks an id up.
+    pending: FxHashMap<u64, PendingRequest>,
     /// Agent call -> upstream id, so cancellations find their request.
-    by_call: HashMap<CallId, u64>,
+    by_call: FxHashMap<CallId, u64>,
     /// Each pending request's deadline with its id, earliest first; the loop's timer
     /// is armed for the first.
     deadlines: BTreeSet<(Instant, u64)>,
@@ -228,8 +230,8 @@ impl Actor {
             ping_interval: cfg.health.ping_interval,
             ping_timeout: cfg.health.ping_timeout,
             next_id: super::INITIALIZE_ID + 1,
-            pending: HashMap::new(),
-            by_call: HashMap::new(),
+            pending: FxHashMap::default(),
+            by_call: FxHashMap::default(),
             deadlines: BTreeSet::new(),
             out,
             rx,

@@ -115,7 +115,7 @@ impl Actor {
     fn dress_request(
         &self,
         id: u64,
-        method: &str,
+        method: &'static str,
         mut params: Option<Value>,
         progress: bool,
         logs: Option<&LogRoute>,
