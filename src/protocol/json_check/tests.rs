@@ -158,6 +158,25 @@ fn long_strings_are_checked_in_every_block_and_at_their_end() {
 }
 
 #[test]
+fn the_word_at_a_time_head_finds_the_first_special_byte() {
+    // Every byte value at every place of the head and just past it, in strings ending
+    // before, inside and after a word, with and without a later special byte.
+    for len in 0..40 {
+        for at in 0..len {
+            for byte in 0..=255u8 {
+                let mut text = vec![b'a'; len];
+                text[at] = byte;
+                if at + 2 < len {
+                    text[at + 2] = b'"';
+                }
+                let want = text.iter().position(|&c| special(c)).unwrap_or(len);
+                assert_eq!(plain_len(&text), want, "len {len}, {byte:#x} at {at}");
+            }
+        }
+    }
+}
+
+#[test]
 fn every_block_width_finds_the_same_first_special_byte() {
     let mut text = vec![b'x'; 1000];
     for at in [0, 1, 31, 63, 64, 65, 127, 128, 129, 500, 999] {
