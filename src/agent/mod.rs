@@ -19,6 +19,7 @@ mod reply;
 mod request_state;
 pub mod roster;
 mod session;
+mod socket;
 mod surface;
 mod task_abandon;
 pub mod task_book;

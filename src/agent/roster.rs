@@ -32,6 +32,30 @@ pub struct AgentInfo {
     pub remote: Option<String>,
 }
 
+impl AgentInfo {
+    /// An agent on the Unix socket, as known before it says who it is: its process and
+    /// that process's executable.
+    pub fn unix(agent: u64, pid: Option<i32>, uid: Option<u32>) -> AgentInfo {
+        let exe = pid
+            .and_then(|p| {
+                #[allow(
+                    clippy::disallowed_methods,
+                    reason = "a procfs link, which never waits"
+                )]
+                std::fs::read_link(format!("/proc/{p}/exe")).ok()
+            })
+            .map(|p| p.display().to_string());
+        AgentInfo {
+            agent,
+            pid,
+            uid,
+            exe,
+            transport: Some("unix".into()),
+            ..Default::default()
+        }
+    }
+}
+
 /// How a connection is asked for its live details.
 pub type Asker = mpsc::Sender<oneshot::Sender<AgentInfo>>;
 
