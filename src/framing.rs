@@ -172,6 +172,9 @@ fn shrink_after(frame: &Frame, buf: &mut BytesMut) {
     }
 }
 
+/// The least room a read gets at the end of the read buffer.
+const MIN_ROOM: usize = 512;
+
 /// How long a reader stays quiet after a large frame before it gives its buffer back.
 const QUIET: Duration = Duration::from_secs(1);
 
@@ -203,6 +206,14 @@ impl<R: AsyncRead + Unpin> Stream for LineReader<R> {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
+        // `FramedRead` reads into whatever room is left at the buffer's end, which shrinks
+        // as lines are taken off its front, down to a few bytes: a message then came in
+        // two reads and two decodes. Room is made first (with nothing unread, which is
+        // usual between messages, this only moves the buffer's start back).
+        let buf = this.inner.read_buffer_mut();
+        if buf.capacity() - buf.len() < MIN_ROOM {
+            buf.reserve(MIN_ROOM);
+        }
         match Pin::new(&mut this.inner).poll_next(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 let large = match &frame {
