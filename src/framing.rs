@@ -208,10 +208,11 @@ impl<R: AsyncRead + Unpin> Stream for LineReader<R> {
         let this = &mut *self;
         // `FramedRead` reads into whatever room is left at the buffer's end, which shrinks
         // as lines are taken off its front, down to a few bytes: a message then came in
-        // two reads and two decodes. Room is made first (with nothing unread, which is
-        // usual between messages, this only moves the buffer's start back).
+        // two reads and two decodes. Between messages (nothing unread) room is made
+        // first, which only moves the buffer's start back. A part-read line is left
+        // alone: its buffer may be sized to it, and growing it would copy it.
         let buf = this.inner.read_buffer_mut();
-        if buf.capacity() - buf.len() < MIN_ROOM {
+        if buf.is_empty() && buf.capacity() < MIN_ROOM {
             buf.reserve(MIN_ROOM);
         }
         match Pin::new(&mut this.inner).poll_next(cx) {
