@@ -22,6 +22,7 @@ pub async fn serve(
     shutdown: CancellationToken,
     mut reloads: tokio::sync::mpsc::Receiver<()>,
 ) -> Result<(), listener::BindError> {
+    raise_open_files();
     // Under socket activation systemd owns the socket file; otherwise mcpd binds it.
     let activated =
         crate::systemd::activated_listener().map_err(listener::BindError::Activation)?;
@@ -222,6 +223,22 @@ pub async fn serve(
 }
 
 /// The one-line summary systemd shows (`STATUS=`).
+/// Raises the soft limit on open files to the hard one. Each agent on the socket holds
+/// two descriptors (`agent/socket.rs`) and each server three pipes, and the usual soft
+/// limit (1,024, systemd's default too) would run out below `max_agents`' default of 512.
+/// The daemon polls with epoll, never `select`, so descriptors above 1,024 are fine.
+fn raise_open_files() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+            Ok(()) => tracing::debug!(from = soft, to = hard, "raised the open files limit"),
+            Err(e) => tracing::warn!(limit = soft, "could not raise the open files limit: {e}"),
+        },
+        Ok(_) => {}
+        Err(e) => tracing::warn!("could not read the open files limit: {e}"),
+    }
+}
+
 fn summary(catalog: &crate::registry::Catalog, daemon: &DaemonInfo) -> String {
     let total = catalog.servers.len();
     let ready = catalog

@@ -375,3 +375,31 @@ async fn ctl_finds_the_configured_socket_without_the_daemons_secrets() {
     assert!(out.contains("far"), "{out}");
     assert!(!out.contains("s3cret") && !err.contains("s3cret"));
 }
+
+#[tokio::test]
+async fn the_daemon_raises_its_open_files_limit_so_agents_are_served_past_the_soft_one() {
+    // Each agent holds two of the daemon's descriptors: 150 agents need over 300, past a
+    // soft limit of 256 that the daemon starts with.
+    let d = DaemonBuilder::new()
+        .fixture("a", &[])
+        .open_files(256)
+        .start()
+        .await;
+    d.wait_ready().await;
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", d.pid())).expect("limits");
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("an open files line");
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(fields.get(3), fields.get(4), "soft = hard: {line}");
+    assert_ne!(fields.get(3), Some(&"256"), "raised: {line}");
+    let mut agents = Vec::new();
+    for _ in 0..150 {
+        agents.push(d.initialized_agent().await);
+    }
+    for agent in &mut agents {
+        let r = agent.call("a__echo", json!({"message": "hi"})).await;
+        assert_eq!(text(&r), r#"{"message":"hi"}"#, "{r}");
+    }
+}

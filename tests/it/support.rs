@@ -77,6 +77,8 @@ pub struct DaemonBuilder {
     env: Vec<(String, String)>,
     /// `[profiles.NAME]` tables: (name, body).
     profiles: Vec<(String, String)>,
+    /// A soft limit on open files to start the daemon with.
+    open_files: Option<u64>,
 }
 
 impl DaemonBuilder {
@@ -92,6 +94,7 @@ impl DaemonBuilder {
             servers: Vec::new(),
             env: Vec::new(),
             profiles: Vec::new(),
+            open_files: None,
         }
     }
 
@@ -100,6 +103,12 @@ impl DaemonBuilder {
     }
 
     /// Sets a variable in the daemon's environment (for `${VAR}` secrets in the config).
+    /// Starts the daemon with this soft limit on open files (through `sh`'s `ulimit`).
+    pub fn open_files(mut self, soft: u64) -> Self {
+        self.open_files = Some(soft);
+        self
+    }
+
     pub fn env(mut self, key: &str, value: &str) -> Self {
         self.env.push((key.to_owned(), value.to_owned()));
         self
@@ -192,6 +201,7 @@ impl DaemonBuilder {
             child: None,
             names,
             env: self.env,
+            open_files: self.open_files,
         };
         d.spawn().await;
         d
@@ -218,6 +228,7 @@ pub struct Daemon {
     child: Option<tokio::process::Child>,
     names: Vec<String>,
     env: Vec<(String, String)>,
+    open_files: Option<u64>,
 }
 
 impl Daemon {
@@ -231,7 +242,17 @@ impl Daemon {
             .append(true)
             .open(&self.log)
             .expect("log file");
-        let child = tokio::process::Command::new(mcpd_bin())
+        let mut cmd = match self.open_files {
+            Some(soft) => {
+                let mut sh = tokio::process::Command::new("sh");
+                sh.arg("-c")
+                    .arg(format!("ulimit -Sn {soft} && exec \"$0\" \"$@\""))
+                    .arg(mcpd_bin());
+                sh
+            }
+            None => tokio::process::Command::new(mcpd_bin()),
+        };
+        let child = cmd
             .args(["serve", "--config"])
             .arg(&self.config)
             .arg("--socket")
