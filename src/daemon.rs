@@ -223,10 +223,11 @@ pub async fn serve(
 }
 
 /// The one-line summary systemd shows (`STATUS=`).
-/// Raises the soft limit on open files to the hard one. Each agent on the socket holds
-/// two descriptors (`agent/socket.rs`) and each server three pipes, and the usual soft
-/// limit (1,024, systemd's default too) would run out below `max_agents`' default of 512.
-/// The daemon polls with epoll, never `select`, so descriptors above 1,024 are fine.
+/// Raises the soft limit on open files to the hard one. Each agent on the socket holds a
+/// descriptor, each server three pipes (and an HTTP server its connections), so 512
+/// agents (`max_agents`' default) with a few dozen servers come near the usual soft limit
+/// of 1,024 (systemd's default too). The daemon polls with epoll, never `select`, so
+/// descriptors above 1,024 are fine.
 fn raise_open_files() {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
     match getrlimit(Resource::RLIMIT_NOFILE) {

@@ -53,21 +53,14 @@ pub fn serve(
     ctx: AgentContext,
     shutdown: CancellationToken,
 ) -> impl Future<Output = ()> + use<> {
-    let (read, write) = match super::socket::split(stream) {
-        Ok(halves) => halves,
-        Err(e) => {
-            // Only when out of descriptors (the duplicate for writing) or memory.
-            tracing::warn!(agent, "could not serve a connection: {e}");
-            return futures::future::Either::Left(std::future::ready(()));
-        }
-    };
+    let (read, write) = stream.into_split();
     let (outbox, out_rx) = Outbox::new(ctx.queue, ctx.queue_bytes);
     let writer = crate::tasks::spawn(framing::write_lines(write, out_rx));
     // A small first buffer: most agents are idle most of the time, and it grows (doubling)
     // for the first large request.
     let frames = framing::LineReader::with_capacity(read, ctx.max_line, READ_BUFFER);
     let seed = super::roster::AgentInfo::unix(agent, ctx.peer_pid, ctx.peer_uid);
-    futures::future::Either::Right(run(frames, outbox, writer, seed, ctx, shutdown))
+    run(frames, outbox, writer, seed, ctx, shutdown)
 }
 
 /// Serves one agent whose messages arrive on `frames` and whose queued messages a task

@@ -19,7 +19,6 @@ mod reply;
 mod request_state;
 pub mod roster;
 mod session;
-mod socket;
 mod surface;
 mod task_abandon;
 pub mod task_book;

@@ -378,7 +378,7 @@ async fn ctl_finds_the_configured_socket_without_the_daemons_secrets() {
 
 #[tokio::test]
 async fn the_daemon_raises_its_open_files_limit_so_agents_are_served_past_the_soft_one() {
-    // Each agent holds two of the daemon's descriptors: 150 agents need over 300, past a
+    // Each agent holds one of the daemon's descriptors: 300 agents need more than the
     // soft limit of 256 that the daemon starts with.
     let d = DaemonBuilder::new()
         .fixture("a", &[])
@@ -395,7 +395,7 @@ async fn the_daemon_raises_its_open_files_limit_so_agents_are_served_past_the_so
     assert_eq!(fields.get(3), fields.get(4), "soft = hard: {line}");
     assert_ne!(fields.get(3), Some(&"256"), "raised: {line}");
     let mut agents = Vec::new();
-    for _ in 0..150 {
+    for _ in 0..300 {
         agents.push(d.initialized_agent().await);
     }
     for agent in &mut agents {
