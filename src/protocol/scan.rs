@@ -261,15 +261,11 @@ impl<'a, 'k> Cursor<'a, 'k> {
 }
 
 /// Where the first quote or backslash of `rest` is. Most strings of an envelope are a few
-/// bytes long: the first 16 bytes are looked at here, a word at a time (a byte is flagged
-/// by the borrow of a subtraction once the XOR made it zero; a borrow only flags bytes
-/// above a true match, so the lowest flag is exact), and only the rest of a longer string
+/// bytes long: the first 16 bytes are looked at here, a word at a time ([`is_byte`]),
+/// and only the rest of a longer string
 /// goes to `memchr2`, whose vector search costs more to set up than a short string takes.
 #[inline(always)]
 fn quote_or_backslash(rest: &[u8]) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
     let mut at = 0;
     while at < 16 {
         let Some(word) = rest.get(at..).and_then(<[u8]>::first_chunk::<8>) else {
@@ -280,13 +276,35 @@ fn quote_or_backslash(rest: &[u8]) -> Option<usize> {
                 .map(|i| at + i);
         };
         let w = u64::from_le_bytes(*word);
-        let flags = zero(w ^ (ONES * u64::from(b'"'))) | zero(w ^ (ONES * u64::from(b'\\')));
-        if flags != 0 {
-            return Some(at + (flags.trailing_zeros() / 8) as usize);
+        if let Some(i) = first_flagged(is_byte(w, b'"') | is_byte(w, b'\\')) {
+            return Some(at + i);
         }
         at += 8;
     }
     memchr::memchr2(b'"', b'\\', rest.get(at..)?).map(|i| at + i)
+}
+
+/// Flags (with its high bit) each byte of the word `w` that is below `n` (at most 0x80),
+/// by the borrow of a subtraction in each byte. A borrow can flag a byte above a byte
+/// that truly is below `n`, never one beneath it, so the lowest flag of this mask (and of
+/// an OR of such masks) is exact.
+#[inline(always)]
+pub(crate) fn bytes_below(w: u64, n: u8) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    w.wrapping_sub(ONES * u64::from(n)) & !w & HIGH
+}
+
+/// Flags each byte of `w` that is `b` (as [`bytes_below`] does).
+#[inline(always)]
+pub(crate) fn is_byte(w: u64, b: u8) -> u64 {
+    bytes_below(w ^ (0x0101_0101_0101_0101 * u64::from(b)), 1)
+}
+
+/// The index, in a little-endian word, of the lowest byte `flags` flags.
+#[inline(always)]
+pub(crate) fn first_flagged(flags: u64) -> Option<usize> {
+    (flags != 0).then(|| (flags.trailing_zeros() / 8) as usize)
 }
 
 /// A key's text without its quotes; one with an escape is unescaped by serde_json, and

@@ -14,7 +14,7 @@
 //! control bytes in strings, no trailing commas, no depth limit. The unit tests, a property
 //! test and the `json_scan` fuzz target compare the two on generated and arbitrary text.
 
-use super::scan::{Members, key_text};
+use super::scan::{Members, bytes_below, first_flagged, is_byte, key_text};
 
 /// A string at least this long is listed in [`Checked::long_strings`]: a later scan of
 /// the text jumps over it instead of searching it for its end again.
@@ -89,20 +89,11 @@ fn plain_len(b: &[u8]) -> usize {
 /// Bytes of a string looked at a word at a time before the block search.
 const HEAD: usize = 16;
 
-/// The index of the first special byte among the eight of `w` (little-endian).
-///
-/// Each mask flags the bytes that are zero after the XOR (a quote, a backslash), or below
-/// 0x20, by the borrow of a subtraction in each byte. A borrow can only flag a byte above
-/// a byte that truly matched, never below it, so the lowest flag in the three is exact.
+/// The index of the first special byte among the eight of `w` (little-endian): a quote,
+/// a backslash or a control byte.
 #[inline(always)]
 fn first_special(w: u64) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let below = |v: u64, n: u8| v.wrapping_sub(ONES * u64::from(n)) & !v & HIGH;
-    let flags = below(w ^ (ONES * u64::from(b'"')), 1)
-        | below(w ^ (ONES * u64::from(b'\\')), 1)
-        | below(w, 0x20);
-    (flags != 0).then(|| (flags.trailing_zeros() / 8) as usize)
+    first_flagged(is_byte(w, b'"') | is_byte(w, b'\\') | bytes_below(w, 0x20))
 }
 
 /// [`plain_len`] for the rest of a long string, a block at a time.
