@@ -164,7 +164,9 @@ pub async fn serve(
     // Ready: the socket listens and the (cached) catalog is published.
     crate::systemd::ready(&summary(&status.0.borrow(), &status.1));
     crate::systemd::watchdog(shutdown.clone());
-    crate::tasks::spawn(report_status(status.0, status.1, shutdown.clone()));
+    if crate::systemd::notifying() {
+        crate::tasks::spawn(report_status(status.0, status.1, shutdown.clone()));
+    }
     crate::tasks::spawn(crate::trim::run(shutdown.clone()));
 
     shutdown.cancelled().await;

@@ -44,6 +44,12 @@ fn notify(states: &[sd_notify::NotifyState]) {
     }
 }
 
+/// Whether systemd listens for notifications (`NOTIFY_SOCKET`); without it, work done
+/// only to notify (the status line's refresh) is not started.
+pub fn notifying() -> bool {
+    std::env::var_os("NOTIFY_SOCKET").is_some()
+}
+
 pub fn ready(status: &str) {
     notify(&[
         sd_notify::NotifyState::Ready,

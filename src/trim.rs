@@ -9,6 +9,8 @@
 //! those buffers in the heap. While large messages keep coming nothing is trimmed (that memory is
 //! about to be reused), and an idle daemon never trims at all. The count is one atomic
 //! integer bumped by whoever read a frame: nothing waits on it, so no actor is needed.
+//! Between bursts the ticker does not tick: it sleeps until the next large frame wakes it
+//! (a `Notify`), so an idle daemon is not woken every second for nothing.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -21,28 +23,39 @@ pub const LARGE: usize = 256 * 1024;
 const TICK: Duration = Duration::from_secs(1);
 
 static LARGE_BYTES: AtomicU64 = AtomicU64::new(0);
+/// Wakes the ticker from its sleep between bursts. `notify_one` keeps a permit when the
+/// ticker is not waiting yet, so a frame noted just before it sleeps still wakes it.
+static WAKE: tokio::sync::Notify = tokio::sync::Notify::const_new();
 
 /// Notes a frame of `len` bytes that was read or written; only large ones count.
 pub fn note(len: usize) {
     if len >= LARGE {
         LARGE_BYTES.fetch_add(len as u64, Ordering::Relaxed);
+        WAKE.notify_one();
     }
 }
 
 /// Notes that a reader replaced a grown buffer by a small one, freeing the large one.
 pub fn gave_back() {
     LARGE_BYTES.fetch_add(1, Ordering::Relaxed);
+    WAKE.notify_one();
 }
 
 /// Trims after each burst of large frames, until `stop`.
 pub async fn run(stop: CancellationToken) {
     let mut trimmed_at = LARGE_BYTES.load(Ordering::Relaxed);
     let mut last_seen = trimmed_at;
-    let mut tick = tokio::time::interval(TICK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        if last_seen == trimmed_at {
+            // Nothing since the last trim: sleep until a large frame comes.
+            tokio::select! {
+                () = WAKE.notified() => {}
+                () = stop.cancelled() => return,
+            }
+            last_seen = LARGE_BYTES.load(Ordering::Relaxed);
+        }
         tokio::select! {
-            _ = tick.tick() => {}
+            () = tokio::time::sleep(TICK) => {}
             () = stop.cancelled() => return,
         }
         let now = LARGE_BYTES.load(Ordering::Relaxed);
