@@ -92,6 +92,9 @@ async fn mcpd_tells_systemd_it_is_ready_with_a_status_line_and_that_it_is_stoppi
     // The socket accepts connections by then.
     let mut agent = Agent::connect(&socket).await;
     agent.initialize().await;
+    // Under systemd the status line follows the agents (refreshed every few seconds).
+    let status = tokio::task::block_in_place(|| wait_notification(&notify, ", 1 agents"));
+    assert!(status.contains("STATUS="), "{status}");
     // A reload is bracketed by RELOADING=1 and READY=1.
     let (code, _, err) = run_mcpd(&["ctl", "reload"], Some(&socket)).await;
     assert_eq!(code, 0, "{err}");
