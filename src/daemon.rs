@@ -85,6 +85,7 @@ pub async fn serve(
         socket: socket.clone(),
         config: config.source.clone(),
         agents: Default::default(),
+        agents_changed: tokio::sync::Notify::new(),
         next_agent: Default::default(),
         max_agents: config.daemon.max_agents,
         http: http
@@ -253,25 +254,32 @@ fn summary(catalog: &crate::registry::Catalog, daemon: &DaemonInfo) -> String {
     format!("{ready}/{total} servers ready, {agents} agents")
 }
 
-/// Keeps systemd's status line current: on every catalog change, and every few seconds
-/// for the agent count.
+/// Keeps systemd's status line current: on every catalog change and every change of the
+/// agent count, at most once a second (a burst of agents connecting is one update). With
+/// nothing changing it sleeps: no timer wakes an idle daemon for it.
 async fn report_status(
     mut catalog: tokio::sync::watch::Receiver<Arc<crate::registry::Catalog>>,
     daemon: Arc<DaemonInfo>,
     shutdown: CancellationToken,
 ) {
+    const AT_MOST_EVERY: Duration = Duration::from_secs(1);
     let mut last = String::new();
-    let mut tick = tokio::time::interval(Duration::from_secs(5));
     loop {
         tokio::select! {
             r = catalog.changed() => if r.is_err() { break },
-            _ = tick.tick() => {}
+            () = daemon.agents_changed.notified() => {}
             () = shutdown.cancelled() => break,
         }
-        let now = summary(&catalog.borrow(), &daemon);
+        let now = summary(&catalog.borrow_and_update(), &daemon);
         if now != last {
             crate::systemd::status(&now);
             last = now;
+            // Changes meanwhile are kept (the watch's flag, the Notify's permit) and told
+            // after the pause.
+            tokio::select! {
+                () = tokio::time::sleep(AT_MOST_EVERY) => {}
+                () = shutdown.cancelled() => break,
+            }
         }
     }
 }

@@ -46,6 +46,8 @@ pub struct DaemonInfo {
     /// Agents connected now: connections that have asked for something other than a
     /// control method. A gauge, written only through `AgentGauge`.
     pub agents: AtomicUsize,
+    /// Woken when `agents` changes: systemd's status line follows it without polling.
+    pub agents_changed: tokio::sync::Notify,
     /// The last agent number given out, by either listener.
     pub next_agent: AtomicU64,
     /// The most agents served at once (`daemon.max_agents`), per listener.
@@ -68,6 +70,7 @@ pub struct AgentGauge(Arc<DaemonInfo>);
 impl AgentGauge {
     pub fn count(daemon: &Arc<DaemonInfo>) -> AgentGauge {
         daemon.agents.fetch_add(1, Ordering::Relaxed);
+        daemon.agents_changed.notify_one();
         AgentGauge(daemon.clone())
     }
 }
@@ -75,6 +78,7 @@ impl AgentGauge {
 impl Drop for AgentGauge {
     fn drop(&mut self) {
         self.0.agents.fetch_sub(1, Ordering::Relaxed);
+        self.0.agents_changed.notify_one();
     }
 }
 

@@ -785,3 +785,42 @@ impl Agent {
         }
     }
 }
+
+/// Voluntary context switches of each thread of `pid`: each is the thread going to
+/// sleep, so between two reads, how often it was woken.
+pub fn wakes(pid: u32) -> std::collections::HashMap<String, u64> {
+    let mut each = std::collections::HashMap::new();
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the daemon's threads");
+    for task in tasks.flatten() {
+        let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+            continue; // the thread ended between the listing and the read
+        };
+        let n = status
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        each.insert(task.file_name().to_string_lossy().into_owned(), n);
+    }
+    each
+}
+
+/// Waits, window by window up to a deadline, for a window of `span` in which the daemon
+/// was woken at most `most` times; the counts of every window seen otherwise.
+pub async fn settles(pid: u32, span: std::time::Duration, most: u64) -> Result<u64, Vec<u64>> {
+    let mut seen = Vec::new();
+    for _ in 0..8 {
+        let before = wakes(pid);
+        tokio::time::sleep(span).await; // the measured window, not a wait for an event
+        // A thread that ended in the window is not counted; one that started counts whole.
+        let n = wakes(pid)
+            .iter()
+            .map(|(tid, &after)| after.saturating_sub(before.get(tid).copied().unwrap_or(0)))
+            .sum::<u64>();
+        if n <= most {
+            return Ok(n);
+        }
+        seen.push(n);
+    }
+    Err(seen)
+}

@@ -92,8 +92,11 @@ async fn mcpd_tells_systemd_it_is_ready_with_a_status_line_and_that_it_is_stoppi
     // The socket accepts connections by then.
     let mut agent = Agent::connect(&socket).await;
     agent.initialize().await;
-    // Under systemd the status line follows the agents (refreshed every few seconds).
+    // Under systemd the status line follows the agents, as they come and go.
     let status = tokio::task::block_in_place(|| wait_notification(&notify, ", 1 agents"));
+    assert!(status.contains("STATUS="), "{status}");
+    drop(agent);
+    let status = tokio::task::block_in_place(|| wait_notification(&notify, ", 0 agents"));
     assert!(status.contains("STATUS="), "{status}");
     // A reload is bracketed by RELOADING=1 and READY=1.
     let (code, _, err) = run_mcpd(&["ctl", "reload"], Some(&socket)).await;
@@ -104,6 +107,31 @@ async fn mcpd_tells_systemd_it_is_ready_with_a_status_line_and_that_it_is_stoppi
     let pid = child.id().expect("pid");
     send_signal(pid, nix::sys::signal::Signal::SIGTERM);
     tokio::task::block_in_place(|| wait_notification(&notify, "STOPPING=1"));
+    let status = within("mcpd exits", child.wait()).await.expect("wait");
+    assert_eq!(status.code(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn under_systemd_an_idle_daemon_is_not_woken_by_its_status_line() {
+    // The status line is told when something changes, not on a timer.
+    let b = DaemonBuilder::new().fixture("x", &[]);
+    let dir = b.dir().to_owned();
+    let config = dir.join("mcpd.toml");
+    std::fs::write(&config, b.config_text()).expect("config");
+    let notify_path = dir.join("notify.sock");
+    let notify = UnixDatagram::bind(&notify_path).expect("bind the notify socket");
+    notify
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    let socket = dir.join("mcpd.sock");
+    let env = [("NOTIFY_SOCKET", notify_path.display().to_string())];
+    let mut child = spawn_mcpd(&config, &socket, &env, None, &dir.join("log"));
+    tokio::task::block_in_place(|| wait_notification(&notify, "READY=1"));
+    let pid = child.id().expect("pid");
+    // Windows longer than the 5 s refresh this replaced, which woke the daemon in each.
+    let quiet = settles(pid, Duration::from_secs(6), 1).await;
+    assert!(quiet.is_ok(), "woken per 6 s window while idle: {quiet:?}");
+    send_signal(pid, nix::sys::signal::Signal::SIGTERM);
     let status = within("mcpd exits", child.wait()).await.expect("wait");
     assert_eq!(status.code(), Some(0));
 }
