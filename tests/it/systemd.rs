@@ -72,8 +72,14 @@ fn spawn_mcpd(
         .expect("start mcpd")
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn mcpd_tells_systemd_it_is_ready_with_a_status_line_and_that_it_is_stopping() {
+/// A daemon with one fixture server, started with a `NOTIFY_SOCKET` the test binds: the
+/// builder (which holds the directory), that socket, the agent socket's path and mcpd.
+fn start_notified() -> (
+    DaemonBuilder,
+    UnixDatagram,
+    std::path::PathBuf,
+    tokio::process::Child,
+) {
     let b = DaemonBuilder::new().fixture("x", &[]);
     let dir = b.dir().to_owned();
     let config = dir.join("mcpd.toml");
@@ -85,7 +91,13 @@ async fn mcpd_tells_systemd_it_is_ready_with_a_status_line_and_that_it_is_stoppi
         .expect("timeout");
     let socket = dir.join("mcpd.sock");
     let env = [("NOTIFY_SOCKET", notify_path.display().to_string())];
-    let mut child = spawn_mcpd(&config, &socket, &env, None, &dir.join("log"));
+    let child = spawn_mcpd(&config, &socket, &env, None, &dir.join("log"));
+    (b, notify, socket, child)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mcpd_tells_systemd_it_is_ready_with_a_status_line_and_that_it_is_stopping() {
+    let (_b, notify, socket, mut child) = start_notified();
     let ready = tokio::task::block_in_place(|| wait_notification(&notify, "READY=1"));
     assert!(ready.contains("STATUS="), "{ready}");
     assert!(ready.contains("servers ready"), "{ready}");
@@ -114,18 +126,7 @@ async fn mcpd_tells_systemd_it_is_ready_with_a_status_line_and_that_it_is_stoppi
 #[tokio::test(flavor = "multi_thread")]
 async fn under_systemd_an_idle_daemon_is_not_woken_by_its_status_line() {
     // The status line is told when something changes, not on a timer.
-    let b = DaemonBuilder::new().fixture("x", &[]);
-    let dir = b.dir().to_owned();
-    let config = dir.join("mcpd.toml");
-    std::fs::write(&config, b.config_text()).expect("config");
-    let notify_path = dir.join("notify.sock");
-    let notify = UnixDatagram::bind(&notify_path).expect("bind the notify socket");
-    notify
-        .set_read_timeout(Some(Duration::from_millis(200)))
-        .expect("timeout");
-    let socket = dir.join("mcpd.sock");
-    let env = [("NOTIFY_SOCKET", notify_path.display().to_string())];
-    let mut child = spawn_mcpd(&config, &socket, &env, None, &dir.join("log"));
+    let (_b, notify, _socket, mut child) = start_notified();
     tokio::task::block_in_place(|| wait_notification(&notify, "READY=1"));
     let pid = child.id().expect("pid");
     // Windows longer than the 5 s refresh this replaced, which woke the daemon in each.
