@@ -128,7 +128,7 @@ impl Actor {
     /// Replaces the modern server's subscription with one for the current filter.
     fn reopen_listen(&mut self) {
         if let ListenState::Open(id) = self.listen {
-            self.pending.remove(&id);
+            self.take_pending(id);
             self.send_cancelled(id, "the subscription changed");
             let _ = self.out.try_send(Outbound::Abort(id)); // full: the transport is stuck anyway
         }

@@ -30,7 +30,12 @@ impl Actor {
     /// and each request has its own timeout. mcpd's own requests (catalog fetches, the
     /// subscription) do not count: a server that stops answering them is probed.
     fn busy(&self) -> bool {
-        self.pending.values().any(|p| p.call.is_some())
+        debug_assert_eq!(
+            self.calls_pending,
+            self.pending.values().filter(|p| p.call.is_some()).count(),
+            "the count of pending calls"
+        );
+        self.calls_pending > 0
     }
 
     fn ping_wake(&self) -> Option<Instant> {

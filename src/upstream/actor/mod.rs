@@ -158,6 +158,10 @@ pub struct Actor {
     pending: FxHashMap<u64, PendingRequest>,
     /// Agent call -> upstream id, so cancellations find their request.
     by_call: FxHashMap<CallId, u64>,
+    /// How many of `pending` are agents' calls (not mcpd's own requests): whether the
+    /// connection is busy is asked on every turn of the loop, and counting the map each
+    /// time cost a walk of every pending request.
+    calls_pending: usize,
     /// Each pending request's deadline with its id, earliest first; the loop's timer
     /// is armed for the first.
     deadlines: BTreeSet<(Instant, u64)>,
@@ -232,6 +236,7 @@ impl Actor {
             next_id: super::INITIALIZE_ID + 1,
             pending: FxHashMap::default(),
             by_call: FxHashMap::default(),
+            calls_pending: 0,
             deadlines: BTreeSet::new(),
             out,
             rx,
@@ -398,8 +403,8 @@ impl Actor {
                 respond_to,
             } => self.send_request(call, method, params, opts, respond_to),
             UpstreamMsg::Cancel { call, reason } => {
-                if let Some(id) = self.by_call.remove(&call)
-                    && let Some(p) = self.pending.remove(&id)
+                if let Some(&id) = self.by_call.get(&call)
+                    && let Some(p) = self.take_pending(id)
                 {
                     self.forget_deadline(&p);
                     self.send_cancelled(id, &reason);
@@ -421,7 +426,7 @@ impl Actor {
             }
             UpstreamMsg::Status { respond_to } => {
                 let _ = respond_to.send(LiveStatus {
-                    in_flight: self.pending.values().filter(|p| p.call.is_some()).count(),
+                    in_flight: self.calls_pending,
                     malformed_lines: self.malformed,
                     oversized_lines: self.oversized,
                     session_renewals: self.renewals,

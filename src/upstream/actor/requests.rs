@@ -92,6 +92,7 @@ impl Actor {
         }
         if let Some(call) = call {
             self.by_call.insert(call, id);
+            self.calls_pending += 1;
         }
         self.pending.insert(
             id,
@@ -211,14 +212,22 @@ impl Actor {
         }
     }
 
+    /// Takes request `id` out of the pending map, and an agent's call out of `by_call`
+    /// and the count of calls: every removal but `fail_all`'s goes through here.
+    pub(super) fn take_pending(&mut self, id: u64) -> Option<PendingRequest> {
+        let p = self.pending.remove(&id)?;
+        if let Some(call) = p.call {
+            self.by_call.remove(&call);
+            self.calls_pending -= 1;
+        }
+        Some(p)
+    }
+
     pub(super) fn on_timeout(&mut self, id: u64) {
-        let Some(p) = self.pending.remove(&id) else {
+        let Some(p) = self.take_pending(id) else {
             return;
         };
         let timeout = self.timeout_of(p.method);
-        if let Some(call) = p.call {
-            self.by_call.remove(&call);
-        }
         tracing::warn!(upstream = %self.server, rpc_id = id, method = %p.method, "request timed out");
         self.send_cancelled(
             id,
@@ -245,13 +254,10 @@ impl Actor {
                 return;
             }
         }
-        let Some(p) = self.pending.remove(&id) else {
+        let Some(p) = self.take_pending(id) else {
             return;
         };
         self.forget_deadline(&p);
-        if let Some(call) = p.call {
-            self.by_call.remove(&call);
-        }
         match p.respond_to {
             Responder::Caller(tx) => {
                 tracing::warn!(upstream = %self.server, rpc_id = id, method = %p.method, "request failed: {error}");
@@ -270,5 +276,6 @@ impl Actor {
             }
         }
         self.by_call.clear();
+        self.calls_pending = 0;
     }
 }

@@ -63,14 +63,13 @@ impl Actor {
     }
 
     fn on_answer(&mut self, id: u64, answer: Answer) {
-        let Some(p) = self.pending.remove(&id) else {
+        let Some(p) = self.take_pending(id) else {
             // A late answer to a request that timed out or was cancelled, or a bogus id.
             tracing::debug!(upstream = %self.server, rpc_id = id, "dropped a response with no pending request");
             return;
         };
         self.forget_deadline(&p);
-        if let Some(call) = p.call {
-            self.by_call.remove(&call);
+        if p.call.is_some() {
             self.last_call = Instant::now();
         }
         match p.respond_to {
