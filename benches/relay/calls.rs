@@ -317,6 +317,10 @@ pub struct Row {
     /// The daemon's CPU time per call over the measurement, in µs, for the paths through
     /// it (its background work, idle here, is counted too).
     pub mcpd_cpu_us: Option<f64>,
+    /// The daemon's read and write syscalls and minor page faults per call, over the same
+    /// span as `mcpd_cpu_us`: what its CPU per call went on when that figure jumps.
+    pub mcpd_syscalls: Option<f64>,
+    pub mcpd_faults: Option<f64>,
 }
 
 fn percentile(sorted: &[u64], p: f64) -> f64 {
@@ -376,6 +380,8 @@ pub async fn measure(mode: Mode, payload: Payload, c: usize, opts: &Opts, to: &P
         failure: None,
         hop_cpu_us: None,
         mcpd_cpu_us: None,
+        mcpd_syscalls: None,
+        mcpd_faults: None,
     };
     let through_mcpd = matches!(
         mode,
@@ -383,6 +389,9 @@ pub async fn measure(mode: Mode, payload: Payload, c: usize, opts: &Opts, to: &P
     );
     let daemon_cpu_before = through_mcpd
         .then(|| crate::machine::cpu_ns(to.daemon.pid()))
+        .flatten();
+    let daemon_work_before = through_mcpd
+        .then(|| crate::machine::syscalls_and_faults(to.daemon.pid()))
         .flatten();
     let clients = match open_clients(mode, conns, to).await {
         Ok(c) => c,
@@ -430,6 +439,15 @@ pub async fn measure(mode: Mode, payload: Payload, c: usize, opts: &Opts, to: &P
     {
         let ns = after.saturating_sub(before);
         row.mcpd_cpu_us = Some(ns as f64 / 1000.0 / row.tally.answered as f64);
+    }
+    if let (Some((calls0, faults0)), Some((calls1, faults1))) = (
+        daemon_work_before,
+        crate::machine::syscalls_and_faults(to.daemon.pid()),
+    ) && row.tally.answered > 0
+    {
+        let per_call = |n: u64| n as f64 / row.tally.answered as f64;
+        row.mcpd_syscalls = Some(per_call(calls1.saturating_sub(calls0)));
+        row.mcpd_faults = Some(per_call(faults1.saturating_sub(faults0)));
     }
     if matches!(mode, Mode::Shim | Mode::SocatMcpd | Mode::SocatHop) && row.tally.answered > 0 {
         let ns: Option<u64> = finished.iter().map(|c| c.process_cpu_ns()).sum();

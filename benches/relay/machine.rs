@@ -74,6 +74,23 @@ pub fn children_of(ppid: u32) -> Vec<(u32, String)> {
         .collect()
 }
 
+/// A process's read and write syscalls so far (`/proc/PID/io`: `syscr` + `syscw`) and its
+/// minor page faults (`/proc/PID/stat`, field 10).
+pub fn syscalls_and_faults(pid: u32) -> Option<(u64, u64)> {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
+    let field = |name: &str| {
+        io.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    };
+    let calls = field("syscr:")? + field("syscw:")?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let rest = stat.rsplit_once(')')?.1;
+    let faults = rest.split_whitespace().nth(7)?.parse::<u64>().ok()?;
+    Some((calls, faults))
+}
+
 /// A process's CPU time so far over all its live threads, in ns, from
 /// `/proc/PID/task/*/schedstat` (finer than the clock ticks of `/proc/PID/stat`).
 pub fn cpu_ns(pid: u32) -> Option<u64> {

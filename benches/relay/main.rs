@@ -224,7 +224,7 @@ async fn run(opts: Opts, args: Vec<String>) -> bool {
             for mode in Mode::ALL {
                 let row = measure(mode, payload, c, &opts, &to).await;
                 eprintln!(
-                    "[relay-bench] {:<5} c={:<3} {:<10} {:>8.0} calls/s  p50 {} µs  p99 {} µs  errors {}{}{}",
+                    "[relay-bench] {:<5} c={:<3} {:<10} {:>8.0} calls/s  p50 {} µs  p99 {} µs  errors {}{}{}{}",
                     payload.name(),
                     c,
                     mode.name(),
@@ -235,7 +235,11 @@ async fn run(opts: Opts, args: Vec<String>) -> bool {
                     row.hop_cpu_us
                         .map_or(String::new(), |u| format!("  hop CPU {u:.1} µs/call")),
                     row.mcpd_cpu_us
-                        .map_or(String::new(), |u| format!("  mcpd CPU {u:.1} µs/call"))
+                        .map_or(String::new(), |u| format!("  mcpd CPU {u:.1} µs/call")),
+                    match (row.mcpd_syscalls, row.mcpd_faults) {
+                        (Some(s), Some(f)) => format!(" ({s:.1} reads+writes, {f:.1} faults)"),
+                        _ => String::new(),
+                    }
                 );
                 ok &= row.failure.is_none() && row.tally.errors() == 0;
                 rows.push(row);
