@@ -225,7 +225,6 @@ pub async fn serve(
     Ok(())
 }
 
-/// The one-line summary systemd shows (`STATUS=`).
 /// Raises the soft limit on open files to the hard one. Each agent on the socket holds a
 /// descriptor, each server three pipes (and an HTTP server its connections), so 512
 /// agents (`max_agents`' default) with a few dozen servers come near the usual soft limit
@@ -243,6 +242,7 @@ fn raise_open_files() {
     }
 }
 
+/// The one-line summary systemd shows (`STATUS=`).
 fn summary(catalog: &crate::registry::Catalog, daemon: &DaemonInfo) -> String {
     let total = catalog.servers.len();
     let ready = catalog
