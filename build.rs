@@ -24,6 +24,10 @@ fn order_args(list: &Path) -> [String; 2] {
     ]
 }
 
+#[allow(
+    clippy::disallowed_macros,
+    reason = "cargo reads a build script's instructions from its stdout"
+)]
 fn main() {
     println!("cargo:rerun-if-changed=link/text-order.txt");
     println!("cargo:rerun-if-env-changed=MCPD_TEXT_ORDER");

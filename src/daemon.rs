@@ -41,7 +41,7 @@ pub async fn serve(
     tracing::info!(socket = %socket.display(), activated = !owns_socket, servers = config.servers.len(), "mcpd listening");
     if config.servers.is_empty() {
         tracing::warn!(
-            "no servers configured; add a [servers.NAME] table with a `command` to {} and restart mcpd",
+            "no servers configured; add a [servers.NAME] table with a `command` to {}, then run `mcpd ctl reload`",
             config
                 .source
                 .as_ref()

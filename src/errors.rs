@@ -29,14 +29,17 @@ pub mod mcpd_code {
     pub const NEEDS_LOGIN: i64 = -32019;
 }
 
+/// What an agent is told to do about an unknown tool; `mcpd ctl call` tells a person
+/// [`UNKNOWN_TOOL_HINT_CLI`] instead.
+pub const UNKNOWN_TOOL_HINT: &str = "call tools/list to see the tools mcpd offers";
+/// The same hint for a person at the command line.
+pub const UNKNOWN_TOOL_HINT_CLI: &str = "`mcpd ctl tools` lists the tools mcpd offers";
+
 /// Why a request from an agent could not be served. Named by cause, so an agent is never
 /// blamed for a server's fault and vice versa.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
-    #[error(
-        "unknown tool '{name}'{}; call tools/list to see the tools mcpd offers",
-        did_you_mean(nearest)
-    )]
+    #[error("unknown tool '{name}'{}; {UNKNOWN_TOOL_HINT}", did_you_mean(nearest))]
     UnknownTool { name: String, nearest: Vec<String> },
     #[error("no profile named '{name}' (configured: {known})")]
     UnknownProfile { name: String, known: String },

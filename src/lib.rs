@@ -3,6 +3,7 @@
 pub(crate) mod agent;
 pub(crate) mod ask;
 pub(crate) mod budget;
+pub mod check_config;
 pub mod cli;
 pub mod config;
 pub mod ctl;

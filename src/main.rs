@@ -81,7 +81,10 @@ async fn dispatch(command: Command) -> ExitCode {
         Command::Connect { paths, profile } => connect(&paths, profile.as_deref()),
         Command::Ctl { paths, command } => {
             mcpd::logging::init(None, "warn");
-            let socket = socket(&paths);
+            let socket = match socket(&paths) {
+                Ok(s) => s,
+                Err(e) => return ctl_result(Err(e)),
+            };
             let r = match command {
                 CtlCommand::Status { json } => ctl::status(&socket, json).await,
                 CtlCommand::Tools {
@@ -101,9 +104,17 @@ async fn dispatch(command: Command) -> ExitCode {
                 } => ctl::logs(&socket, &name, lines, follow).await,
                 CtlCommand::Call { tool, args } => match serde_json::from_str(&args) {
                     Ok(serde_json::Value::Object(args)) => ctl::call(&socket, &tool, args).await,
-                    _ => {
-                        eprintln!(
+                    Ok(_) => {
+                        mcpd::errln!(
                             "error: the arguments must be a JSON object, e.g. '{{\"path\": \"/tmp\"}}'"
+                        );
+                        return ExitCode::from(exit::USAGE);
+                    }
+                    Err(e) => {
+                        mcpd::errln!(
+                            "error: the arguments are not valid JSON: {e} (line {}, column {}); write a JSON object, e.g. '{{\"path\": \"/tmp\"}}'",
+                            e.line(),
+                            e.column()
                         );
                         return ExitCode::from(exit::USAGE);
                     }
@@ -129,11 +140,12 @@ fn load_config(paths: &Paths) -> Result<Config, ConfigError> {
     match mcpd::paths::config_path(paths.config.clone()) {
         Some((path, explicit)) if explicit || path.exists() => Config::load(&path),
         Some((path, _)) => {
-            eprintln!(
-                "mcpd: no config file at {}; starting with no servers. Create it with a [servers.NAME] table (see docs/configuration.md) to add one.",
+            mcpd::errln!(
+                "mcpd: no config file at {}; starting with no servers. Create it with a [servers.NAME] table (see docs/configuration.md), then run `mcpd ctl reload`.",
                 path.display()
             );
-            Ok(Config::empty())
+            // The daemon reloads from there once the file exists.
+            Ok(Config::empty_at(path))
         }
         None => Ok(Config::empty()),
     }
@@ -142,24 +154,28 @@ fn load_config(paths: &Paths) -> Result<Config, ConfigError> {
 /// `mcpd connect`: the stdio bridge to the daemon's socket, without an async runtime.
 fn connect(paths: &Paths, profile: Option<&str>) -> ExitCode {
     mcpd::logging::init(None, "warn");
-    ctl_result(ctl::bridge(&socket(paths), profile))
+    ctl_result(socket(paths).and_then(|s| ctl::bridge(&s, profile)))
 }
 
-/// The socket for ctl and connect: they read the config only to learn `daemon.socket`.
-fn socket(paths: &Paths) -> std::path::PathBuf {
+/// The socket for ctl and connect: they read the config only to learn `daemon.socket`,
+/// and look in each place the daemon may have chosen (`paths::socket_candidates`).
+fn socket(paths: &Paths) -> Result<std::path::PathBuf, CtlError> {
     let from_config = if paths.socket.is_none() {
         let file = mcpd::paths::config_path(paths.config.clone()).filter(|(p, _)| p.exists());
         file.and_then(|(p, _)| match mcpd::config::socket_setting(&p) {
             Ok(socket) => socket,
             Err(e) => {
-                eprintln!("warning: {e}; using the default socket");
+                mcpd::errln!("warning: {e}; looking for the socket in the default places");
                 None
             }
         })
     } else {
         None
     };
-    mcpd::paths::socket_path(paths.socket.clone(), from_config)
+    ctl::locate(&mcpd::paths::socket_candidates(
+        paths.socket.clone(),
+        from_config,
+    ))
 }
 
 async fn serve(paths: Paths) -> ExitCode {
@@ -218,7 +234,7 @@ async fn signals(shutdown: CancellationToken) -> std::convert::Infallible {
         _ = term.recv() => {},
         _ = int.recv() => {},
     }
-    eprintln!("mcpd: second signal, exiting now");
+    mcpd::errln!("mcpd: second signal, exiting now");
     std::process::exit(exit::RUNTIME.into());
 }
 
@@ -227,49 +243,9 @@ fn check_config(paths: Paths) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(exit::CONFIG, &e),
     };
-    match &config.source {
-        Some(p) => println!("{}: OK", p.display()),
-        None => println!("no config file: the daemon would start with no servers"),
-    }
-    println!(
-        "socket: {}",
-        mcpd::paths::socket_path(paths.socket, config.daemon.socket.clone()).display()
-    );
-    for s in config.servers.values() {
-        let state = if s.enabled { "" } else { " (disabled)" };
-        let what = match &s.launch {
-            mcpd::config::Launch::Stdio(l) => format!("{} {}", l.command, l.args.join(" ")),
-            mcpd::config::Launch::Http(h) => {
-                let auth = match (&h.oauth, &h.bearer) {
-                    (Some(o), _) => match (&o.client_id, o.redirect_port) {
-                        (Some(id), Some(p)) => {
-                            format!("OAuth login, client {id}, redirect port {p}")
-                        }
-                        (Some(id), None) => format!("OAuth login, client {id}"),
-                        (None, _) => "OAuth login when asked".to_owned(),
-                    },
-                    (None, Some(_)) => "bearer token".to_owned(),
-                    (None, None) => "OAuth off".to_owned(),
-                };
-                format!(
-                    "{} (transport {}, {auth})",
-                    h.display_url(),
-                    h.transport.as_str()
-                )
-            }
-        };
-        println!("server {}{state}: {}", s.name, what.trim_end());
-        let n = &s.naming;
-        if n.prefix != s.name || !n.tools.is_empty() || !n.prompts.is_empty() {
-            println!(
-                "  names: prefix {:?}, {} tool and {} prompt renames",
-                n.prefix,
-                n.tools.len(),
-                n.prompts.len()
-            );
-        }
-    }
-    ExitCode::SUCCESS
+    let exists = config.source.as_ref().is_some_and(|p| p.exists());
+    let socket = mcpd::paths::socket_path(paths.socket, config.daemon.socket.clone());
+    printed(mcpd::check_config::report(&config, &socket, exists))
 }
 
 fn completions(shell: clap_complete::Shell) -> ExitCode {
@@ -286,7 +262,7 @@ fn man(dir: Option<&std::path::Path>) -> ExitCode {
     match mcpd::cli::man_pages(dir) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!(
+            mcpd::errln!(
                 "error: cannot write the man pages into {}: {e}",
                 dir.display()
             );
@@ -320,12 +296,19 @@ fn ctl_result(r: Result<(), CtlError>) -> ExitCode {
     }
 }
 
-/// Prints `error: …` and each `caused by: …`, and returns the exit code.
+/// Prints `error: …` and each `caused by: …`, and returns the exit code. A cause whose
+/// text the message already includes (`… failed: {source}`) is not printed again.
 fn fail(code: u8, e: &dyn Error) -> ExitCode {
-    eprintln!("error: {e}");
+    let mut told = e.to_string();
+    mcpd::errln!("error: {told}");
     let mut source = e.source();
     while let Some(s) = source {
-        eprintln!("caused by: {s}");
+        let text = s.to_string();
+        if !told.contains(&text) {
+            mcpd::errln!("caused by: {text}");
+            told.push('\n');
+            told.push_str(&text);
+        }
         source = s.source();
     }
     ExitCode::from(code)

@@ -1,4 +1,4 @@
-//! Standard output of the commands that print: its write errors are told apart from the socket's, so a reader that stops early (`| head -1`) ends a command quietly.
+//! The one way anything is printed: standard output whose write errors are told apart from the socket's, so a reader that stops early (`| head -1`) ends a command quietly, and standard error that never panics when nobody reads it (`errln!`).
 
 use std::io::Write;
 
@@ -37,4 +37,22 @@ impl Out {
     pub fn flush(&mut self) -> Result<(), OutputError> {
         self.0.flush().map_err(OutputError)
     }
+}
+
+/// Writes one line to standard error. A failed write is dropped: standard error is where
+/// failures are told, so when it is closed (`mcpd serve 2>&1 | head -3`) there is nobody
+/// left to tell. `eprintln!` would panic there instead (and exit 101), which is why
+/// clippy.toml forbids it and the `print!` family: everything goes through this or [`Out`].
+pub fn err_line(args: std::fmt::Arguments<'_>) {
+    let mut err = std::io::stderr().lock();
+    // A closed or full standard error: nothing better to do than go on.
+    let _ = err.write_fmt(args).and_then(|()| err.write_all(b"\n"));
+}
+
+/// `eprintln!` that never panics: see [`err_line`].
+#[macro_export]
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::stdout::err_line(format_args!($($arg)*))
+    };
 }

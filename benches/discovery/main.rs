@@ -10,7 +10,8 @@
     clippy::expect_used,
     clippy::indexing_slicing,
     clippy::panic,
-    clippy::disallowed_methods
+    clippy::disallowed_methods,
+    clippy::disallowed_macros
 )]
 
 use mcpd::discovery::{Index, Segment};

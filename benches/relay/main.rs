@@ -46,7 +46,8 @@
     clippy::expect_used,
     clippy::indexing_slicing,
     clippy::panic,
-    clippy::disallowed_methods
+    clippy::disallowed_methods,
+    clippy::disallowed_macros
 )]
 
 mod bare_hop;

@@ -461,6 +461,7 @@ impl Conn {
             era: session.era.map(|e| e.as_str().to_owned()),
             in_flight,
             profile: session.profile.as_ref().map(|p| p.name.clone()),
+            control_only: session.counted.is_none(),
             ..Default::default()
         }
     }

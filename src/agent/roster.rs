@@ -30,30 +30,67 @@ pub struct AgentInfo {
     /// The peer's address, for agents connected over HTTP.
     #[serde(default)]
     pub remote: Option<String>,
+    /// "mcpd connect" when the peer on the socket is the stdio bridge: `pid` and `exe`
+    /// are then the bridge's parent, the client that started it, and `bridge_pid` the
+    /// bridge's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bridge_pid: Option<i32>,
+    /// The connection has sent only control methods (`mcpd ctl`): no agent, not listed.
+    #[serde(skip)]
+    pub control_only: bool,
 }
 
 impl AgentInfo {
     /// An agent on the Unix socket, as known before it says who it is: its process and
     /// that process's executable.
     pub fn unix(agent: u64, pid: Option<i32>, uid: Option<u32>) -> AgentInfo {
-        let exe = pid
-            .and_then(|p| {
-                #[allow(
-                    clippy::disallowed_methods,
-                    reason = "a procfs link, which never waits"
-                )]
-                std::fs::read_link(format!("/proc/{p}/exe")).ok()
-            })
-            .map(|p| p.display().to_string());
-        AgentInfo {
+        let mut info = AgentInfo {
             agent,
             pid,
             uid,
-            exe,
+            exe: pid.and_then(exe_of),
             transport: Some("unix".into()),
             ..Default::default()
+        };
+        // Behind `mcpd connect` is the client that started it: the one worth showing.
+        let own = std::process::id().try_into().ok().and_then(exe_of);
+        if let Some(bridge) = pid
+            && own.is_some()
+            && info.exe == own
+            && let Some(parent) = parent_of(bridge)
+        {
+            info.via = Some("mcpd connect".into());
+            info.bridge_pid = Some(bridge);
+            info.pid = Some(parent);
+            info.exe = exe_of(parent);
         }
+        info
     }
+}
+
+/// The executable of process `pid`.
+fn exe_of(pid: i32) -> Option<String> {
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "a procfs link, which never waits"
+    )]
+    let link = std::fs::read_link(format!("/proc/{pid}/exe"));
+    link.ok().map(|p| p.display().to_string())
+}
+
+/// The parent of process `pid`: the fourth field of `/proc/PID/stat`, read after the
+/// command name's closing parenthesis (the name itself may hold spaces and parentheses).
+fn parent_of(pid: i32) -> Option<i32> {
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "a procfs file, which never waits"
+    )]
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = stat.get(stat.rfind(')')? + 1..)?;
+    let ppid: i32 = after.split_whitespace().nth(1)?.parse().ok()?;
+    (ppid > 1).then_some(ppid)
 }
 
 /// How a connection is asked for its live details.
@@ -61,7 +98,8 @@ pub type Asker = mpsc::Sender<oneshot::Sender<AgentInfo>>;
 
 enum Msg {
     Join {
-        info: AgentInfo,
+        /// Boxed: the other messages are a few words.
+        info: Box<AgentInfo>,
         ask: Asker,
     },
     Leave {
@@ -91,7 +129,10 @@ impl AgentRoster {
 
     pub fn join(&self, info: AgentInfo, ask: Asker) {
         // A full roster mailbox only costs this agent its line in `ctl agents`.
-        let _ = self.tx.try_send(Msg::Join { info, ask });
+        let _ = self.tx.try_send(Msg::Join {
+            info: Box::new(info),
+            ask,
+        });
     }
 
     pub fn leave(&self, agent: u64) {
@@ -126,7 +167,7 @@ impl Roster {
         self.agents.retain(|_, (_, ask)| !ask.is_closed());
         match msg {
             Msg::Join { info, ask } => {
-                self.agents.insert(info.agent, (info, ask));
+                self.agents.insert(info.agent, (*info, ask));
             }
             Msg::Leave { agent } => {
                 self.agents.remove(&agent);
@@ -137,7 +178,8 @@ impl Roster {
                 let known: Vec<(AgentInfo, Asker)> = self.agents.values().cloned().collect();
                 crate::tasks::spawn(async move {
                     let asked = known.into_iter().map(|(base, ask)| describe(base, ask));
-                    let out = futures::future::join_all(asked).await;
+                    let mut out = futures::future::join_all(asked).await;
+                    out.retain(|a| !a.control_only);
                     let _ = respond_to.send(out); // the asker may have left
                 });
             }
@@ -159,6 +201,8 @@ async fn describe(base: AgentInfo, ask: Asker) -> AgentInfo {
             exe: base.exe,
             transport: base.transport,
             remote: base.remote,
+            via: base.via,
+            bridge_pid: base.bridge_pid,
             ..live
         },
         _ => base,

@@ -215,6 +215,9 @@ pub struct ServerConfig {
     pub idle_timeout: Option<Duration>,
     /// Each agent connection gets its own instance (`share = "agent"`).
     pub per_agent: bool,
+    /// Why it cannot start, when a setting refers to a variable mcpd's environment lacks:
+    /// the server stays `failed` with this as its error, the others run.
+    pub unresolved: Option<String>,
 }
 
 /// Which protocol era mcpd speaks to a server.
@@ -327,6 +330,17 @@ impl Config {
     pub fn empty() -> Config {
         Config {
             source: None,
+            daemon: DaemonConfig::default(),
+            servers: BTreeMap::new(),
+            profiles: BTreeMap::new(),
+        }
+    }
+
+    /// No servers yet, from a config file at `path` that does not exist yet: the daemon
+    /// reloads from it once it does (`mcpd ctl reload`).
+    pub fn empty_at(path: PathBuf) -> Config {
+        Config {
+            source: Some(path),
             daemon: DaemonConfig::default(),
             servers: BTreeMap::new(),
             profiles: BTreeMap::new(),

@@ -149,7 +149,12 @@ pub(super) struct RawRemote<'a> {
 }
 
 impl Validator<'_> {
-    pub(super) fn remote(&self, key: &str, raw: RawRemote<'_>) -> Result<HttpLaunch, ConfigError> {
+    pub(super) fn remote(
+        &self,
+        key: &str,
+        raw: RawRemote<'_>,
+        missing: &mut Vec<Missing>,
+    ) -> Result<HttpLaunch, ConfigError> {
         let url = reqwest::Url::parse(raw.url).map_err(|e| {
             self.err(
                 format!("{key}.url"),
@@ -191,8 +196,12 @@ impl Validator<'_> {
                     "conflicts with bearer_token_env; set the token one way only",
                 ));
             }
-            let value = self.expand(&hkey, value)?;
-            if reqwest::header::HeaderValue::from_str(value.expose()).is_err() {
+            let before = missing.len();
+            let value = self.expand(&hkey, value, missing)?;
+            // A value with a variable missing is not sent: the server does not start.
+            if missing.len() == before
+                && reqwest::header::HeaderValue::from_str(value.expose()).is_err()
+            {
                 return Err(self.err(
                     hkey,
                     "the value (after ${VAR} expansion) is not a valid header value",
@@ -204,29 +213,31 @@ impl Validator<'_> {
             None => None,
             Some(var) => {
                 let bkey = format!("{key}.bearer_token_env");
-                let token = (self.env)(var).ok_or_else(|| {
-                    self.err(
-                        &bkey,
-                        format!("the variable {var} is not set in mcpd's environment"),
-                    )
-                })?;
-                if token.trim().is_empty() {
-                    return Err(self.err(&bkey, format!("the variable {var} is empty")));
+                match (self.env)(var) {
+                    Some(token) if !token.trim().is_empty() => {
+                        let header = format!("Bearer {token}");
+                        if reqwest::header::HeaderValue::from_str(&header).is_err() {
+                            return Err(self.err(
+                                &bkey,
+                                format!(
+                                    "the variable {var} holds characters a header cannot carry"
+                                ),
+                            ));
+                        }
+                        Some(Secret(token))
+                    }
+                    found => {
+                        missing.push(Missing::new(bkey, var, found.is_some()));
+                        None
+                    }
                 }
-                if reqwest::header::HeaderValue::from_str(&format!("Bearer {token}")).is_err() {
-                    return Err(self.err(
-                        &bkey,
-                        format!("the variable {var} holds characters a header cannot carry"),
-                    ));
-                }
-                Some(Secret(token))
             }
         };
-        let static_auth = bearer.is_some()
+        let static_auth = raw.bearer_token_env.is_some()
             || headers
                 .iter()
                 .any(|(n, _)| n.eq_ignore_ascii_case("authorization"));
-        let oauth = self.oauth(key, raw.oauth, static_auth)?;
+        let oauth = self.oauth(key, raw.oauth, static_auth, missing)?;
         Ok(HttpLaunch {
             url,
             transport,
@@ -248,6 +259,7 @@ impl Validator<'_> {
         key: &str,
         raw: Option<&RawOAuth>,
         static_auth: bool,
+        missing: &mut Vec<Missing>,
     ) -> Result<Option<OAuthConfig>, ConfigError> {
         let okey = format!("{key}.oauth");
         let table = match raw {
@@ -293,16 +305,13 @@ impl Validator<'_> {
                 if table.client_id.is_none() {
                     return Err(self.err(skey, "a client secret needs its client_id"));
                 }
-                let secret = (self.env)(var).ok_or_else(|| {
-                    self.err(
-                        &skey,
-                        format!("the variable {var} is not set in mcpd's environment"),
-                    )
-                })?;
-                if secret.is_empty() {
-                    return Err(self.err(&skey, format!("the variable {var} is empty")));
+                match (self.env)(var) {
+                    Some(secret) if !secret.is_empty() => Some(Secret(secret)),
+                    found => {
+                        missing.push(Missing::new(skey, var, found.is_some()));
+                        None
+                    }
                 }
-                Some(Secret(secret))
             }
         };
         if let Some(url) = &table.client_metadata_url {
@@ -342,8 +351,14 @@ impl Validator<'_> {
     }
 
     /// Expands `${VAR}` from the daemon's environment. A `$` not followed by `{` stays as
-    /// it is. Errors name the variable, never the value.
-    fn expand(&self, key: &str, value: &str) -> Result<Secret, ConfigError> {
+    /// it is. Errors name the variable, never the value. A variable that is not set is
+    /// added to `missing`: that server does not start, the others do.
+    fn expand(
+        &self,
+        key: &str,
+        value: &str,
+        missing: &mut Vec<Missing>,
+    ) -> Result<Secret, ConfigError> {
         let mut out = String::with_capacity(value.len());
         let mut rest = value;
         while let Some(start) = rest.find("${") {
@@ -359,16 +374,53 @@ impl Validator<'_> {
             if !valid {
                 return Err(self.err(key, format!("${{{var}}} is not a variable name")));
             }
-            let v = (self.env)(var).ok_or_else(|| {
-                self.err(
-                    key,
-                    format!("refers to ${{{var}}}, which is not set in mcpd's environment"),
-                )
-            })?;
-            out.push_str(&v);
+            match (self.env)(var) {
+                Some(v) => out.push_str(&v),
+                None => missing.push(Missing::new(key.to_owned(), var, false)),
+            }
             rest = &after[end + 1..];
         }
         out.push_str(rest);
         Ok(Secret(out))
+    }
+}
+
+/// A setting whose value comes from a variable that mcpd's environment lacks (or holds
+/// empty). The server it belongs to does not start, with a status line naming it; the
+/// rest of the config is in force. An imported server whose header became
+/// `${IMPORTED_…}` is the common case.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Missing {
+    /// The setting, e.g. `servers.gh.headers.Authorization`.
+    pub key: String,
+    pub var: String,
+    /// The variable is set but empty.
+    pub empty: bool,
+}
+
+impl Missing {
+    fn new(key: String, var: &str, empty: bool) -> Missing {
+        Missing {
+            key,
+            var: var.to_owned(),
+            empty,
+        }
+    }
+
+    /// What stops a server with these missing variables from starting, and what to do.
+    pub fn explain(missing: &[Missing]) -> Option<String> {
+        let parts: Vec<String> = missing
+            .iter()
+            .map(|m| {
+                let how = if m.empty { "is empty" } else { "is not set" };
+                format!("{} {how} (for {})", m.var, m.key)
+            })
+            .collect();
+        (!parts.is_empty()).then(|| {
+            format!(
+                "{} in mcpd's environment; set it where mcpd starts (a systemd drop-in's Environment= or EnvironmentFile=, or the shell that runs `mcpd serve`) and restart mcpd",
+                parts.join(", ")
+            )
+        })
     }
 }

@@ -24,7 +24,8 @@ impl Validator<'_> {
                 "a server name is 1-32 characters of a-z, 0-9 and '-', starting with a letter or digit (no '_', so NAME__tool splits unambiguously)",
             ));
         }
-        let launch = self.launch(&key, s)?;
+        let mut missing = Vec::new();
+        let launch = self.launch(&key, s, &mut missing)?;
         let restart = match &s.restart {
             Some(r) => self.restart(&format!("{key}.restart"), r, Some(restart_default))?,
             None => restart_default,
@@ -88,6 +89,7 @@ impl Validator<'_> {
                     .filter(|d| !d.is_zero()),
             },
             name: name.to_owned(),
+            unresolved: remote::Missing::explain(&missing),
         };
         if server.timeout.is_zero() {
             return Err(self.err(format!("{key}.timeout"), "must be greater than zero"));
@@ -96,7 +98,12 @@ impl Validator<'_> {
     }
 
     /// The `command` or `url` of a server table, and the keys that go with it.
-    fn launch(&self, key: &str, s: &RawServer) -> Result<Launch, ConfigError> {
+    fn launch(
+        &self,
+        key: &str,
+        s: &RawServer,
+        missing: &mut Vec<remote::Missing>,
+    ) -> Result<Launch, ConfigError> {
         match (&s.command, &s.url) {
             (Some(_), Some(_)) => Err(self.err(
                 key,
@@ -146,7 +153,7 @@ impl Validator<'_> {
                     connect_timeout: &s.connect_timeout,
                     oauth: s.oauth.as_ref(),
                 };
-                Ok(Launch::Http(self.remote(key, raw)?))
+                Ok(Launch::Http(self.remote(key, raw, missing)?))
             }
             (None, None) => Err(self.err(
                 format!("{key}.command"),

@@ -40,10 +40,8 @@ const MAX_ANSWER: usize = 64 * 1024;
 /// agent leave; replies still in the socket are copied out before exiting (for at most
 /// `LINGER`). A client that closed stdout has left: that ends the bridge quietly.
 pub fn bridge(socket: &Path, profile: Option<&str>) -> Result<(), CtlError> {
-    let stream = UnixStream::connect(socket).map_err(|source| CtlError::NotRunning {
-        path: socket.to_owned(),
-        source,
-    })?;
+    let stream =
+        UnixStream::connect(socket).map_err(|source| super::not_running(socket, &source))?;
     // Chosen before the client says anything, so every answer it gets is filtered.
     let early = match profile {
         Some(name) => choose_profile(&stream, name)?,

@@ -25,7 +25,7 @@ pub async fn login(socket: &Path, name: &str, browser: bool, paste: bool) -> Res
     let Some(url) = at(&started, "url").as_str() else {
         return Err(CtlError::Unexpected(started.to_string()));
     };
-    eprintln!("To log in to {name}, open this URL in a browser:");
+    crate::errln!("To log in to {name}, open this URL in a browser:");
     {
         // Not a quiet success when nobody reads it: without the URL there is no login.
         let mut out = Out::lock();
@@ -37,7 +37,7 @@ pub async fn login(socket: &Path, name: &str, browser: bool, paste: bool) -> Res
         open_browser(url);
     }
     if paste {
-        eprintln!(
+        crate::errln!(
             "Then paste the address the browser was sent to (it starts with http://127.0.0.1:…/callback) and press Enter:"
         );
         let mut line = String::new();
@@ -63,7 +63,7 @@ pub async fn login(socket: &Path, name: &str, browser: bool, paste: bool) -> Res
             .await
             .map_err(failed)?;
     }
-    eprintln!("logged in to {name}");
+    crate::errln!("logged in to {name}");
     Ok(())
 }
 
@@ -73,7 +73,7 @@ fn open_browser(url: &str) {
         .iter()
         .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()));
     if !display {
-        eprintln!(
+        crate::errln!(
             "(no display here: open it on any machine, or use --paste if this host's loopback is out of the browser's reach)"
         );
         return;
@@ -90,7 +90,7 @@ fn open_browser(url: &str) {
             // xdg-open returns at once; reaped off the async runtime.
             std::thread::spawn(move || child.wait());
         }
-        Err(e) => eprintln!("(could not open a browser: {e}; open the URL yourself)"),
+        Err(e) => crate::errln!("(could not open a browser: {e}; open the URL yourself)"),
     }
 }
 
@@ -104,6 +104,6 @@ pub async fn logout(socket: &Path, name: &str) -> Result<(), CtlError> {
     )
     .await?;
     let what = at(&r, "revocation").as_str().unwrap_or("");
-    eprintln!("logged out of {name}: {what}");
+    crate::errln!("logged out of {name}: {what}");
     Ok(())
 }

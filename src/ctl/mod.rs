@@ -11,6 +11,7 @@ use tokio::net::UnixStream;
 
 mod bridge;
 mod login;
+mod table;
 mod tools;
 
 pub use bridge::bridge;
@@ -28,13 +29,11 @@ const CTL_TIMEOUT: Duration = Duration::from_secs(15);
 
 #[derive(Debug, thiserror::Error)]
 pub enum CtlError {
+    /// No daemon answers at any place its socket could be: `tried` names each with why.
     #[error(
-        "mcpd is not running: cannot connect to {path} ({source}); start it with `mcpd serve` or `systemctl --user start mcpd`"
+        "mcpd is not running: no daemon socket at {tried}; start it with `mcpd serve` or `systemctl --user start mcpd` (or name the socket with --socket or $MCPD_SOCKET)"
     )]
-    NotRunning {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    NotRunning { tried: String },
     #[error("the daemon did not answer within {0:?}")]
     Timeout(Duration),
     #[error("talking to the daemon failed: {0}")]
@@ -59,10 +58,22 @@ pub enum CtlError {
 pub async fn connect_socket(path: &Path) -> Result<UnixStream, CtlError> {
     UnixStream::connect(path)
         .await
-        .map_err(|source| CtlError::NotRunning {
-            path: path.to_owned(),
-            source,
-        })
+        .map_err(|source| not_running(path, &source))
+}
+
+/// The socket file at `path` is there but nobody accepts on it.
+fn not_running(path: &Path, source: &std::io::Error) -> CtlError {
+    CtlError::NotRunning {
+        tried: format!("{} ({source})", path.display()),
+    }
+}
+
+/// The daemon's socket among `candidates` (`paths::socket_candidates`): the first that
+/// exists; when none does, the error names every place tried.
+pub fn locate(candidates: &[PathBuf]) -> Result<PathBuf, CtlError> {
+    crate::paths::find_socket(candidates).map_err(|tried| CtlError::NotRunning {
+        tried: crate::paths::describe_tried(&tried),
+    })
 }
 
 /// Sends one request to the daemon and returns its result.
@@ -175,9 +186,17 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
         )?;
         return Ok(());
     }
+    // Names are up to 32 characters (an agent's instance adds `@N`): the column is as
+    // wide as the longest.
+    let w = servers
+        .iter()
+        .map(|s| s.name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(20);
     writeln!(
         out,
-        "\n{:<20} {:<11} {:<15} {:<7} {:<11} {:>8} {:>6} {:>9} {:>8} {:>8}",
+        "\n{:<w$} {:<11} {:<15} {:<7} {:<11} {:>8} {:>6} {:>9} {:>8} {:>8}",
         "SERVER",
         "STATE",
         "TRANSPORT",
@@ -200,7 +219,7 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
         let state = paint(state, s.state, colour);
         writeln!(
             out,
-            "{:<20} {} {:<15} {:<7} {:<11} {:>8} {:>6} {:>9} {:>8} {:>8}",
+            "{:<w$} {} {:<15} {:<7} {:<11} {:>8} {:>6} {:>9} {:>8} {:>8}",
             s.name,
             state,
             s.transport,
@@ -239,7 +258,7 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
         if let Some(r) = &s.era_reason
             && s.state != crate::supervisor::ServerState::Ready
         {
-            notes.push(format!("era: {r}"));
+            notes.push(format!("protocol: {r}"));
         }
         if !notes.is_empty() {
             writeln!(out, "\n{}:", s.name)?;
@@ -339,7 +358,7 @@ fn paint(text: &str, state: crate::supervisor::ServerState, colour: bool) -> Str
         S::Starting | S::Idle => "36",
         S::Backoff => "33",
         S::Failed => "31",
-        S::Stopped => "2",
+        S::Stopped | S::Disabled => "2",
         S::NeedsLogin => "35",
     };
     format!("\x1b[{code}m{padded}\x1b[0m")
@@ -396,7 +415,18 @@ pub async fn call(
         Some(params),
         CALL_WAIT,
     )
-    .await?;
+    .await
+    .map_err(|e| match e {
+        // The daemon's answer speaks to agents; this one to a person.
+        CtlError::Rpc { code, message } => CtlError::Rpc {
+            code,
+            message: message.replace(
+                crate::errors::UNKNOWN_TOOL_HINT,
+                crate::errors::UNKNOWN_TOOL_HINT_CLI,
+            ),
+        },
+        e => e,
+    })?;
     let mut out = Out::lock();
     for block in at(&result, "content").as_array().into_iter().flatten() {
         match at(block, "text").as_str() {
@@ -492,11 +522,20 @@ pub async fn agents(socket: &Path, as_json: bool) -> Result<(), CtlError> {
     let agents: Vec<crate::agent::roster::AgentInfo> =
         serde_json::from_value(at(&result, "agents").clone())
             .map_err(|e| CtlError::Unexpected(format!("agents: {e}")))?;
-    writeln!(
-        out,
-        "{:>5} {:>8} {:<28} {:<24} {:<7} {:>9} PROFILE",
-        "AGENT", "PID", "EXECUTABLE", "CLIENT", "ERA", "IN-FLIGHT"
-    )?;
+    use table::Align::{Left, Right};
+    let mut rows = vec![
+        [
+            "AGENT",
+            "PID",
+            "EXECUTABLE",
+            "CLIENT",
+            "ERA",
+            "IN-FLIGHT",
+            "PROFILE",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+    ];
     for a in &agents {
         let client = match (&a.client, &a.client_version) {
             (Some(c), Some(v)) => format!("{c} {v}"),
@@ -504,33 +543,34 @@ pub async fn agents(socket: &Path, as_json: bool) -> Result<(), CtlError> {
             _ => "-".into(),
         };
         // HTTP agents have no process to show; their transport and address stand in.
-        let exe = match (&a.exe, &a.remote) {
-            (Some(exe), _) => exe.clone(),
+        // A path shows its file name: `--json` has the whole of it.
+        let mut exe = match (&a.exe, &a.remote) {
+            (Some(exe), _) => Path::new(exe)
+                .file_name()
+                .map_or_else(|| exe.clone(), |n| n.to_string_lossy().into_owned()),
             (None, Some(remote)) => {
                 format!("{} {remote}", a.transport.as_deref().unwrap_or("http"))
             }
             (None, None) => "-".into(),
         };
-        let exe: String = exe
-            .chars()
-            .rev()
-            .take(28)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect();
-        writeln!(
-            out,
-            "{:>5} {:>8} {:<28} {:<24} {:<7} {:>9} {}",
-            a.agent,
+        if let Some(via) = &a.via {
+            exe = format!("{exe} (via {via})");
+        }
+        rows.push(vec![
+            a.agent.to_string(),
             a.pid.map_or("-".into(), |p| p.to_string()),
             exe,
             client,
-            a.era.as_deref().unwrap_or("-"),
-            a.in_flight,
-            a.profile.as_deref().unwrap_or("-"),
-        )?;
+            a.era.clone().unwrap_or_else(|| "-".into()),
+            a.in_flight.to_string(),
+            a.profile.clone().unwrap_or_else(|| "-".into()),
+        ]);
     }
+    table::print(
+        &mut out,
+        &[Right, Right, Left, Left, Left, Right, Left],
+        &rows,
+    )?;
     Ok(())
 }
 

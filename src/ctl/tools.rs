@@ -1,5 +1,6 @@
 //! `mcpd ctl tools`: every tool agents see, or with `--search QUERY` the ranking agents get from `mcpd__find_tools`, for a person.
 
+use super::table::{self, Align};
 use super::{CtlError, Out, at, request};
 use serde_json::json;
 use std::path::Path;
@@ -23,6 +24,7 @@ pub async fn search(
         writeln!(out, "no tool matches '{query}'")?;
         return Ok(());
     }
+    let mut rows = Vec::with_capacity(hits.len());
     for h in hits {
         let name = at(&h, "name").as_str().unwrap_or("?");
         let score = at(&h, "score").as_f64().unwrap_or(0.0);
@@ -32,8 +34,9 @@ pub async fn search(
             .chars()
             .take(90)
             .collect();
-        writeln!(out, "{name:<40} {score:>7.3}  {description}")?;
+        rows.push(vec![name.to_owned(), format!("{score:.3}"), description]);
     }
+    table::print(&mut out, &[Align::Left, Align::Right, Align::Left], &rows)?;
     Ok(())
 }
 
@@ -46,7 +49,7 @@ pub async fn tools(socket: &Path, server: Option<&str>) -> Result<(), CtlError> 
     let mut out = Out::lock();
     let mut cursor: Option<String> = None;
     let prefix = server.map(|s| format!("{s}__"));
-    let mut shown = 0;
+    let mut rows = Vec::new();
     loop {
         // Every tool, also when agents get the discovery list.
         let mut params = json!({ "_meta": { ALL_TOOLS: true } });
@@ -69,15 +72,15 @@ pub async fn tools(socket: &Path, server: Option<&str>) -> Result<(), CtlError> 
                 .next()
                 .unwrap_or("");
             let description: String = description.chars().take(100).collect();
-            writeln!(out, "{name:<40} {description}")?;
-            shown += 1;
+            rows.push(vec![name.to_owned(), description]);
         }
         match at(&result, "nextCursor").as_str() {
             Some(next) => cursor = Some(next.to_owned()),
             None => break,
         }
     }
-    if shown == 0 {
+    table::print(&mut out, &[Align::Left, Align::Left], &rows)?;
+    if rows.is_empty() {
         match server {
             Some(s) => writeln!(out, "no tools of server '{s}' (see `mcpd ctl status`)")?,
             None => writeln!(out, "no tools yet (see `mcpd ctl status`)")?,

@@ -43,7 +43,15 @@ pub enum Availability {
     Failed {
         reason: String,
     },
+    /// Stopped by `mcpd ctl stop`.
     Stopped,
+    /// `enabled = false` in the config.
+    Disabled,
+    /// Never started: a setting cannot be resolved (a variable mcpd's environment
+    /// lacks); the reason says which and what to do.
+    NotStarted {
+        reason: String,
+    },
     /// Not running until a call needs it (`start = "lazy"` or `idle_timeout`); a call
     /// starts it and may wait this long.
     Idle {
@@ -81,8 +89,12 @@ impl Availability {
                 "failed and will not be restarted automatically ({reason}); fix it and run `mcpd ctl restart`"
             ),
             Availability::Stopped => {
-                "stopped (disabled in the config or by `mcpd ctl stop`)".into()
+                "stopped by `mcpd ctl stop`; `mcpd ctl start` starts it again".into()
             }
+            Availability::Disabled => {
+                "disabled in the config (enabled = false); `mcpd ctl start` starts it until the daemon restarts".into()
+            }
+            Availability::NotStarted { reason } => format!("not started: {reason}"),
             Availability::Idle { .. } => "idle and could not be started".into(),
             Availability::PerAgent { .. } => "run per agent".into(),
             Availability::NeedsLogin { reason } => reason.clone(),

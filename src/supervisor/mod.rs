@@ -165,7 +165,11 @@ impl Slot {
         Slot {
             backoff: Backoff::new(&cfg.restart),
             budget: CrashBudget::new(&cfg.restart),
-            state: ServerState::Stopped,
+            state: if cfg.enabled {
+                ServerState::Stopped
+            } else {
+                ServerState::Disabled
+            },
             running: None,
             after_exit: AfterExit::Recover,
             restarts: 0,
@@ -209,10 +213,14 @@ impl Slot {
                     .map(Instant::into_std)
                     .unwrap_or_else(std::time::Instant::now),
             },
+            (ServerState::Failed, _) if self.cfg.unresolved.is_some() => Availability::NotStarted {
+                reason: self.last_error.clone().unwrap_or_default(),
+            },
             (ServerState::Failed, _) => Availability::Failed {
                 reason: self.last_error.clone().unwrap_or_else(|| "unknown".into()),
             },
             (ServerState::Stopped, _) => Availability::Stopped,
+            (ServerState::Disabled, _) => Availability::Disabled,
             (ServerState::NeedsLogin, _) => Availability::NeedsLogin {
                 reason: format!(
                     "waiting for an OAuth login ({}): run `mcpd ctl login {}`",
@@ -336,6 +344,18 @@ impl Supervisor {
     }
 
     fn start(&mut self, name: &Arc<str>) {
+        // A setting that names a variable mcpd's environment lacks: this server alone
+        // stays down, saying which, and the others run.
+        if let Some(slot) = self.slots.get_mut(name)
+            && let Some(why) = &slot.cfg.unresolved
+        {
+            tracing::error!(upstream = %name, "not started: {why}");
+            slot.last_error = Some(why.clone());
+            slot.state = ServerState::Failed;
+            slot.retry_at = None;
+            self.settle_waiters(name);
+            return;
+        }
         match self.plan(name) {
             Some(plan) => self.start_connection(name, plan),
             None => self.start_probe(name),

@@ -36,7 +36,10 @@ impl Supervisor {
             (ProtocolMode::Auto, Launch::Http(_)) => Some(EraPlan::Auto),
             (ProtocolMode::Auto, Launch::Stdio(_)) => {
                 let cached = self.eras.get(&slot.cfg)?;
-                slot.era_reason = Some(format!("cached: {}", cached.reason));
+                slot.era_reason = Some(format!(
+                    "remembered from an earlier start: {}",
+                    cached.reason
+                ));
                 slot.plan_from_cache = true;
                 Some(match cached.era {
                     Era::Legacy => EraPlan::Legacy,

@@ -207,7 +207,7 @@ impl Supervisor {
                             r.cancel.cancel();
                         }
                         None if enabled => self.start(&key),
-                        None => slot.state = ServerState::Stopped,
+                        None => slot.state = ServerState::Disabled,
                     }
                 }
             }

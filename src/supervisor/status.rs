@@ -21,6 +21,8 @@ pub enum ServerState {
     Backoff,
     Failed,
     Stopped,
+    /// `enabled = false`: not started with the daemon.
+    Disabled,
     /// Not running; started by the next call that needs it.
     Idle,
     /// A remote server that needs an OAuth login (`mcpd ctl login NAME`); not retried.
@@ -36,6 +38,7 @@ impl ServerState {
             ServerState::Backoff => "backoff",
             ServerState::Failed => "failed",
             ServerState::Stopped => "stopped",
+            ServerState::Disabled => "disabled",
             ServerState::Idle => "idle",
             ServerState::NeedsLogin => "needs-login",
         }

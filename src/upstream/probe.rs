@@ -55,7 +55,9 @@ pub async fn run(
         if let Err(e) = stdin.write_all(line.as_bytes()).await {
             return ProbeVerdict {
                 era: Era::Legacy,
-                reason: format!("the probe process did not take server/discover ({e})"),
+                reason: format!(
+                    "a first copy of the server, started to learn its protocol version, exited before it was asked ({e}); taken to speak the older protocol"
+                ),
             };
         }
         let _ = stdin.flush().await;
@@ -64,7 +66,7 @@ pub async fn run(
                 None | Some(Err(_)) => {
                     return ProbeVerdict {
                         era: Era::Legacy,
-                        reason: "the probe process closed its output on server/discover".into(),
+                        reason: "a first copy of the server, started to learn its protocol version, exited without answering; taken to speak the older protocol".into(),
                     };
                 }
                 Some(Ok(Frame::Line(l))) => {

@@ -107,12 +107,15 @@ export function whenParentDies(action, everyMs = 500) {
 }
 
 // A stdio transport for COMMAND that inherits our whole environment (the SDK alone would
-// pass only HOME, LOGNAME, PATH, SHELL, TERM, USER) and whose stderr goes to ours.
+// pass only HOME, LOGNAME, PATH, SHELL, TERM, USER) and whose stderr goes to ours. With
+// MCPD_INTEROP_DEFAULT_ENV=1 it gets what the SDK gives by default instead, as every
+// client built on the SDK starts its servers: no XDG_RUNTIME_DIR, no MCPD_SOCKET.
 export function stdioTransport(StdioClientTransport, command) {
+  const sdkDefault = process.env.MCPD_INTEROP_DEFAULT_ENV === "1";
   return new StdioClientTransport({
     command: command[0],
     args: command.slice(1),
-    env: { ...process.env },
+    ...(sdkDefault ? {} : { env: { ...process.env } }),
     stderr: "inherit",
   });
 }

@@ -61,7 +61,11 @@ def tool_args(prog: str, raw: str) -> dict[str, Any]:
 
 def stdio_params(command: list[str]) -> StdioServerParameters:
     """COMMAND as a stdio server that inherits our whole environment (the SDK would
-    otherwise pass only HOME, PATH, SHELL, TERM, USER, LOGNAME)."""
+    otherwise pass only HOME, PATH, SHELL, TERM, USER, LOGNAME). With
+    MCPD_INTEROP_DEFAULT_ENV=1 it gets what the SDK gives by default instead, as every
+    client built on the SDK starts its servers: no XDG_RUNTIME_DIR, no MCPD_SOCKET."""
+    if os.environ.get("MCPD_INTEROP_DEFAULT_ENV") == "1":
+        return StdioServerParameters(command=command[0], args=command[1:])
     return StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
 
 

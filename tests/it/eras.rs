@@ -86,7 +86,10 @@ async fn a_legacy_server_is_probed_once_and_its_serving_process_never_sees_disco
     assert_eq!(recorded_starts(&rec).len(), 3, "three serving processes");
     let s = d.server_status("old").await;
     assert!(
-        s["era_reason"].as_str().unwrap_or("").starts_with("cached"),
+        s["era_reason"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("remembered from an earlier start"),
         "{s}"
     );
 }
@@ -109,7 +112,7 @@ async fn servers_that_exit_on_or_ignore_discover_are_served_as_legacy() {
         exits["era_reason"]
             .as_str()
             .unwrap_or("")
-            .contains("closed its output"),
+            .contains("exited without answering"),
         "{exits}"
     );
     let silent = d.server_status("silent").await;

@@ -26,7 +26,7 @@ fn repo() -> &'static Path {
 
 /// Where `.ci/install-peers` put the official SDKs and the published servers.
 pub(crate) struct Peers {
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
 }
 
 impl Peers {

@@ -6,7 +6,8 @@
     clippy::expect_used,
     clippy::indexing_slicing,
     clippy::panic,
-    clippy::disallowed_methods
+    clippy::disallowed_methods,
+    clippy::disallowed_macros
 )]
 
 mod failure_support;
@@ -24,6 +25,7 @@ mod failure_crashes;
 mod failure_health;
 mod failure_load;
 mod failure_processes;
+mod first_contact;
 mod foundation;
 mod hardening;
 mod http;

@@ -1,0 +1,108 @@
+//! `mcpd check-config`: what the daemon would run with this config, and the warnings a person can act on before starting it (a command not on `PATH`, a variable not set).
+
+use crate::config::{Config, Launch, ServerConfig, StdioLaunch};
+use crate::stdout::{Out, OutputError};
+use std::path::{Path, PathBuf};
+
+/// Prints the report. `exists`: the config file is there (else the daemon would start
+/// with no servers and read it on `mcpd ctl reload`).
+pub fn report(config: &Config, socket: &Path, exists: bool) -> Result<(), OutputError> {
+    let mut out = Out::lock();
+    match (&config.source, exists) {
+        (Some(p), true) => writeln!(out, "{}: OK", p.display())?,
+        (Some(p), false) => writeln!(
+            out,
+            "no config file at {}: the daemon would start with no servers",
+            p.display()
+        )?,
+        (None, _) => writeln!(
+            out,
+            "no config file: the daemon would start with no servers"
+        )?,
+    }
+    writeln!(out, "socket: {}", socket.display())?;
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for s in config.servers.values() {
+        let state = if s.enabled { "" } else { " (disabled)" };
+        writeln!(out, "server {}{state}: {}", s.name, describe(s).trim_end())?;
+        let n = &s.naming;
+        if n.prefix != s.name || !n.tools.is_empty() || !n.prompts.is_empty() {
+            writeln!(
+                out,
+                "  names: prefix {:?}, {} tool and {} prompt renames",
+                n.prefix,
+                n.tools.len(),
+                n.prompts.len()
+            )?;
+        }
+        if let Some(why) = &s.unresolved {
+            writeln!(out, "  warning: will not start: {why}")?;
+        }
+        if let Launch::Stdio(l) = &s.launch
+            && let Some(warning) = command_warning(l, &path)
+        {
+            writeln!(out, "  warning: {warning}")?;
+        }
+    }
+    out.flush()
+}
+
+/// How the server is reached, on one line.
+fn describe(s: &ServerConfig) -> String {
+    match &s.launch {
+        Launch::Stdio(l) => format!("{} {}", l.command, l.args.join(" ")),
+        Launch::Http(h) => {
+            let auth = match (&h.oauth, &h.bearer) {
+                (Some(o), _) => match (&o.client_id, o.redirect_port) {
+                    (Some(id), Some(p)) => format!("OAuth login, client {id}, redirect port {p}"),
+                    (Some(id), None) => format!("OAuth login, client {id}"),
+                    (None, _) => "OAuth login when asked".to_owned(),
+                },
+                (None, Some(_)) => "bearer token".to_owned(),
+                (None, None) => "OAuth off".to_owned(),
+            };
+            format!(
+                "{} (transport {}, {auth})",
+                h.display_url(),
+                h.transport.as_str()
+            )
+        }
+    }
+}
+
+/// A warning when the command cannot be found as the daemon would look for it: a path
+/// (relative to the server's `cwd`) that is no executable file, or a name on no
+/// directory of `PATH` (the server's own `env.PATH` if it sets one). Only a warning: the
+/// daemon's `PATH` may differ from this shell's (a systemd user service gets a short one).
+fn command_warning(l: &StdioLaunch, shell_path: &std::ffi::OsStr) -> Option<String> {
+    if l.command.contains('/') {
+        let p = match &l.cwd {
+            Some(cwd) if !l.command.starts_with('/') => cwd.join(&l.command),
+            _ => PathBuf::from(&l.command),
+        };
+        return (!is_executable(&p))
+            .then(|| format!("command {} is not an executable file here", p.display()));
+    }
+    let (path, whose) = match l.env.get("PATH") {
+        Some(p) => (std::ffi::OsString::from(p), "the server's env.PATH"),
+        None => (shell_path.to_owned(), "PATH"),
+    };
+    let found = std::env::split_paths(&path).any(|dir| is_executable(&dir.join(&l.command)));
+    (!found).then(|| {
+        format!(
+            "command {:?} is not found on {whose} ({}); the daemon searches its own PATH, which may differ from this shell's (a systemd user service gets a short one): write the full path to be sure",
+            l.command,
+            path.to_string_lossy()
+        )
+    })
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "check-config is a command of its own, not the daemon"
+    )]
+    let meta = std::fs::metadata(p);
+    meta.is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
