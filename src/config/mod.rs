@@ -9,6 +9,7 @@ mod discovery;
 mod filter;
 mod http;
 mod naming;
+mod raw;
 mod remote;
 mod server;
 
@@ -18,6 +19,7 @@ pub use filter::{Profile, ToolFilter, glob};
 pub use http::{HttpAuth, HttpListen};
 pub use remote::{HttpLaunch, HttpTransport, OAuthConfig, Secret, display_url};
 
+use raw::{RawFile, RawHealth, RawRestart, RawServer};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -42,112 +44,6 @@ pub enum ConfigError {
 }
 
 pub mod defaults;
-
-// ---------------------------------------------------------------- raw file
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawFile {
-    #[serde(default)]
-    daemon: RawDaemon,
-    #[serde(default)]
-    servers: BTreeMap<String, RawServer>,
-    #[serde(default)]
-    profiles: BTreeMap<String, filter::RawProfile>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawDaemon {
-    socket: Option<PathBuf>,
-    state_dir: Option<PathBuf>,
-    request_timeout: Option<String>,
-    max_message_bytes: Option<usize>,
-    max_media_bytes: Option<usize>,
-    #[serde(default)]
-    allow_uids: Vec<u32>,
-    tool_name_limit: Option<usize>,
-    max_agents: Option<usize>,
-    agent_queue: Option<usize>,
-    queue_bytes: Option<usize>,
-    shutdown_grace: Option<String>,
-    http_listen: Option<String>,
-    #[serde(default)]
-    http_allow_remote: bool,
-    http_auth: Option<String>,
-    http_token_env: Option<String>,
-    #[serde(default)]
-    http_allowed_hosts: Vec<String>,
-    http_max_connections: Option<usize>,
-    http_header_timeout: Option<String>,
-    tools: Option<String>,
-    #[serde(default)]
-    pinned: Vec<String>,
-    discover_above: Option<usize>,
-    max_active: Option<usize>,
-    #[serde(default)]
-    restart: RawRestart,
-    #[serde(default)]
-    health: RawHealth,
-}
-
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawRestart {
-    backoff_initial: Option<String>,
-    backoff_max: Option<String>,
-    max_restarts: Option<u32>,
-    window: Option<String>,
-    stable_after: Option<String>,
-}
-
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawHealth {
-    ping_interval: Option<String>,
-    ping_timeout: Option<String>,
-    startup_timeout: Option<String>,
-    stop_grace: Option<String>,
-    probe_timeout: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawServer {
-    command: Option<String>,
-    url: Option<String>,
-    transport: Option<String>,
-    #[serde(default)]
-    headers: BTreeMap<String, String>,
-    bearer_token_env: Option<String>,
-    connect_timeout: Option<String>,
-    oauth: Option<remote::RawOAuth>,
-    protocol: Option<String>,
-    #[serde(default)]
-    args: Vec<String>,
-    #[serde(default)]
-    env: BTreeMap<String, String>,
-    cwd: Option<PathBuf>,
-    #[serde(default = "yes")]
-    enabled: bool,
-    timeout: Option<String>,
-    restart: Option<RawRestart>,
-    health: Option<RawHealth>,
-    max_in_flight: Option<usize>,
-    tools: Option<filter::RawToolFilter>,
-    prompts: Option<naming::RawPrompts>,
-    /// What agents see before each tool and prompt name; the server's name if unset.
-    prefix: Option<String>,
-    start: Option<String>,
-    idle_timeout: Option<String>,
-    share: Option<String>,
-}
-
-fn yes() -> bool {
-    true
-}
-
-// ---------------------------------------------------------------- validated
 
 /// A validated configuration. Running code never re-checks it.
 #[derive(Debug, Clone, PartialEq)]

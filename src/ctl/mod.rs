@@ -10,12 +10,16 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
 mod bridge;
+mod agents;
 mod login;
+mod status;
 mod table;
 mod tools;
 
+pub use agents::agents;
 pub use bridge::bridge;
 pub use login::{login, logout};
+pub use status::status;
 pub use tools::{ALL_TOOLS, search, tools};
 
 /// Member `key` of a JSON object, or null: reading a field of the daemon's answer
@@ -158,180 +162,6 @@ fn print_json(out: &mut Out, result: &Value) -> Result<(), CtlError> {
     Ok(())
 }
 
-pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
-    let result = request(socket, crate::protocol::method::MCPD_STATUS, None).await?;
-    let mut out = Out::lock();
-    if as_json {
-        return print_json(&mut out, &result);
-    }
-    let servers: Vec<ServerStatus> = serde_json::from_value(at(&result, "servers").clone())
-        .map_err(|e| CtlError::Unexpected(format!("status servers: {e}")))?;
-    let d = at(&result, "daemon");
-    writeln!(
-        out,
-        "mcpd {} pid {} up {} socket {} agents {}",
-        at(d, "version").as_str().unwrap_or("?"),
-        at(d, "pid"),
-        human_secs(at(d, "uptime_secs").as_f64()),
-        at(d, "socket").as_str().unwrap_or("?"),
-        at(d, "agents"),
-    )?;
-    if let Some(url) = at(d, "http").as_str() {
-        writeln!(out, "serving HTTP at {url}")?;
-    }
-    if servers.is_empty() {
-        writeln!(
-            out,
-            "no servers configured; add a [servers.NAME] table to the config file (see docs/configuration.md)"
-        )?;
-        return Ok(());
-    }
-    // Names are up to 32 characters (an agent's instance adds `@N`): the column is as
-    // wide as the longest.
-    let w = servers
-        .iter()
-        .map(|s| s.name.chars().count())
-        .max()
-        .unwrap_or(0)
-        .max(20);
-    writeln!(
-        out,
-        "\n{:<w$} {:<11} {:<15} {:<7} {:<11} {:>8} {:>6} {:>9} {:>8} {:>8}",
-        "SERVER",
-        "STATE",
-        "TRANSPORT",
-        "ERA",
-        "PROTOCOL",
-        "PID",
-        "TOOLS",
-        "IN-FLIGHT",
-        "RESTARTS",
-        "UPTIME"
-    )?;
-    // Colour only for a person at a terminal; pipes and files get plain text.
-    let colour = std::io::IsTerminal::is_terminal(&std::io::stdout());
-    for s in &servers {
-        let state = if s.probing {
-            "probing"
-        } else {
-            s.state.as_str()
-        };
-        let state = paint(state, s.state, colour);
-        writeln!(
-            out,
-            "{:<w$} {} {:<15} {:<7} {:<11} {:>8} {:>6} {:>9} {:>8} {:>8}",
-            s.name,
-            state,
-            s.transport,
-            s.era.as_deref().unwrap_or("-"),
-            s.protocol_version.as_deref().unwrap_or("-"),
-            s.pid.map_or("-".into(), |p| p.to_string()),
-            s.tools,
-            s.in_flight,
-            s.restarts,
-            human_secs(s.uptime_secs),
-        )?;
-    }
-    for s in &servers {
-        let mut notes = Vec::new();
-        if let Some(t) = s.next_retry_secs {
-            notes.push(format!("next retry in {}", human_secs(Some(t))));
-        }
-        if let Some(a) = &s.auth {
-            notes.extend(auth_note(&s.name, a));
-        }
-        if let Some(e) = &s.last_error {
-            notes.push(format!("last error: {e}"));
-        }
-        if let Some(e) = &s.last_exit {
-            notes.push(format!("last exit: {e}"));
-        }
-        if let Some(e) = &s.catalog_error {
-            notes.push(format!("catalog: {e}"));
-        }
-        for c in &s.name_conflicts {
-            notes.push(format!(
-                "name conflict: {} {} is held by '{}'; this server's is not listed",
-                c.kind, c.name, c.held_by
-            ));
-        }
-        if let Some(r) = &s.era_reason
-            && s.state != crate::supervisor::ServerState::Ready
-        {
-            notes.push(format!("protocol: {r}"));
-        }
-        if !notes.is_empty() {
-            writeln!(out, "\n{}:", s.name)?;
-            for n in notes {
-                writeln!(out, "  {n}")?;
-            }
-            if s.state != crate::supervisor::ServerState::Ready {
-                for line in s.stderr_tail.iter().rev().take(5).rev() {
-                    writeln!(out, "  stderr| {line}")?;
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The auth lines of a server's status: its login, never a token.
-fn auth_note(name: &str, a: &crate::oauth::credential::AuthView) -> Vec<String> {
-    use crate::oauth::credential::AuthState;
-    let mut notes = Vec::new();
-    let mut about = Vec::new();
-    if let Some(i) = &a.issuer {
-        about.push(format!("issuer {i}"));
-    }
-    if let Some(s) = a.scopes.as_deref().filter(|s| !s.is_empty()) {
-        about.push(format!("scopes {s}"));
-    }
-    let about = if about.is_empty() {
-        String::new()
-    } else {
-        format!("; {}", about.join(", "))
-    };
-    match &a.state {
-        AuthState::None => {}
-        AuthState::LoggedIn { expires_at } => {
-            let left = expires_at.map(|t| {
-                let now = crate::oauth::store::epoch_secs(std::time::SystemTime::now());
-                t.saturating_sub(now)
-            });
-            let when = match left {
-                None => "no expiry given".to_owned(),
-                Some(0) => "expired; refreshed on next use".to_owned(),
-                Some(s) => format!("expires in {}", human_secs(Some(s as f64))),
-            };
-            notes.push(format!("auth: logged in ({when}){about}"));
-        }
-        AuthState::NeedsLogin(why) => {
-            notes.push(format!(
-                "auth: needs-login ({why}): run `mcpd ctl login {name}`"
-            ));
-        }
-    }
-    if a.pending {
-        notes.push("auth: login pending (waiting for the browser's redirect)".into());
-    }
-    if !a.more_scope.is_empty() {
-        notes.push(format!(
-            "auth: the server asked for more scope ({}): run `mcpd ctl login {name}`",
-            a.more_scope.join(" ")
-        ));
-    }
-    notes
-}
-
-fn human_secs(secs: Option<f64>) -> String {
-    match secs {
-        None => "-".into(),
-        Some(s) if s < 60.0 => format!("{s:.0}s"),
-        Some(s) if s < 3600.0 => format!("{}m{}s", (s / 60.0) as u64, (s % 60.0) as u64),
-        Some(s) => format!("{}h{}m", (s / 3600.0) as u64, ((s % 3600.0) / 60.0) as u64),
-    }
-}
-
 /// The error a daemon sent instead of an answer (a refused connection), if the line is one.
 fn refusal(line: &str) -> Option<CtlError> {
     let v: Value = serde_json::from_str(line).ok()?;
@@ -344,24 +174,6 @@ fn refusal(line: &str) -> Option<CtlError> {
             .unwrap_or("")
             .to_owned(),
     })
-}
-
-/// The state column, padded to 11 columns, coloured when `colour` is on.
-fn paint(text: &str, state: crate::supervisor::ServerState, colour: bool) -> String {
-    use crate::supervisor::ServerState as S;
-    let padded = format!("{text:<11}");
-    if !colour {
-        return padded;
-    }
-    let code = match state {
-        S::Ready => "32",
-        S::Starting | S::Idle => "36",
-        S::Backoff => "33",
-        S::Failed => "31",
-        S::Stopped | S::Disabled => "2",
-        S::NeedsLogin => "35",
-    };
-    format!("\x1b[{code}m{padded}\x1b[0m")
 }
 
 /// `mcpd ctl reload`: the daemon re-reads its config file and applies what changed.
@@ -510,68 +322,6 @@ pub async fn logs(socket: &Path, name: &str, lines: usize, follow: bool) -> Resu
         events = row.history;
         stderr = row.stderr_tail;
     }
-}
-
-/// `mcpd ctl agents [--json]`: who is connected, and doing what.
-pub async fn agents(socket: &Path, as_json: bool) -> Result<(), CtlError> {
-    let result = request(socket, "mcpd/agents", None).await?;
-    let mut out = Out::lock();
-    if as_json {
-        return print_json(&mut out, &result);
-    }
-    let agents: Vec<crate::agent::roster::AgentInfo> =
-        serde_json::from_value(at(&result, "agents").clone())
-            .map_err(|e| CtlError::Unexpected(format!("agents: {e}")))?;
-    use table::Align::{Left, Right};
-    let mut rows = vec![
-        [
-            "AGENT",
-            "PID",
-            "EXECUTABLE",
-            "CLIENT",
-            "ERA",
-            "IN-FLIGHT",
-            "PROFILE",
-        ]
-        .map(str::to_owned)
-        .to_vec(),
-    ];
-    for a in &agents {
-        let client = match (&a.client, &a.client_version) {
-            (Some(c), Some(v)) => format!("{c} {v}"),
-            (Some(c), None) => c.clone(),
-            _ => "-".into(),
-        };
-        // HTTP agents have no process to show; their transport and address stand in.
-        // A path shows its file name: `--json` has the whole of it.
-        let mut exe = match (&a.exe, &a.remote) {
-            (Some(exe), _) => Path::new(exe)
-                .file_name()
-                .map_or_else(|| exe.clone(), |n| n.to_string_lossy().into_owned()),
-            (None, Some(remote)) => {
-                format!("{} {remote}", a.transport.as_deref().unwrap_or("http"))
-            }
-            (None, None) => "-".into(),
-        };
-        if let Some(via) = &a.via {
-            exe = format!("{exe} (via {via})");
-        }
-        rows.push(vec![
-            a.agent.to_string(),
-            a.pid.map_or("-".into(), |p| p.to_string()),
-            exe,
-            client,
-            a.era.clone().unwrap_or_else(|| "-".into()),
-            a.in_flight.to_string(),
-            a.profile.clone().unwrap_or_else(|| "-".into()),
-        ]);
-    }
-    table::print(
-        &mut out,
-        &[Right, Right, Left, Left, Left, Right, Left],
-        &rows,
-    )?;
-    Ok(())
 }
 
 /// `mcpd ctl http-token`: the HTTP listener's bearer token (with `url`, its URL first).

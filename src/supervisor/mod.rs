@@ -13,18 +13,18 @@ pub use reload::{ReloadSummary, Reloader};
 mod lifecycle;
 mod login;
 mod probing;
+mod slot;
 mod status;
 
-use crate::config::{Launch, ServerConfig};
+use crate::config::Launch;
 use crate::protocol::ListKind;
-use crate::registry::{Availability, Catalog, Registry};
+use crate::registry::{Catalog, Registry};
 use crate::sentinel::SentinelHandle;
 use crate::upstream::connection::{self, ConnectionContext, EraPlan};
 use crate::upstream::http::HttpInfo;
 use crate::upstream::probe::ProbeVerdict;
 use crate::upstream::process;
-use crate::upstream::{ConnectionEvent, ConnectionExit, ServerIdentity, UpstreamHandle};
-use backoff::{Backoff, CrashBudget};
+use crate::upstream::{ConnectionEvent, ConnectionExit, UpstreamHandle};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +34,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use handle::SupervisorMsg;
+use slot::Slot;
 pub use handle::{Action, SupervisorError, SupervisorHandle};
 pub use status::{ServerState, ServerStatus};
 
@@ -77,166 +78,6 @@ struct Running {
     http: Option<watch::Receiver<HttpInfo>>,
     /// This instance is an era probe, not a serving connection.
     probing: bool,
-}
-
-/// Everything the supervisor knows about one configured server.
-struct Slot {
-    cfg: ServerConfig,
-    state: ServerState,
-    running: Option<Running>,
-    after_exit: AfterExit,
-    /// Processes started after the first.
-    restarts: u32,
-    backoff: Backoff,
-    budget: CrashBudget,
-    retry_at: Option<Instant>,
-    ready_since: Option<Instant>,
-    last_error: Option<String>,
-    last_exit: Option<String>,
-    stderr_tail: Vec<String>,
-    catalog_error: Option<String>,
-    /// Kept across restarts so status can show what the server last said.
-    identity: Option<ServerIdentity>,
-    /// How the server's era was decided, for status.
-    era_reason: Option<String>,
-    /// The running connection's era came from the cache (so a failed start forgets it).
-    plan_from_cache: bool,
-    /// The server's cache hints from its last tool list.
-    cache: Option<(u64, bool)>,
-    /// A lazy server started only to learn its catalog: it goes idle once it has.
-    fill_only: bool,
-    /// For an agent's instance of a `share = "agent"` server: whose it is.
-    owner: Option<instances::Owner>,
-    /// Agents waiting for this instance to be ready.
-    waiters: Vec<instances::Waiter>,
-    /// When this instance stops, its agent having left.
-    linger_until: Option<Instant>,
-    /// The slot goes away once its process has stopped.
-    removing: bool,
-    /// A remote server's OAuth login (None for local servers and static credentials).
-    login: Option<crate::oauth::credential::CredentialHandle>,
-    /// The server asked for scopes the login lacks.
-    more_scope: bool,
-    /// Lifecycle events (state changes, exits), newest last, for `mcpd ctl logs`.
-    history: std::collections::VecDeque<String>,
-    /// The state the history last recorded.
-    noted: Option<ServerState>,
-}
-
-/// Lifecycle events kept per server.
-const HISTORY: usize = 100;
-
-impl Slot {
-    /// Records a lifecycle event with the time.
-    fn note(&mut self, event: String) {
-        let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
-        if self.history.len() == HISTORY {
-            self.history.pop_front();
-        }
-        self.history.push_back(format!("{now} {event}"));
-    }
-
-    /// Records a state change, with what explains it.
-    fn note_state(&mut self) {
-        if self.noted == Some(self.state) {
-            return;
-        }
-        self.noted = Some(self.state);
-        let detail = match self.state {
-            ServerState::Ready => self
-                .running
-                .as_ref()
-                .and_then(|r| r.pid)
-                .map(|p| format!(" (pid {p})"))
-                .unwrap_or_default(),
-            ServerState::Backoff | ServerState::Failed | ServerState::NeedsLogin => self
-                .last_error
-                .as_ref()
-                .map(|e| format!(": {e}"))
-                .unwrap_or_default(),
-            _ => String::new(),
-        };
-        self.note(format!("{}{detail}", self.state.as_str()));
-    }
-}
-
-impl Slot {
-    fn new(cfg: ServerConfig) -> Slot {
-        Slot {
-            backoff: Backoff::new(&cfg.restart),
-            budget: CrashBudget::new(&cfg.restart),
-            state: if cfg.enabled {
-                ServerState::Stopped
-            } else {
-                ServerState::Disabled
-            },
-            running: None,
-            after_exit: AfterExit::Recover,
-            restarts: 0,
-            retry_at: None,
-            ready_since: None,
-            last_error: None,
-            last_exit: None,
-            stderr_tail: Vec::new(),
-            catalog_error: None,
-            identity: None,
-            era_reason: None,
-            plan_from_cache: false,
-            cache: None,
-            fill_only: false,
-            owner: None,
-            waiters: Vec::new(),
-            linger_until: None,
-            removing: false,
-            history: std::collections::VecDeque::new(),
-            noted: None,
-            login: None,
-            more_scope: false,
-            cfg,
-        }
-    }
-
-    fn availability(&self) -> Availability {
-        let wait = self.cfg.health.startup_timeout + self.cfg.health.probe_timeout;
-        if self.cfg.per_agent && self.owner.is_none() {
-            return Availability::PerAgent { wait };
-        }
-        match (
-            self.state,
-            self.running.as_ref().and_then(|r| r.handle.as_ref()),
-        ) {
-            (ServerState::Ready, Some(h)) => Availability::Ready(h.clone()),
-            (ServerState::Backoff, _) => Availability::Backoff {
-                attempt: self.backoff.attempt(),
-                retry_at: self
-                    .retry_at
-                    .map(Instant::into_std)
-                    .unwrap_or_else(std::time::Instant::now),
-            },
-            (ServerState::Failed, _) if self.cfg.unresolved.is_some() => Availability::NotStarted {
-                reason: self.last_error.clone().unwrap_or_default(),
-            },
-            (ServerState::Failed, _) => Availability::Failed {
-                reason: self.last_error.clone().unwrap_or_else(|| "unknown".into()),
-            },
-            (ServerState::Stopped, _) => Availability::Stopped,
-            (ServerState::Disabled, _) => Availability::Disabled,
-            (ServerState::NeedsLogin, _) => Availability::NeedsLogin {
-                reason: format!(
-                    "waiting for an OAuth login ({}): run `mcpd ctl login {}`",
-                    login::login_reason(self),
-                    self.cfg.name
-                ),
-            },
-            (ServerState::Idle, _) => Availability::Idle {
-                wait: self.cfg.health.startup_timeout + self.cfg.health.probe_timeout,
-            },
-            // A probe may come first, then the handshake.
-            _ => Availability::Starting {
-                wait: self.cfg.health.startup_timeout + self.cfg.health.probe_timeout,
-            },
-        }
-    }
 }
 
 struct Supervisor {

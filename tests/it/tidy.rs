@@ -10,12 +10,9 @@ const MAX_LINES: usize = 500;
 /// shrinks: a file listed here that is back under the limit must leave it, and no file
 /// of the agent side may be on it.
 const LONG_FILES: &[(&str, usize)] = &[
-    ("config/mod.rs", 573),
-    ("ctl/mod.rs", 560),
     ("import.rs", 963),
     ("protocol/results.rs", 738),
     ("protocol/schema.rs", 554),
-    ("supervisor/mod.rs", 557),
 ];
 
 fn src() -> PathBuf {

@@ -1,0 +1,197 @@
+//! `mcpd ctl status`: the daemon and every server at a glance, with what explains each server that is not ready.
+
+use super::{CtlError, Out, at, print_json, request};
+use crate::supervisor::ServerStatus;
+use std::path::Path;
+
+pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
+    let result = request(socket, crate::protocol::method::MCPD_STATUS, None).await?;
+    let mut out = Out::lock();
+    if as_json {
+        return print_json(&mut out, &result);
+    }
+    let servers: Vec<ServerStatus> = serde_json::from_value(at(&result, "servers").clone())
+        .map_err(|e| CtlError::Unexpected(format!("status servers: {e}")))?;
+    let d = at(&result, "daemon");
+    writeln!(
+        out,
+        "mcpd {} pid {} up {} socket {} agents {}",
+        at(d, "version").as_str().unwrap_or("?"),
+        at(d, "pid"),
+        human_secs(at(d, "uptime_secs").as_f64()),
+        at(d, "socket").as_str().unwrap_or("?"),
+        at(d, "agents"),
+    )?;
+    if let Some(url) = at(d, "http").as_str() {
+        writeln!(out, "serving HTTP at {url}")?;
+    }
+    if servers.is_empty() {
+        writeln!(
+            out,
+            "no servers configured; add a [servers.NAME] table to the config file (see docs/configuration.md)"
+        )?;
+        return Ok(());
+    }
+    // Names are up to 32 characters (an agent's instance adds `@N`): the column is as
+    // wide as the longest.
+    let w = servers
+        .iter()
+        .map(|s| s.name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(20);
+    writeln!(
+        out,
+        "\n{:<w$} {:<11} {:<15} {:<7} {:<11} {:>8} {:>6} {:>9} {:>8} {:>8}",
+        "SERVER",
+        "STATE",
+        "TRANSPORT",
+        "ERA",
+        "PROTOCOL",
+        "PID",
+        "TOOLS",
+        "IN-FLIGHT",
+        "RESTARTS",
+        "UPTIME"
+    )?;
+    // Colour only for a person at a terminal; pipes and files get plain text.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    for s in &servers {
+        let state = if s.probing {
+            "probing"
+        } else {
+            s.state.as_str()
+        };
+        let state = paint(state, s.state, colour);
+        writeln!(
+            out,
+            "{:<w$} {} {:<15} {:<7} {:<11} {:>8} {:>6} {:>9} {:>8} {:>8}",
+            s.name,
+            state,
+            s.transport,
+            s.era.as_deref().unwrap_or("-"),
+            s.protocol_version.as_deref().unwrap_or("-"),
+            s.pid.map_or("-".into(), |p| p.to_string()),
+            s.tools,
+            s.in_flight,
+            s.restarts,
+            human_secs(s.uptime_secs),
+        )?;
+    }
+    for s in &servers {
+        let mut notes = Vec::new();
+        if let Some(t) = s.next_retry_secs {
+            notes.push(format!("next retry in {}", human_secs(Some(t))));
+        }
+        if let Some(a) = &s.auth {
+            notes.extend(auth_note(&s.name, a));
+        }
+        if let Some(e) = &s.last_error {
+            notes.push(format!("last error: {e}"));
+        }
+        if let Some(e) = &s.last_exit {
+            notes.push(format!("last exit: {e}"));
+        }
+        if let Some(e) = &s.catalog_error {
+            notes.push(format!("catalog: {e}"));
+        }
+        for c in &s.name_conflicts {
+            notes.push(format!(
+                "name conflict: {} {} is held by '{}'; this server's is not listed",
+                c.kind, c.name, c.held_by
+            ));
+        }
+        if let Some(r) = &s.era_reason
+            && s.state != crate::supervisor::ServerState::Ready
+        {
+            notes.push(format!("protocol: {r}"));
+        }
+        if !notes.is_empty() {
+            writeln!(out, "\n{}:", s.name)?;
+            for n in notes {
+                writeln!(out, "  {n}")?;
+            }
+            if s.state != crate::supervisor::ServerState::Ready {
+                for line in s.stderr_tail.iter().rev().take(5).rev() {
+                    writeln!(out, "  stderr| {line}")?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The auth lines of a server's status: its login, never a token.
+fn auth_note(name: &str, a: &crate::oauth::credential::AuthView) -> Vec<String> {
+    use crate::oauth::credential::AuthState;
+    let mut notes = Vec::new();
+    let mut about = Vec::new();
+    if let Some(i) = &a.issuer {
+        about.push(format!("issuer {i}"));
+    }
+    if let Some(s) = a.scopes.as_deref().filter(|s| !s.is_empty()) {
+        about.push(format!("scopes {s}"));
+    }
+    let about = if about.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", about.join(", "))
+    };
+    match &a.state {
+        AuthState::None => {}
+        AuthState::LoggedIn { expires_at } => {
+            let left = expires_at.map(|t| {
+                let now = crate::oauth::store::epoch_secs(std::time::SystemTime::now());
+                t.saturating_sub(now)
+            });
+            let when = match left {
+                None => "no expiry given".to_owned(),
+                Some(0) => "expired; refreshed on next use".to_owned(),
+                Some(s) => format!("expires in {}", human_secs(Some(s as f64))),
+            };
+            notes.push(format!("auth: logged in ({when}){about}"));
+        }
+        AuthState::NeedsLogin(why) => {
+            notes.push(format!(
+                "auth: needs-login ({why}): run `mcpd ctl login {name}`"
+            ));
+        }
+    }
+    if a.pending {
+        notes.push("auth: login pending (waiting for the browser's redirect)".into());
+    }
+    if !a.more_scope.is_empty() {
+        notes.push(format!(
+            "auth: the server asked for more scope ({}): run `mcpd ctl login {name}`",
+            a.more_scope.join(" ")
+        ));
+    }
+    notes
+}
+
+fn human_secs(secs: Option<f64>) -> String {
+    match secs {
+        None => "-".into(),
+        Some(s) if s < 60.0 => format!("{s:.0}s"),
+        Some(s) if s < 3600.0 => format!("{}m{}s", (s / 60.0) as u64, (s % 60.0) as u64),
+        Some(s) => format!("{}h{}m", (s / 3600.0) as u64, ((s % 3600.0) / 60.0) as u64),
+    }
+}
+
+/// The state column, padded to 11 columns, coloured when `colour` is on.
+fn paint(text: &str, state: crate::supervisor::ServerState, colour: bool) -> String {
+    use crate::supervisor::ServerState as S;
+    let padded = format!("{text:<11}");
+    if !colour {
+        return padded;
+    }
+    let code = match state {
+        S::Ready => "32",
+        S::Starting | S::Idle => "36",
+        S::Backoff => "33",
+        S::Failed => "31",
+        S::Stopped | S::Disabled => "2",
+        S::NeedsLogin => "35",
+    };
+    format!("\x1b[{code}m{padded}\x1b[0m")
+}
