@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Regenerates README.md's performance table from one full run of the relay benchmark.
+# Regenerates docs/performance.md's table from one full run of the relay benchmark.
 #
 #   benches/perf-table.sh [relay bench options]     (default: --concurrency 1,8,64 --duration 2)
 #
 # The bench writes its Markdown (`--table`): calls/s and p50 on every path, including a
 # stdio client through `mcpd connect`, the memory figures and each target with PASS/FAIL.
-# This script puts it between the `perf-table` markers in README.md, under a line naming
+# This script puts it between the `perf-table` markers in docs/performance.md, under a line naming
 # the commit it measured. It changes nothing when the bench fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,13 +26,13 @@ fi
 python3 - "$table" "$commit" <<'EOF'
 import sys, re
 table, commit = open(sys.argv[1]).read().rstrip("\n"), sys.argv[2]
-readme = open("README.md").read()
+readme = open("docs/performance.md").read()
 begin, end = "<!-- perf-table:begin -->", "<!-- perf-table:end -->"
 if begin not in readme or end not in readme:
-    sys.exit("README.md has no perf-table markers")
+    sys.exit("docs/performance.md has no perf-table markers")
 block = f"{begin}\nMeasured at commit `{commit}` with `benches/perf-table.sh`: {table}\n{end}"
 head, rest = readme.split(begin, 1)
 _, tail = rest.split(end, 1)
-open("README.md", "w").write(head + block + tail)
-print("README.md: performance table updated")
+open("docs/performance.md", "w").write(head + block + tail)
+print("docs/performance.md: performance table updated")
 EOF

@@ -376,3 +376,17 @@ fn no_modules_import_each_other_round_a_loop() {
         described.join("\n")
     );
 }
+
+/// README is the front door: what, install, quick start, clients, and a line per topic
+/// with a link. The reference lives in docs/.
+#[test]
+fn readme_stays_a_front_door() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+            .expect("README.md");
+    let lines = readme.lines().count();
+    assert!(
+        lines <= 200,
+        "README.md has {lines} lines, over 200: move reference material to docs/"
+    );
+}
