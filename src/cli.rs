@@ -56,12 +56,12 @@ pub enum Command {
         #[command(flatten)]
         paths: Paths,
     },
-    /// Copy the MCP servers of other clients (Claude Desktop, Claude Code, Cursor, VS Code)
-    /// into mcpd's config
+    /// Copy the MCP servers of other clients (Claude Desktop, Claude Code, Cursor, VS Code,
+    /// Gemini CLI, Codex) into mcpd's config
     #[command(long_about = IMPORT_HELP)]
     Import {
-        /// A client (claude-desktop, claude-code, cursor, vscode) or a JSON file to read;
-        /// repeatable [default: every known client file that exists]
+        /// A client (claude-desktop, claude-code, cursor, vscode, gemini, codex) or a JSON or
+        /// TOML file to read; repeatable [default: every known client file that exists]
         #[arg(long, value_name = "CLIENT|FILE")]
         from: Vec<String>,
         /// mcpd's config file to append to; created if missing [default: $XDG_CONFIG_HOME/mcpd/mcpd.toml, else ~/.config/mcpd/mcpd.toml]
@@ -91,22 +91,28 @@ const IMPORT_HELP: &str = "\
 Copy the MCP servers of other clients into mcpd's config.
 
 Reads Claude Desktop (claude_desktop_config.json), Claude Code (~/.claude.json and the
-project's .mcp.json), Cursor (~/.cursor/mcp.json and .cursor/mcp.json) and VS Code (user
-mcp.json and .vscode/mcp.json) files; a FILE's format is detected by its top-level key
-(\"mcpServers\", \"servers\" or \"projects\"). Names are made valid for mcpd (lowercase, other
-characters to '-', at most 32 characters, -2, -3... on collisions) and the mapping is printed.
+project's .mcp.json), Cursor (~/.cursor/mcp.json and .cursor/mcp.json), VS Code (user
+mcp.json and .vscode/mcp.json), Gemini CLI (~/.gemini/settings.json and
+.gemini/settings.json) and Codex ($CODEX_HOME/config.toml, default ~/.codex/config.toml,
+and .codex/config.toml) files. A FILE named *.toml, or holding an [mcp_servers] table, is
+read as Codex's; any other as JSON, its layout detected by its top-level key
+(\"mcpServers\", \"servers\" or \"projects\"). Names are made valid for mcpd (lowercase,
+other characters to '-', at most 32 characters, -2, -3... on collisions) and the mapping
+is printed.
 
 New [servers.NAME] tables are appended to the end of the config file under a
 '# imported from SOURCE' comment; the rest of the file is kept as it is. A server whose
 name is already configured is never overwritten: it is reported as already present (same
 definition) or skipped (different definition; rename one and import again). Literal
-header values are not copied: they become ${IMPORTED_NAME_KEY} references and the
-variables to set are printed. A local server's env values are copied as they are (mcpd
-does not expand ${VAR} there). The merged config is validated before anything is written.
+header values and OAuth client secrets are not copied: they become IMPORTED_NAME_KEY
+variables. A local server's env values are copied as they are (mcpd does not expand
+${VAR} there). The merged config is validated before anything is written. The output
+ends with one line per server that will not start (or will lack a variable) until
+something is set in mcpd's environment, and how to set it.
 
 Exit codes: 0 success (also when entries were skipped), 64 usage error, 78 a source file
-that cannot be read or is not valid JSON, or a merged config that would be invalid, 1
-otherwise.";
+that cannot be read or is not valid JSON or TOML, or a merged config that would be
+invalid, 1 otherwise.";
 
 #[derive(Debug, Subcommand)]
 pub enum CtlCommand {

@@ -74,6 +74,7 @@ async fn dispatch(command: Command) -> ExitCode {
             };
             match mcpd::import::run(&opts) {
                 Ok(()) => ExitCode::SUCCESS,
+                Err(mcpd::import::ImportError::Output(e)) => printed(Err(e)),
                 Err(e) => fail(e.exit_code(), &e),
             }
         }

@@ -100,18 +100,28 @@ fn remote_servers_validate_and_never_show_their_secrets() {
         &format!("{ok}transport = \"websocket\""),
         Err("`servers.r.transport`: \"websocket\" is not a transport"),
     );
-    check_env(
-        &format!("{ok}bearer_token_env = \"MISSING\""),
-        Err("`servers.r.bearer_token_env`: the variable MISSING is not set"),
-    );
-    check_env(
-        &format!("{ok}bearer_token_env = \"EMPTY\""),
-        Err("the variable EMPTY is empty"),
-    );
-    check_env(
-        &format!("{ok}headers = {{ X-Key = \"${{MISSING}}\" }}"),
-        Err("`servers.r.headers.X-Key`: refers to ${MISSING}, which is not set"),
-    );
+    // A variable that is unset or empty stops that server alone, saying which.
+    for (settings, why) in [
+        (
+            "bearer_token_env = \"MISSING\"",
+            "MISSING is not set (for servers.r.bearer_token_env)",
+        ),
+        (
+            "bearer_token_env = \"EMPTY\"",
+            "EMPTY is empty (for servers.r.bearer_token_env)",
+        ),
+        (
+            "headers = { X-Key = \"${MISSING}\" }",
+            "MISSING is not set (for servers.r.headers.X-Key)",
+        ),
+    ] {
+        let text = format!("{ok}{settings}\n[servers.other]\ncommand = \"x\"");
+        let env = |var: &str| (var == "EMPTY").then(String::new);
+        let c = Config::parse_with_env(&text, Path::new("/etc/mcpd.toml"), &env).unwrap();
+        let unresolved = c.servers["r"].unresolved.as_deref().unwrap_or_default();
+        assert!(unresolved.contains(why), "{settings}: {unresolved:?}");
+        assert!(c.servers["other"].unresolved.is_none());
+    }
     check_env(
         &format!("{ok}headers = {{ X-Key = \"${{TOKEN\" }}"),
         Err("an unterminated ${"),

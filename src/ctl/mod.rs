@@ -9,8 +9,8 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
-mod bridge;
 mod agents;
+mod bridge;
 mod login;
 mod status;
 mod table;

@@ -455,3 +455,132 @@ async fn a_config_file_created_after_the_daemon_started_is_read_by_ctl_reload() 
     let _ = daemon.start_kill();
     let _ = daemon.wait().await;
 }
+
+/// Writes `text` at `home/rel`, creating the folders.
+fn put(home: &Path, rel: &str, text: &str) {
+    let path = home.join(rel);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+#[tokio::test]
+async fn import_from_every_client_then_serve_runs_every_server_and_the_unresolvable_one_fails_alone()
+ {
+    let home = tempfile::Builder::new()
+        .prefix("mcpd-fc")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let h = home.path();
+    let fx = serde_json::to_string(fixture_bin()).unwrap();
+    // One server per client, each in the shape that client writes; an env value tells
+    // them apart (import skips a server it has already imported from another client).
+    let stdio =
+        |who: &str| format!(r#"{{"command": {fx}, "args": [], "env": {{"WHO": "{who}"}}}}"#);
+    put(
+        h,
+        ".claude.json",
+        &format!(
+            r#"{{"numStartups": 3, "mcpServers": {{"cc": {}, "gh-remote": {{"type": "http", "url": "http://127.0.0.1:9/mcp", "headers": {{"Authorization": "Bearer literal-secret"}}}}}},
+               "projects": {{"/work/p": {{"mcpServers": {{"cc-project": {}}}}}}}}}"#,
+            stdio("claude-code"),
+            stdio("claude-code-project")
+        ),
+    );
+    put(
+        h,
+        "config/Claude/claude_desktop_config.json",
+        &format!(
+            r#"{{"mcpServers": {{"desktop": {}}}}}"#,
+            stdio("claude-desktop")
+        ),
+    );
+    put(
+        h,
+        ".cursor/mcp.json",
+        &format!(r#"{{"mcpServers": {{"cur": {}}}}}"#, stdio("cursor")),
+    );
+    put(
+        h,
+        "config/Code/User/mcp.json",
+        &format!(
+            r#"{{"servers": {{"vs": {{"type": "stdio", "command": {fx}, "env": {{"WHO": "vscode"}}}}}}, "inputs": []}}"#
+        ),
+    );
+    put(
+        h,
+        ".gemini/settings.json",
+        &format!(
+            r#"{{"mcpServers": {{"gem": {}}}, "security": {{"auth": {{"selectedType": "oauth-personal"}}}}}}"#,
+            stdio("gemini")
+        ),
+    );
+    put(
+        h,
+        ".codex/config.toml",
+        &format!(
+            "model = \"o3\"\n\n[mcp_servers.cdx]\ncommand = {fx}\nargs = []\n\n[mcp_servers.cdx.env]\nWHO = \"codex\"\n"
+        ),
+    );
+    let config = h.join("mcpd.toml");
+    let project = h.join("elsewhere");
+    std::fs::create_dir_all(&project).unwrap();
+    let imported = tokio::process::Command::new(mcpd_bin())
+        .args(["import", "--config"])
+        .arg(&config)
+        .current_dir(&project)
+        .env("HOME", h)
+        .env("XDG_CONFIG_HOME", h.join("config"))
+        .env_remove("CODEX_HOME")
+        .env_remove("GEMINI_CLI_HOME")
+        .env_remove("MCPD_CONFIG")
+        .env_remove("IMPORTED_GH_REMOTE_AUTHORIZATION")
+        .output();
+    let imported = within("mcpd import", imported).await.unwrap();
+    let said = String::from_utf8_lossy(&imported.stdout).into_owned()
+        + &String::from_utf8_lossy(&imported.stderr);
+    assert!(imported.status.success(), "{said}");
+    assert!(
+        said.contains("IMPORTED_GH_REMOTE_AUTHORIZATION"),
+        "import says what to set:\n{said}"
+    );
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(!text.contains("literal-secret"), "{text}");
+    let socket = h.join("s.sock");
+    let log = std::fs::File::create(h.join("daemon.log")).unwrap();
+    let mut daemon = tokio::process::Command::new(mcpd_bin())
+        .args(["serve", "--config"])
+        .arg(&config)
+        .arg("--socket")
+        .arg(&socket)
+        .env_remove("IMPORTED_GH_REMOTE_AUTHORIZATION")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log))
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let servers = ["cc", "cc-project", "desktop", "cur", "vs", "gem", "cdx"];
+    let rows = eventually("every imported stdio server is ready", WAIT, || async {
+        let (code, out, _) = run_mcpd(&["ctl", "status", "--json"], Some(&socket)).await;
+        let v: Value = serde_json::from_str(&out).ok()?;
+        let rows = v["servers"].as_array()?.clone();
+        let ready = |name: &str| {
+            rows.iter()
+                .any(|r| r["name"] == name && r["state"] == "ready")
+        };
+        (code == 0 && servers.iter().all(|s| ready(s))).then_some(rows)
+    })
+    .await;
+    assert_eq!(rows.len(), servers.len() + 1, "{rows:#?}");
+    let gh = rows.iter().find(|r| r["name"] == "gh-remote").unwrap();
+    assert_eq!(gh["state"], "failed", "{gh}");
+    assert!(
+        gh["last_error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("IMPORTED_GH_REMOTE_AUTHORIZATION is not set"),
+        "{gh}"
+    );
+    let _ = daemon.start_kill();
+    let _ = daemon.wait().await;
+}

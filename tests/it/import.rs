@@ -358,7 +358,10 @@ async fn oauth_settings_of_remote_servers_are_carried_over() {
     );
     assert_eq!(strs(&linear["scopes"]), ["read", "write"]);
     assert!(
-        err.contains("IMPORTED_LINEAR_OAUTH_CLIENT_SECRET  (OAuth client secret of linear)"),
+        err.contains(
+            "[servers.linear] will not start until IMPORTED_LINEAR_OAUTH_CLIENT_SECRET is set in mcpd's \
+             environment (OAuth client secret)"
+        ),
         "{err}"
     );
     // A ${VAR} secret is kept as the variable; settings mcpd has none of get a note.
@@ -458,20 +461,27 @@ async fn oauth_settings_of_remote_servers_are_carried_over() {
         "{err}"
     );
 
-    // The daemon accepts it once the variables are set, and refuses it naming a missing one.
+    // The daemon accepts it once the variables are set; with one missing, only that server
+    // will not start, and check-config says which variable it waits for.
     let (code, out, cerr) = check_config_with(&config, &OAUTH_VARS).await;
     assert_eq!(code, 0, "check-config: {out}{cerr}\n{text}");
     assert!(
         out.contains("server slack: https://mcp.slack.com/mcp"),
         "{out}"
     );
-    let (code, _, cerr) = check_config_with(&config, &OAUTH_VARS[1..]).await;
-    assert_ne!(code, 0, "{cerr}");
+    assert!(!out.contains("will not start"), "{out}");
+    let (code, out, cerr) = check_config_with(&config, &OAUTH_VARS[1..]).await;
+    assert_eq!(code, 0, "{out}{cerr}");
+    let waiting = out
+        .lines()
+        .filter(|l| l.contains("will not start"))
+        .collect::<Vec<_>>();
+    assert_eq!(waiting.len(), 1, "{out}");
     assert!(
-        cerr.contains("IMPORTED_LINEAR_OAUTH_CLIENT_SECRET"),
-        "{cerr}"
+        waiting[0].contains("IMPORTED_LINEAR_OAUTH_CLIENT_SECRET")
+            && waiting[0].contains("client_secret_env"),
+        "{out}"
     );
-    assert!(cerr.contains("client_secret_env"), "{cerr}");
 
     // Importing again finds every table, oauth included, already present.
     let (code, _, err) = import(&fixtures, &config, &[]).await;
@@ -479,4 +489,409 @@ async fn oauth_settings_of_remote_servers_are_carried_over() {
     assert!(err.contains("nothing new to import"), "{err}");
     assert!(!err.contains("different definition"), "{err}");
     assert_eq!(read(&config), text);
+}
+
+/// The closing lines of an import's stderr: one `[servers.NAME] will not …` line per
+/// server that still needs a variable, then what they mean and how to set them.
+fn closing_lines(err: &str) -> Vec<&str> {
+    let lines: Vec<&str> = err.lines().collect();
+    let first = lines
+        .iter()
+        .position(|l| l.starts_with("[servers."))
+        .unwrap_or_else(|| panic!("no [servers.NAME] lines in:\n{err}"));
+    let closing = lines[first..].to_vec();
+    let last = closing.last().copied().unwrap_or_default();
+    assert!(
+        last.contains("systemctl --user edit mcpd")
+            && last.contains("Environment=")
+            && last.contains("EnvironmentFile=")
+            && last.contains("mcpd serve"),
+        "the import does not end saying how to set them:\n{err}"
+    );
+    closing
+}
+
+/// `mcpd import ARGS` in an empty working directory with HOME (and the clients' own
+/// homes) pointing at `home`, and the extra variables `vars`.
+async fn import_as_user(
+    home: &Path,
+    args: &[&str],
+    vars: &[(&str, &Path)],
+) -> (i32, String, String) {
+    let cwd = tempfile::tempdir_in(home).expect("working dir");
+    let out = tokio::process::Command::new(mcpd_bin())
+        .arg("import")
+        .args(args)
+        .current_dir(cwd.path())
+        .env_remove("MCPD_CONFIG")
+        .env_remove("CODEX_HOME")
+        .env_remove("GEMINI_CLI_HOME")
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .envs(vars.iter().copied())
+        .output()
+        .await
+        .expect("run mcpd import");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn gemini_cli_settings_import_with_their_keys_mapped() {
+    let dir = temp();
+    let config = dir.path().join("mcpd.toml");
+    let (code, out, err) = import(&["gemini_settings.json"], &config, &[]).await;
+    assert_eq!(code, 0, "stdout {out}\nstderr {err}");
+    let text = read(&config);
+    for secret in ["ghp_literal_token_abc", "literal-gemini-secret"] {
+        assert!(!text.contains(secret), "{secret} leaked into:\n{text}");
+        assert!(
+            !out.contains(secret) && !err.contains(secret),
+            "{secret} printed:\n{out}\n{err}"
+        );
+    }
+    let parsed: toml::Table = toml::from_str(&text).expect("the written config is TOML");
+
+    // stdio: `$VAR` in env is a reference, left for mcpd's environment; timeout (ms) and
+    // includeTools map to mcpd's timeout and tool filter.
+    let github = server(&parsed, "github");
+    assert_eq!(github["command"].as_str(), Some("docker"));
+    assert_eq!(
+        strs(&github["args"]),
+        ["run", "-i", "--rm", "ghcr.io/github/github-mcp-server"]
+    );
+    assert_eq!(github["cwd"].as_str(), Some("/home/me/work"));
+    let env = github["env"].as_table().expect("env");
+    assert_eq!(env.len(), 1, "{env:?}");
+    assert_eq!(env["LOG_LEVEL"].as_str(), Some("debug"));
+    assert_eq!(github["timeout"].as_str(), Some("30s"));
+    assert_eq!(
+        strs(&github["tools"]["allow"]),
+        ["create_issue", "list_issues"]
+    );
+    assert!(
+        text.contains("# GitHub tools\n[servers.github]\n"),
+        "{text}"
+    );
+    assert!(err.contains("\"github\": trust not copied"), "{err}");
+
+    // sse: `"type": "sse"`, a ${VAR} header kept, excludeTools as the tool filter's deny.
+    let events = server(&parsed, "events");
+    assert_eq!(
+        events["url"].as_str(),
+        Some("https://events.example.com/sse")
+    );
+    assert_eq!(events["transport"].as_str(), Some("sse"));
+    assert_eq!(
+        events["headers"]["X-Api-Key"].as_str(),
+        Some("${EVENTS_KEY}")
+    );
+    assert_eq!(strs(&events["tools"]["deny"]), ["delete_event"]);
+    // http: `"type": "http"` is left to mcpd's auto; the literal header becomes a variable.
+    let remote = server(&parsed, "gh-remote");
+    assert!(!remote.contains_key("transport"), "{remote:?}");
+    assert_eq!(
+        remote["headers"]["Authorization"].as_str(),
+        Some("${IMPORTED_GH_REMOTE_AUTHORIZATION}")
+    );
+    // httpUrl (Streamable HTTP) is the url; Gemini's oauth carries over.
+    let docs = server(&parsed, "legacy-docs");
+    assert_eq!(docs["url"].as_str(), Some("https://docs.example.com/mcp"));
+    let oauth = oauth(&parsed, "legacy-docs").expect("legacy-docs oauth");
+    assert_eq!(oauth["client_id"].as_str(), Some("gemini-docs-client"));
+    assert_eq!(
+        oauth["client_secret_env"].as_str(),
+        Some("IMPORTED_LEGACY_DOCS_OAUTH_CLIENT_SECRET")
+    );
+    assert_eq!(strs(&oauth["scopes"]), ["docs.read", "offline_access"]);
+    assert!(err.contains("oauth.redirectUri not copied"), "{err}");
+    assert!(
+        err.contains("authProviderType \"google_credentials\" not copied"),
+        "{err}"
+    );
+    // mcp.excluded: kept, but not started.
+    assert_eq!(server(&parsed, "memory")["enabled"].as_bool(), Some(false));
+    assert!(!server(&parsed, "events").contains_key("enabled"));
+
+    let closing = closing_lines(&err);
+    for line in [
+        "[servers.events] will not start until EVENTS_KEY is set in mcpd's environment (header X-Api-Key)",
+        "[servers.gh-remote] will not start until IMPORTED_GH_REMOTE_AUTHORIZATION is set in mcpd's environment (header Authorization)",
+        "[servers.legacy-docs] will not start until IMPORTED_LEGACY_DOCS_OAUTH_CLIENT_SECRET is set in mcpd's environment (OAuth client secret)",
+    ] {
+        assert!(closing.contains(&line), "{line:?} missing in:\n{err}");
+    }
+    assert!(
+        closing.iter().any(|l| l.starts_with(
+            "[servers.github] will not get GITHUB_PERSONAL_ACCESS_TOKEN until it is set in mcpd's environment"
+        )),
+        "{err}"
+    );
+    assert_eq!(
+        closing
+            .iter()
+            .filter(|l| l.starts_with("[servers."))
+            .count(),
+        4,
+        "{err}"
+    );
+
+    let vars = [
+        ("EVENTS_KEY", "k"),
+        ("IMPORTED_GH_REMOTE_AUTHORIZATION", "Bearer t"),
+        ("IMPORTED_LEGACY_DOCS_OAUTH_CLIENT_SECRET", "s"),
+    ];
+    let (code, out, cerr) = check_config_with(&config, &vars).await;
+    assert_eq!(code, 0, "check-config: {out}{cerr}\n{text}");
+    assert!(!out.contains("will not start"), "{out}");
+    assert!(out.contains("server memory (disabled)"), "{out}");
+}
+
+#[tokio::test]
+async fn codex_config_toml_imports_with_its_keys_mapped() {
+    let dir = temp();
+    let config = dir.path().join("mcpd.toml");
+    let (code, out, err) = import(&["codex_config.toml"], &config, &[]).await;
+    assert_eq!(code, 0, "stdout {out}\nstderr {err}");
+    let text = read(&config);
+    for secret in ["literal-codex-secret", "mcpd-import-test"] {
+        assert!(!text.contains(secret), "{secret} leaked into:\n{text}");
+        assert!(
+            !out.contains(secret) && !err.contains(secret),
+            "{secret} printed:\n{out}\n{err}"
+        );
+    }
+    let parsed: toml::Table = toml::from_str(&text).expect("the written config is TOML");
+
+    // stdio: env (a table) copied as it is, cwd, both timeouts and enabled_tools.
+    let github = server(&parsed, "github");
+    assert_eq!(github["command"].as_str(), Some("docker"));
+    assert_eq!(
+        strs(&github["args"]),
+        ["run", "-i", "--rm", "ghcr.io/github/github-mcp-server"]
+    );
+    assert_eq!(
+        github["env"]["GITHUB_PERSONAL_ACCESS_TOKEN"].as_str(),
+        Some("ghp_codex_literal")
+    );
+    assert_eq!(github["cwd"].as_str(), Some("/home/me/work"));
+    assert_eq!(github["timeout"].as_str(), Some("120s"));
+    assert_eq!(github["health"]["startup_timeout"].as_str(), Some("20s"));
+    assert_eq!(
+        strs(&github["tools"]["allow"]),
+        ["create_issue", "list_issues"]
+    );
+    assert_eq!(
+        strs(&server(&parsed, "fs")["args"]),
+        [
+            "-y",
+            "@modelcontextprotocol/server-filesystem",
+            "/home/me/projects"
+        ]
+    );
+
+    // Streamable HTTP: bearer_token_env_var, literal http_headers, env_http_headers.
+    let remote = server(&parsed, "remote");
+    assert_eq!(remote["url"].as_str(), Some("https://mcp.example.com/mcp"));
+    assert!(!remote.contains_key("transport"), "{remote:?}");
+    assert_eq!(remote["bearer_token_env"].as_str(), Some("EXAMPLE_TOKEN"));
+    assert_eq!(
+        remote["headers"]["X-Client"].as_str(),
+        Some("${IMPORTED_REMOTE_X_CLIENT}")
+    );
+    assert_eq!(
+        remote["headers"]["X-Team"].as_str(),
+        Some("${EXAMPLE_TEAM}")
+    );
+    assert_eq!(strs(&remote["tools"]["deny"]), ["delete_everything"]);
+    // enabled = false, and the OAuth client `codex mcp add --oauth-client-id` wrote.
+    assert_eq!(server(&parsed, "docs")["enabled"].as_bool(), Some(false));
+    let linear = oauth(&parsed, "linear").expect("linear oauth");
+    assert_eq!(linear["client_id"].as_str(), Some("lin-codex"));
+    assert_eq!(
+        linear["client_secret_env"].as_str(),
+        Some("IMPORTED_LINEAR_OAUTH_CLIENT_SECRET")
+    );
+    assert!(err.contains("oauth.callback_url not copied"), "{err}");
+
+    let closing = closing_lines(&err);
+    for line in [
+        "[servers.remote] will not start until IMPORTED_REMOTE_X_CLIENT, EXAMPLE_TEAM and EXAMPLE_TOKEN are set in mcpd's environment (header X-Client; header X-Team; bearer token)",
+        "[servers.linear] will not start until IMPORTED_LINEAR_OAUTH_CLIENT_SECRET is set in mcpd's environment (OAuth client secret)",
+    ] {
+        assert!(closing.contains(&line), "{line:?} missing in:\n{err}");
+    }
+    assert!(
+        closing.iter().any(|l| l.starts_with(
+            "[servers.github] will not get GITHUB_HOST until it is set in mcpd's environment"
+        )),
+        "{err}"
+    );
+
+    let vars = [
+        ("EXAMPLE_TOKEN", "t"),
+        ("EXAMPLE_TEAM", "team"),
+        ("IMPORTED_REMOTE_X_CLIENT", "c"),
+        ("IMPORTED_LINEAR_OAUTH_CLIENT_SECRET", "s"),
+    ];
+    let (code, out, cerr) = check_config_with(&config, &vars).await;
+    assert_eq!(code, 0, "check-config: {out}{cerr}\n{text}");
+    assert!(!out.contains("will not start"), "{out}");
+    assert!(
+        out.contains("server remote: https://mcp.example.com/mcp (transport auto, bearer token)"),
+        "{out}"
+    );
+    assert!(out.contains("server docs (disabled)"), "{out}");
+}
+
+#[tokio::test]
+async fn a_codex_file_is_read_as_toml_whatever_its_name() {
+    let dir = temp();
+    let config = dir.path().join("mcpd.toml");
+    // No .toml extension: recognised by its [mcp_servers] table.
+    let renamed = dir.path().join("codex-config");
+    std::fs::copy(fixture("codex_config.toml"), &renamed).unwrap();
+    let from = renamed.display().to_string();
+    let c = config.display().to_string();
+    let (code, out, err) = run_mcpd(&["import", "--from", &from, "--config", &c], None).await;
+    assert_eq!(code, 0, "stdout {out}\nstderr {err}");
+    assert!(read(&config).contains("[servers.remote]\n"));
+
+    // A broken .toml file is reported as TOML, naming the file, and nothing is written.
+    let broken = dir.path().join("config.toml");
+    std::fs::write(&broken, "[mcp_servers.x\ncommand = \"y\"\n").unwrap();
+    let before = read(&config);
+    let from = broken.display().to_string();
+    let (code, _, err) = run_mcpd(&["import", "--from", &from, "--config", &c], None).await;
+    assert_eq!(code, 78, "{err}");
+    assert!(err.contains("config.toml is not valid TOML"), "{err}");
+    assert!(!err.contains("JSON"), "{err}");
+    assert_eq!(read(&config), before);
+}
+
+#[tokio::test]
+async fn from_gemini_and_from_codex_read_the_clients_own_files() {
+    let home = temp();
+    let h = home.path();
+    std::fs::create_dir_all(h.join(".gemini")).unwrap();
+    std::fs::copy(
+        fixture("gemini_settings.json"),
+        h.join(".gemini/settings.json"),
+    )
+    .unwrap();
+    std::fs::create_dir_all(h.join("codex-home")).unwrap();
+    std::fs::copy(
+        fixture("codex_config.toml"),
+        h.join("codex-home/config.toml"),
+    )
+    .unwrap();
+    let config = h.join("mcpd.toml");
+    let c = config.display().to_string();
+
+    let codex_home = h.join("codex-home");
+    let (code, out, err) = import_as_user(
+        h,
+        &[
+            "--from",
+            "gemini",
+            "--from",
+            "codex",
+            "--config",
+            &c,
+            "--dry-run",
+        ],
+        &[("CODEX_HOME", &codex_home)],
+    )
+    .await;
+    assert_eq!(code, 0, "stdout {out}\nstderr {err}");
+    let gemini_file = h.join(".gemini/settings.json");
+    let codex_file = codex_home.join("config.toml");
+    assert!(
+        out.contains(&format!(
+            "# imported from {} (gemini)\n",
+            gemini_file.display()
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "# imported from {} (codex)\n",
+            codex_file.display()
+        )),
+        "{out}"
+    );
+    // Both have a "github": Codex's, read second, gets the next free name.
+    assert!(
+        out.contains("[servers.github]\n") && out.contains("[servers.github-2]\n"),
+        "{out}"
+    );
+    assert!(
+        err.contains("server \"github\" becomes [servers.github-2]"),
+        "{err}"
+    );
+    assert!(
+        closing_lines(&err)
+            .iter()
+            .any(|l| l.starts_with("[servers.github-2] will not get GITHUB_HOST"))
+    );
+    assert!(!config.exists());
+
+    // Without CODEX_HOME, Codex's file is ~/.codex/config.toml.
+    std::fs::rename(&codex_home, h.join(".codex")).unwrap();
+    let (code, out, err) = import_as_user(h, &["--from", "codex", "--config", &c], &[]).await;
+    assert_eq!(code, 0, "stdout {out}\nstderr {err}");
+    let text = read(&config);
+    assert!(
+        text.contains(&format!(
+            "# imported from {} (codex)\n",
+            h.join(".codex/config.toml").display()
+        )),
+        "{text}"
+    );
+    assert!(text.contains("[servers.remote]\n"), "{text}");
+
+    // A Gemini CLI settings.json without servers (before any `gemini mcp add`) is no error.
+    std::fs::write(
+        h.join(".gemini/settings.json"),
+        "{\"ui\": {\"theme\": \"Default\"}}",
+    )
+    .unwrap();
+    let (code, _, err) = import_as_user(h, &["--from", "gemini", "--config", &c], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("nothing new to import"), "{err}");
+}
+
+#[tokio::test]
+async fn a_closed_standard_output_ends_the_import_without_a_panic() {
+    let dir = temp();
+    let config = dir.path().join("mcpd.toml");
+    // A reader that left before anything was written: every write fails with EPIPE.
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    // Not `output()`: tokio's pipes standard output whatever was set.
+    let child = tokio::process::Command::new(mcpd_bin())
+        .args([
+            "import",
+            "--from",
+            &fixture("mcp.json"),
+            "--dry-run",
+            "--config",
+        ])
+        .arg(&config)
+        .env_remove("MCPD_CONFIG")
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run mcpd import");
+    let out = child
+        .wait_with_output()
+        .await
+        .expect("wait for mcpd import");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!config.exists());
 }

@@ -9,11 +9,7 @@ const MAX_LINES: usize = 500;
 /// Files over `MAX_LINES` today, each with the length it may not exceed. The list only
 /// shrinks: a file listed here that is back under the limit must leave it, and no file
 /// of the agent side may be on it.
-const LONG_FILES: &[(&str, usize)] = &[
-    ("import.rs", 963),
-    ("protocol/results.rs", 738),
-    ("protocol/schema.rs", 554),
-];
+const LONG_FILES: &[(&str, usize)] = &[("protocol/results.rs", 738), ("protocol/schema.rs", 554)];
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
@@ -381,9 +377,8 @@ fn no_modules_import_each_other_round_a_loop() {
 /// with a link. The reference lives in docs/.
 #[test]
 fn readme_stays_a_front_door() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-            .expect("README.md");
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("README.md");
     let lines = readme.lines().count();
     assert!(
         lines <= 200,
