@@ -34,8 +34,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use handle::SupervisorMsg;
-use slot::Slot;
 pub use handle::{Action, SupervisorError, SupervisorHandle};
+use slot::Slot;
 pub use status::{ServerState, ServerStatus};
 
 const MAILBOX: usize = 64;
