@@ -13,8 +13,6 @@ const LONG_FILES: &[(&str, usize)] = &[
     ("config/mod.rs", 573),
     ("ctl/mod.rs", 560),
     ("import.rs", 963),
-    ("protocol/results.rs", 738),
-    ("protocol/schema.rs", 554),
     ("supervisor/mod.rs", 557),
 ];
 
