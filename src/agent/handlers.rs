@@ -1,4 +1,4 @@
-//! What mcpd does with each request an agent sends: the handshake, listing, routing calls, and sending the daemon's own methods to `control.rs`.
+//! What mcpd does with each request an agent sends: the handshake, listing, routing calls, and sending the daemon's own methods to `control/`.
 
 use super::params::PlainArguments;
 use super::session::Session;
@@ -125,10 +125,10 @@ pub fn handle(
         "mcpd/restart" => control::control(req, ctx, Action::Restart),
         "mcpd/stop" => control::control(req, ctx, Action::Stop),
         "mcpd/start" => control::control(req, ctx, Action::Start),
-        super::login::LOGIN
-        | super::login::WAIT
-        | super::login::REDIRECT
-        | super::login::LOGOUT => super::login::handle(req, ctx),
+        control::login::LOGIN
+        | control::login::WAIT
+        | control::login::REDIRECT
+        | control::login::LOGOUT => control::login::handle(req, ctx),
         other => {
             let e = AgentError::UnknownMethod(other.to_owned());
             error(&req.id, e)

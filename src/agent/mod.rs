@@ -10,7 +10,6 @@ pub mod http;
 mod input;
 mod legacy_call;
 pub mod listener;
-mod login;
 mod modern;
 mod params;
 mod rare;
