@@ -138,8 +138,8 @@ pub async fn serve(
                 .collect(),
         ),
         drain_grace: config.daemon.shutdown_grace,
-        task_inputs: crate::agent::task_inputs::TaskInputs::spawn(),
-        task_book: crate::agent::task_book::TaskBook::spawn(),
+        task_inputs: crate::agent::TaskInputs::spawn(),
+        task_book: crate::agent::TaskBook::spawn(),
         discovery: config.daemon.discovery.clone(),
     };
     let agents = TaskTracker::new();

@@ -79,14 +79,14 @@ pub fn start(
     }
     let tasks = if declared {
         TaskMode::Owned {
-            owner: super::task_ids::owner(ctx),
+            owner: super::tasks::ids::owner(ctx),
             book: ctx.task_book.clone(),
         }
     } else if modern && !required {
         TaskMode::None
     } else if !modern && params.get("task").is_some_and(Value::is_object) {
         TaskMode::Owned {
-            owner: super::task_ids::owner(ctx),
+            owner: super::tasks::ids::owner(ctx),
             book: ctx.task_book.clone(),
         }
     } else if required {

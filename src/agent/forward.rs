@@ -282,7 +282,7 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
         let reply = if follow {
             let (h, s) = (handle.clone(), server.clone());
             let params = params.into_map();
-            super::task_follow::follow_legacy(h, call, s, params, asks_tx).boxed()
+            super::tasks::follow::follow_legacy(h, call, s, params, asks_tx).boxed()
         } else {
             let opts = CallOptions {
                 progress,

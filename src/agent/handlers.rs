@@ -1,8 +1,8 @@
-//! What mcpd does with each request an agent sends: the handshake, listing, routing calls, and sending the daemon's own methods to `control.rs`.
+//! What mcpd does with each request an agent sends: the handshake, listing, routing calls, and sending the daemon's own methods to `control/`.
 
 use super::params::PlainArguments;
 use super::session::Session;
-use super::{AgentContext, calls, control, modern, surface};
+use super::{AgentContext, calls, control, modern, surface, tasks};
 use crate::errors::AgentError;
 use crate::jsonrpc::{self, Id, Request};
 use crate::outbox::Outbox;
@@ -78,7 +78,7 @@ pub fn handle(
                 return Handled::Now(jsonrpc::error_line(Some(&req.id), &e));
             }
             // Watchers first: a refusal after them drops their guard, which ends them.
-            let (watching, task_ids) = match super::task_watch::start(&req, ctx, outbox, session) {
+            let (watching, task_ids) = match tasks::watch::start(&req, ctx, outbox, session) {
                 Ok(w) => w,
                 Err(e) => return Handled::Now(jsonrpc::error_line(Some(&req.id), &e)),
             };
@@ -115,8 +115,8 @@ pub fn handle(
         crate::protocol::tasks::GET
         | crate::protocol::tasks::UPDATE
         | crate::protocol::tasks::CANCEL
-        | method::TASKS_RESULT => super::tasks::handle(req, ctx, outbox, session, modern),
-        method::TASKS_LIST if !modern => super::tasks::list(req, ctx, session),
+        | method::TASKS_RESULT => tasks::handle(req, ctx, outbox, session, modern),
+        method::TASKS_LIST if !modern => tasks::list(req, ctx, session),
         method::MCPD_STATUS => control::status(req, ctx),
         "mcpd/reload" => control::reload(req, ctx),
         "mcpd/metrics" => control::metrics(req, ctx),
@@ -125,10 +125,10 @@ pub fn handle(
         "mcpd/restart" => control::control(req, ctx, Action::Restart),
         "mcpd/stop" => control::control(req, ctx, Action::Stop),
         "mcpd/start" => control::control(req, ctx, Action::Start),
-        super::login::LOGIN
-        | super::login::WAIT
-        | super::login::REDIRECT
-        | super::login::LOGOUT => super::login::handle(req, ctx),
+        control::login::LOGIN
+        | control::login::WAIT
+        | control::login::REDIRECT
+        | control::login::LOGOUT => control::login::handle(req, ctx),
         other => {
             let e = AgentError::UnknownMethod(other.to_owned());
             error(&req.id, e)

@@ -306,7 +306,7 @@ pub fn drive(mut c: InFlight) -> ReplyFuture {
                 },
             ),
             Next::Cancelled => {
-                super::task_abandon::abandon(c.handle, c.call, c.reply, &c.rewrite).await;
+                super::tasks::abandon::abandon(c.handle, c.call, c.reply, &c.rewrite).await;
                 (id, Step::Cancelled)
             }
         }

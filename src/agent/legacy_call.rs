@@ -2,7 +2,7 @@
 
 use super::render::{self, Rewrite, TaskMode};
 use super::reply::Step;
-use super::task_follow;
+use super::tasks::follow;
 use crate::jsonrpc::{self, ErrorObject, Id};
 use crate::protocol::{era, method, tasks};
 use crate::upstream::{CallId, CallOptions, LogRoute, ProgressSink, ServerAsk, UpstreamHandle};
@@ -54,8 +54,7 @@ impl LegacyCall {
                 );
                 // Boxed, as are the other rare paths' futures: inline, they would make every
                 // call's future (allocated and moved per call) several times larger.
-                let followed =
-                    task_follow::follow_legacy(h, self.call, s, p, self.asks.clone()).boxed();
+                let followed = follow::follow_legacy(h, self.call, s, p, self.asks.clone()).boxed();
                 let finish = Box::pin(self.finish(followed));
                 return finish.await;
             }
@@ -79,10 +78,10 @@ impl LegacyCall {
                     (*self.caps).clone(),
                 );
                 let followed = if self.method == tasks::CANCEL {
-                    task_follow::cancel_of(h, self.call, (s, task), caps).boxed()
+                    follow::cancel_of(h, self.call, (s, task), caps).boxed()
                 } else {
                     let ids = (s, task, sealed.clone());
-                    task_follow::result_of(h, self.call, ids, self.asks.clone(), caps).boxed()
+                    follow::result_of(h, self.call, ids, self.asks.clone(), caps).boxed()
                 };
                 let finish = Box::pin(self.finish(followed));
                 return finish.await;
@@ -105,7 +104,7 @@ impl LegacyCall {
                 };
                 let Some(reply) = reply else {
                     let (h, call) = (self.handle.clone(), self.call);
-                    let abandon = Box::pin(super::task_abandon::abandon(
+                    let abandon = Box::pin(super::tasks::abandon::abandon(
                         h,
                         call,
                         pending,
@@ -152,8 +151,7 @@ impl LegacyCall {
                         );
                         let caps = Some((*self.caps).clone());
                         let followed =
-                            task_follow::follow(h, self.call, s, p, self.asks.clone(), caps)
-                                .boxed();
+                            follow::follow(h, self.call, s, p, self.asks.clone(), caps).boxed();
                         let finish = Box::pin(self.finish(followed));
                         return finish.await;
                     }
@@ -194,7 +192,7 @@ impl LegacyCall {
         }
     }
 
-    /// The answer of a task mcpd follows for the agent (`task_follow.rs`), rendered for
+    /// The answer of a task mcpd follows for the agent (`tasks/follow.rs`), rendered for
     /// a legacy agent; the agent's cancellation drops the follow, which cancels the task.
     async fn finish(
         self,

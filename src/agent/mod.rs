@@ -10,7 +10,6 @@ pub mod http;
 mod input;
 mod legacy_call;
 pub mod listener;
-mod login;
 mod modern;
 mod params;
 mod rare;
@@ -20,14 +19,9 @@ mod request_state;
 pub mod roster;
 mod session;
 mod surface;
-mod task_abandon;
-pub mod task_book;
-mod task_follow;
-mod task_ids;
-pub mod task_inputs;
-mod task_view;
-mod task_watch;
 mod tasks;
+
+pub use tasks::{TaskBook, TaskInputs};
 
 use crate::registry::Catalog;
 use crate::supervisor::SupervisorHandle;
@@ -140,9 +134,9 @@ pub struct AgentContext {
     /// How long in-flight calls may finish once shutdown begins.
     pub drain_grace: Duration,
     /// The input requests of 2025-11-25 tasks that modern agents hold.
-    pub task_inputs: task_inputs::TaskInputs,
+    pub task_inputs: TaskInputs,
     /// The tasks each owner made, for `tasks/list`.
-    pub task_book: task_book::TaskBook,
+    pub task_book: TaskBook,
     /// How agents without a profile find their tools (`[daemon] tools`, …).
     pub discovery: crate::config::Discovery,
 }

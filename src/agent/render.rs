@@ -39,7 +39,7 @@ pub enum TaskMode {
     /// `task` parameter); its id is sealed for this owner, and recorded in the book.
     Owned {
         owner: Arc<str>,
-        book: super::task_book::TaskBook,
+        book: super::tasks::book::TaskBook,
     },
     /// The tool runs only as a 2025-11-25 task and the agent did not ask for one: mcpd
     /// asks for it and follows it to its result (`legacy_call.rs`).
@@ -121,12 +121,12 @@ pub fn render(
                     sealed,
                     legacy_view,
                 } => {
-                    super::task_ids::present(&mut result, sealed);
+                    super::tasks::ids::present(&mut result, sealed);
                     if *legacy_view && result.get("status").is_some() {
-                        result = super::task_ids::legacy_task(&result);
+                        result = super::tasks::ids::legacy_task(&result);
                     }
                 }
-                Rewrite::ToolResult { tasks, .. } if super::task_ids::is_task(&result) => {
+                Rewrite::ToolResult { tasks, .. } if super::tasks::ids::is_task(&result) => {
                     let TaskMode::Owned { owner, book } = tasks else {
                         let e = AgentError::Upstream {
                             server: server.to_owned(),
@@ -138,7 +138,7 @@ pub fn render(
                         return jsonrpc::error_line(Some(id), &e.to_error_object());
                     };
                     if let Some(made) =
-                        super::task_ids::present_created(&mut result, owner, server, !modern)
+                        super::tasks::ids::present_created(&mut result, owner, server, !modern)
                     {
                         book.record(owner.clone(), made);
                     }

@@ -120,7 +120,7 @@ pub struct Listen {
     pub tools: bool,
     pub prompts: bool,
     pub resources: bool,
-    /// Ends the watchers of the tasks it names (`task_watch.rs`) when the listen goes.
+    /// Ends the watchers of the tasks it names (`tasks/watch.rs`) when the listen goes.
     pub tasks: Option<tokio_util::sync::DropGuard>,
     /// How many tasks it watches.
     pub watching: usize,

@@ -9,7 +9,7 @@ const MAX_LINES: usize = 500;
 /// Files over `MAX_LINES` today, each with the length it may not exceed. The list only
 /// shrinks: a file listed here that is back under the limit must leave it, and no file
 /// of the agent side may be on it.
-const LONG_FILES: &[(&str, usize)] = &[("protocol/results.rs", 738), ("protocol/schema.rs", 554)];
+const LONG_FILES: &[(&str, usize)] = &[];
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")

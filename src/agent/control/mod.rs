@@ -1,4 +1,6 @@
-//! mcpd's own methods on an agent's connection that show or change the daemon (status, metrics, agents, reload, a server's start, stop and restart, the HTTP token), and who may use them.
+//! mcpd's own methods on an agent's connection that show or change the daemon (status, metrics, agents, reload, a server's start, stop and restart, the HTTP token), and who may use them; `login.rs` has the login methods, handed to a server's credential.
+
+pub(super) mod login;
 
 use super::AgentContext;
 use super::reply::{Handled, Step};

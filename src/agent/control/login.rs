@@ -1,7 +1,7 @@
 //! mcpd's login control methods (`mcpd/login`, `mcpd/login/wait`, `mcpd/login/redirect`, `mcpd/logout`): the daemon's side of `mcpd ctl login` and `logout`, handed to the server's credential.
 
-use super::AgentContext;
-use super::reply::{Handled, Step};
+use crate::agent::AgentContext;
+use crate::agent::reply::{Handled, Step};
 use crate::jsonrpc::{self, ErrorObject, Request};
 use futures::FutureExt;
 use serde_json::{Value, json};

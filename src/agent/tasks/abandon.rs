@@ -16,12 +16,12 @@ pub async fn abandon(
     handle: UpstreamHandle,
     call: CallId,
     reply: futures::future::BoxFuture<'static, RawReply>,
-    rewrite: &super::render::Rewrite,
+    rewrite: &crate::agent::render::Rewrite,
 ) {
     let may_make_task = matches!(
         rewrite,
-        super::render::Rewrite::ToolResult {
-            tasks: super::render::TaskMode::Owned { .. },
+        crate::agent::render::Rewrite::ToolResult {
+            tasks: crate::agent::render::TaskMode::Owned { .. },
             ..
         }
     );

@@ -6,10 +6,10 @@
 //! watched id, ended by the listen's drop guard (the listen cancelled, the connection
 //! closed), by the task's end, by the agent no longer reading, or after a day.
 
-use super::AgentContext;
-use super::session::Session;
-use super::task_ids::{Kind, open, owner};
-use super::task_inputs::{TaskInputs, Upstream};
+use super::ids::{Kind, open, owner};
+use super::inputs::{TaskInputs, Upstream};
+use crate::agent::AgentContext;
+use crate::agent::session::Session;
 use crate::jsonrpc::{self, ErrorObject, Id, Request};
 use crate::outbox::Outbox;
 use crate::protocol::era::key;
@@ -80,7 +80,7 @@ pub fn start(
         else {
             continue;
         };
-        let Ok(handle) = super::forward::ready_handle(&catalog, &server) else {
+        let Ok(handle) = crate::agent::forward::ready_handle(&catalog, &server) else {
             continue;
         };
         honoured.push(Value::String(id.to_owned()));
@@ -169,7 +169,7 @@ impl Watch {
 
     /// The task's detailed status, in the extension's shape.
     async fn status(&self) -> RawReply {
-        let call = super::forward::next_call();
+        let call = crate::agent::forward::next_call();
         match self.kind {
             // Dressed for its server, a task request declares the extension itself.
             Kind::Extension => {
@@ -184,7 +184,7 @@ impl Watch {
                     call,
                     task: self.task.clone(),
                 };
-                super::task_view::get(up, self.sealed.clone(), self.inputs.clone()).await
+                super::view::get(up, self.sealed.clone(), self.inputs.clone()).await
             }
         }
     }

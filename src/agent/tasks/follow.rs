@@ -110,7 +110,7 @@ pub async fn follow_legacy(
         Ok(Ok(raw)) => match raw.to_value() {
             Ok(mut result) => {
                 if let Some(meta) = result.get_mut("_meta").and_then(Value::as_object_mut) {
-                    meta.remove(super::task_ids::RELATED);
+                    meta.remove(super::ids::RELATED);
                 }
                 Ok(Ok(RawResult::from_value(&result)))
             }
@@ -230,13 +230,13 @@ pub async fn result_of(
         Ok(v) => v,
         Err(e) => return Err(e),
     };
-    let key = format!("/_meta/{}", super::task_ids::RELATED.replace('/', "~1"));
+    let key = format!("/_meta/{}", super::ids::RELATED.replace('/', "~1"));
     if result.pointer(&key).is_none() {
         let meta = result
             .as_object_mut()
             .map(|r| r.entry("_meta").or_insert_with(|| json!({})));
         if let Some(Value::Object(m)) = meta {
-            m.insert(super::task_ids::RELATED.into(), json!({"taskId": &*sealed}));
+            m.insert(super::ids::RELATED.into(), json!({"taskId": &*sealed}));
         }
     }
     Ok(Ok(RawResult::from_value(&result)))
@@ -429,10 +429,7 @@ impl Follower {
         if let (Some(sealed), Some(Value::Object(p))) = (&self.related, params.as_mut()) {
             let meta = p.entry("_meta").or_insert_with(|| json!({}));
             if let Some(m) = meta.as_object_mut() {
-                m.insert(
-                    super::task_ids::RELATED.into(),
-                    json!({"taskId": &**sealed}),
-                );
+                m.insert(super::ids::RELATED.into(), json!({"taskId": &**sealed}));
             }
         }
         let (respond_to, answer) = oneshot::channel();

@@ -8,8 +8,8 @@
 //! server, and there is nothing to expire: the server forgets its tasks, and then answers
 //! -32602 itself. Ids die with the daemon (the key is made anew at each start).
 
-use super::AgentContext;
-use super::request_state::{open_payload, seal_payload};
+use crate::agent::AgentContext;
+use crate::agent::request_state::{open_payload, seal_payload};
 use crate::jsonrpc;
 use serde_json::Value;
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 //! `ttl` lapses or its server no longer knows it. It holds ids only: a listing asks
 //! each task's server for its status.
 
-use super::task_ids::{Kind, Made};
+use super::ids::{Kind, Made};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;

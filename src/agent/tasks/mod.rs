@@ -1,13 +1,31 @@
-//! Tasks through mcpd, both eras: `tasks/get`, `tasks/cancel`, and `tasks/update` (2026-07-28 extension) or `tasks/result` (2025-11-25), routed back to the server that made the task, by the sealed id the agent has (`task_ids.rs`).
+//! Tasks through mcpd, both eras: `tasks/get`, `tasks/cancel`, and `tasks/update` (2026-07-28 extension) or `tasks/result` (2025-11-25), routed back to the server that made the task, by the sealed id the agent has (`ids.rs`).
+//!
+//! The rest of the agent side of tasks, in this folder: `ids.rs` seals the task ids agents
+//! see; `book.rs` remembers which tasks each owner made, for `tasks/list`; `follow.rs`
+//! makes and follows the task of a task-only tool for an agent that asked for none;
+//! `abandon.rs` cancels the task a cancelled call made anyway; `view.rs` is a modern
+//! agent's view of a 2025-11-25 task, whose input requests `inputs.rs` holds; `watch.rs`
+//! sends `notifications/tasks` for the `taskIds` a modern listen names.
+
+pub(super) mod abandon;
+pub(super) mod book;
+pub(super) mod follow;
+pub(super) mod ids;
+mod inputs;
+mod view;
+pub(super) mod watch;
+
+pub use book::TaskBook;
+pub use inputs::TaskInputs;
+
+use ids::{Kind, open, owner};
+use inputs::Upstream;
 
 use super::AgentContext;
 use super::forward::{self, Caller, Route, Target};
 use super::render::{self, Rewrite};
 use super::reply::{Handled, Step};
 use super::session::Session;
-use super::task_ids::{Kind, open, owner};
-use super::task_inputs::Upstream;
-use super::task_view;
 use crate::errors::AgentError;
 use crate::jsonrpc::{self, Request};
 use crate::outbox::Outbox;
@@ -84,15 +102,15 @@ pub fn handle(
             legacy_view: false,
         };
         let fut = match method {
-            tasks::GET => task_view::get(up, sealed, ctx.task_inputs.clone()).boxed(),
+            tasks::GET => view::get(up, sealed, ctx.task_inputs.clone()).boxed(),
             tasks::UPDATE => {
                 let responses = match params.remove("inputResponses") {
                     Some(Value::Object(r)) => r,
                     _ => return refuse(invalid(method, "\"inputResponses\" must be an object")),
                 };
-                task_view::update(ctx.task_inputs.clone(), sealed, responses).boxed()
+                view::update(ctx.task_inputs.clone(), sealed, responses).boxed()
             }
-            _ => task_view::cancel(up).boxed(),
+            _ => view::cancel(up).boxed(),
         };
         return later(req.id, server, method, rewrite, fut);
     }
@@ -119,7 +137,7 @@ pub fn list(req: Request, ctx: &AgentContext, session: &Session) -> Handled {
     let owner = owner(ctx);
     let before = match req.params.as_ref().and_then(|p| p.get("cursor")) {
         None | Some(Value::Null) => None,
-        Some(Value::String(c)) => match super::task_ids::open_cursor(&owner, c) {
+        Some(Value::String(c)) => match ids::open_cursor(&owner, c) {
             Ok(seq) => Some(seq),
             Err(why) => {
                 let e = invalid(
@@ -163,10 +181,10 @@ pub fn list(req: Request, ctx: &AgentContext, session: &Session) -> Handled {
                     Ok(Ok(raw)) => {
                         let status = raw.to_value().ok()?;
                         let mut task = match e.kind {
-                            Kind::Extension => super::task_ids::legacy_task(&status),
+                            Kind::Extension => ids::legacy_task(&status),
                             Kind::Legacy => status,
                         };
-                        super::task_ids::present(&mut task, &e.sealed);
+                        ids::present(&mut task, &e.sealed);
                         Some(task)
                     }
                     Ok(Err(err)) if err.code == jsonrpc::code::INVALID_PARAMS => {
@@ -184,7 +202,7 @@ pub fn list(req: Request, ctx: &AgentContext, session: &Session) -> Handled {
             .collect();
         let mut result = json!({ "tasks": tasks });
         if more && let Some(last) = entries.last() {
-            let cursor = super::task_ids::seal_cursor(&owner, last.seq);
+            let cursor = ids::seal_cursor(&owner, last.seq);
             jsonrpc::set_member(&mut result, "nextCursor", Value::String(cursor));
         }
         let line = jsonrpc::result_line(&id, &result);

@@ -2,12 +2,12 @@
 //!
 //! `tasks/get` asks the server for the task and, once it ended, for its result
 //! (`tasks/result`, which no longer waits then), and shows both as the extension's
-//! detailed task. A task waiting for input shows the requests `task_inputs.rs` holds;
+//! detailed task. A task waiting for input shows the requests `inputs.rs` holds;
 //! `tasks/update` answers them. A tool error is `completed` with an `isError` result, as
 //! the extension counts it.
 
-use super::task_ids::{RELATED, modern_task};
-use super::task_inputs::{TaskInputs, Upstream};
+use super::ids::{RELATED, modern_task};
+use super::inputs::{TaskInputs, Upstream};
 use crate::jsonrpc::{self, code};
 use crate::protocol::{method, tasks};
 use crate::upstream::{CallOptions, RawReply, RawResult};
@@ -71,7 +71,7 @@ pub async fn get(up: Upstream, sealed: Arc<str>, inputs: TaskInputs) -> RawReply
         Some("input_required") => {
             let start = Upstream {
                 handle: up.handle.clone(),
-                call: super::forward::next_call(),
+                call: crate::agent::forward::next_call(),
                 task: up.task.clone(),
             };
             let requests = inputs.pending(sealed, start).await;
