@@ -269,9 +269,7 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
             .cloned()
             .unwrap_or_else(|| json!({}));
         let (asks_tx, asks) = mpsc::channel(CALL_ASKS);
-        // A tool that runs only as a 2025-11-25 task is made one and followed. (A modern
-        // agent that did not declare the extension gets a modern server's -32021: it can
-        // declare it.)
+        // A tool that runs only as a 2025-11-25 task is made one and followed.
         let follow = matches!(
             rewrite,
             Rewrite::ToolResult {
@@ -279,17 +277,36 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
                 ..
             }
         );
+        // An agent that did not declare the Tasks extension calling a tool: a modern
+        // server that runs it only as a task answers -32021.
+        let may_bridge = matches!(
+            rewrite,
+            Rewrite::ToolResult {
+                tasks: TaskMode::None,
+                ..
+            }
+        );
+        let opts = CallOptions {
+            progress,
+            caps: None,
+            asks: Some(asks_tx.clone()),
+            logs,
+        };
         let reply = if follow {
             let (h, s) = (handle.clone(), server.clone());
             let params = params.into_map();
             super::tasks::follow::follow_legacy(h, call, s, params, asks_tx).boxed()
+        } else if may_bridge {
+            bridged(
+                handle.clone(),
+                call,
+                server.clone(),
+                (method, params),
+                opts,
+                asks_tx,
+            )
+            .boxed()
         } else {
-            let opts = CallOptions {
-                progress,
-                caps: None,
-                asks: Some(asks_tx),
-                logs,
-            };
             // A plain call's arguments go on as the agent wrote them (`params.rs`).
             handle.call(call, method, params, opts).boxed()
         };
@@ -321,6 +338,31 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
             logs,
         };
         legacy.run().boxed()
+    }
+}
+
+/// A modern agent's `tools/call` that did not declare the Tasks extension. When its
+/// server runs the tool only as a task (-32021 naming the extension), mcpd declares the
+/// extension itself and follows the task to its result, as it does for a legacy agent
+/// (`legacy_call.rs`): the agent gets the tool's result, its input requests as
+/// `input_required` rounds. The params are kept for that retry: for a plain call, two
+/// shared pointers.
+async fn bridged(
+    handle: UpstreamHandle,
+    call: crate::upstream::CallId,
+    server: Arc<str>,
+    (method, params): (&'static str, Params),
+    opts: CallOptions,
+    asks: mpsc::Sender<Box<ServerAsk>>,
+) -> crate::upstream::RawReply {
+    let retry = params.clone();
+    let reply = handle.call(call, method, params, opts).await;
+    match reply {
+        Ok(Err(e)) if crate::protocol::tasks::requires_extension(&e) => {
+            let params = retry.into_map();
+            super::tasks::follow::follow(handle, call, server, params, asks, None).await
+        }
+        other => other,
     }
 }
 
