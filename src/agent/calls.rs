@@ -13,6 +13,7 @@ use crate::protocol::method;
 use crate::registry::Availability;
 use crate::upstream::PlainCall;
 use serde_json::Value;
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// Starts a `tools/call`: finds the tool's server and returns the future of its answer.
@@ -48,6 +49,15 @@ pub fn start(
             .and_then(|server| catalog.servers.get_key_value(server))
             && !matches!(availability, Availability::Ready(_))
         {
+            return Err(fail(AgentError::Unavailable {
+                server: server.to_string(),
+                why: availability.explain(),
+            }));
+        }
+        // Without a prefix the name does not say its server; when exactly one server
+        // without a prefix has listed nothing because it cannot be reached (it waits for
+        // a login, say), the call is most likely for it: say what is wrong with it.
+        if let [(server, availability)] = unlisted_unprefixed(&catalog, session)[..] {
             return Err(fail(AgentError::Unavailable {
                 server: server.to_string(),
                 why: availability.explain(),
@@ -143,4 +153,20 @@ fn invalid(reason: &str) -> AgentError {
         method: method::TOOLS_CALL.into(),
         reason: reason.into(),
     }
+}
+
+/// The servers without a prefix that this agent sees, that cannot take calls now and
+/// list no tool.
+fn unlisted_unprefixed<'a>(
+    catalog: &'a crate::registry::Catalog,
+    session: &Session,
+) -> Vec<(&'a Arc<str>, &'a Availability)> {
+    catalog
+        .unprefixed
+        .iter()
+        .filter(|s| session.sees_server(s))
+        .filter_map(|s| catalog.servers.get_key_value(s))
+        .filter(|(_, a)| !matches!(a, Availability::Ready(_) | Availability::PerAgent { .. }))
+        .filter(|(s, _)| !catalog.lists_tools_of(s))
+        .collect()
 }

@@ -123,6 +123,9 @@ pub struct Catalog {
     /// Which server a non-empty prefix belongs to, when only one server uses it: tells a
     /// call to a server that has not listed its tools yet from a call to no tool at all.
     pub prefixes: HashMap<String, Arc<str>>,
+    /// The servers whose tools have no prefix (`prefix = ""`): a call to a name no server
+    /// lists may be for one of them that has listed nothing yet.
+    pub unprefixed: Vec<Arc<str>>,
     /// The search index over `tools` (tool discovery).
     pub search: Arc<crate::discovery::Index>,
 }
@@ -152,6 +155,11 @@ impl Catalog {
     pub fn tool(&self, qualified: &str) -> Option<&ToolEntry> {
         let i = self.index.get(qualified)?;
         self.tools.get(*i).map(|t| &**t)
+    }
+
+    /// Whether any tool of `server` is listed. A walk over every tool: for errors only.
+    pub fn lists_tools_of(&self, server: &str) -> bool {
+        self.tools.iter().any(|t| &*t.server == server)
     }
 }
 
@@ -408,9 +416,12 @@ impl Registry {
             .map(|(i, t)| (t.qualified.clone(), i))
             .collect();
         let mut prefixes: HashMap<String, Option<Arc<str>>> = HashMap::new();
+        let mut unprefixed = Vec::new();
         for server in servers.keys() {
             let prefix = self.naming_of(server).prefix;
-            if !prefix.is_empty() {
+            if prefix.is_empty() {
+                unprefixed.push(server.clone());
+            } else {
                 prefixes
                     .entry(prefix)
                     .and_modify(|holder| *holder = None)
@@ -426,6 +437,7 @@ impl Registry {
             tools,
             index,
             prefixes,
+            unprefixed,
             servers,
             tools_version: self.version,
             cache: CacheHint::default(),

@@ -163,6 +163,31 @@ async fn a_server_that_asks_for_a_login_waits_for_ctl_login_then_serves_every_ag
 }
 
 #[tokio::test]
+async fn without_a_prefix_a_call_to_a_server_waiting_for_a_login_says_so() {
+    // With `prefix = ""` the name does not say its server; a server that waits for a
+    // login has listed nothing, so the call is taken to be for it.
+    let fx = OAuthFixture::builder().start().await;
+    let d = daemon(&fx, "prefix = \"\"").await;
+    wait_state(&d, "needs-login").await;
+    d.wait_server("local", "local is ready", |s| s["state"] == "ready")
+        .await;
+    let mut a = d.initialized_agent().await;
+    let r = a.call("echo", json!({"text": "x"})).await;
+    assert_eq!(error_code(&r), Some(-32010), "{r}");
+    assert!(error_message(&r).contains("mcpd ctl login r"), "{r}");
+    let (code, _, err) = d.run_cli(&["ctl", "call", "echo", "{}"]).await;
+    assert_ne!(code, 0);
+    assert!(err.contains("mcpd ctl login r"), "{err}");
+    // Once it has listed its tools, the names are its own again.
+    log_in(&d, "r").await;
+    wait_state(&d, "ready").await;
+    let r = a.call("echo", json!({"text": "hello"})).await;
+    assert_eq!(text(&r), "hello", "{r}");
+    let r = a.call("nothing_like_it", json!({})).await;
+    assert!(error_message(&r).contains("unknown tool"), "{r}");
+}
+
+#[tokio::test]
 async fn a_pasted_redirect_logs_in_and_a_restarted_daemon_needs_no_new_login() {
     let fx = OAuthFixture::builder().start().await;
     let mut d = daemon(&fx, "").await;
