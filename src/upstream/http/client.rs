@@ -119,11 +119,16 @@ impl Endpoint {
         let again = req.try_clone();
         let resp = with_token(req, token.as_deref()).send().await?;
         let status = resp.status();
+        if status != StatusCode::UNAUTHORIZED && status != StatusCode::FORBIDDEN {
+            return Ok(Sent::Response(resp));
+        }
+        // Read once: a refusal's challenge says whether it is about scope or the token.
+        let challenge = challenge_of(&resp);
         let step_up = status == StatusCode::FORBIDDEN
-            && challenge_of(&resp).is_some_and(|c| c.insufficient_scope());
+            && challenge.as_ref().is_some_and(|c| c.insufficient_scope());
         if step_up
             && token.is_some()
-            && let Some(c) = challenge_of(&resp)
+            && let Some(c) = challenge
         {
             let scopes = c.scopes().join(" ");
             login.insufficient(c).await;
@@ -142,7 +147,6 @@ impl Endpoint {
                 self.server
             )
         };
-        let challenge = challenge_of(&resp);
         let fresh = match login.refused(token.clone(), challenge).await {
             Ok(t) => t,
             Err(why) => return Ok(Sent::NeedsLogin(hint(&why.0))),
