@@ -52,7 +52,8 @@ pub fn handle(
             {
                 return error(&req.id, e);
             }
-            Handled::Now(initialize(&req, session))
+            let behind = ctx.catalog.borrow().mcpd_behind.clone();
+            Handled::Now(initialize(&req, session, &behind))
         }
         "mcpd/profile" => {
             let name = req
@@ -136,7 +137,7 @@ pub fn handle(
     }
 }
 
-fn initialize(req: &Request, session: &mut Session) -> String {
+fn initialize(req: &Request, session: &mut Session, behind: &[String]) -> String {
     let params = req.params.as_ref();
     let requested = params
         .and_then(|p| p.get("protocolVersion"))
@@ -183,7 +184,7 @@ fn initialize(req: &Request, session: &mut Session) -> String {
         "capabilities": capabilities,
         "serverInfo": crate::protocol::era::server_info(),
         "instructions": modern::INSTRUCTIONS,
-        "_meta": { crate::protocol::era::key::MCPD_INSTANCE: crate::protocol::era::instance() },
+        "_meta": crate::protocol::era::daemon_meta(behind),
     });
     jsonrpc::result_line(&req.id, &result)
 }

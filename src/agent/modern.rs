@@ -147,7 +147,7 @@ pub fn discover(req: &Request, ctx: &AgentContext) -> String {
         "instructions": INSTRUCTIONS,
         "ttlMs": ttl,
         "cacheScope": scope,
-        "_meta": era::handshake_meta(),
+        "_meta": era::handshake_meta(&ctx.catalog.borrow().mcpd_behind),
     });
     jsonrpc::result_line(&req.id, &result)
 }

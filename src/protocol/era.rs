@@ -17,7 +17,14 @@ pub mod key {
     /// mcpd's own key, in its handshake answers: this daemon's instance id, so that a
     /// server entry that leads back to the daemon itself is recognised.
     pub const MCPD_INSTANCE: &str = "mcpd/instance";
+    /// The instance ids of the mcpd daemons this daemon reaches through its servers
+    /// (directly, or further behind them), so that two daemons configured as each
+    /// other's server (A → B → A) are recognised as a loop.
+    pub const MCPD_BEHIND: &str = "mcpd/behind";
 }
+
+/// The most instance ids a daemon passes on in [`key::MCPD_BEHIND`] (and reads from one).
+pub const MAX_BEHIND: usize = 64;
 
 /// MCP error codes of the modern era.
 pub mod code {
@@ -176,9 +183,20 @@ pub fn instance() -> &'static str {
     INSTANCE.get_or_init(|| format!("{:032x}", rand::random::<u128>()))
 }
 
-/// The `_meta` of mcpd's handshake answers (`initialize`, `server/discover`).
-pub fn handshake_meta() -> Value {
-    json!({ key::SERVER_INFO: server_info(), key::MCPD_INSTANCE: instance() })
+/// The `_meta` of mcpd's handshake answers (`initialize`, `server/discover`): who it is,
+/// and the mcpd daemons it reaches through its servers (`behind`).
+pub fn handshake_meta(behind: &[String]) -> Value {
+    let mut meta = daemon_meta(behind);
+    if let Some(m) = meta.as_object_mut() {
+        m.insert(key::SERVER_INFO.into(), server_info());
+    }
+    meta
+}
+
+/// Who this daemon is, and the mcpd daemons it reaches through its servers: the `_meta`
+/// of its `initialize` answer.
+pub fn daemon_meta(behind: &[String]) -> Value {
+    json!({ key::MCPD_INSTANCE: instance(), key::MCPD_BEHIND: behind })
 }
 
 pub fn server_info() -> Value {

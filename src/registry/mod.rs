@@ -126,6 +126,10 @@ pub struct Catalog {
     /// The servers whose tools have no prefix (`prefix = ""`): a call to a name no server
     /// lists may be for one of them that has listed nothing yet.
     pub unprefixed: Vec<Arc<str>>,
+    /// The mcpd daemons reached through the servers that are ready (their instance ids,
+    /// and the ones they reach): told in this daemon's handshake answers, so that a loop
+    /// of daemons is recognised (`upstream/handshake.rs`, `refuse_self`).
+    pub mcpd_behind: Vec<String>,
     /// The search index over `tools` (tool discovery).
     pub search: Arc<crate::discovery::Index>,
 }
@@ -438,6 +442,7 @@ impl Registry {
             index,
             prefixes,
             unprefixed,
+            mcpd_behind: Vec::new(),
             servers,
             tools_version: self.version,
             cache: CacheHint::default(),

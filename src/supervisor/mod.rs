@@ -338,6 +338,7 @@ impl Supervisor {
             .collect();
         let before: Vec<_> = self.registry.collisions().cloned().collect();
         let mut catalog = self.registry.catalog(servers);
+        catalog.mcpd_behind = self.mcpd_behind();
         self.report_collisions(&before);
         // mcpd's listings are as fresh as the least fresh server's, and private if any
         // server's are.
@@ -347,6 +348,25 @@ impl Supervisor {
             catalog.cache.private |= private;
         }
         self.catalog.send_replace(Arc::new(catalog));
+    }
+
+    /// The mcpd daemons reached through the servers that are ready, each once, at most
+    /// `era::MAX_BEHIND`.
+    fn mcpd_behind(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let ready = self
+            .slots
+            .values()
+            .filter(|s| s.state == ServerState::Ready);
+        for identity in ready.filter_map(|s| s.identity.as_ref()) {
+            let ids = identity.mcpd_instance.iter().chain(&identity.mcpd_behind);
+            for id in ids {
+                if out.len() < crate::protocol::era::MAX_BEHIND && !out.contains(id) {
+                    out.push(id.clone());
+                }
+            }
+        }
+        out
     }
 
     /// Stops every server and waits for each to be reaped, within a deadline.

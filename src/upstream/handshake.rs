@@ -194,6 +194,7 @@ pub fn identity(outcome: Result<Value, ErrorObject>) -> Result<ServerIdentity, I
         pid: None,
         transport: None,
         mcpd_instance: mcpd_instance(&result),
+        mcpd_behind: mcpd_behind(&result),
     })
 }
 
@@ -206,6 +207,21 @@ fn mcpd_instance(result: &Value) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// The mcpd daemons another daemon says it reaches (at most `era::MAX_BEHIND`).
+fn mcpd_behind(result: &Value) -> Vec<String> {
+    let listed = result
+        .get("_meta")
+        .and_then(|m| m.get(era::key::MCPD_BEHIND))
+        .and_then(Value::as_array);
+    listed
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .take(era::MAX_BEHIND)
+        .map(str::to_owned)
+        .collect()
+}
+
 /// A server that answers with this daemon's own instance id is this daemon reached
 /// through its own socket (`mcpd connect` as a server entry): serving it would list
 /// every tool again under its prefix, and again on every change. Retrying cannot help.
@@ -213,6 +229,15 @@ pub fn refuse_self(identity: ServerIdentity) -> Result<ServerIdentity, Handshake
     if identity.mcpd_instance.as_deref() == Some(era::instance()) {
         return Err(HandshakeError {
             message: "this server is this mcpd daemon itself, reached through its own socket; remove this [servers] entry (an agent uses mcpd through `mcpd connect`, mcpd does not use itself)".into(),
+            fatal: true,
+            era_mismatch: false,
+        });
+    }
+    // Another daemon that reaches this one through its own servers: each would list the
+    // other's tools, its own among them, again and again.
+    if identity.mcpd_behind.iter().any(|i| i == era::instance()) {
+        return Err(HandshakeError {
+            message: "this server is another mcpd daemon that has this daemon among its own servers (a loop: each would serve the other's tools back to it); remove one of the two entries".into(),
             fatal: true,
             era_mismatch: false,
         });
@@ -321,6 +346,7 @@ pub fn discover_identity(result: &Value) -> ServerIdentity {
         pid: None,
         transport: None,
         mcpd_instance: mcpd_instance(result),
+        mcpd_behind: mcpd_behind(result),
     }
 }
 

@@ -254,6 +254,8 @@ pub struct ServerIdentity {
     pub transport: Option<&'static str>,
     /// The instance id an mcpd daemon puts in its handshake answers.
     pub mcpd_instance: Option<String>,
+    /// The mcpd daemons such a daemon reaches through its own servers.
+    pub mcpd_behind: Vec<String>,
 }
 
 impl ServerIdentity {

@@ -189,6 +189,75 @@ async fn a_server_entry_that_leads_back_to_the_daemon_itself_fails_with_a_clear_
 }
 
 #[tokio::test]
+async fn two_daemons_configured_as_each_others_server_refuse_the_loop() {
+    // A has B's socket as its server `b`; B has A's as its server `a`. Whichever
+    // connection comes second sees its own daemon among the ones the other reaches.
+    let a = DaemonBuilder::new().fixture("fa", &["--tools", "echo"]);
+    let b = DaemonBuilder::new().fixture("fb", &["--tools", "echo"]);
+    // The harness puts each daemon's socket in its own directory.
+    let a_socket = a.dir().join("mcpd.sock");
+    let b_socket = b.dir().join("mcpd.sock");
+    let quick = |name: &str| {
+        format!("[servers.{name}.restart]\nbackoff_initial = \"100ms\"\nbackoff_max = \"200ms\"")
+    };
+    let to = |p: &std::path::Path| p.to_str().unwrap().to_owned();
+    let a = a
+        .server(
+            "b",
+            mcpd_bin(),
+            &["connect", "--socket", &to(&b_socket)],
+            &quick("b"),
+        )
+        .start()
+        .await;
+    let b = b
+        .server(
+            "a",
+            mcpd_bin(),
+            &["connect", "--socket", &to(&a_socket)],
+            &quick("a"),
+        )
+        .start()
+        .await;
+    let looped = |row: &serde_json::Value| {
+        row["state"] == "failed"
+            && row["last_error"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("a loop")
+    };
+    let (refused, kept) = eventually("one of the two connections is refused", WAIT, || async {
+        let ab = a.server_status("b").await;
+        let ba = b.server_status("a").await;
+        match (looped(&ab), looped(&ba)) {
+            (true, false) => Some((ab, (&b, "a"))),
+            (false, true) => Some((ba, (&a, "b"))),
+            _ => None,
+        }
+    })
+    .await;
+    assert!(
+        refused["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("remove one of the two entries"),
+        "{refused}"
+    );
+    // The other keeps serving: its daemon's agents see the far daemon's own tools once.
+    let (d, server) = kept;
+    d.wait_server(server, "the other connection is ready", |s| {
+        s["state"] == "ready"
+    })
+    .await;
+    let mut agent = d.initialized_agent().await;
+    let names = agent.tool_names().await;
+    assert!(
+        names.iter().all(|n| n.matches("__").count() <= 2),
+        "no name goes round the loop: {names:?}"
+    );
+}
+
+#[tokio::test]
 async fn an_agent_is_disconnected_once_its_unread_replies_exceed_the_byte_budget() {
     // 40 replies of 60 KB fit the default count (1,024 messages) many times over; the
     // byte budget (128 KiB) is what must cut this agent off.
