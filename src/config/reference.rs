@@ -1,5 +1,6 @@
 //! Keeps docs/configuration.md true to the parser: every key the raw config accepts is in its tables, and every key its tables list is accepted.
 
+use super::raw::RawDaemon;
 use super::*;
 use serde::de::{self, DeserializeOwned, Visitor};
 use std::collections::BTreeSet;
