@@ -1,5 +1,6 @@
 //! The one place where failures become JSON-RPC errors that tell an agent what happened and what to do.
 
+use crate::control_api::UNKNOWN_TOOL_HINT;
 use crate::jsonrpc::{ErrorObject, code};
 use crate::upstream::UpstreamError;
 use serde_json::json;
@@ -28,12 +29,6 @@ pub mod mcpd_code {
     /// The server needs an OAuth login (`mcpd ctl login SERVER`), or more scope.
     pub const NEEDS_LOGIN: i64 = -32019;
 }
-
-/// What an agent is told to do about an unknown tool; `mcpd ctl call` tells a person
-/// [`UNKNOWN_TOOL_HINT_CLI`] instead.
-pub const UNKNOWN_TOOL_HINT: &str = "call tools/list to see the tools mcpd offers";
-/// The same hint for a person at the command line.
-pub const UNKNOWN_TOOL_HINT_CLI: &str = "`mcpd ctl tools` lists the tools mcpd offers";
 
 /// Why a request from an agent could not be served. Named by cause, so an agent is never
 /// blamed for a server's fault and vice versa.

@@ -6,6 +6,7 @@ pub(crate) mod budget;
 pub mod check_config;
 pub mod cli;
 pub mod config;
+pub(crate) mod control_api;
 pub mod ctl;
 pub mod daemon;
 pub mod discovery;

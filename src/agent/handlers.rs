@@ -225,7 +225,7 @@ fn tools_list(req: &Request, ctx: &AgentContext, modern: bool, session: &Session
         .params
         .as_ref()
         .and_then(|p| p.get("_meta"))
-        .and_then(|m| m.get(crate::ctl::ALL_TOOLS))
+        .and_then(|m| m.get(crate::control_api::ALL_TOOLS))
         .and_then(Value::as_bool)
         == Some(true);
     if !all && super::discover::discovers(ctx, session, &catalog) {

@@ -17,11 +17,11 @@ mod slot;
 mod status;
 
 use crate::config::Launch;
+use crate::control_api::{HttpInfo, ServerState, ServerStatus};
 use crate::protocol::ListKind;
 use crate::registry::{Catalog, Registry};
 use crate::sentinel::SentinelHandle;
 use crate::upstream::connection::{self, ConnectionContext, EraPlan};
-use crate::upstream::http::HttpInfo;
 use crate::upstream::probe::ProbeVerdict;
 use crate::upstream::process;
 use crate::upstream::{ConnectionEvent, ConnectionExit, UpstreamHandle};
@@ -34,9 +34,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use handle::SupervisorMsg;
-use slot::Slot;
 pub use handle::{Action, SupervisorError, SupervisorHandle};
-pub use status::{ServerState, ServerStatus};
+use slot::Slot;
 
 const MAILBOX: usize = 64;
 /// How long a status, control or reload request waits for the supervisor (which answers

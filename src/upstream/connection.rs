@@ -250,7 +250,7 @@ pub(super) async fn serve<S, X>(
     ctx: &ConnectionContext,
     peer: String,
     identity: ServerIdentity,
-    http: Option<watch::Receiver<http::HttpInfo>>,
+    http: Option<watch::Receiver<crate::control_api::HttpInfo>>,
     out: budget::Sender<Outbound>,
     inbound: &mut S,
     exited: X,

@@ -273,7 +273,7 @@ pub enum ConnectionEvent {
         handle: UpstreamHandle,
         identity: ServerIdentity,
         /// For a remote server, its live HTTP state.
-        http: Option<tokio::sync::watch::Receiver<http::HttpInfo>>,
+        http: Option<tokio::sync::watch::Receiver<crate::control_api::HttpInfo>>,
     },
     /// The connection is unusable (e.g. the server stopped answering pings) and is being
     /// stopped; sent before the stop, which may take a while, so no one routes to it.
