@@ -15,6 +15,7 @@ mod modern;
 pub mod probe;
 pub mod process;
 mod raw_result;
+pub mod serve;
 mod subscriptions;
 mod transport;
 

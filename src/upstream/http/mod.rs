@@ -12,7 +12,7 @@ pub(crate) mod sse;
 mod streamable;
 
 use super::actor::End;
-use super::connection::{ConnectionContext, negotiate, report_lost, serve};
+use super::serve::{ConnectionContext, negotiate, report_lost, serve};
 use super::transport::{Inbound, Outbound};
 use super::{ConnectionExit, handshake};
 use crate::budget;
