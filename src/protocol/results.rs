@@ -17,7 +17,7 @@
 //! into a daemon that otherwise needs none of them. Tool output schemas in practice use only the
 //! few keywords listed there.
 
-use super::scan::{self, Known, Member};
+use crate::json::scan::{self, Known, Member};
 use serde_json::{Map, Value, json};
 
 #[cfg(test)]

@@ -169,7 +169,7 @@ pub enum CallParams {
 
 /// A `tools/call`'s params: as values (the server's name of the tool, and `_meta` or any
 /// other member), but for the agent's arguments, kept as the JSON text it wrote (an
-/// object, already checked by `json_check`).
+/// object, already checked by `json::check`).
 #[derive(Debug, Clone)]
 pub struct PlainCall {
     /// Shared: a call's params go to its server once per attempt, and copying a map per
@@ -210,7 +210,7 @@ impl CallParams {
     }
 }
 
-/// The value of arguments text that `json_check` found to be a JSON object (so reading
+/// The value of arguments text that `json::check` found to be a JSON object (so reading
 /// it again cannot fail; if it ever did, the server would get an empty object).
 pub fn plain_arguments(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|_| Value::Object(serde_json::Map::new()))
