@@ -22,6 +22,7 @@ pub(crate) mod metrics;
 pub(crate) mod oauth;
 pub(crate) mod outbox;
 pub mod paths;
+pub(crate) mod private_file;
 pub(crate) mod protocol;
 pub(crate) mod reaper;
 pub(crate) mod registry;
