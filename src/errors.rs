@@ -1,39 +1,9 @@
 //! The one place where failures become JSON-RPC errors that tell an agent what happened and what to do.
 
-use crate::jsonrpc::{ErrorObject, code};
+use crate::control_api::UNKNOWN_TOOL_HINT;
+use crate::jsonrpc::{ErrorObject, code, mcpd_code};
 use crate::upstream::UpstreamError;
 use serde_json::json;
-
-/// mcpd's own error codes, in the implementation-defined server range. Documented in
-/// docs/troubleshooting.md ("Errors"). They avoid -32020..-32022 and -32042, which MCP itself uses.
-pub mod mcpd_code {
-    /// The server is starting, restarting, failed or stopped.
-    pub const SERVER_UNAVAILABLE: i64 = -32010;
-    /// The server did not answer within its timeout.
-    pub const TIMEOUT: i64 = -32011;
-    /// The server process exited or closed its output while the request was in flight.
-    pub const SERVER_EXITED: i64 = -32012;
-    /// Too many requests in flight to that server or from this agent.
-    pub const BUSY: i64 = -32013;
-    /// The daemon is shutting down.
-    pub const SHUTTING_DOWN: i64 = -32014;
-    /// The server broke the protocol (for example an answer that is not JSON-RPC).
-    pub const SERVER_PROTOCOL: i64 = -32015;
-    /// A connection limit was reached.
-    pub const TOO_MANY_AGENTS: i64 = -32016;
-    /// A remote server answered with an HTTP error status.
-    pub const SERVER_HTTP_ERROR: i64 = -32017;
-    /// The connecting user may not use this daemon, or may not control it.
-    pub const ACCESS_DENIED: i64 = -32018;
-    /// The server needs an OAuth login (`mcpd ctl login SERVER`), or more scope.
-    pub const NEEDS_LOGIN: i64 = -32019;
-}
-
-/// What an agent is told to do about an unknown tool; `mcpd ctl call` tells a person
-/// [`UNKNOWN_TOOL_HINT_CLI`] instead.
-pub const UNKNOWN_TOOL_HINT: &str = "call tools/list to see the tools mcpd offers";
-/// The same hint for a person at the command line.
-pub const UNKNOWN_TOOL_HINT_CLI: &str = "`mcpd ctl tools` lists the tools mcpd offers";
 
 /// Why a request from an agent could not be served. Named by cause, so an agent is never
 /// blamed for a server's fault and vice versa.

@@ -1,4 +1,4 @@
-//! Fuzz target: `protocol::json_check` accepts exactly the text serde_json accepts (finding an object's members as `scan` does), and `protocol::scan` on that text finds the same members and elements, each as the very text serde_json reads as that member's value, also when it jumps over the strings the check listed.
+//! Fuzz target: `json::check` accepts exactly the text serde_json accepts (finding an object's members as `scan` does), and `json::scan` on that text finds the same members and elements, each as the very text serde_json reads as that member's value, also when it jumps over the strings the check listed.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

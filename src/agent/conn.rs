@@ -59,7 +59,7 @@ pub fn serve(
     // A small first buffer: most agents are idle most of the time, and it grows (doubling)
     // for the first large request.
     let frames = framing::LineReader::with_capacity(read, ctx.max_line, READ_BUFFER);
-    let seed = super::roster::AgentInfo::unix(agent, ctx.peer_pid, ctx.peer_uid);
+    let seed = crate::control_api::AgentInfo::unix(agent, ctx.peer_pid, ctx.peer_uid);
     run(frames, outbox, writer, seed, ctx, shutdown)
 }
 
@@ -70,7 +70,7 @@ pub fn run<S>(
     frames: S,
     outbox: Outbox,
     writer: JoinHandle<std::io::Result<u64>>,
-    seed: super::roster::AgentInfo,
+    seed: crate::control_api::AgentInfo,
     ctx: AgentContext,
     shutdown: CancellationToken,
 ) -> impl Future<Output = ()>
@@ -164,7 +164,7 @@ impl Conn {
         writer: JoinHandle<std::io::Result<u64>>,
         shutdown: CancellationToken,
         asks: mpsc::Receiver<Box<ServerAsk>>,
-        describes: mpsc::Receiver<oneshot::Sender<super::roster::AgentInfo>>,
+        describes: mpsc::Receiver<oneshot::Sender<crate::control_api::AgentInfo>>,
     ) -> impl Future<Output = ()>
     where
         S: Stream<Item = std::io::Result<Frame>> + Unpin,
@@ -451,10 +451,10 @@ impl Conn {
     }
 
     /// What this connection says about itself for `mcpd ctl agents`.
-    fn describe(&self) -> super::roster::AgentInfo {
+    fn describe(&self) -> crate::control_api::AgentInfo {
         let session = &self.session;
         let in_flight = self.in_flight.len();
-        super::roster::AgentInfo {
+        crate::control_api::AgentInfo {
             agent: session.agent,
             client: session.client_name.clone(),
             client_version: session.client_version.clone(),

@@ -1,6 +1,7 @@
 //! What mcpd does with each request an agent sends: the handshake, listing, routing calls, and sending the daemon's own methods to `control/`.
 
 use super::params::PlainArguments;
+use super::reply::Handled;
 use super::session::Session;
 use super::{AgentContext, calls, control, modern, surface, tasks};
 use crate::errors::AgentError;
@@ -11,8 +12,6 @@ use crate::protocol::{self, method};
 use crate::supervisor::Action;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-
-pub use super::reply::{Handled, Step};
 
 fn error(id: &Id, e: AgentError) -> Handled {
     Handled::Now(jsonrpc::error_line(Some(id), &e.to_error_object()))
@@ -227,7 +226,7 @@ fn tools_list(req: &Request, ctx: &AgentContext, modern: bool, session: &Session
         .params
         .as_ref()
         .and_then(|p| p.get("_meta"))
-        .and_then(|m| m.get(crate::ctl::ALL_TOOLS))
+        .and_then(|m| m.get(crate::control_api::ALL_TOOLS))
         .and_then(Value::as_bool)
         == Some(true);
     if !all && super::discover::discovers(ctx, session, &catalog) {

@@ -101,7 +101,7 @@ impl Inputs {
             .retain(|_, (respond_to, _)| !respond_to.is_closed());
         if self.outgoing.len() >= MAX_OUTGOING {
             let e = ErrorObject::new(
-                crate::errors::mcpd_code::BUSY,
+                crate::jsonrpc::mcpd_code::BUSY,
                 format!("{MAX_OUTGOING} requests to this agent already wait for its answer"),
             );
             let _ = ask.respond_to.send(Err(e)); // the server side may have given up
@@ -236,7 +236,7 @@ impl Inputs {
         for id in unanswered {
             if let Some((respond_to, _)) = self.outgoing.remove(&id) {
                 let e = ErrorObject::new(
-                    crate::errors::mcpd_code::TIMEOUT,
+                    crate::jsonrpc::mcpd_code::TIMEOUT,
                     "the agent did not answer in time".to_owned(),
                 );
                 let _ = respond_to.send(Err(e)); // the server may have given up

@@ -1,7 +1,7 @@
 //! The agent socket: binding it safely, accepting connections under a cap, and handing each to its own actor.
 
 use super::AgentContext;
-use crate::errors::mcpd_code;
+use crate::jsonrpc::mcpd_code;
 use crate::jsonrpc::{self, ErrorObject};
 use futures::FutureExt;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};

@@ -162,7 +162,7 @@ pub const MAX_LISTEN_URIS: usize = 1024;
 pub fn may_listen(req: &Request, session: &Session) -> Result<(), ErrorObject> {
     if session.listens.len() >= MAX_LISTENS {
         return Err(ErrorObject::new(
-            crate::errors::mcpd_code::BUSY,
+            crate::jsonrpc::mcpd_code::BUSY,
             format!(
                 "this connection already has {MAX_LISTENS} open subscriptions/listen requests; cancel one first"
             ),

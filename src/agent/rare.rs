@@ -1,6 +1,6 @@
 //! What wakes an agent connection rarely (shutdown, an overflowed queue, a server's question, `ctl agents`, a changed catalog), as one stream polled only when one of them fires.
 
-use super::roster::AgentInfo;
+use crate::control_api::AgentInfo;
 use crate::outbox::Outbox;
 use crate::registry::Catalog;
 use crate::upstream::ServerAsk;

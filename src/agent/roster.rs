@@ -1,6 +1,6 @@
 //! Who is connected: the roster, an actor that knows every agent connection and asks each for its live details when `mcpd ctl agents` wants them.
 
-use serde::{Deserialize, Serialize};
+use crate::control_api::AgentInfo;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -10,38 +10,7 @@ const ASK_TIMEOUT: Duration = Duration::from_millis(500);
 /// How long `ctl agents` waits for the whole list (every agent asked at once).
 const LIST_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// One agent as `ctl agents` shows it.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct AgentInfo {
-    pub agent: u64,
-    pub pid: Option<i32>,
-    pub uid: Option<u32>,
-    /// The executable of the connecting process, from `/proc/PID/exe`.
-    pub exe: Option<String>,
-    pub client: Option<String>,
-    pub client_version: Option<String>,
-    /// "legacy", "modern", or none before the first decisive exchange.
-    pub era: Option<String>,
-    pub in_flight: usize,
-    pub profile: Option<String>,
-    /// How the agent is connected: "unix", "http session" or "http stateless".
-    #[serde(default)]
-    pub transport: Option<String>,
-    /// The peer's address, for agents connected over HTTP.
-    #[serde(default)]
-    pub remote: Option<String>,
-    /// "mcpd connect" when the peer on the socket is the stdio bridge: `pid` and `exe`
-    /// are then the bridge's parent, the client that started it, and `bridge_pid` the
-    /// bridge's own.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub via: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bridge_pid: Option<i32>,
-    /// The connection has sent only control methods (`mcpd ctl`): no agent, not listed.
-    #[serde(skip)]
-    pub control_only: bool,
-}
-
+// The shape is `control_api`'s; filling it in from procfs is the daemon's business.
 impl AgentInfo {
     /// An agent on the Unix socket, as known before it says who it is: its process and
     /// that process's executable.

@@ -2,8 +2,8 @@
 
 use super::AgentContext;
 use super::forward::{self, Caller, Route, Target};
-use super::handlers::{Handled, Step};
 use super::render::{self, Rewrite};
+use super::reply::{Handled, Step};
 use super::session::Session;
 use crate::errors::AgentError;
 use crate::jsonrpc::{self, ErrorObject, Id, Request};

@@ -10,7 +10,7 @@ pub async fn agents(socket: &Path, as_json: bool) -> Result<(), CtlError> {
     if as_json {
         return print_json(&mut out, &result);
     }
-    let agents: Vec<crate::agent::roster::AgentInfo> =
+    let agents: Vec<crate::control_api::AgentInfo> =
         serde_json::from_value(at(&result, "agents").clone())
             .map_err(|e| CtlError::Unexpected(format!("agents: {e}")))?;
     use table::Align::{Left, Right};

@@ -1,8 +1,8 @@
 //! The client side of the socket: `mcpd ctl` commands; `mcpd connect`'s stdio bridge is in `bridge.rs`.
 
+use crate::control_api::ServerStatus;
 use crate::jsonrpc::{self, Id, Message};
 use crate::stdout::{Out, OutputError};
-use crate::supervisor::ServerStatus;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -20,7 +20,7 @@ pub use agents::agents;
 pub use bridge::bridge;
 pub use login::{login, logout};
 pub use status::status;
-pub use tools::{ALL_TOOLS, search, tools};
+pub use tools::{search, tools};
 
 /// Member `key` of a JSON object, or null: reading a field of the daemon's answer
 /// never fails, whatever it sent.
@@ -233,8 +233,8 @@ pub async fn call(
         CtlError::Rpc { code, message } => CtlError::Rpc {
             code,
             message: message.replace(
-                crate::errors::UNKNOWN_TOOL_HINT,
-                crate::errors::UNKNOWN_TOOL_HINT_CLI,
+                crate::control_api::UNKNOWN_TOOL_HINT,
+                crate::control_api::UNKNOWN_TOOL_HINT_CLI,
             ),
         },
         e => e,

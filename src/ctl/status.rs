@@ -1,7 +1,7 @@
 //! `mcpd ctl status`: the daemon and every server at a glance, with what explains each server that is not ready.
 
 use super::{CtlError, Out, at, print_json, request};
-use crate::supervisor::ServerStatus;
+use crate::control_api::{AuthState, AuthView, ServerState, ServerStatus};
 use std::path::Path;
 
 pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
@@ -102,7 +102,7 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
             ));
         }
         if let Some(r) = &s.era_reason
-            && s.state != crate::supervisor::ServerState::Ready
+            && s.state != ServerState::Ready
         {
             notes.push(format!("protocol: {r}"));
         }
@@ -111,7 +111,7 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
             for n in notes {
                 writeln!(out, "  {n}")?;
             }
-            if s.state != crate::supervisor::ServerState::Ready {
+            if s.state != ServerState::Ready {
                 for line in s.stderr_tail.iter().rev().take(5).rev() {
                     writeln!(out, "  stderr| {line}")?;
                 }
@@ -122,8 +122,7 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
 }
 
 /// The auth lines of a server's status: its login, never a token.
-fn auth_note(name: &str, a: &crate::oauth::credential::AuthView) -> Vec<String> {
-    use crate::oauth::credential::AuthState;
+fn auth_note(name: &str, a: &AuthView) -> Vec<String> {
     let mut notes = Vec::new();
     let mut about = Vec::new();
     if let Some(i) = &a.issuer {
@@ -141,7 +140,10 @@ fn auth_note(name: &str, a: &crate::oauth::credential::AuthView) -> Vec<String> 
         AuthState::None => {}
         AuthState::LoggedIn { expires_at } => {
             let left = expires_at.map(|t| {
-                let now = crate::oauth::store::epoch_secs(std::time::SystemTime::now());
+                // `expires_at` is seconds since the Unix epoch.
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
                 t.saturating_sub(now)
             });
             let when = match left {
@@ -179,8 +181,8 @@ fn human_secs(secs: Option<f64>) -> String {
 }
 
 /// The state column, padded to 11 columns, coloured when `colour` is on.
-fn paint(text: &str, state: crate::supervisor::ServerState, colour: bool) -> String {
-    use crate::supervisor::ServerState as S;
+fn paint(text: &str, state: ServerState, colour: bool) -> String {
+    use ServerState as S;
     let padded = format!("{text:<11}");
     if !colour {
         return padded;

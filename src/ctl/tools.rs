@@ -2,6 +2,7 @@
 
 use super::table::{self, Align};
 use super::{CtlError, Out, at, request};
+use crate::control_api::ALL_TOOLS;
 use serde_json::json;
 use std::path::Path;
 
@@ -39,9 +40,6 @@ pub async fn search(
     table::print(&mut out, &[Align::Left, Align::Right, Align::Left], &rows)?;
     Ok(())
 }
-
-/// The `tools/list` `_meta` key that asks for every tool, not the discovery list.
-pub const ALL_TOOLS: &str = "mcpd/allTools";
 
 /// `mcpd ctl tools [SERVER]`: every tool agents see, with the first line of its
 /// description.

@@ -18,6 +18,31 @@ pub mod code {
     pub const INTERNAL_ERROR: i64 = -32603;
 }
 
+/// mcpd's own error codes, in the implementation-defined server range. Documented in
+/// docs/troubleshooting.md ("Errors"). They avoid -32020..-32022 and -32042, which MCP itself uses.
+pub mod mcpd_code {
+    /// The server is starting, restarting, failed or stopped.
+    pub const SERVER_UNAVAILABLE: i64 = -32010;
+    /// The server did not answer within its timeout.
+    pub const TIMEOUT: i64 = -32011;
+    /// The server process exited or closed its output while the request was in flight.
+    pub const SERVER_EXITED: i64 = -32012;
+    /// Too many requests in flight to that server or from this agent.
+    pub const BUSY: i64 = -32013;
+    /// The daemon is shutting down.
+    pub const SHUTTING_DOWN: i64 = -32014;
+    /// The server broke the protocol (for example an answer that is not JSON-RPC).
+    pub const SERVER_PROTOCOL: i64 = -32015;
+    /// A connection limit was reached.
+    pub const TOO_MANY_AGENTS: i64 = -32016;
+    /// A remote server answered with an HTTP error status.
+    pub const SERVER_HTTP_ERROR: i64 = -32017;
+    /// The connecting user may not use this daemon, or may not control it.
+    pub const ACCESS_DENIED: i64 = -32018;
+    /// The server needs an OAuth login (`mcpd ctl login SERVER`), or more scope.
+    pub const NEEDS_LOGIN: i64 = -32019;
+}
+
 /// A request id as the peer sent it. JSON-RPC allows strings and numbers; we keep the
 /// exact JSON number so the reply carries the id back byte for byte.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

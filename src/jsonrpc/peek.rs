@@ -1,20 +1,20 @@
 //! Reading a message's members without parsing all of it: a server's plain result (`peek_result`), an agent's `tools/call` with its arguments kept as text (`peek_tool_call`), the tool named in `mcpd__call_tool`'s arguments, and a request's id replaced in its text (`with_id`).
 
 use super::Id;
-use crate::protocol::scan::Member;
+use crate::json::scan::Member;
 use memchr::memmem::Finder;
 use serde_json::Value;
 use std::sync::LazyLock;
 
 /// If `line` is a plain result response to one of mcpd's own (numeric) request ids,
 /// returns the id and where the result lies in `line`. The line is checked once
-/// (`json_check`, many bytes a step through long strings), which finds its top-level
+/// (`json::check`, many bytes a step through long strings), which finds its top-level
 /// members on the way, and the result is neither copied nor turned into values, so a large
 /// result can be passed on as the server wrote it. Anything else (requests,
 /// notifications, errors, odd ids, a member named twice) returns None: `parse` then
 /// decides what the line is.
 pub fn peek_result(line: &str) -> Option<PeekedResult> {
-    let checked = crate::protocol::json_check::object_members(line)?;
+    let checked = crate::json::check::object_members(line)?;
     let members = &checked.members;
     let one = |key: &str| unique_member(members, key);
     if one("jsonrpc")? != Some("\"2.0\"")
@@ -42,7 +42,7 @@ pub fn peek_result(line: &str) -> Option<PeekedResult> {
 /// every other byte as written. None when it is not one object or names `id` other than
 /// once (serde_json would keep the last).
 pub fn with_id(line: &str, id: &Id) -> Option<String> {
-    let checked = crate::protocol::json_check::object_members(line)?;
+    let checked = crate::json::check::object_members(line)?;
     let old = range_in(line, unique_member(&checked.members, "id")??)?;
     let id = serde_json::to_string(id).ok()?;
     let mut out = String::with_capacity(line.len() + id.len());
@@ -77,7 +77,7 @@ pub struct PeekedToolCall<'a> {
 static TOOLS_CALL: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"tools/call\""));
 
 /// A `tools/call` read without turning its arguments into values: the line is checked
-/// once (`json_check`, which also finds its members), the params' other members (the
+/// once (`json::check`, which also finds its members), the params' other members (the
 /// name, `_meta`, a task) are parsed, and the arguments can go to the server as the agent
 /// wrote them. Anything else (other methods or top-level members, a member named twice, a
 /// name or arguments of another type) returns None, and [`parse`](super::parse) decides
@@ -86,9 +86,9 @@ pub fn peek_tool_call<'a>(line: &'a str) -> Option<PeekedToolCall<'a>> {
     // Other messages are not checked twice (here, then by `parse`): a vector search
     // for the method's text passes over them first.
     TOOLS_CALL.find(line.as_bytes())?;
-    let checked = crate::protocol::json_check::object_members(line)?;
+    let checked = crate::json::check::object_members(line)?;
     let members = &checked.members;
-    let known = crate::protocol::scan::Known::new(line, &checked.long_strings);
+    let known = crate::json::scan::Known::new(line, &checked.long_strings);
     // Present once: absent or named twice (serde_json keeps the last) is not plain.
     let one = |members: &[Member<'a>], key: &str| unique_member(members, key).flatten();
     if members.len() != 4
@@ -98,7 +98,7 @@ pub fn peek_tool_call<'a>(line: &'a str) -> Option<PeekedToolCall<'a>> {
         return None;
     }
     let id = Id::from_value(&serde_json::from_str(one(members, "id")?).ok()?)?;
-    let members = crate::protocol::scan::members_in(one(members, "params")?, known)?;
+    let members = crate::json::scan::members_in(one(members, "params")?, known)?;
     let (name, arguments) = name_and_arguments(&members)?;
     let mut params = serde_json::Map::new();
     for (key, value) in &members {
@@ -123,7 +123,7 @@ pub fn peek_tool_call<'a>(line: &'a str) -> Option<PeekedToolCall<'a>> {
 /// the name is not a string, or the arguments are not an object: the caller then reads
 /// the object as values.
 pub fn peek_name_and_arguments(text: &str) -> Option<(String, Option<&str>)> {
-    name_and_arguments(&crate::protocol::scan::members(text)?)
+    name_and_arguments(&crate::json::scan::members(text)?)
 }
 
 fn name_and_arguments<'a>(members: &[Member<'a>]) -> Option<(String, Option<&'a str>)> {
@@ -149,6 +149,6 @@ pub struct PeekedResult {
     pub id: u64,
     /// Where the result's text lies in the line.
     pub range: std::ops::Range<usize>,
-    /// The line's long strings (`json_check::Checked::long_strings`).
+    /// The line's long strings (`json::check::Checked::long_strings`).
     pub long_strings: Vec<(usize, usize)>,
 }

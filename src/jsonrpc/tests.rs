@@ -111,7 +111,7 @@ pub(crate) fn id_text() -> impl proptest::strategy::Strategy<Value = String> {
 
 /// The `id` member of `line` exactly as written.
 fn raw_id(line: &str) -> String {
-    let members = crate::protocol::scan::members(line).unwrap();
+    let members = crate::json::scan::members(line).unwrap();
     let (_, id) = members.into_iter().find(|(k, _)| k == "id").unwrap();
     id.to_owned()
 }

@@ -108,7 +108,7 @@ pub async fn load(file: PathBuf) -> Option<Stored> {
 pub async fn save(file: PathBuf, stored: &Stored) -> std::io::Result<()> {
     let bytes = serde_json::to_vec_pretty(stored).map_err(std::io::Error::other)?;
     crate::tasks::spawn_blocking(move || {
-        crate::supervisor::state_file::write_private(&file, &bytes)?;
+        crate::private_file::write(&file, &bytes)?;
         sync_dir(&file)
     })
     .await

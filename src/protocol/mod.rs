@@ -2,12 +2,10 @@
 
 pub mod era;
 pub mod headers;
-pub mod json_check;
 pub mod lists;
 pub mod logging;
 pub mod naming;
 pub mod results;
-pub mod scan;
 pub mod tasks;
 
 pub use lists::ListKind;

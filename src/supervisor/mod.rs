@@ -17,13 +17,14 @@ mod slot;
 mod status;
 
 use crate::config::Launch;
+use crate::control_api::{HttpInfo, ServerState, ServerStatus};
 use crate::protocol::ListKind;
 use crate::registry::{Catalog, Registry};
 use crate::sentinel::SentinelHandle;
-use crate::upstream::connection::{self, ConnectionContext, EraPlan};
-use crate::upstream::http::HttpInfo;
+use crate::upstream::connection;
 use crate::upstream::probe::ProbeVerdict;
 use crate::upstream::process;
+use crate::upstream::serve::{ConnectionContext, EraPlan};
 use crate::upstream::{ConnectionEvent, ConnectionExit, UpstreamHandle};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -36,7 +37,6 @@ use tokio_util::sync::CancellationToken;
 use handle::SupervisorMsg;
 pub use handle::{Action, SupervisorError, SupervisorHandle};
 use slot::Slot;
-pub use status::{ServerState, ServerStatus};
 
 const MAILBOX: usize = 64;
 /// How long a status, control or reload request waits for the supervisor (which answers

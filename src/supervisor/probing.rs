@@ -3,9 +3,9 @@
 use super::{AfterExit, Finished, Running, ServerState, Supervisor};
 use crate::config::{Launch, ProtocolMode};
 use crate::protocol::era::Era;
-use crate::upstream::connection::EraPlan;
 use crate::upstream::probe::{self, ProbeVerdict};
 use crate::upstream::process;
+use crate::upstream::serve::EraPlan;
 use std::sync::Arc;
 use tokio::time::Instant;
 

@@ -136,7 +136,7 @@ impl StateWriterActor {
 fn apply(path: &Path, job: Job) {
     match job {
         Job::Write { bytes, what } => {
-            if let Err(e) = write_private(path, &bytes) {
+            if let Err(e) = crate::private_file::write(path, &bytes) {
                 tracing::warn!(path = %path.display(), "could not save the {what}: {e}");
             }
         }
@@ -146,29 +146,6 @@ fn apply(path: &Path, job: Job) {
             Err(e) => tracing::warn!(path = %path.display(), "could not remove a state file: {e}"),
         },
     }
-}
-
-/// Written aside then renamed, readable by the daemon's user alone: tool lists and
-/// descriptions may say more about a user's servers than others should read.
-pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    if let Some(dir) = path.parent() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
-    }
-    let tmp = path.with_extension("json.tmp");
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, path)
 }
 
 #[cfg(test)]

@@ -2,110 +2,15 @@
 
 use super::{Slot, Supervisor};
 use crate::config::{Launch, ProtocolMode};
+use crate::control_api::{NameConflict, ServerStatus};
 use crate::protocol::era::Era;
 use crate::registry::Collision;
-use crate::upstream::http::HttpInfo;
-use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 /// How long status waits for a busy connection's live counters before showing without them.
 const LIVE_TIMEOUT: Duration = Duration::from_millis(500);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ServerState {
-    Starting,
-    Ready,
-    Backoff,
-    Failed,
-    Stopped,
-    /// `enabled = false`: not started with the daemon.
-    Disabled,
-    /// Not running; started by the next call that needs it.
-    Idle,
-    /// A remote server that needs an OAuth login (`mcpd ctl login NAME`); not retried.
-    #[serde(rename = "needs-login")]
-    NeedsLogin,
-}
-
-impl ServerState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ServerState::Starting => "starting",
-            ServerState::Ready => "ready",
-            ServerState::Backoff => "backoff",
-            ServerState::Failed => "failed",
-            ServerState::Stopped => "stopped",
-            ServerState::Disabled => "disabled",
-            ServerState::Idle => "idle",
-            ServerState::NeedsLogin => "needs-login",
-        }
-    }
-}
-
-/// One row of `ctl status`; also the JSON of `mcpd/status`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ServerStatus {
-    pub name: String,
-    pub state: ServerState,
-    /// "stdio", or for a remote server the HTTP transport in use ("streamable-http",
-    /// "sse"; "auto" until the first connection decides).
-    pub transport: String,
-    /// The command of a local server.
-    pub command: Option<String>,
-    /// The URL of a remote server, without user info or query.
-    pub url: Option<String>,
-    /// The live HTTP state of a connected remote server.
-    pub http: Option<HttpInfo>,
-    pub session_renewals: u64,
-    /// The protocol era spoken ("legacy" or "modern"), once known.
-    pub era: Option<String>,
-    /// How the era was decided (probe outcome, cache, config).
-    pub era_reason: Option<String>,
-    /// An era probe is running.
-    pub probing: bool,
-    /// For a `share = "agent"` server: the agents' instances running now.
-    pub instances: usize,
-    /// For an agent's instance: the agent's connection number.
-    pub agent: Option<u64>,
-    pub protocol_version: Option<String>,
-    pub server_info: Option<serde_json::Value>,
-    pub pid: Option<u32>,
-    pub tools: usize,
-    pub in_flight: usize,
-    pub restarts: u32,
-    pub uptime_secs: Option<f64>,
-    pub next_retry_secs: Option<f64>,
-    pub last_error: Option<String>,
-    pub last_exit: Option<String>,
-    pub catalog_error: Option<String>,
-    /// Names of its tools and prompts that agents do not see, because another server
-    /// presents the same name and had it first.
-    #[serde(default)]
-    pub name_conflicts: Vec<NameConflict>,
-    pub malformed_lines: u64,
-    pub oversized_lines: u64,
-    pub stderr_tail: Vec<String>,
-    /// Lifecycle events (state changes, exits) with times, newest last.
-    #[serde(default)]
-    pub history: Vec<String>,
-    /// A remote server's OAuth login (never a token).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub auth: Option<crate::oauth::credential::AuthView>,
-}
-
-/// A tool or prompt name of this server that another server holds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NameConflict {
-    /// "tool" or "prompt".
-    pub kind: String,
-    /// The name both servers present.
-    pub name: String,
-    /// The server agents reach under that name.
-    pub held_by: String,
-}
 
 impl From<&Collision> for NameConflict {
     fn from(c: &Collision) -> Self {

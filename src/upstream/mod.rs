@@ -15,6 +15,7 @@ mod modern;
 pub mod probe;
 pub mod process;
 mod raw_result;
+pub mod serve;
 mod subscriptions;
 mod transport;
 
@@ -168,7 +169,7 @@ pub enum CallParams {
 
 /// A `tools/call`'s params: as values (the server's name of the tool, and `_meta` or any
 /// other member), but for the agent's arguments, kept as the JSON text it wrote (an
-/// object, already checked by `json_check`).
+/// object, already checked by `json::check`).
 #[derive(Debug, Clone)]
 pub struct PlainCall {
     /// Shared: a call's params go to its server once per attempt, and copying a map per
@@ -209,7 +210,7 @@ impl CallParams {
     }
 }
 
-/// The value of arguments text that `json_check` found to be a JSON object (so reading
+/// The value of arguments text that `json::check` found to be a JSON object (so reading
 /// it again cannot fail; if it ever did, the server would get an empty object).
 pub fn plain_arguments(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|_| Value::Object(serde_json::Map::new()))
@@ -275,7 +276,7 @@ pub enum ConnectionEvent {
         handle: UpstreamHandle,
         identity: ServerIdentity,
         /// For a remote server, its live HTTP state.
-        http: Option<tokio::sync::watch::Receiver<http::HttpInfo>>,
+        http: Option<tokio::sync::watch::Receiver<crate::control_api::HttpInfo>>,
     },
     /// The connection is unusable (e.g. the server stopped answering pings) and is being
     /// stopped; sent before the stop, which may take a while, so no one routes to it.

@@ -1,8 +1,8 @@
 //! A server's result kept as the text it came in, passed on to the agent in the same buffer.
 
 use super::UpstreamError;
+use crate::json::scan::Known;
 use crate::protocol::results::RawMembers;
-use crate::protocol::scan::Known;
 use serde_json::Value;
 
 /// A server's result kept as the text it sent: the line it came in and where the result
@@ -12,7 +12,7 @@ use serde_json::Value;
 pub struct RawResult {
     line: String,
     range: std::ops::Range<usize>,
-    /// The line's long strings, found when it was checked (`json_check::Checked`).
+    /// The line's long strings, found when it was checked (`json::check::Checked`).
     long_strings: Vec<(usize, usize)>,
 }
 

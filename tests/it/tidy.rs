@@ -1,7 +1,9 @@
-//! The tidy checks, over the source tree as files: every `src/` file says what it is for in a `//!` line and stays short, the codemap names every module, and no two modules import each other (directly or round a loop).
+//! The tidy checks, over the source tree: every `src/` file says what it is for in a `//!` line and stays short, the codemap names every module, no two modules (files, or top-level modules) import each other, directly or round a loop, and `ctl` imports nothing of the daemon's. The imports are read with a Rust parser (`tidy/imports.rs`); `tidy/loop_cases.rs` holds what those checks must fail.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+
+mod imports;
+mod loop_cases;
 
 /// Lines a source file may have.
 const MAX_LINES: usize = 500;
@@ -132,245 +134,53 @@ fn the_codemap_names_every_module() {
     );
 }
 
-/// A module's path (`agent::conn`) from its file (`agent/conn.rs`); None for the roots.
-fn module_of(rel: &str) -> Option<Vec<String>> {
-    let trimmed = rel.strip_suffix(".rs")?;
-    let mut parts: Vec<String> = trimmed.split('/').map(str::to_owned).collect();
-    if parts.last().is_some_and(|p| p == "mod") {
-        parts.pop();
-    }
-    if parts == ["lib"] || parts == ["main"] {
-        return None;
-    }
-    Some(parts)
-}
-
-/// The code of a file without its unit tests (which may import what they like).
-fn without_tests(text: &str) -> &str {
-    match text.find("#[cfg(test)]") {
-        Some(i) => &text[..i],
-        None => text,
-    }
-}
-
-/// Every path the code names that starts at the crate root, `super` or a child module:
-/// `crate::a::b`, `super::c`, and each item of `use crate::{x::y, z}`; as segments from
-/// the crate root.
-fn referenced(module: &[String], children: &BTreeSet<String>, text: &str) -> Vec<Vec<String>> {
-    let mut out = Vec::new();
-    let bytes: Vec<char> = text.chars().collect();
-    let ident = |c: char| c.is_alphanumeric() || c == '_';
-    let mut i = 0;
-    while i < bytes.len() {
-        let at_word = i == 0 || !ident(bytes[i - 1]) && bytes[i - 1] != ':';
-        let rest: String = bytes[i..bytes.len().min(i + 7)].iter().collect();
-        let start = if at_word && rest.starts_with("crate::") {
-            Some((Vec::new(), i + 7))
-        } else if at_word && rest.starts_with("super::") {
-            let mut base = module.to_vec();
-            base.pop();
-            let mut j = i + 7;
-            // super::super::…
-            while bytes[j..].iter().collect::<String>().starts_with("super::") {
-                base.pop();
-                j += 7;
-            }
-            Some((base, j))
-        } else {
-            None
-        };
-        let Some((base, mut j)) = start else {
-            i += 1;
-            continue;
-        };
-        let mut segs = base.clone();
-        loop {
-            let s = j;
-            while j < bytes.len() && ident(bytes[j]) {
-                j += 1;
-            }
-            if s == j {
-                break;
-            }
-            segs.push(bytes[s..j].iter().collect());
-            if bytes[j..].iter().take(2).collect::<String>() == "::" {
-                j += 2;
-                if bytes.get(j) == Some(&'{') {
-                    // One level of braces: each item is a path of its own.
-                    let end = bytes[j..]
-                        .iter()
-                        .position(|c| *c == '}')
-                        .map_or(j, |p| j + p);
-                    let inner: String = bytes[j + 1..end].iter().collect();
-                    for item in inner.split(',') {
-                        let mut p = segs.clone();
-                        p.extend(
-                            item.trim()
-                                .split("::")
-                                .map(|x| x.trim().to_owned())
-                                .filter(|x| !x.is_empty() && x != "self" && !x.contains(' ')),
-                        );
-                        out.push(p);
-                    }
-                    j = end;
-                    segs.clear();
-                    break;
-                }
-                continue;
-            }
-            break;
-        }
-        if !segs.is_empty() {
-            out.push(segs);
-        }
-        i = j.max(i + 1);
-    }
-    // `use child::…` in a module file names its own children.
-    for line in text.lines() {
-        let l = line.trim_start();
-        let Some(path) = l
-            .strip_prefix("pub use ")
-            .or_else(|| l.strip_prefix("use "))
-        else {
-            continue;
-        };
-        let first = path.split("::").next().unwrap_or("");
-        if children.contains(first) {
-            let mut p = module.to_vec();
-            p.extend(
-                path.trim_end_matches(';')
-                    .split("::")
-                    .map(|s| s.trim().to_owned()),
-            );
-            out.push(p);
-        }
-    }
-    out
+/// Every `src/` file with its text.
+fn all_sources() -> Vec<(String, String)> {
+    sources()
+        .into_iter()
+        .map(|rel| {
+            let text = read(&rel);
+            (rel, text)
+        })
+        .collect()
 }
 
 #[test]
 fn no_modules_import_each_other_round_a_loop() {
-    let modules: BTreeMap<Vec<String>, String> = sources()
-        .into_iter()
-        .filter_map(|rel| module_of(&rel).map(|m| (m, rel)))
-        .collect();
-    let known: BTreeSet<&Vec<String>> = modules.keys().collect();
-    let mut edges: BTreeMap<&Vec<String>, BTreeSet<&Vec<String>>> = BTreeMap::new();
-    for (module, rel) in &modules {
-        let children: BTreeSet<String> = modules
-            .keys()
-            .filter(|m| m.len() == module.len() + 1 && m.starts_with(module))
-            .filter_map(|m| m.last().cloned())
-            .collect();
-        let text = read(rel);
-        for path in referenced(module, &children, without_tests(&text)) {
-            // The longest prefix of the path that is a module is what it names.
-            let target = (1..=path.len())
-                .rev()
-                .map(|n| path[..n].to_vec())
-                .find(|p| known.contains(p));
-            let Some(target) = target else { continue };
-            let Some((target, _)) = modules.get_key_value(&target) else {
-                continue;
-            };
-            // A module may use what its ancestors define (the parent's context types,
-            // the `impl` blocks a parent split into files).
-            if target == module || module.starts_with(target) {
-                continue;
-            }
-            edges.entry(module).or_default().insert(target);
-        }
-    }
-    // Tarjan's strongly connected components: any of more than one module is a loop.
-    struct Walk<'a> {
-        edges: &'a BTreeMap<&'a Vec<String>, BTreeSet<&'a Vec<String>>>,
-        index: BTreeMap<&'a Vec<String>, usize>,
-        low: BTreeMap<&'a Vec<String>, usize>,
-        stack: Vec<&'a Vec<String>>,
-        on_stack: BTreeSet<&'a Vec<String>>,
-        loops: Vec<Vec<String>>,
-    }
-    impl<'a> Walk<'a> {
-        fn visit(&mut self, v: &'a Vec<String>) {
-            let n = self.index.len();
-            self.index.insert(v, n);
-            self.low.insert(v, n);
-            self.stack.push(v);
-            self.on_stack.insert(v);
-            let next: Vec<&'a Vec<String>> = self
-                .edges
-                .get(v)
-                .map(|s| s.iter().copied().collect())
-                .unwrap_or_default();
-            for w in next {
-                if !self.index.contains_key(w) {
-                    self.visit(w);
-                    let lw = self.low[w];
-                    let lv = self.low[v];
-                    self.low.insert(v, lv.min(lw));
-                } else if self.on_stack.contains(w) {
-                    let iw = self.index[w];
-                    let lv = self.low[v];
-                    self.low.insert(v, lv.min(iw));
-                }
-            }
-            if self.low[v] == self.index[v] {
-                let mut component = Vec::new();
-                while let Some(w) = self.stack.pop() {
-                    self.on_stack.remove(w);
-                    component.push(w.join("::"));
-                    if w == v {
-                        break;
-                    }
-                }
-                if component.len() > 1 {
-                    component.sort();
-                    self.loops.push(component);
-                }
-            }
-        }
-    }
-    let mut walk = Walk {
-        edges: &edges,
-        index: BTreeMap::new(),
-        low: BTreeMap::new(),
-        stack: Vec::new(),
-        on_stack: BTreeSet::new(),
-        loops: Vec::new(),
-    };
-    for m in modules.keys() {
-        if !walk.index.contains_key(m) {
-            walk.visit(m);
-        }
-    }
-    let described: Vec<String> = walk
-        .loops
-        .iter()
-        .map(|c| {
-            let inner: Vec<String> = c
-                .iter()
-                .map(|m| {
-                    let to: Vec<String> = edges
-                        .iter()
-                        .find(|(k, _)| k.join("::") == *m)
-                        .map(|(_, t)| {
-                            t.iter()
-                                .map(|x| x.join("::"))
-                                .filter(|x| c.contains(x))
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    format!("{m} -> {}", to.join(", "))
-                })
-                .collect();
-            inner.join("; ")
-        })
-        .collect();
+    let found = imports::file_loops(&all_sources());
     assert!(
-        described.is_empty(),
+        found.is_empty(),
         "modules that import each other:\n{}",
-        described.join("\n")
+        found.join("\n")
     );
+}
+
+#[test]
+fn no_top_level_modules_import_each_other_round_a_loop() {
+    // A file-level check cannot see `agent::a` -> `ctl::b` -> `agent::c`: every top-level
+    // module is a layer, and layers form a directed graph too.
+    let found = imports::top_level_loops(&all_sources());
+    assert!(
+        found.is_empty(),
+        "top-level modules that import each other:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn ctl_imports_nothing_of_the_daemon_but_control_api() {
+    // `mcpd ctl` speaks to the daemon over the socket: it shares shapes and names
+    // (`control_api.rs`) and the wire's models, never the daemon's internals.
+    let shared = [
+        "control_api",
+        "json",
+        "jsonrpc",
+        "paths",
+        "protocol",
+        "stdout",
+    ];
+    let found = imports::uses_outside(&all_sources(), "ctl", &shared);
+    assert!(found.is_empty(), "\n{}", found.join("\n"));
 }
 
 /// README is the front door: what, install, quick start, clients, and a line per topic

@@ -59,7 +59,7 @@ pub(super) fn agents(req: Request, ctx: &AgentContext) -> Handled {
 }
 
 /// The metrics that are states rather than counts, from the supervisor and the daemon.
-fn gauges(out: &mut String, servers: &[crate::supervisor::ServerStatus], agents: usize) {
+fn gauges(out: &mut String, servers: &[crate::control_api::ServerStatus], agents: usize) {
     use std::fmt::Write as _;
     let _ = writeln!(
         out,
@@ -70,7 +70,7 @@ fn gauges(out: &mut String, servers: &[crate::supervisor::ServerStatus], agents:
         "# HELP mcpd_server_up Whether a server is ready (1) or not (0).\n# TYPE mcpd_server_up gauge"
     );
     for s in servers {
-        let up = u8::from(s.state == crate::supervisor::ServerState::Ready);
+        let up = u8::from(s.state == crate::control_api::ServerState::Ready);
         let _ = writeln!(out, "mcpd_server_up{{server=\"{}\"}} {up}", s.name);
     }
     let _ = writeln!(

@@ -2,7 +2,7 @@
 
 use super::relay::{Relay, RelayHandle, SESSION_IDLE};
 use crate::agent::AgentContext;
-use crate::agent::roster::AgentInfo;
+use crate::control_api::AgentInfo;
 use crate::outbox::Outbox;
 use futures::FutureExt;
 use std::collections::HashMap;

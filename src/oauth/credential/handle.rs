@@ -2,43 +2,13 @@
 
 use super::{ASK_TIMEOUT, Credential, LOGIN_TIMEOUT};
 use crate::config::Secret;
+use crate::control_api::{AuthState, AuthView};
 use crate::oauth::challenge::Bearer;
 use crate::oauth::flow::{LoginError, Setup};
 use reqwest::Url;
-use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
-
-/// Where a server's login stands, as status shows it. Never holds a token.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AuthView {
-    #[serde(flatten)]
-    pub state: AuthState,
-    /// A `mcpd ctl login` waits for its redirect.
-    pub pending: bool,
-    /// The authorization server of the current login.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub issuer: Option<String>,
-    /// The scopes granted, space-separated.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scopes: Option<String>,
-    /// Scopes the server asked for (a 403 `insufficient_scope`) that the login lacks.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub more_scope: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case", tag = "state", content = "detail")]
-pub enum AuthState {
-    /// The server has not asked for a login, and none is stored.
-    None,
-    /// A token that works as far as mcpd knows; valid until then (seconds since the
-    /// epoch), if known.
-    LoggedIn { expires_at: Option<u64> },
-    /// No usable token: a person must run `mcpd ctl login`. Says why.
-    NeedsLogin(String),
-}
 
 /// Why no token can be had now.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

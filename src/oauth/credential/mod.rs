@@ -20,8 +20,9 @@ mod login;
 #[cfg(test)]
 mod tests;
 
+use crate::control_api::{AuthState, AuthView};
 use handle::Msg;
-pub use handle::{AuthState, AuthView, CredentialHandle, NoToken, Notify};
+pub use handle::{CredentialHandle, NoToken, Notify};
 
 /// Refreshed this long before expiry at most (or 10 % of the lifetime, if less).
 const AHEAD_MAX: Duration = Duration::from_secs(60);

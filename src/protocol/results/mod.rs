@@ -17,8 +17,8 @@
 //! into a daemon that otherwise needs none of them. Tool output schemas in practice use only the
 //! few keywords listed there.
 
-use super::scan::{self, Known, Member};
 use super::schema::{Judgement, clip, judge};
+use crate::json::scan::{self, Known, Member};
 use serde_json::{Map, Value, json};
 
 /// Default for [`Limits::max_media_bytes`]: 10 MiB.

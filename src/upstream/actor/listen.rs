@@ -70,7 +70,7 @@ impl Actor {
             match self.subs.add(sub) {
                 Ok(first) => first,
                 Err(too_many) => {
-                    let e = ErrorObject::new(crate::errors::mcpd_code::BUSY, too_many.to_string());
+                    let e = ErrorObject::new(crate::jsonrpc::mcpd_code::BUSY, too_many.to_string());
                     let _ = respond_to.send(Ok(Err(e))); // the agent may have gone
                     return;
                 }

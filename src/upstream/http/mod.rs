@@ -12,15 +12,15 @@ pub(crate) mod sse;
 mod streamable;
 
 use super::actor::End;
-use super::connection::{ConnectionContext, negotiate, report_lost, serve};
+use super::serve::{ConnectionContext, negotiate, report_lost, serve};
 use super::transport::{Inbound, Outbound};
 use super::{ConnectionExit, handshake};
 use crate::budget;
 use crate::budget::Charged;
 use crate::config::{HttpLaunch, HttpTransport};
+use crate::control_api::HttpInfo;
 use client::Endpoint;
 use futures::Stream;
-use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -31,17 +31,6 @@ const OUT_QUEUE: usize = 1024;
 const IN_QUEUE: usize = 256;
 /// How long the transport may take to end its session (the DELETE) after the actor stops.
 const FINISH_GRACE: Duration = Duration::from_secs(3);
-
-/// What a remote connection shows in `ctl status` while it runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HttpInfo {
-    /// The transport in use: "streamable-http" or "sse" (or "auto" before it is known).
-    pub transport: String,
-    /// Whether the server gave us a session id.
-    pub session: bool,
-    /// The server-initiated stream: "off", "open", "reconnecting" or "unsupported".
-    pub listen: String,
-}
 
 /// Runs one remote connection to its end.
 pub async fn run(ctx: ConnectionContext, launch: HttpLaunch) -> ConnectionExit {

@@ -1,4 +1,4 @@
-//! Finds the members of JSON objects and the elements of arrays in text already found valid (by `json_check` or serde_json), without reading it again as values.
+//! Finds the members of JSON objects and the elements of arrays in text already found valid (by `json::check` or serde_json), without reading it again as values.
 //!
 //! Why by hand: a large result passes through mcpd as the server's own text, and before
 //! it does, mcpd looks at its top-level members and at the head of each content block.
@@ -8,13 +8,13 @@
 //! is already known to be valid JSON needs no second validation, only its structure:
 //! strings are skipped with `memchr` (a vector search for the closing quote or a
 //! backslash), brackets are counted, and the members come out as slices of the text.
-//! The long strings `json_check` found while it checked the line are not even searched
+//! The long strings `json::check` found while it checked the line are not even searched
 //! again: given their offsets ([`Known`]), a scan jumps from a listed string's opening
 //! quote past its closing one.
 //!
 //! On text that is not valid JSON these functions never panic and never read out of
 //! bounds; they return None or slices that mean nothing. So they are only given text
-//! already found valid: an upstream `RawResult`'s, which `json_check` accepted.
+//! already found valid: an upstream `RawResult`'s, which `json::check` accepted.
 
 use std::borrow::Cow;
 
@@ -27,7 +27,7 @@ pub type Members<'a> = smallvec::SmallVec<[Member<'a>; 4]>;
 
 /// Strings whose ends are already known, so a scan jumps over them instead of searching
 /// them again: each as the byte offsets, in `whole`, of its opening quote and of the byte
-/// just past its closing one, in the order of the text. `json_check` lists a line's long
+/// just past its closing one, in the order of the text. `json::check` lists a line's long
 /// strings while it checks the line; a scan of any part of that line may use them.
 ///
 /// A list that does not match its text cannot make a scan panic or read out of bounds,

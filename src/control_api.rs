@@ -1,0 +1,181 @@
+//! What `mcpd ctl` and the daemon share: the shapes of the `mcpd/status` and `mcpd/agents` answers, and the names and texts both sides must agree on. Data only: no daemon code, so `ctl` depends on none.
+
+use serde::{Deserialize, Serialize};
+
+/// The `tools/list` `_meta` key that asks for every tool, not the discovery list.
+pub const ALL_TOOLS: &str = "mcpd/allTools";
+
+/// What an agent is told to do about an unknown tool; `mcpd ctl call` tells a person
+/// [`UNKNOWN_TOOL_HINT_CLI`] instead.
+pub const UNKNOWN_TOOL_HINT: &str = "call tools/list to see the tools mcpd offers";
+/// The same hint for a person at the command line.
+pub const UNKNOWN_TOOL_HINT_CLI: &str = "`mcpd ctl tools` lists the tools mcpd offers";
+
+/// Where a server stands: the supervisor keeps one per slot, `ctl status` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServerState {
+    Starting,
+    Ready,
+    Backoff,
+    Failed,
+    Stopped,
+    /// `enabled = false`: not started with the daemon.
+    Disabled,
+    /// Not running; started by the next call that needs it.
+    Idle,
+    /// A remote server that needs an OAuth login (`mcpd ctl login NAME`); not retried.
+    #[serde(rename = "needs-login")]
+    NeedsLogin,
+}
+
+impl ServerState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerState::Starting => "starting",
+            ServerState::Ready => "ready",
+            ServerState::Backoff => "backoff",
+            ServerState::Failed => "failed",
+            ServerState::Stopped => "stopped",
+            ServerState::Disabled => "disabled",
+            ServerState::Idle => "idle",
+            ServerState::NeedsLogin => "needs-login",
+        }
+    }
+}
+
+/// One row of `ctl status`; also the JSON of `mcpd/status`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ServerStatus {
+    pub name: String,
+    pub state: ServerState,
+    /// "stdio", or for a remote server the HTTP transport in use ("streamable-http",
+    /// "sse"; "auto" until the first connection decides).
+    pub transport: String,
+    /// The command of a local server.
+    pub command: Option<String>,
+    /// The URL of a remote server, without user info or query.
+    pub url: Option<String>,
+    /// The live HTTP state of a connected remote server.
+    pub http: Option<HttpInfo>,
+    pub session_renewals: u64,
+    /// The protocol era spoken ("legacy" or "modern"), once known.
+    pub era: Option<String>,
+    /// How the era was decided (probe outcome, cache, config).
+    pub era_reason: Option<String>,
+    /// An era probe is running.
+    pub probing: bool,
+    /// For a `share = "agent"` server: the agents' instances running now.
+    pub instances: usize,
+    /// For an agent's instance: the agent's connection number.
+    pub agent: Option<u64>,
+    pub protocol_version: Option<String>,
+    pub server_info: Option<serde_json::Value>,
+    pub pid: Option<u32>,
+    pub tools: usize,
+    pub in_flight: usize,
+    pub restarts: u32,
+    pub uptime_secs: Option<f64>,
+    pub next_retry_secs: Option<f64>,
+    pub last_error: Option<String>,
+    pub last_exit: Option<String>,
+    pub catalog_error: Option<String>,
+    /// Names of its tools and prompts that agents do not see, because another server
+    /// presents the same name and had it first.
+    #[serde(default)]
+    pub name_conflicts: Vec<NameConflict>,
+    pub malformed_lines: u64,
+    pub oversized_lines: u64,
+    pub stderr_tail: Vec<String>,
+    /// Lifecycle events (state changes, exits) with times, newest last.
+    #[serde(default)]
+    pub history: Vec<String>,
+    /// A remote server's OAuth login (never a token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<AuthView>,
+}
+
+/// A tool or prompt name of this server that another server holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NameConflict {
+    /// "tool" or "prompt".
+    pub kind: String,
+    /// The name both servers present.
+    pub name: String,
+    /// The server agents reach under that name.
+    pub held_by: String,
+}
+
+/// What a remote connection shows in `ctl status` while it runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HttpInfo {
+    /// The transport in use: "streamable-http" or "sse" (or "auto" before it is known).
+    pub transport: String,
+    /// Whether the server gave us a session id.
+    pub session: bool,
+    /// The server-initiated stream: "off", "open", "reconnecting" or "unsupported".
+    pub listen: String,
+}
+
+/// Where a server's login stands, as status shows it. Never holds a token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthView {
+    #[serde(flatten)]
+    pub state: AuthState,
+    /// A `mcpd ctl login` waits for its redirect.
+    pub pending: bool,
+    /// The authorization server of the current login.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+    /// The scopes granted, space-separated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scopes: Option<String>,
+    /// Scopes the server asked for (a 403 `insufficient_scope`) that the login lacks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more_scope: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "state", content = "detail")]
+pub enum AuthState {
+    /// The server has not asked for a login, and none is stored.
+    None,
+    /// A token that works as far as mcpd knows; valid until then (seconds since the
+    /// epoch), if known.
+    LoggedIn { expires_at: Option<u64> },
+    /// No usable token: a person must run `mcpd ctl login`. Says why.
+    NeedsLogin(String),
+}
+
+/// One agent as `ctl agents` shows it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct AgentInfo {
+    pub agent: u64,
+    pub pid: Option<i32>,
+    pub uid: Option<u32>,
+    /// The executable of the connecting process, from `/proc/PID/exe`.
+    pub exe: Option<String>,
+    pub client: Option<String>,
+    pub client_version: Option<String>,
+    /// "legacy", "modern", or none before the first decisive exchange.
+    pub era: Option<String>,
+    pub in_flight: usize,
+    pub profile: Option<String>,
+    /// How the agent is connected: "unix", "http session" or "http stateless".
+    #[serde(default)]
+    pub transport: Option<String>,
+    /// The peer's address, for agents connected over HTTP.
+    #[serde(default)]
+    pub remote: Option<String>,
+    /// "mcpd connect" when the peer on the socket is the stdio bridge: `pid` and `exe`
+    /// are then the bridge's parent, the client that started it, and `bridge_pid` the
+    /// bridge's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bridge_pid: Option<i32>,
+    /// The connection has sent only control methods (`mcpd ctl`): no agent, not listed.
+    /// The roster's own flag, never sent.
+    #[serde(skip)]
+    pub control_only: bool,
+}
