@@ -187,6 +187,13 @@ echo "uid=$uid"
     assert!(err.contains("mcpd is not running"), "{err}");
 }
 
+/// `mcpd check-config` accepts `config` (the daemon would start) and warns `warning`.
+async fn check_config_warns(config: &Path, warning: &str) {
+    let (code, out, err) = run_mcpd(&["check-config", "--config", path_str(config)], None).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains(&format!("warning: {warning}")), "{out}");
+}
+
 /// Runs `mcpd ARGS` with stdout and stderr on a pipe whose reader has already gone.
 async fn with_closed_output(args: &[&str], env: &[(&str, &str)]) -> i32 {
     let (read, write) = nix::unistd::pipe().unwrap();
@@ -290,12 +297,11 @@ async fn one_server_with_an_unset_variable_fails_alone_and_says_what_to_set() {
         "{out}"
     );
     // check-config accepts the file (the daemon starts) and warns about the server.
-    let (code, out, err) = run_mcpd(&["check-config", "--config", path_str(&d.config)], None).await;
-    assert_eq!(code, 0, "{out}\n{err}");
-    assert!(
-        out.contains("warning: will not start: IMPORTED_GH_AUTHORIZATION is not set"),
-        "{out}"
-    );
+    check_config_warns(
+        &d.config,
+        "will not start: IMPORTED_GH_AUTHORIZATION is not set",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -409,12 +415,11 @@ async fn the_command_line_speaks_to_a_person() {
         }
     }
     // check-config warns about a command the daemon will not find.
-    let (code, out, _) = run_mcpd(&["check-config", "--config", path_str(&d.config)], None).await;
-    assert_eq!(code, 0, "{out}");
-    assert!(
-        out.contains("warning: command /no/such/mcpd-test-server is not an executable file"),
-        "{out}"
-    );
+    check_config_warns(
+        &d.config,
+        "command /no/such/mcpd-test-server is not an executable file",
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -43,6 +43,24 @@ async fn poll_until(a: &mut Agent, task: &str, want: &str) -> Value {
     panic!("task {task} never reached {want}: {last}");
 }
 
+/// A modern agent's call of `tool` (without the extension) whose one input request is an
+/// `input_required` round: answered with the name Ada; returns the retry's answer.
+async fn answered_as_ada(a: &mut Agent, tool: &str) -> Value {
+    let call = json!({"name": tool, "arguments": {}});
+    let r = modern(a, "tools/call", call, false).await;
+    assert_eq!(r["result"]["resultType"], "input_required", "{r}");
+    let key = r["result"]["inputRequests"]
+        .as_object()
+        .and_then(|m| m.keys().next().cloned())
+        .expect("one input request");
+    let retry = json!({
+        "name": tool, "arguments": {},
+        "inputResponses": { key: {"action": "accept", "content": {"name": "Ada"}} },
+        "requestState": r["result"]["requestState"],
+    });
+    modern(a, "tools/call", retry, false).await
+}
+
 fn daemon() -> (DaemonBuilder, PathBuf, String) {
     let b = DaemonBuilder::new();
     let dir = b.dir().join("rec");
@@ -497,24 +515,7 @@ async fn a_modern_agent_without_the_extension_gets_the_result_of_a_task_only_too
     .await;
     assert_eq!(error_message(&r), "the job failed", "{r}");
     // The task's input request is an input_required round of the agent's own call.
-    let r = modern(
-        &mut a,
-        "tools/call",
-        json!({"name": "jobs__task_ask", "arguments": {}}),
-        false,
-    )
-    .await;
-    assert_eq!(r["result"]["resultType"], "input_required", "{r}");
-    let key = r["result"]["inputRequests"]
-        .as_object()
-        .and_then(|m| m.keys().next().cloned())
-        .expect("one input request");
-    let retry = json!({
-        "name": "jobs__task_ask", "arguments": {},
-        "inputResponses": { key: {"action": "accept", "content": {"name": "Ada"}} },
-        "requestState": r["result"]["requestState"],
-    });
-    let r = modern(&mut a, "tools/call", retry, false).await;
+    let r = answered_as_ada(&mut a, "jobs__task_ask").await;
     assert_eq!(text(&r), "hello Ada", "{r}");
     // An agent that declared the extension still gets the task itself.
     let r = modern(
@@ -542,24 +543,7 @@ async fn a_modern_agent_gets_the_result_of_a_tool_that_requires_a_2025_11_25_tas
     .await;
     assert_eq!(text(&r), "slept 50 ms", "{r}");
     // The server's elicitation while mcpd waits on tasks/result is an input_required round.
-    let r = modern(
-        &mut a,
-        "tools/call",
-        json!({"name": "old__ltask_ask", "arguments": {}}),
-        false,
-    )
-    .await;
-    assert_eq!(r["result"]["resultType"], "input_required", "{r}");
-    let key = r["result"]["inputRequests"]
-        .as_object()
-        .and_then(|m| m.keys().next().cloned())
-        .expect("one input request");
-    let retry = json!({
-        "name": "old__ltask_ask", "arguments": {},
-        "inputResponses": { key: {"action": "accept", "content": {"name": "Ada"}} },
-        "requestState": r["result"]["requestState"],
-    });
-    let r = modern(&mut a, "tools/call", retry, false).await;
+    let r = answered_as_ada(&mut a, "old__ltask_ask").await;
     assert_eq!(text(&r), "hello Ada", "{r}");
     assert!(
         r["result"]["_meta"]["io.modelcontextprotocol/related-task"].is_null(),
