@@ -1,13 +1,14 @@
 // Shared by the Node interop peers (ts*_*.mjs, everything_http.mjs): failing with a message,
 // reading options, importing the pinned SDKs from the peers install, answering elicitations,
-// exiting with the parent, the closing steps of a client run, and the plan runner of the
+// exiting with the parent, killing the server (and a probe sibling) on a failure path, the
+// closing steps of a client run, and the plan runner of the
 // discovery clients (ts*_discovery_client.mjs).
 //
 // SDK location: ESM `import` ignores NODE_PATH, so the SDKs are imported by absolute path
 // from $MCPD_PEERS_DIR/node/node_modules (default: <repo>/target/peers, i.e. two levels
 // above this file's directory, then target/peers), as installed by .ci/install-peers.
 
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
@@ -269,4 +270,43 @@ export async function runPlan(steps, { list, call, changes, waitMs }) {
     }
   }
   return out;
+}
+
+// Our direct children (Linux /proc): the server the transport started and, for the v2
+// SDK's `auto`/`modern` probing, the sibling probe process the transport does not expose.
+export function childPids() {
+  const pids = [];
+  let entries = [];
+  try {
+    entries = readdirSync("/proc");
+  } catch {
+    return pids;
+  }
+  for (const name of entries) {
+    if (!/^[0-9]+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      // pid (comm) state ppid ...; comm may contain spaces and parentheses.
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (ppid === process.pid) pids.push(Number(name));
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return pids;
+}
+
+// Sends `signal` to every direct child and to the transport's server, so that a failure
+// path never leaves a server behind.
+export function killChildren(transport, signal = "SIGKILL") {
+  const pids = new Set(childPids());
+  const pid = transport?.pid;
+  if (pid) pids.add(pid);
+  for (const p of pids) {
+    try {
+      process.kill(p, signal);
+    } catch {
+      // already gone
+    }
+  }
 }

@@ -45,8 +45,6 @@
 // SDK location: imported by absolute path from $MCPD_PEERS_DIR/node/node_modules (default
 // <repo>/target/peers), as installed by .ci/install-peers (ESM ignores NODE_PATH).
 
-import { readFileSync, readdirSync } from "node:fs";
-
 import {
   MODERN,
   answerElicitations,
@@ -61,6 +59,7 @@ import {
   toolArgsFrom,
   v2Importer,
   whenParentDies,
+  killChildren,
 } from "./helpers.mjs";
 
 const PROG = "ts2_client";
@@ -98,43 +97,6 @@ function parseArgv(argv) {
 // The live transport/client, so failure paths can shut the server down.
 let active = null;
 
-// Our direct children (Linux /proc): the session server and, while `auto`/`modern` probe,
-// the SDK's sibling probe process, which the transport does not expose.
-function childPids() {
-  const pids = [];
-  let entries = [];
-  try {
-    entries = readdirSync("/proc");
-  } catch {
-    return pids;
-  }
-  for (const name of entries) {
-    if (!/^[0-9]+$/.test(name)) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
-      // pid (comm) state ppid ...; comm may contain spaces and parentheses.
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      if (ppid === process.pid) pids.push(Number(name));
-    } catch {
-      // exited meanwhile
-    }
-  }
-  return pids;
-}
-
-function killServer(signal) {
-  const pids = new Set(childPids());
-  const pid = active?.transport?.pid;
-  if (pid) pids.add(pid);
-  for (const p of pids) {
-    try {
-      process.kill(p, signal);
-    } catch {
-      // already gone
-    }
-  }
-}
-
 // Count what arrives on the session pipe once connected: server->client elicitation
 // requests (legacy era) and input_required results (modern era).
 function tapWire(transport, wire) {
@@ -154,13 +116,13 @@ async function main() {
 
   // Whole-run bound: on expiry, kill the server (it may be wedged) and exit 124.
   const deadline = setTimeout(() => {
-    killServer("SIGKILL");
+    killChildren(active?.transport, "SIGKILL");
     fail(`timed out after ${timeoutMs / 1000}s`, 124);
   }, timeoutMs);
 
   // Die with our parent: nothing else would stop us (stdin is not ours to watch).
   whenParentDies(() => {
-    killServer("SIGKILL");
+    killChildren(active?.transport, "SIGKILL");
     process.exit(1);
   });
 
@@ -215,6 +177,6 @@ main().catch(async (e) => {
   // Let the SDK close the server as on success, but give it at most 5 s before killing it
   // ourselves.
   await closeWithin(active?.client, 5000);
-  killServer("SIGKILL");
+  killChildren(active?.transport, "SIGKILL");
   fail(msg);
 });

@@ -35,8 +35,6 @@
 // default 60 s). On failure or timeout the child processes (the server, a probe sibling)
 // get SIGKILL. The SDK is imported from $MCPD_PEERS_DIR/node/node_modules.
 
-import { readFileSync, readdirSync } from "node:fs";
-
 import {
   Changes,
   MODERN,
@@ -54,6 +52,7 @@ import {
   tapDiscoveryWire,
   v2Importer,
   whenParentDies,
+  killChildren,
 } from "./helpers.mjs";
 
 const PROG = "ts2_discovery_client";
@@ -86,49 +85,14 @@ function parseArgv(argv) {
 
 let active = null;
 
-// Our direct children (Linux /proc): the session server and a probe sibling.
-function childPids() {
-  const pids = [];
-  let entries = [];
-  try {
-    entries = readdirSync("/proc");
-  } catch {
-    return pids;
-  }
-  for (const name of entries) {
-    if (!/^[0-9]+$/.test(name)) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      if (ppid === process.pid) pids.push(Number(name));
-    } catch {
-      // exited meanwhile
-    }
-  }
-  return pids;
-}
-
-function killChildren() {
-  const pids = new Set(childPids());
-  const pid = active?.transport?.pid;
-  if (pid) pids.add(pid);
-  for (const p of pids) {
-    try {
-      process.kill(p, "SIGKILL");
-    } catch {
-      // already gone
-    }
-  }
-}
-
 async function main() {
   const { mode, steps, timeoutMs, waitMs, command } = parseArgv(process.argv.slice(2));
   const deadline = setTimeout(() => {
-    killChildren();
+    killChildren(active?.transport);
     fail(`timed out after ${timeoutMs / 1000}s`, 124);
   }, timeoutMs);
   whenParentDies(() => {
-    killChildren();
+    killChildren(active?.transport);
     process.exit(1);
   });
 
@@ -194,6 +158,6 @@ async function main() {
 main().catch(async (e) => {
   const msg = errorText(e);
   await closeWithin(active?.client, 5000);
-  killChildren();
+  killChildren(active?.transport);
   fail(msg);
 });

@@ -38,6 +38,7 @@ import {
   seconds,
   stdioTransport,
   toolArgsFrom,
+  killChildren,
 } from "./helpers.mjs";
 
 const PROG = "ts_client";
@@ -64,23 +65,12 @@ function parseArgv(argv) {
 // The live transport/client, so failure paths can shut the server down.
 let active = null;
 
-function killServer(signal) {
-  const pid = active?.transport?.pid;
-  if (pid) {
-    try {
-      process.kill(pid, signal);
-    } catch {
-      // already gone
-    }
-  }
-}
-
 async function main() {
   const { tool, toolArgs, timeoutMs, command } = parseArgv(process.argv.slice(2));
 
   // Whole-run bound: on expiry, kill the server (it may be wedged) and exit 124.
   const deadline = setTimeout(() => {
-    killServer("SIGKILL");
+    killChildren(active?.transport, "SIGKILL");
     fail(`timed out after ${timeoutMs / 1000}s`, 124);
   }, timeoutMs);
 
@@ -134,6 +124,6 @@ main().catch(async (e) => {
   // Let the SDK close the server as on success, but give it at most 5 s before killing it
   // ourselves.
   await closeWithin(active?.client, 5000);
-  killServer("SIGKILL");
+  killChildren(active?.transport, "SIGKILL");
   fail(msg);
 });

@@ -49,6 +49,7 @@ import {
   stdioTransport,
   tapDiscoveryWire,
   whenParentDies,
+  killChildren,
 } from "./helpers.mjs";
 
 const PROG = "ts_discovery_client";
@@ -77,25 +78,14 @@ function parseArgv(argv) {
 
 let active = null;
 
-function killServer() {
-  const pid = active?.transport?.pid;
-  if (pid) {
-    try {
-      process.kill(pid, "SIGKILL");
-    } catch {
-      // already gone
-    }
-  }
-}
-
 async function main() {
   const { steps, timeoutMs, waitMs, command } = parseArgv(process.argv.slice(2));
   const deadline = setTimeout(() => {
-    killServer();
+    killChildren(active?.transport);
     fail(`timed out after ${timeoutMs / 1000}s`, 124);
   }, timeoutMs);
   whenParentDies(() => {
-    killServer();
+    killChildren(active?.transport);
     process.exit(1);
   });
 
@@ -156,6 +146,6 @@ async function main() {
 main().catch(async (e) => {
   const msg = errorText(e);
   await closeWithin(active?.client, 5000);
-  killServer();
+  killChildren(active?.transport);
   fail(msg);
 });
