@@ -1,7 +1,7 @@
 //! A real `mcpd serve` on a generated config in a temp dir, stopped and reaped by a guard.
 
 use crate::client::{Client, clip};
-use crate::machine::{children_of, comm_and_ppid, status_kib};
+use crate::machine::{Rss, children_of, comm_and_ppid, rss_of, status_kib};
 use crate::process::Proc;
 use crate::{DAEMON_GRACE, IDLE_BUF, READY_WAIT, WAIT, fixture_bin, mcpd_bin};
 use serde_json::Value;
@@ -94,8 +94,8 @@ impl Daemon {
         self.proc.pid()
     }
 
-    pub fn rss_kib(&self) -> Option<u64> {
-        status_kib(self.pid(), "VmRSS")
+    pub fn rss(&self) -> Option<Rss> {
+        rss_of(self.pid())
     }
 
     pub fn hwm_kib(&self) -> Option<u64> {

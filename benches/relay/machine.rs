@@ -35,11 +35,38 @@ pub fn loadavg() -> String {
 
 /// A value of /proc/PID/status in KiB (VmRSS, VmHWM).
 pub fn status_kib(pid: u32, key: &str) -> Option<u64> {
-    proc_field(&format!("/proc/{pid}/status"), key)?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
+    kib_of(&proc_field(&format!("/proc/{pid}/status"), key)?)
+}
+
+fn kib_of(value: &str) -> Option<u64> {
+    value.split_whitespace().next()?.parse().ok()
+}
+
+/// A process's resident memory in KiB, from one read of /proc/PID/status.
+#[derive(Clone, Copy)]
+pub struct Rss {
+    /// `VmRSS`: all of it, including pages of files other processes map too.
+    pub vm: u64,
+    /// `RssAnon`: what the process owns (heap, stacks, its writable data), and what the
+    /// memory targets read.
+    pub anon: u64,
+    /// `RssFile`: the pages of mapped files it has touched, mostly code (its own binary's
+    /// and the C library's); the kernel may drop them and read them back.
+    pub file: u64,
+}
+
+pub fn rss_of(pid: u32) -> Option<Rss> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+            .and_then(kib_of)
+    };
+    Some(Rss {
+        vm: field("VmRSS")?,
+        anon: field("RssAnon")?,
+        file: field("RssFile")?,
+    })
 }
 
 /// The "Max open files" soft and hard limits of a process, as /proc shows them.

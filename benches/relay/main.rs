@@ -248,7 +248,7 @@ async fn run(opts: Opts, args: Vec<String>) -> bool {
             }
         }
     }
-    let relay_rss = daemon.rss_kib();
+    let relay_rss = daemon.rss();
     let relay_hwm = daemon.hwm_kib();
     let relay_shutdown = daemon.shutdown();
     drop(relay);
@@ -256,8 +256,9 @@ async fn run(opts: Opts, args: Vec<String>) -> bool {
     print_relay(&rows, &opts);
     println!();
     println!(
-        "mcpd with the one fx server after the runs above: VmRSS {}, peak VmHWM {}",
-        mib(relay_rss),
+        "mcpd with the one fx server after the runs above: RssAnon {}, VmRSS {}, peak VmHWM {}",
+        mib(relay_rss.map(|r| r.anon)),
+        mib(relay_rss.map(|r| r.vm)),
         mib(relay_hwm)
     );
     if let Err(e) = &relay_shutdown {

@@ -1,5 +1,5 @@
-//! The run's relay rows, memory and targets as Markdown (`--table PATH`), for README's
-//! performance table: `benches/perf-table.sh` runs the bench and puts this file in place.
+//! The run's relay rows, memory and targets as Markdown (`--table PATH`), for the table in
+//! docs/performance.md: `benches/perf-table.sh` runs the bench and puts this file in place.
 
 use crate::calls::{Mode, Payload, Row};
 use crate::memory::MemReport;
@@ -85,19 +85,21 @@ pub fn render(
         us(r.p50_us)
     });
     if let Some(Ok(m)) = mem {
-        let per_agent = match (m.idle_kib, m.with_agents_kib) {
-            (Some(a), Some(b)) if m.agents_opened > 0 => {
-                format!("{:.1} KiB", (b as f64 - a as f64) / m.agents_opened as f64)
-            }
-            _ => "-".into(),
-        };
+        let mib =
+            |k: Option<u64>| k.map_or("-".into(), |k| format!("{:.1} MiB", k as f64 / 1024.0));
+        let kib = |k: Option<f64>| k.map_or("-".into(), |k| format!("{k:.1} KiB"));
         let _ = writeln!(
             out,
-            "\nmcpd's VmRSS: {} idle with 10 servers, when ready; {per_agent} per idle agent \
-             ({} agents).",
-            m.idle_kib
-                .map_or("-".into(), |k| format!("{:.1} MiB", k as f64 / 1024.0)),
-            m.agents_opened
+            "\nmcpd's memory idle with 10 servers, when ready: RssAnon {} (what the daemon \
+             owns: heap, stacks), RssFile {} (pages of its code and libraries), VmRSS {}. Per \
+             idle agent ({} agents): RssAnon {}, VmRSS {}. The memory targets' verdicts read \
+             RssAnon.",
+            mib(m.idle.map(|r| r.anon)),
+            mib(m.idle.map(|r| r.file)),
+            mib(m.idle.map(|r| r.vm)),
+            m.agents_opened,
+            kib(m.per_agent_kib(|r| r.anon)),
+            kib(m.per_agent_kib(|r| r.vm)),
         );
     }
     out.push_str("\n| target | measured | verdict |\n|---|---|---|\n");

@@ -1,9 +1,9 @@
 //! The daemon's resident memory: idle with 10 servers, with many idle agent connections, and
-//! after closing them.
+//! after closing them; each as what it owns (`RssAnon`), its file pages and `VmRSS`.
 
 use crate::client::Client;
 use crate::daemon::{Daemon, ServerDef};
-use crate::machine::fd_limits_of;
+use crate::machine::{Rss, fd_limits_of};
 use crate::options::Opts;
 use crate::{IDLE_BUF, IDLE_SERVERS, OPEN_PARALLEL};
 use futures::StreamExt;
@@ -11,12 +11,12 @@ use std::time::Duration;
 
 pub struct MemReport {
     pub servers_ready_in: Duration,
-    pub idle_kib: Option<u64>,
+    pub idle: Option<Rss>,
     pub agents: usize,
     pub agents_opened: usize,
     pub agent_failures: Vec<String>,
-    pub with_agents_kib: Option<u64>,
-    pub after_close_kib: Option<u64>,
+    pub with_agents: Option<Rss>,
+    pub after_close: Option<Rss>,
     pub daemon_fd_limit: String,
     pub still_answers: Result<(), String>,
     pub shutdown: Result<(), String>,
@@ -33,7 +33,7 @@ pub async fn measure_memory(opts: &Opts) -> Result<MemReport, String> {
     let daemon = Daemon::start(&servers, &[max_agents])?;
     let servers_ready_in = daemon.wait_ready().await?;
     // Measured when ready, not after settling: what a daemon costs the moment it serves.
-    let idle_kib = daemon.rss_kib();
+    let idle = daemon.rss();
     let socket = daemon.socket.clone();
     let results: Vec<Result<Client, String>> = futures::stream::iter(0..opts.idle_agents)
         .map(|_| {
@@ -56,24 +56,36 @@ pub async fn measure_memory(opts: &Opts) -> Result<MemReport, String> {
         }
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let with_agents_kib = daemon.rss_kib();
+    let with_agents = daemon.rss();
     let still_answers = daemon.status().await.map(|_| ());
     let agents_opened = agents.len();
     drop(agents);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let after_close_kib = daemon.rss_kib();
+    let after_close = daemon.rss();
     let daemon_fd_limit = fd_limits_of(daemon.pid());
     let shutdown = daemon.shutdown();
     Ok(MemReport {
         servers_ready_in,
-        idle_kib,
+        idle,
         agents: opts.idle_agents,
         agents_opened,
         agent_failures,
-        with_agents_kib,
-        after_close_kib,
+        with_agents,
+        after_close,
         daemon_fd_limit,
         still_answers,
         shutdown,
     })
+}
+
+impl MemReport {
+    /// KiB more per idle agent connection, of the measure `of` picks (`|r| r.anon`, …).
+    pub fn per_agent_kib(&self, of: impl Fn(&Rss) -> u64) -> Option<f64> {
+        match (&self.idle, &self.with_agents) {
+            (Some(a), Some(b)) if self.agents_opened > 0 => {
+                Some((of(b) as f64 - of(a) as f64) / self.agents_opened as f64)
+            }
+            _ => None,
+        }
+    }
 }

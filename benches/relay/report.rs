@@ -3,6 +3,7 @@
 use crate::burst::{BURST, BurstReport};
 use crate::calls::{Mode, Payload, Row};
 use crate::listing::ListReport;
+use crate::machine::Rss;
 use crate::memory::MemReport;
 use crate::options::Opts;
 use crate::{IDLE_SERVERS, LIST_SERVERS, TOOLS_PER_SERVER};
@@ -134,35 +135,47 @@ pub fn print_memory(m: &Result<MemReport, String>, bench_fds: &str) -> bool {
     };
     let mut ok = true;
     println!(
-        "daemon memory (VmRSS of the mcpd process; the servers and the sentinel are other processes):"
+        "daemon memory (the mcpd process; the servers and the sentinel are other processes): \
+         RssAnon is what it owns (heap, stacks; the targets read it), RssFile the pages of its \
+         code and libraries, VmRSS both"
     );
-    let delta = match (m.idle_kib, m.with_agents_kib) {
-        (Some(a), Some(b)) if m.agents_opened > 0 => format!(
-            " (+{:.1} MiB, {:.1} KiB per connection)",
-            (b as f64 - a as f64) / 1024.0,
-            (b as f64 - a as f64) / m.agents_opened as f64
-        ),
-        _ => String::new(),
+    println!(
+        "  {:<54} {:>10} {:>10} {:>10}",
+        "", "RssAnon", "RssFile", "VmRSS"
+    );
+    let three = |r: &Option<Rss>| match r {
+        Some(r) => [r.anon, r.file, r.vm].map(|k| mib(Some(k))),
+        None => ["?".to_owned(), "?".to_owned(), "?".to_owned()],
     };
+    let per_agent = [
+        m.per_agent_kib(|r| r.anon),
+        m.per_agent_kib(|r| r.file),
+        m.per_agent_kib(|r| r.vm),
+    ]
+    .map(|k| k.map_or("?".into(), |k| format!("{k:.1} KiB")));
     let rows = [
         (
             format!(
                 "idle, {IDLE_SERVERS} fixture servers ready ({} after start)",
                 ms(m.servers_ready_in)
             ),
-            mib(m.idle_kib),
+            three(&m.idle),
         ),
         (
             format!(
                 "with {} idle initialized agent connections",
                 m.agents_opened
             ),
-            format!("{}{delta}", mib(m.with_agents_kib)),
+            three(&m.with_agents),
         ),
-        ("after closing them".into(), mib(m.after_close_kib)),
+        ("  more per agent connection".into(), per_agent),
+        ("after closing them".into(), three(&m.after_close)),
     ];
-    for (label, value) in rows {
-        println!("  {:<54} {value}", format!("{label}:"));
+    for (label, [anon, file, vm]) in rows {
+        println!(
+            "  {:<54} {anon:>10} {file:>10} {vm:>10}",
+            format!("{label}:")
+        );
     }
     println!(
         "  RLIMIT_NOFILE soft/hard: bench {bench_fds}, mcpd {}; daemon.max_agents = {}",
@@ -246,14 +259,17 @@ pub fn print_burst(b: &Result<BurstReport, String>) -> bool {
         Ok(b) => {
             println!(
                 "memory after a burst ({BURST} agents, one 1 MiB call each, all in flight at once): \
-                 VmRSS {} before, peak {}, {} {}",
-                mib(Some(b.before_kib)),
-                mib(Some(b.peak_kib)),
-                mib(Some(b.last_kib)),
+                 RssAnon {} before, peak {}, {} {} (VmRSS {}, {}, {})",
+                mib(Some(b.before.anon)),
+                mib(Some(b.peak.anon)),
+                mib(Some(b.last.anon)),
                 match b.back_after {
                     Some(t) => format!("{} ms after the last result", t.as_millis()),
                     None => "10 s after the last result (not back)".into(),
-                }
+                },
+                mib(Some(b.before.vm)),
+                mib(Some(b.peak.vm)),
+                mib(Some(b.last.vm)),
             );
             if let Err(e) = &b.shutdown {
                 println!("  ERROR at shutdown: {e}");
