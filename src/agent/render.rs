@@ -43,10 +43,10 @@ impl Rewrite {
             ..
         } = self
         {
-            *status_to = Some(StatusTo {
+            *status_to = Some(Box::new(StatusTo {
                 outbox: outbox.downgrade(),
                 instance,
-            });
+            }));
         }
     }
 }
@@ -62,8 +62,9 @@ pub enum TaskMode {
         owner: Arc<str>,
         book: super::tasks::book::TaskBook,
         /// Where the statuses its server pushes go: set for a legacy agent once the
-        /// call's connection is known ([`Rewrite::route_statuses`]).
-        status_to: Option<StatusTo>,
+        /// call's connection is known ([`Rewrite::route_statuses`]). Boxed: a rewrite is
+        /// in every call's future, and few calls make tasks.
+        status_to: Option<Box<StatusTo>>,
     },
     /// The tool runs only as a 2025-11-25 task and the agent did not ask for one: mcpd
     /// asks for it and follows it to its result (`legacy_call.rs`).
@@ -169,7 +170,7 @@ pub fn render(
                     if let Some(made) =
                         super::tasks::ids::present_created(&mut result, owner, server, !modern)
                     {
-                        book.record(owner.clone(), made, status_to.clone());
+                        book.record(owner.clone(), made, status_to.as_deref().cloned());
                     }
                 }
                 Rewrite::ToolResult {
