@@ -132,6 +132,52 @@ impl<T: Weigh> Sender<T> {
     }
 }
 
+/// A sender that does not keep the queue open: a queue's receiver may be waiting for
+/// every sender to go (an agent's writer ends that way), and something that only may
+/// send later must not hold it open.
+#[derive(Debug)]
+pub struct WeakSender<T> {
+    tx: mpsc::WeakSender<Charged<T>>,
+    budget: Arc<Semaphore>,
+    total: u32,
+}
+
+impl<T> Clone for WeakSender<T> {
+    fn clone(&self) -> Self {
+        WeakSender {
+            tx: self.tx.clone(),
+            budget: self.budget.clone(),
+            total: self.total,
+        }
+    }
+}
+
+impl<T> Sender<T> {
+    pub fn downgrade(&self) -> WeakSender<T> {
+        WeakSender {
+            tx: self.tx.downgrade(),
+            budget: self.budget.clone(),
+            total: self.total,
+        }
+    }
+}
+
+impl<T> WeakSender<T> {
+    /// The sender again, while some other sender keeps the queue open.
+    pub fn upgrade(&self) -> Option<Sender<T>> {
+        Some(Sender {
+            tx: self.tx.upgrade()?,
+            budget: self.budget.clone(),
+            total: self.total,
+        })
+    }
+
+    /// Whether a sender still keeps the queue open.
+    pub fn is_open(&self) -> bool {
+        self.tx.strong_count() > 0
+    }
+}
+
 /// Room for one message of a known size: a slot and its bytes, taken together.
 pub struct Permit<'a, T> {
     slot: mpsc::Permit<'a, Charged<T>>,
@@ -198,6 +244,25 @@ mod tests {
             tx.try_send("a".into()),
             Err(TrySendError::Closed(_))
         ));
+    }
+
+    #[tokio::test]
+    async fn a_weak_sender_does_not_keep_the_queue_open() {
+        let (tx, mut rx) = channel::<String>(4, 100);
+        let weak = tx.downgrade();
+        let upgraded = weak.upgrade().unwrap();
+        assert!(upgraded.try_send("a".into()).is_ok());
+        drop((tx, upgraded));
+        assert!(!weak.is_open());
+        assert!(weak.upgrade().is_none());
+        assert_eq!(
+            rx.recv().await.map(Charged::into_inner).as_deref(),
+            Some("a")
+        );
+        assert!(
+            rx.recv().await.is_none(),
+            "the receiver saw every sender go"
+        );
     }
 
     #[tokio::test]

@@ -52,8 +52,11 @@ pub async fn serve(
     let upstreams = CancellationToken::new();
     crate::reaper::become_subreaper();
     let (sentinel, sentinel_task) = SentinelHandle::start();
+    // Servers' task statuses go from their connections to the task book, which knows
+    // whose task each is.
+    let (task_status, task_statuses) = crate::upstream::task_status_channel();
     let (supervisor, catalog, supervisor_task) =
-        SupervisorHandle::spawn(&config, upstreams.clone(), sentinel);
+        SupervisorHandle::spawn(&config, upstreams.clone(), sentinel, task_status);
     // The HTTP listener binds before anything is reported ready, so a taken port is a
     // startup error, not a surprise later.
     let http = match &config.daemon.http {
@@ -139,7 +142,7 @@ pub async fn serve(
         ),
         drain_grace: config.daemon.shutdown_grace,
         task_inputs: crate::agent::TaskInputs::spawn(),
-        task_book: crate::agent::TaskBook::spawn(),
+        task_book: crate::agent::TaskBook::spawn(task_statuses, config.daemon.max_message_bytes),
         discovery: config.daemon.discovery.clone(),
     };
     let agents = TaskTracker::new();

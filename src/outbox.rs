@@ -111,6 +111,14 @@ impl Outbox {
         self.tx.try_send(self.out(line)).is_ok()
     }
 
+    /// The same queue, held without keeping it open, and not about any request.
+    pub fn downgrade(&self) -> WeakOutbox {
+        WeakOutbox {
+            tx: self.tx.downgrade(),
+            overflowed: self.overflowed.clone(),
+        }
+    }
+
     /// Fires once the queue has overflowed.
     pub fn overflowed(&self) -> &CancellationToken {
         &self.overflowed
@@ -120,6 +128,31 @@ impl Outbox {
     /// gone.
     pub async fn reserve(&self, bytes: usize) -> Option<budget::Permit<'_, Out>> {
         self.tx.reserve(bytes).await
+    }
+}
+
+/// An agent's queue that does not keep the agent's writer running: a message for a task
+/// the agent made outlives its calls, and may outlive the connection, which must close as
+/// if nothing held its outbox.
+#[derive(Clone, Debug)]
+pub struct WeakOutbox {
+    tx: budget::WeakSender<Out>,
+    overflowed: Arc<CancellationToken>,
+}
+
+impl WeakOutbox {
+    /// The outbox, while the connection is open.
+    pub fn upgrade(&self) -> Option<Outbox> {
+        Some(Outbox {
+            tx: self.tx.upgrade()?,
+            overflowed: self.overflowed.clone(),
+            about: None,
+        })
+    }
+
+    /// Whether the connection is still open.
+    pub fn is_open(&self) -> bool {
+        self.tx.is_open()
     }
 }
 

@@ -91,6 +91,7 @@ pub fn start(
         TaskMode::Owned {
             owner: super::tasks::ids::owner(ctx),
             book: ctx.task_book.clone(),
+            status_to: None,
         }
     } else if modern && !required {
         TaskMode::None
@@ -98,6 +99,7 @@ pub fn start(
         TaskMode::Owned {
             owner: super::tasks::ids::owner(ctx),
             book: ctx.task_book.clone(),
+            status_to: None,
         }
     } else if required {
         TaskMode::Follow

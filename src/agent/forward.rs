@@ -235,7 +235,7 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
                 server,
                 method,
                 params,
-                rewrite,
+                mut rewrite,
             },
         handle,
     } = target;
@@ -323,6 +323,8 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
             rewrite,
         })
     } else {
+        // The statuses of a 2025-11-25 task this call makes come from this connection.
+        rewrite.route_statuses(&caller.outbox, handle.instance());
         let legacy = super::legacy_call::LegacyCall {
             id,
             server,

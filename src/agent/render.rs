@@ -1,5 +1,6 @@
 //! Rendering a server's reply for the agent: its own result passed on as written when nothing needs checking, else checked, rewritten (content URIs) and given the agent's era's shape; or mcpd's error saying why there is none.
 
+use super::tasks::status::StatusTo;
 use crate::errors::AgentError;
 use crate::jsonrpc::{self, Id};
 use crate::protocol::era;
@@ -30,6 +31,26 @@ pub enum Rewrite {
     },
 }
 
+impl Rewrite {
+    /// A legacy agent's call: the statuses of a 2025-11-25 task it makes, which the
+    /// server connection `instance` pushes, go to the agent's queue (`outbox`, the
+    /// connection's own, not the call's: they come after the call's answer). A modern
+    /// agent gets no `notifications/tasks/status`: it names the task in a
+    /// `subscriptions/listen` and gets `notifications/tasks` (`tasks/watch.rs`).
+    pub fn route_statuses(&mut self, outbox: &crate::outbox::Outbox, instance: u64) {
+        if let Rewrite::ToolResult {
+            tasks: TaskMode::Owned { status_to, .. },
+            ..
+        } = self
+        {
+            *status_to = Some(Box::new(StatusTo {
+                outbox: outbox.downgrade(),
+                instance,
+            }));
+        }
+    }
+}
+
 /// What a `tools/call` may do with tasks.
 #[derive(Clone)]
 pub enum TaskMode {
@@ -40,6 +61,10 @@ pub enum TaskMode {
     Owned {
         owner: Arc<str>,
         book: super::tasks::book::TaskBook,
+        /// Where the statuses its server pushes go: set for a legacy agent once the
+        /// call's connection is known ([`Rewrite::route_statuses`]). Boxed: a rewrite is
+        /// in every call's future, and few calls make tasks.
+        status_to: Option<Box<StatusTo>>,
     },
     /// The tool runs only as a 2025-11-25 task and the agent did not ask for one: mcpd
     /// asks for it and follows it to its result (`legacy_call.rs`).
@@ -127,7 +152,12 @@ pub fn render(
                     }
                 }
                 Rewrite::ToolResult { tasks, .. } if super::tasks::ids::is_task(&result) => {
-                    let TaskMode::Owned { owner, book } = tasks else {
+                    let TaskMode::Owned {
+                        owner,
+                        book,
+                        status_to,
+                    } = tasks
+                    else {
                         let e = AgentError::Upstream {
                             server: server.to_owned(),
                             method: method.to_owned(),
@@ -140,7 +170,7 @@ pub fn render(
                     if let Some(made) =
                         super::tasks::ids::present_created(&mut result, owner, server, !modern)
                     {
-                        book.record(owner.clone(), made);
+                        book.record(owner.clone(), made, status_to.as_deref().cloned());
                     }
                 }
                 Rewrite::ToolResult {

@@ -52,6 +52,8 @@ pub mod method {
     /// 2025-11-25 task methods the 2026-07-28 Tasks extension does not have.
     pub const TASKS_RESULT: &str = "tasks/result";
     pub const TASKS_LIST: &str = "tasks/list";
+    /// A 2025-11-25 receiver's optional push of a task's status.
+    pub const TASKS_STATUS: &str = "notifications/tasks/status";
     pub const SUBSCRIPTIONS_ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
     /// The daemon's own status method, served on the agent socket.
     pub const MCPD_STATUS: &str = "mcpd/status";

@@ -93,11 +93,13 @@ pub struct SupervisorHandle {
 impl SupervisorHandle {
     /// Starts the supervisor and every enabled server. The returned receiver always
     /// holds the current catalog. The task ends once `cancel` fires and every
-    /// server process has been stopped and reaped.
+    /// server process has been stopped and reaped. Every connection gets `task_status`,
+    /// for its server's task statuses, which it only ever `try_send`s to the agent side.
     pub fn spawn(
         config: &Config,
         cancel: CancellationToken,
         sentinel: SentinelHandle,
+        task_status: crate::budget::Sender<crate::upstream::TaskStatus>,
     ) -> (
         SupervisorHandle,
         watch::Receiver<Arc<Catalog>>,
@@ -133,6 +135,7 @@ impl SupervisorHandle {
             name_limit: config.daemon.tool_name_limit,
             cancel,
             sentinel,
+            task_status,
         };
         let mut sup = sup;
         // The first catalog (cached lists, servers starting) is published before this

@@ -104,6 +104,8 @@ struct Supervisor {
     cancel: CancellationToken,
     /// Told about every process group, so none outlives a killed mcpd.
     sentinel: SentinelHandle,
+    /// Given to every connection, for its server's task statuses (to the agent side).
+    task_status: crate::budget::Sender<crate::upstream::TaskStatus>,
 }
 
 impl Supervisor {
@@ -269,6 +271,7 @@ impl Supervisor {
             cancel: cancel.clone(),
             era,
             login: slot.login.clone(),
+            task_status: self.task_status.clone(),
         };
         slot.running = Some(Running {
             instance,

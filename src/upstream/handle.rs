@@ -58,6 +58,9 @@ pub struct UpstreamHandle {
     pub(super) tx: mpsc::Sender<UpstreamMsg>,
     /// The longest a caller waits for a reply, whatever happens to the connection.
     pub(super) deadline: Duration,
+    /// The connection's instance number, unique in the daemon: a server's task ids are
+    /// its own process's, and a restarted server may give the same ids again.
+    pub(super) instance: u64,
 }
 
 impl std::fmt::Debug for UpstreamMsg {
@@ -89,6 +92,11 @@ fn request_msg(
 }
 
 impl UpstreamHandle {
+    /// The connection's instance number (the one [`super::TaskStatus`] carries).
+    pub fn instance(&self) -> u64 {
+        self.instance
+    }
+
     /// Sends a request for an agent call and waits for its outcome. Waiting here never
     /// blocks the caller's actor: agents await this inside their in-flight set. The
     /// message is made before the future, which borrows nothing: it holds the message

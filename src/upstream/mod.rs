@@ -143,6 +143,42 @@ pub struct ServerAsk {
     pub respond_to: oneshot::Sender<Result<Value, ErrorObject>>,
 }
 
+/// A 2025-11-25 server's `notifications/tasks/status` (a `Task`, pushed when its status
+/// changes), for the agent side to pass to the agent that owns the task under the id it
+/// knows. The upstream side cannot tell who that is (the connection is shared, and the
+/// task outlives the call that made it): it only says which connection the task id is of.
+#[derive(Debug)]
+pub struct TaskStatus {
+    pub server: Arc<str>,
+    /// The connection's instance number ([`UpstreamHandle::instance`]): task ids are
+    /// one process's, so a restarted server's are told apart from its predecessor's.
+    pub instance: u64,
+    /// The notification's params as the server sent them (the server's task id).
+    pub params: Value,
+    /// The size of the server's line, charged against the channel's byte budget.
+    pub bytes: usize,
+}
+
+impl crate::budget::Weigh for TaskStatus {
+    fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+/// Task statuses queued from every connection to the agent side at most, by count and
+/// by bytes (each is at most one line, `max_message_bytes`); beyond them they are dropped,
+/// as the notification is optional and the agent can poll.
+const TASK_STATUSES: usize = 256;
+const TASK_STATUS_BYTES: usize = 1 << 20;
+
+/// The channel every connection sends [`TaskStatus`]es on (`try_send`, never waiting).
+pub fn task_status_channel() -> (
+    crate::budget::Sender<TaskStatus>,
+    mpsc::Receiver<crate::budget::Charged<TaskStatus>>,
+) {
+    crate::budget::channel(TASK_STATUSES, TASK_STATUS_BYTES)
+}
+
 /// What an agent call brings besides its request: where progress goes, the agent's
 /// capabilities, and where the server's requests during the call go.
 #[derive(Debug, Default)]

@@ -31,6 +31,9 @@ pub struct ConnectionContext {
     pub era: EraPlan,
     /// A remote server's OAuth login, owned by its supervisor slot.
     pub login: Option<crate::oauth::credential::CredentialHandle>,
+    /// Where a 2025-11-25 server's `notifications/tasks/status` go: to the agent side,
+    /// which knows who owns each task (`agent/tasks/status.rs`).
+    pub task_status: budget::Sender<super::TaskStatus>,
 }
 
 /// How a connection learns which era to speak.
@@ -138,6 +141,7 @@ where
         era,
     );
     actor.malformed = malformed;
+    actor.task_status = Some(ctx.task_status.clone());
     let has_tools = identity.has_tools();
     let identity_caps = identity.capabilities.clone();
     // A modern server tells of list changes only on a subscription.

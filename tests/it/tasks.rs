@@ -323,6 +323,111 @@ async fn legacy_agent(d: &Daemon) -> (Agent, Value) {
 
 const LEGACY_TOOLS: &str = "echo,ltask_sleep,ltask_ask";
 
+const STATUS: &str = "notifications/tasks/status";
+
+/// The `notifications/tasks/status` an agent got (kept while it waited for answers, then
+/// read) until one says `until` (within `WAIT`).
+async fn statuses_until(a: &mut Agent, until: &str) -> Vec<Value> {
+    let mut seen: Vec<Value> = a
+        .notifications
+        .drain(..)
+        .filter(|m| m["method"] == STATUS)
+        .collect();
+    within(STATUS, async {
+        while !seen.iter().any(|m| m["params"]["status"] == until) {
+            let m = a.recv().await.expect("open");
+            if m["method"] == STATUS {
+                seen.push(m);
+            }
+        }
+    })
+    .await;
+    seen
+}
+
+/// The `notifications/tasks/status` an agent (a modern one if `is_modern`) got so far,
+/// read up to the answer of a request (a `ping`; `tools/list` in 2026-07-28, which has no
+/// `ping`), which comes after everything queued before it.
+async fn got_statuses(a: &mut Agent, is_modern: bool) -> Vec<Value> {
+    let r = if is_modern {
+        modern(a, "tools/list", json!({}), false).await
+    } else {
+        a.request("ping", None).await
+    };
+    assert!(r.get("result").is_some(), "{r}");
+    a.notifications
+        .iter()
+        .filter(|m| m["method"] == STATUS)
+        .cloned()
+        .collect()
+}
+
+/// Every status names `task` (mcpd's id), in `taskId` and the related-task `_meta`.
+fn all_about(statuses: &[Value], task: &str) {
+    for m in statuses {
+        assert_eq!(m["params"]["taskId"], task, "{m}");
+        assert_eq!(
+            m["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], task,
+            "{m}"
+        );
+        assert!(!m.to_string().contains("legacy-task-"), "{m}");
+    }
+}
+
+#[tokio::test]
+async fn a_legacy_agent_gets_its_own_2025_11_25_tasks_status_notifications_under_sealed_ids() {
+    let d = DaemonBuilder::new()
+        .fixture(
+            "old",
+            &["--tools", LEGACY_TOOLS, "--task-status-notifications"],
+        )
+        .start()
+        .await;
+    d.wait_ready().await;
+    // Two legacy agents of the same user, and a modern one, at the same time.
+    let (mut a, _) = legacy_agent(&d).await;
+    let (mut b, _) = legacy_agent(&d).await;
+    let mut m = d.agent().await;
+    let make = async |a: &mut Agent, ms: u64| {
+        let call = json!({"name": "old__ltask_sleep", "arguments": {"ms": ms}, "task": {}});
+        let r = a.request("tools/call", Some(call)).await;
+        r["result"]["task"]["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a task: {r}"))
+            .to_owned()
+    };
+    let task = make(&mut a, 300).await;
+    let r = modern(
+        &mut m,
+        "tools/call",
+        json!({"name": "old__ltask_sleep", "arguments": {"ms": 300}}),
+        true,
+    )
+    .await;
+    let modern_task = r["result"]["taskId"].as_str().expect("a task").to_owned();
+    let statuses = statuses_until(&mut a, "completed").await;
+    all_about(&statuses, &task);
+    // A cancelled task says so too.
+    let long = make(&mut a, 600_000).await;
+    let r = a
+        .request("tasks/cancel", Some(json!({"taskId": long})))
+        .await;
+    assert_eq!(r["result"]["status"], "cancelled", "{r}");
+    let statuses = statuses_until(&mut a, "cancelled").await;
+    all_about(&statuses, &long);
+
+    // The other agent got none of them; its own task's come to it alone.
+    assert_eq!(got_statuses(&mut b, false).await, Vec::<Value>::new());
+    let own = make(&mut b, 100).await;
+    all_about(&statuses_until(&mut b, "completed").await, &own);
+    assert_eq!(got_statuses(&mut a, false).await, Vec::<Value>::new());
+
+    // A modern agent's task on the same server: no `notifications/tasks/status` (it
+    // would name the task in a `subscriptions/listen`).
+    poll_until(&mut m, &modern_task, "completed").await;
+    assert_eq!(got_statuses(&mut m, true).await, Vec::<Value>::new());
+}
+
 #[tokio::test]
 async fn a_legacy_agent_makes_polls_awaits_and_cancels_2025_11_25_tasks_under_sealed_ids() {
     let (b, rec, arg) = daemon();

@@ -4,8 +4,15 @@
 //! owners, and tasks per owner (the oldest leave first); an entry also leaves when its
 //! `ttl` lapses or its server no longer knows it. It holds ids only: a listing asks
 //! each task's server for its status.
+//!
+//! The same actor routes 2025-11-25 servers' `notifications/tasks/status` to the legacy
+//! agents whose tasks they are (`status.rs` holds the routes): a task is recorded for
+//! both at once, and the servers' statuses arrive on a channel of their own.
 
 use super::ids::{Kind, Made};
+use super::status::{Routes, StatusTo};
+use crate::budget::Charged;
+use crate::upstream::TaskStatus;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,6 +45,8 @@ enum Msg {
     Record {
         owner: Arc<str>,
         made: Made,
+        /// Where its statuses go: a legacy agent's 2025-11-25 task.
+        status_to: Option<StatusTo>,
     },
     /// Up to a page of `owner`'s tasks older than `before`, and whether more are left.
     Page {
@@ -62,23 +71,36 @@ struct Book {
     next_seq: u64,
     /// Owner → tasks, newest first; and when each owner last made one.
     owners: HashMap<Arc<str>, (VecDeque<Entry>, Instant)>,
+    /// Where servers' task statuses go.
+    routes: Routes,
+    /// The longest line an agent is sent (`max_message_bytes`).
+    max_line: usize,
 }
 
 impl TaskBook {
-    pub fn spawn() -> TaskBook {
+    /// Starts the book, which routes the task statuses that arrive on `statuses` (from
+    /// every server connection) to their agents, in lines of at most `max_line` bytes.
+    pub fn spawn(statuses: mpsc::Receiver<Charged<TaskStatus>>, max_line: usize) -> TaskBook {
         let (tx, rx) = mpsc::channel(256);
         let book = Book {
             rx,
             next_seq: 1,
             owners: HashMap::new(),
+            routes: Routes::default(),
+            max_line,
         };
-        crate::tasks::spawn(book.run());
+        crate::tasks::spawn(book.run(statuses));
         TaskBook { tx }
     }
 
-    /// Records a task; a full mailbox costs only its line in `tasks/list`.
-    pub fn record(&self, owner: Arc<str>, made: Made) {
-        let _ = self.tx.try_send(Msg::Record { owner, made });
+    /// Records a task, and where its statuses go; a full mailbox costs only its line in
+    /// `tasks/list` and its status notifications.
+    pub fn record(&self, owner: Arc<str>, made: Made, status_to: Option<StatusTo>) {
+        let _ = self.tx.try_send(Msg::Record {
+            owner,
+            made,
+            status_to,
+        });
     }
 
     pub async fn page(&self, owner: Arc<str>, before: Option<u64>) -> (Vec<Entry>, bool) {
@@ -97,10 +119,33 @@ impl TaskBook {
 }
 
 impl Book {
-    async fn run(mut self) {
-        while let Some(msg) = self.rx.recv().await {
+    /// Serves until every handle is gone. Records come first: a task's status may follow
+    /// its record closely, and would be dropped as unknown if it overtook it.
+    async fn run(mut self, mut statuses: mpsc::Receiver<Charged<TaskStatus>>) {
+        loop {
+            let msg = tokio::select! {
+                biased;
+                msg = self.rx.recv() => match msg {
+                    Some(msg) => msg,
+                    None => break,
+                },
+                Some(status) = statuses.recv() => {
+                    let now = Instant::now();
+                    self.routes.deliver(status.into_inner(), self.max_line, now);
+                    continue;
+                }
+            };
             match msg {
-                Msg::Record { owner, made } => self.record(owner, made),
+                Msg::Record {
+                    owner,
+                    made,
+                    status_to,
+                } => {
+                    if let Some(to) = status_to {
+                        self.routes.record(&owner, &made, to, Instant::now());
+                    }
+                    self.record(owner, made);
+                }
                 Msg::Page {
                     owner,
                     before,

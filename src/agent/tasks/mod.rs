@@ -5,13 +5,15 @@
 //! makes and follows the task of a task-only tool for an agent that asked for none;
 //! `abandon.rs` cancels the task a cancelled call made anyway; `view.rs` is a modern
 //! agent's view of a 2025-11-25 task, whose input requests `inputs.rs` holds; `watch.rs`
-//! sends `notifications/tasks` for the `taskIds` a modern listen names.
+//! sends `notifications/tasks` for the `taskIds` a modern listen names; `status.rs` routes
+//! a 2025-11-25 server's `notifications/tasks/status` to the legacy agent whose task it is.
 
 pub(super) mod abandon;
 pub(super) mod book;
 pub(super) mod follow;
 pub(super) mod ids;
 mod inputs;
+pub(super) mod status;
 mod view;
 pub(super) mod watch;
 

@@ -206,6 +206,8 @@ pub struct Actor {
     idle_told: bool,
     /// Answers to the server's requests, as the agents give them.
     answers: FuturesUnordered<BoxFuture<'static, (Id, Result<Value, ErrorObject>)>>,
+    /// Where the server's `notifications/tasks/status` go (set by `serve`; None drops them).
+    pub task_status: Option<budget::Sender<super::TaskStatus>>,
 }
 
 impl Actor {
@@ -224,6 +226,7 @@ impl Actor {
         let handle = UpstreamHandle {
             tx,
             deadline: cfg.timeout + super::BACKSTOP,
+            instance,
         };
         let actor = Actor {
             server,
@@ -264,6 +267,7 @@ impl Actor {
             idle_timeout: cfg.idle_timeout,
             last_call: Instant::now(),
             idle_told: false,
+            task_status: None,
         };
         (actor, handle)
     }

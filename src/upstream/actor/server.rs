@@ -8,7 +8,7 @@ use crate::protocol::method;
 use crate::upstream::modern;
 use crate::upstream::subscriptions;
 use crate::upstream::transport::Outbound;
-use crate::upstream::{RawResult, ServerAsk};
+use crate::upstream::{RawResult, ServerAsk, TaskStatus};
 use futures::FutureExt;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
@@ -42,7 +42,7 @@ impl Actor {
         }
         match jsonrpc::parse(&line) {
             Ok(Message::Response(r)) => self.on_response(r),
-            Ok(Message::Notification(n)) => self.on_notification(n, related),
+            Ok(Message::Notification(n)) => self.on_notification(n, related, line.len()),
             Ok(Message::Request(r)) => self.on_server_request(r, related),
             Err(e) => self.malformed(&e.to_string()),
         }
@@ -82,7 +82,8 @@ impl Actor {
         }
     }
 
-    fn on_notification(&mut self, n: Notification, related: Option<u64>) {
+    /// A notification from the server, `bytes` long on the wire.
+    fn on_notification(&mut self, n: Notification, related: Option<u64>, bytes: usize) {
         if let Some(sub) = modern::subscription_of(n.params.as_ref())
             && !matches!(self.listen, ListenState::Open(id) if id == sub)
         {
@@ -109,6 +110,7 @@ impl Actor {
                 self.want_surface(ListKind::Resources);
                 self.want_surface(ListKind::Templates);
             }
+            method::TASKS_STATUS => self.pass_task_status(n, bytes),
             _ => {
                 tracing::debug!(upstream = %self.server, method = %n.method, "ignored a notification")
             }
@@ -133,6 +135,25 @@ impl Actor {
         }
         sink.outbox
             .send(jsonrpc::notification_line(&n.method, n.params.as_ref()));
+    }
+
+    /// A 2025-11-25 task's status goes to the agent side, which alone knows the task's
+    /// owner and the id it was shown (this actor knows neither). Best effort, as the
+    /// notification is optional: when the agent side is behind, it is dropped.
+    fn pass_task_status(&mut self, n: Notification, bytes: usize) {
+        let (Some(tx), Some(params)) = (&self.task_status, n.params) else {
+            tracing::debug!(upstream = %self.server, "dropped a task status without params");
+            return;
+        };
+        let status = TaskStatus {
+            server: self.server.clone(),
+            instance: self.instance,
+            params,
+            bytes,
+        };
+        if tx.try_send(status).is_err() {
+            tracing::debug!(upstream = %self.server, "dropped a task status: the agent side is behind");
+        }
     }
 
     /// A log message reaches only the agent whose call it is about: the call whose reply
