@@ -539,14 +539,25 @@ async fn import_as_user(
     )
 }
 
-#[tokio::test]
-async fn gemini_cli_settings_import_with_their_keys_mapped() {
+/// Imports `fixture` into a new config and checks that none of `secrets` reached the
+/// config or the output; returns the temp dir, the config's path, its text and its
+/// table, and the import's (stdout, stderr).
+async fn imported_without(
+    secrets: &[&str],
+    fixture: &str,
+) -> (
+    tempfile::TempDir,
+    PathBuf,
+    String,
+    toml::Table,
+    (String, String),
+) {
     let dir = temp();
     let config = dir.path().join("mcpd.toml");
-    let (code, out, err) = import(&["gemini_settings.json"], &config, &[]).await;
+    let (code, out, err) = import(&[fixture], &config, &[]).await;
     assert_eq!(code, 0, "stdout {out}\nstderr {err}");
     let text = read(&config);
-    for secret in ["ghp_literal_token_abc", "literal-gemini-secret"] {
+    for secret in secrets {
         assert!(!text.contains(secret), "{secret} leaked into:\n{text}");
         assert!(
             !out.contains(secret) && !err.contains(secret),
@@ -554,6 +565,16 @@ async fn gemini_cli_settings_import_with_their_keys_mapped() {
         );
     }
     let parsed: toml::Table = toml::from_str(&text).expect("the written config is TOML");
+    (dir, config, text, parsed, (out, err))
+}
+
+#[tokio::test]
+async fn gemini_cli_settings_import_with_their_keys_mapped() {
+    let (_dir, config, text, parsed, (_out, err)) = imported_without(
+        &["ghp_literal_token_abc", "literal-gemini-secret"],
+        "gemini_settings.json",
+    )
+    .await;
 
     // stdio: `$VAR` in env is a reference, left for mcpd's environment; timeout (ms) and
     // includeTools map to mcpd's timeout and tool filter.
@@ -652,19 +673,11 @@ async fn gemini_cli_settings_import_with_their_keys_mapped() {
 
 #[tokio::test]
 async fn codex_config_toml_imports_with_its_keys_mapped() {
-    let dir = temp();
-    let config = dir.path().join("mcpd.toml");
-    let (code, out, err) = import(&["codex_config.toml"], &config, &[]).await;
-    assert_eq!(code, 0, "stdout {out}\nstderr {err}");
-    let text = read(&config);
-    for secret in ["literal-codex-secret", "mcpd-import-test"] {
-        assert!(!text.contains(secret), "{secret} leaked into:\n{text}");
-        assert!(
-            !out.contains(secret) && !err.contains(secret),
-            "{secret} printed:\n{out}\n{err}"
-        );
-    }
-    let parsed: toml::Table = toml::from_str(&text).expect("the written config is TOML");
+    let (_dir, config, text, parsed, (_out, err)) = imported_without(
+        &["literal-codex-secret", "mcpd-import-test"],
+        "codex_config.toml",
+    )
+    .await;
 
     // stdio: env (a table) copied as it is, cwd, both timeouts and enabled_tools.
     let github = server(&parsed, "github");
