@@ -17,7 +17,9 @@ pub struct Cli {
 
 #[derive(Debug, Args, Clone, Default)]
 pub struct Paths {
-    /// Agent socket path [default: $XDG_RUNTIME_DIR/mcpd/mcpd.sock, else /tmp/mcpd-$UID/mcpd.sock]
+    /// Agent socket path [default: daemon.socket from the config, else
+    /// $XDG_RUNTIME_DIR/mcpd/mcpd.sock, else /tmp/mcpd-$UID/mcpd.sock; `connect` and `ctl`
+    /// also look in /run/user/$UID/mcpd/mcpd.sock and take the first socket found]
     #[arg(long, env = "MCPD_SOCKET", global = true)]
     pub socket: Option<PathBuf>,
     /// Config file [default: $XDG_CONFIG_HOME/mcpd/mcpd.toml, else ~/.config/mcpd/mcpd.toml]
