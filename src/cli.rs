@@ -142,7 +142,8 @@ pub enum CtlCommand {
         #[arg(default_value = "{}")]
         args: String,
     },
-    /// The connected agents: pid and executable, client name and version, era, calls in flight
+    /// The connected agents: pid and executable (behind `mcpd connect`, the client that
+    /// started it), client name and version, era, calls in flight
     Agents {
         /// Print the raw `mcpd/agents` result as JSON
         #[arg(long)]
