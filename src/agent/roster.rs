@@ -24,10 +24,9 @@ impl AgentInfo {
             ..Default::default()
         };
         // Behind `mcpd connect` is the client that started it: the one worth showing.
-        let own = std::process::id().try_into().ok().and_then(exe_of);
         if let Some(bridge) = pid
-            && own.is_some()
-            && info.exe == own
+            && let Some(own) = own_exe()
+            && info.exe.as_deref() == Some(own)
             && let Some(parent) = parent_of(bridge)
         {
             info.via = Some("mcpd connect".into());
@@ -37,6 +36,13 @@ impl AgentInfo {
         }
         info
     }
+}
+
+/// This daemon's own executable, read once: every socket connection is compared with it.
+fn own_exe() -> Option<&'static str> {
+    static OWN: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    OWN.get_or_init(|| std::process::id().try_into().ok().and_then(exe_of))
+        .as_deref()
 }
 
 /// The executable of process `pid`.

@@ -430,18 +430,11 @@ async fn a_config_file_created_after_the_daemon_started_is_read_by_ctl_reload() 
         .unwrap();
     let config_home = home.path().join("config");
     let socket = home.path().join("s.sock");
-    let log = std::fs::File::create(home.path().join("log")).unwrap();
-    let mut daemon = tokio::process::Command::new(mcpd_bin())
-        .args(["serve", "--socket"])
-        .arg(&socket)
-        .env("XDG_CONFIG_HOME", &config_home)
-        .env_remove("MCPD_CONFIG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(log))
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut daemon = serve(
+        &["--socket", path_str(&socket)],
+        &home.path().join("log"),
+        &[("XDG_CONFIG_HOME", path_str(&config_home))],
+    );
     eventually("the socket is there", WAIT, || async {
         socket.exists().then_some(())
     })
@@ -459,6 +452,25 @@ async fn a_config_file_created_after_the_daemon_started_is_read_by_ctl_reload() 
     assert!(out.contains("fx"), "the reload added fx: {out}");
     let _ = daemon.start_kill();
     let _ = daemon.wait().await;
+}
+
+/// `mcpd serve ARGS` with `env` set and stderr in `log`, without the variables the
+/// harness clears (and without IMPORTED_… ones, which the import tests need unset).
+fn serve(args: &[&str], log: &Path, env: &[(&str, &str)]) -> tokio::process::Child {
+    let log = std::fs::File::create(log).unwrap();
+    tokio::process::Command::new(mcpd_bin())
+        .arg("serve")
+        .args(args)
+        .envs(env.iter().copied())
+        .env_remove("MCPD_CONFIG")
+        .env_remove("MCPD_SOCKET")
+        .env_remove("IMPORTED_GH_REMOTE_AUTHORIZATION")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log))
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
 }
 
 /// Writes `text` at `home/rel`, creating the folders.
@@ -551,19 +563,11 @@ async fn import_from_every_client_then_serve_runs_every_server_and_the_unresolva
     let text = std::fs::read_to_string(&config).unwrap();
     assert!(!text.contains("literal-secret"), "{text}");
     let socket = h.join("s.sock");
-    let log = std::fs::File::create(h.join("daemon.log")).unwrap();
-    let mut daemon = tokio::process::Command::new(mcpd_bin())
-        .args(["serve", "--config"])
-        .arg(&config)
-        .arg("--socket")
-        .arg(&socket)
-        .env_remove("IMPORTED_GH_REMOTE_AUTHORIZATION")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(log))
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut daemon = serve(
+        &["--config", path_str(&config), "--socket", path_str(&socket)],
+        &h.join("daemon.log"),
+        &[],
+    );
     let servers = ["cc", "cc-project", "desktop", "cur", "vs", "gem", "cdx"];
     let rows = eventually("every imported stdio server is ready", WAIT, || async {
         let (code, out, _) = run_mcpd(&["ctl", "status", "--json"], Some(&socket)).await;
