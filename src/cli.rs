@@ -45,6 +45,13 @@ pub enum Command {
         /// Show the client only this profile's servers and tools (`[profiles.NAME]`)
         #[arg(long, value_name = "NAME")]
         profile: Option<String>,
+        /// The project the client works in, for servers run per project (`share =
+        /// "project"`) [default: the directory this command was started in]
+        #[arg(long, value_name = "DIR", conflicts_with = "no_project")]
+        project: Option<PathBuf>,
+        /// Tell the daemon no project (MCP roots or a profile may still give one)
+        #[arg(long)]
+        no_project: bool,
     },
     /// Inspect and control a running daemon
     Ctl {

@@ -65,10 +65,22 @@ pub struct ServerStatus {
     pub era_reason: Option<String>,
     /// An era probe is running.
     pub probing: bool,
-    /// For a `share = "agent"` server: the agents' instances running now.
+    /// For a server run per agent or per project: its instances running now.
     pub instances: usize,
     /// For an agent's instance: the agent's connection number.
     pub agent: Option<u64>,
+    /// How the server is shared: "shared", "agent" or "project".
+    #[serde(default = "shared")]
+    pub share: String,
+    /// For a project's instance: the project's path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// For a project's instance: the connected agents working in its project.
+    #[serde(default)]
+    pub agents: usize,
+    /// For a project's instance: seconds since its last call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_secs: Option<u64>,
     pub protocol_version: Option<String>,
     pub server_info: Option<serde_json::Value>,
     pub pid: Option<u32>,
@@ -161,6 +173,9 @@ pub struct AgentInfo {
     pub era: Option<String>,
     pub in_flight: usize,
     pub profile: Option<String>,
+    /// The project it works in (for servers run per project), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
     /// How the agent is connected: "unix", "http session" or "http stateless".
     #[serde(default)]
     pub transport: Option<String>,
@@ -179,3 +194,11 @@ pub struct AgentInfo {
     #[serde(skip)]
     pub control_only: bool,
 }
+
+fn shared() -> String {
+    "shared".into()
+}
+
+/// The notification `mcpd connect` sends before anything else, `{"path": DIR}`: the
+/// directory it was started in (or `--project DIR`), for servers run per project.
+pub const PROJECT_NOTIFICATION: &str = "notifications/mcpd/project";

@@ -19,6 +19,10 @@ pub enum AgentError {
     UnknownMethod(String),
     #[error("server '{server}' is {why}")]
     Unavailable { server: String, why: String },
+    #[error("server '{server}' runs one instance per project, and {why}")]
+    NoProject { server: String, why: String },
+    #[error("server '{server}': {why}")]
+    InstanceBusy { server: String, why: String },
     #[error("{}", upstream_message(server, method, error))]
     Upstream {
         server: String,
@@ -113,6 +117,13 @@ impl AgentError {
                     UpstreamError::NeedsLogin(_) => mcpd_code::NEEDS_LOGIN,
                 };
                 ErrorObject::new(code, message).with_data(json!({ "server": server }))
+            }
+            AgentError::NoProject { server, .. } => {
+                ErrorObject::new(mcpd_code::NO_PROJECT, message)
+                    .with_data(json!({ "server": server }))
+            }
+            AgentError::InstanceBusy { server, .. } => {
+                ErrorObject::new(mcpd_code::BUSY, message).with_data(json!({ "server": server }))
             }
             AgentError::TooManyInFlight(_) => ErrorObject::new(mcpd_code::BUSY, message),
             AgentError::ShuttingDown => ErrorObject::new(mcpd_code::SHUTTING_DOWN, message),

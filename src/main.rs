@@ -32,7 +32,12 @@ fn main() -> ExitCode {
         Command::Completions { shell } => return completions(shell),
         Command::Man { dir } => return man(dir.as_deref()),
         // A byte pump on one thread: a runtime would only add its own threads and hand-offs.
-        Command::Connect { paths, profile } => return connect(&paths, profile.as_deref()),
+        Command::Connect {
+            paths,
+            profile,
+            project,
+            no_project,
+        } => return connect(&paths, profile.as_deref(), project, no_project),
         _ => {}
     }
     // mcpd shares the machine with the servers and agents it connects, and relaying is
@@ -79,7 +84,12 @@ async fn dispatch(command: Command) -> ExitCode {
             }
         }
         // Handled before the runtime starts (above); here only for completeness.
-        Command::Connect { paths, profile } => connect(&paths, profile.as_deref()),
+        Command::Connect {
+            paths,
+            profile,
+            project,
+            no_project,
+        } => connect(&paths, profile.as_deref(), project, no_project),
         Command::Ctl { paths, command } => {
             mcpd::logging::init(None, "warn");
             let socket = match socket(&paths) {
@@ -153,9 +163,20 @@ fn load_config(paths: &Paths) -> Result<Config, ConfigError> {
 }
 
 /// `mcpd connect`: the stdio bridge to the daemon's socket, without an async runtime.
-fn connect(paths: &Paths, profile: Option<&str>) -> ExitCode {
+fn connect(
+    paths: &Paths,
+    profile: Option<&str>,
+    project: Option<std::path::PathBuf>,
+    no_project: bool,
+) -> ExitCode {
     mcpd::logging::init(None, "warn");
-    ctl_result(socket(paths).and_then(|s| ctl::bridge(&s, profile)))
+    // Most clients start their stdio servers in the project they work in.
+    let project = match (project, no_project) {
+        (_, true) => None,
+        (Some(dir), false) => std::path::absolute(dir).ok(),
+        (None, false) => std::env::current_dir().ok(),
+    };
+    ctl_result(socket(paths).and_then(|s| ctl::bridge(&s, profile, project.as_deref())))
 }
 
 /// The socket for ctl and connect: they read the config only to learn `daemon.socket`,

@@ -1,7 +1,7 @@
 //! An agent's `tools/call`: finding the tool (or, for a server not yet listed, saying what is wrong with it) and forwarding it, to a ready server, one still starting, or the agent's own instance.
 
 use super::AgentContext;
-use super::forward::{self, Caller, Route, Target};
+use super::forward::{self, Caller, Route};
 use super::params::{Params, PlainArguments};
 use super::render::{Rewrite, TaskMode};
 use super::reply::{Refusal, ReplyFuture};
@@ -120,34 +120,17 @@ pub fn start(
         None => params.into(),
     };
     let caller = Caller::of(outbox, session, modern);
-    // A server still starting (its tools listed from the cached catalog) is waited for.
-    // A server shared per agent: the call goes to this agent's own instance.
     let route = Route {
         server: server.clone(),
         method: method::TOOLS_CALL,
         params,
         rewrite,
     };
-    if let Some(Availability::PerAgent { wait }) = catalog.servers.get(&server) {
-        let s = ctx.supervisor.clone();
-        return Ok(forward::instance_call(
-            id,
-            route,
-            *wait,
-            caller,
-            s,
-            session.agent,
-        ));
-    }
-    // An idle one is started by this call, and waited for the same way.
-    if let Some(Availability::Starting { wait } | Availability::Idle { wait }) =
-        catalog.servers.get(&server)
-    {
-        let (c, s) = (ctx.catalog.clone(), ctx.supervisor.clone());
-        return Ok(forward::deferred(id, route, *wait, c, caller, s));
-    }
-    let handle = forward::ready_handle(&catalog, &server).map_err(fail)?;
-    Ok(forward::launch(id, Target { route, handle }, &caller))
+    // A server still starting (its tools listed from the cached catalog) or idle is
+    // waited for; one run per agent or per project, the caller's instance is called.
+    let reach = super::reach::reach(&catalog, &ctx.catalog, &ctx.supervisor, session, &server)
+        .map_err(fail)?;
+    Ok(forward::go(id, route, reach, &caller))
 }
 
 fn invalid(reason: &str) -> AgentError {
@@ -168,7 +151,12 @@ fn unlisted_unprefixed<'a>(
         .iter()
         .filter(|s| session.sees_server(s))
         .filter_map(|s| catalog.servers.get_key_value(s))
-        .filter(|(_, a)| !matches!(a, Availability::Ready(_) | Availability::PerAgent { .. }))
+        .filter(|(_, a)| {
+            !matches!(
+                a,
+                Availability::Ready(_) | Availability::PerAgent { .. } | Availability::PerProject { .. }
+            )
+        })
         .filter(|(s, _)| !catalog.lists_tools_of(s))
         .collect()
 }

@@ -4,6 +4,7 @@ use super::AgentContext;
 use super::handlers;
 use super::input::{self, Inputs, Resumed};
 use super::params::PlainArguments;
+use super::project;
 use super::rare::Rare;
 use super::reply::{Handled, ReplyFuture, Step};
 use super::session::Session;
@@ -80,9 +81,10 @@ where
     let agent = seed.agent;
     let (asks_tx, asks) = mpsc::channel(input::AGENT_ASKS);
     let (describe_tx, describes) = mpsc::channel(4);
+    let (project_tx, projects) = mpsc::channel(4);
     ctx.agents.join(seed, describe_tx);
-    let conn = Conn::new(agent, ctx, outbox, asks_tx);
-    conn.serve(frames, writer, shutdown, asks, describes)
+    let conn = Conn::new(agent, ctx, outbox, asks_tx, project_tx);
+    conn.serve(frames, writer, shutdown, asks, (describes, projects))
 }
 
 /// One agent connection: everything its actor owns.
@@ -113,7 +115,10 @@ impl Conn {
         ctx: AgentContext,
         outbox: Outbox,
         asks: mpsc::Sender<Box<ServerAsk>>,
+        projects: mpsc::Sender<super::project::News>,
     ) -> Conn {
+        // Another user's agent (`allow_uids`) names no directory for project servers.
+        let foreign = ctx.peer_uid.is_some_and(|u| u != ctx.access.own);
         let mut catalog = ctx.catalog.clone();
         let seen_versions = {
             let c = catalog.borrow_and_update();
@@ -137,6 +142,7 @@ impl Conn {
             profile: None,
             counted: None,
             active: std::collections::VecDeque::new(),
+            project: super::project::Project::new(projects, foreign),
         };
         Conn {
             agent,
@@ -164,7 +170,10 @@ impl Conn {
         writer: JoinHandle<std::io::Result<u64>>,
         shutdown: CancellationToken,
         asks: mpsc::Receiver<Box<ServerAsk>>,
-        describes: mpsc::Receiver<oneshot::Sender<crate::control_api::AgentInfo>>,
+        (describes, projects): (
+            mpsc::Receiver<oneshot::Sender<crate::control_api::AgentInfo>>,
+            mpsc::Receiver<super::project::News>,
+        ),
     ) -> impl Future<Output = ()>
     where
         S: Stream<Item = std::io::Result<Frame>> + Unpin,
@@ -176,7 +185,14 @@ impl Conn {
             // here, so the handlers may borrow the connection as they like.
             let room = self.outbox.clone();
             // What rarely fires is polled only when it wakes the connection (`Rare`).
-            let mut rare = Rare::of(&shutdown, &self.outbox, &self.catalog, asks, describes);
+            let mut rare = Rare::of(
+                &shutdown,
+                &self.outbox,
+                &self.catalog,
+                asks,
+                describes,
+                projects,
+            );
             let close = loop {
                 if self.drain_deadline.is_some() && self.calls.is_empty() {
                     break Close::Shutdown;
@@ -197,9 +213,11 @@ impl Conn {
                         }
                         Rare::Ask(ask) => self.inputs.ask(&self.session, &self.outbox, *ask),
                         Rare::Describe(respond_to) => {
-                            let _ = respond_to.send(self.describe()); // the asker may have left
+                            let about = self.session.describe(self.in_flight.len());
+                            let _ = respond_to.send(about); // the asker may have left
                         }
                         Rare::Catalog => self.on_catalog(),
+                        Rare::Project(news) => project::on_news(&self.ctx, &mut self.session, news),
                     },
                     () = sleep_until(drain), if drain.is_some() => break Close::Shutdown,
                     () = sleep_until(stall), if stall.is_some() => {
@@ -361,7 +379,14 @@ impl Conn {
 
     fn on_notification(&mut self, n: jsonrpc::Notification) {
         match n.method.as_str() {
-            method::INITIALIZED => self.session.initialized = true,
+            method::INITIALIZED => {
+                self.session.initialized = true;
+                project::ask_roots(&mut self.inputs, &mut self.session, &self.outbox, self.agent);
+            }
+            method::ROOTS_LIST_CHANGED => {
+                project::ask_roots(&mut self.inputs, &mut self.session, &self.outbox, self.agent);
+            }
+            project::NOTIFICATION => project::on_notification(&mut self.session, n.params.as_ref()),
             method::CANCELLED => {
                 let id = n
                     .params
@@ -402,7 +427,7 @@ impl Conn {
         {
             let catalog = self.ctx.catalog.borrow();
             for server in &self.session.subscribed {
-                if let Some(crate::registry::Availability::Ready(h)) = catalog.servers.get(server) {
+                if let Ok(h) = super::reach::now(&catalog, &self.session, server) {
                     h.forget(agent);
                 }
             }
@@ -448,22 +473,6 @@ impl Conn {
             }
         };
         ctx.metrics.bytes(received, sent);
-    }
-
-    /// What this connection says about itself for `mcpd ctl agents`.
-    fn describe(&self) -> crate::control_api::AgentInfo {
-        let session = &self.session;
-        let in_flight = self.in_flight.len();
-        crate::control_api::AgentInfo {
-            agent: session.agent,
-            client: session.client_name.clone(),
-            client_version: session.client_version.clone(),
-            era: session.era.map(|e| e.as_str().to_owned()),
-            in_flight,
-            profile: session.profile.as_ref().map(|p| p.name.clone()),
-            control_only: session.counted.is_none(),
-            ..Default::default()
-        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! Forwarding an agent's request to its server: the route, the caller's side of it (its outbox, era, capabilities), waiting for a server that is starting or for the agent's own instance, and the future of the answer.
 
 use super::input;
+use super::reach::Reach;
 use super::params::Params;
 use super::render::{Rewrite, TaskMode};
 use super::reply::{InFlight, ReplyFuture, Step};
@@ -100,107 +101,31 @@ pub fn launch(id: Id, target: Target, caller: &Caller) -> (Id, CancellationToken
     (id, cancel, fut)
 }
 
-/// A call to a server that is still starting: waits (up to `wait`) for it to be ready,
-/// then sends the request; a cancellation meanwhile ends it at once.
-pub fn deferred(
-    id: Id,
-    route: Route,
-    wait: std::time::Duration,
-    mut catalog: tokio::sync::watch::Receiver<Arc<crate::registry::Catalog>>,
-    caller: Caller,
-    supervisor: crate::supervisor::SupervisorHandle,
-) -> (Id, CancellationToken, ReplyFuture) {
-    let cancel = CancellationToken::new();
-    let token = cancel.clone();
-    let reply_id = id.clone();
-    let fut = async move {
-        let ready = async {
-            let mut asked = false;
-            loop {
-                let state = catalog
-                    .borrow_and_update()
-                    .servers
-                    .get(&route.server)
-                    .cloned();
-                match state {
-                    Some(Availability::Starting { .. }) => {}
-                    Some(Availability::Idle { .. }) if !asked => {
-                        // An idle server is started by the call that needs it.
-                        asked = true;
-                        let start = crate::supervisor::Action::Start;
-                        if let Err(e) = supervisor.control(&route.server, start).await {
-                            tracing::warn!(upstream = %route.server, "could not start an idle server: {e}");
-                        }
-                        continue;
-                    }
-                    Some(Availability::Idle { .. }) => {}
-                    other => return other,
-                }
-                if catalog.changed().await.is_err() {
-                    return None;
-                }
-            }
-        };
-        let state = tokio::select! {
-            s = tokio::time::timeout(wait, ready) => s.ok().flatten(),
-            () = token.cancelled() => return (reply_id, Step::Cancelled),
-        };
-        let handle = match state {
-            Some(Availability::Ready(h)) => h,
-            other => {
-                let why = other.map_or_else(
-                    || format!("still starting after {}", humantime::format_duration(wait)),
-                    |a| a.explain(),
-                );
-                return unavailable(reply_id, &route.server, why);
-            }
-        };
-        launch_with(reply_id, Target { route, handle }, &caller, token).await
+/// Sends a request wherever it can reach its server (`reach.rs`): at once, or once its
+/// server (or the agent's instance) is ready; a cancellation meanwhile ends it at once.
+pub fn go(id: Id, route: Route, reach: Reach, caller: &Caller) -> (Id, CancellationToken, ReplyFuture) {
+    let handle = match reach {
+        Reach::Now(handle) => return launch(id, Target { route, handle }, caller),
+        Reach::Later(handle) => handle,
     };
-    (id, cancel, fut.boxed())
-}
-
-/// A call to the agent's own instance of a `share = "agent"` server: the supervisor
-/// starts it on first use (waited for up to `wait`), then the call goes to it.
-pub fn instance_call(
-    id: Id,
-    route: Route,
-    wait: std::time::Duration,
-    caller: Caller,
-    supervisor: crate::supervisor::SupervisorHandle,
-    agent: u64,
-) -> (Id, CancellationToken, ReplyFuture) {
     let cancel = CancellationToken::new();
     let token = cancel.clone();
     let reply_id = id.clone();
+    let caller = caller.clone();
     let fut = async move {
         let got = tokio::select! {
-            r = tokio::time::timeout(wait, supervisor.instance(&route.server, agent)) => r,
+            got = handle => got,
             () = token.cancelled() => return (reply_id, Step::Cancelled),
         };
-        let handle = match got {
-            Ok(Ok(h)) => h,
-            Ok(Err(why)) => return unavailable(reply_id, &route.server, why.to_string()),
-            Err(_) => {
-                let why = format!(
-                    "still starting this agent's instance after {}",
-                    humantime::format_duration(wait)
-                );
-                return unavailable(reply_id, &route.server, why);
+        match got {
+            Ok(handle) => launch_with(reply_id, Target { route, handle }, &caller, token).await,
+            Err(e) => {
+                let line = jsonrpc::error_line(Some(&reply_id), &e.to_error_object());
+                (reply_id, Step::Reply(line))
             }
-        };
-        launch_with(reply_id, Target { route, handle }, &caller, token).await
+        }
     };
     (id, cancel, fut.boxed())
-}
-
-fn unavailable(id: Id, server: &str, why: String) -> (Id, Step) {
-    let e = AgentError::Unavailable {
-        server: server.to_owned(),
-        why,
-    };
-    let line = jsonrpc::error_line(Some(&id), &e.to_error_object());
-    (id, Step::Reply(line))
 }
 
 fn launch_with(id: Id, target: Target, caller: &Caller, cancel: CancellationToken) -> ReplyFuture {

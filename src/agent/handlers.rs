@@ -198,6 +198,7 @@ fn choose_profile(name: &str, ctx: &AgentContext, session: &mut Session) -> Resu
                 "agent chose a profile"
             );
             session.profile = Some(p.clone());
+            super::project::on_profile(session);
             Ok(())
         }
         None => {

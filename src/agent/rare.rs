@@ -1,4 +1,4 @@
-//! What wakes an agent connection rarely (shutdown, an overflowed queue, a server's question, `ctl agents`, a changed catalog), as one stream polled only when one of them fires.
+//! What wakes an agent connection rarely (shutdown, an overflowed queue, a server's question, `ctl agents`, a changed catalog, a checked project claim), as one stream polled only when one of them fires.
 
 use crate::control_api::AgentInfo;
 use crate::outbox::Outbox;
@@ -18,6 +18,8 @@ pub enum Rare {
     Ask(Box<ServerAsk>),
     Describe(oneshot::Sender<AgentInfo>),
     Catalog,
+    /// A claim about the agent's project, checked.
+    Project(super::project::News),
 }
 
 impl Rare {
@@ -32,6 +34,7 @@ impl Rare {
         catalog: &watch::Receiver<Arc<Catalog>>,
         asks: mpsc::Receiver<Box<ServerAsk>>,
         describes: mpsc::Receiver<oneshot::Sender<AgentInfo>>,
+        projects: mpsc::Receiver<super::project::News>,
     ) -> SelectAll<BoxStream<'static, Rare>> {
         use futures::stream::{once, unfold};
         let stopping = once(shutdown.clone().cancelled_owned()).map(|()| Rare::Stopping);
@@ -42,6 +45,9 @@ impl Rare {
         });
         let describes = unfold(describes, |mut rx| async move {
             Some((Rare::Describe(rx.recv().await?), rx))
+        });
+        let projects = unfold(projects, |mut rx| async move {
+            Some((Rare::Project(rx.recv().await?), rx))
         });
         // A copy of the receiver: the connection reads the catalog through its own.
         let catalog = unfold(catalog.clone(), |mut rx| async move {
@@ -54,6 +60,7 @@ impl Rare {
             asks.boxed(),
             describes.boxed(),
             catalog.boxed(),
+            projects.boxed(),
         ])
     }
 }

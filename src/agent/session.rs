@@ -39,12 +39,29 @@ pub struct Session {
     pub profile: Option<std::sync::Arc<crate::config::Profile>>,
     /// Set once the connection acts as an agent (see `AgentGauge`).
     pub counted: Option<super::AgentGauge>,
+    /// The project it works in, for servers run per project, and where that came from.
+    pub project: super::project::Project,
     /// The tools it activated in discovery mode (`mcpd__describe_tools`), least recent
     /// first, at most its profile's `max_active`.
     pub active: std::collections::VecDeque<String>,
 }
 
 impl Session {
+    /// What this connection says about itself for `mcpd ctl agents`.
+    pub fn describe(&self, in_flight: usize) -> crate::control_api::AgentInfo {
+        crate::control_api::AgentInfo {
+            agent: self.agent,
+            client: self.client_name.clone(),
+            client_version: self.client_version.clone(),
+            era: self.era.map(|e| e.as_str().to_owned()),
+            in_flight,
+            profile: self.profile.as_ref().map(|p| p.name.clone()),
+            project: self.project.current.as_ref().map(|p| p.display().to_string()),
+            control_only: self.counted.is_none(),
+            ..Default::default()
+        }
+    }
+
     /// Whether the agent's profile includes this server.
     pub fn sees_server(&self, server: &str) -> bool {
         self.profile

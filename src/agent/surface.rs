@@ -1,7 +1,8 @@
 //! Prompts, resources, templates, completion, resource subscriptions and logging levels, as an agent asks for them: listing from the catalog, routing to the right server.
 
 use super::AgentContext;
-use super::forward::{self, Caller, Route, Target};
+use super::forward::{self, Caller, Route};
+use super::reach::Reach;
 use super::render::{self, Rewrite};
 use super::reply::{Handled, Step};
 use super::session::Session;
@@ -148,7 +149,7 @@ pub fn prompts_get(
         params: params.into(),
         rewrite: Rewrite::None,
     };
-    send(req.id, &catalog, route, outbox, session, modern)
+    send(req.id, ctx, &catalog, route, outbox, session, modern)
 }
 
 /// `resources/read`: routed by URI (see `registry::surface` for the scheme).
@@ -177,7 +178,7 @@ pub fn resources_read(
             surface: catalog.surface.clone(),
         },
     };
-    send(req.id, &catalog, route, outbox, session, modern)
+    send(req.id, ctx, &catalog, route, outbox, session, modern)
 }
 
 /// Routes a URI among the servers the agent's profile includes.
@@ -283,7 +284,7 @@ pub fn complete(
         params: params.into(),
         rewrite: Rewrite::None,
     };
-    send(req.id, &catalog, route, outbox, session, modern)
+    send(req.id, ctx, &catalog, route, outbox, session, modern)
 }
 
 /// `resources/subscribe` and `resources/unsubscribe` of a legacy agent.
@@ -314,8 +315,8 @@ pub fn subscribe(
         Ok(r) => r,
         Err(why) => return not_found(&req.id, &uri, why, false),
     };
-    let handle = match forward::ready_handle(&catalog, &server) {
-        Ok(h) => h,
+    let handle = match reach(ctx, &catalog, session, &server) {
+        Ok(r) => r,
         Err(e) => return Handled::Now(jsonrpc::error_line(Some(&req.id), &e.to_error_object())),
     };
     let key = (server.clone(), original.clone());
@@ -337,7 +338,17 @@ pub fn subscribe(
     let id = req.id;
     let reply_id = id.clone();
     let fut = async move {
-        let reply = handle.subscribe(sub, on).await;
+        let handle = match handle {
+            Reach::Now(h) => Ok(h),
+            Reach::Later(h) => h.await,
+        };
+        let reply = match handle {
+            Ok(h) => h.subscribe(sub, on).await,
+            Err(e) => {
+                let line = jsonrpc::error_line(Some(&reply_id), &e.to_error_object());
+                return (reply_id, Step::Reply(line));
+            }
+        };
         let line = render::render(&reply_id, &server, m, reply, false, &Rewrite::None);
         (reply_id, Step::Reply(line))
     };
@@ -375,9 +386,8 @@ pub fn listen_resources(
             );
             continue;
         };
-        let Some(crate::registry::Availability::Ready(handle)) =
-            catalog.servers.get(&server).cloned()
-        else {
+        // Only servers that can take it now: a listen does not wait for one to start.
+        let Ok(Reach::Now(handle)) = reach(ctx, &catalog, session, &server) else {
             continue;
         };
         wanted.push((server, original, uri, handle));
@@ -441,16 +451,27 @@ fn later((id, cancel, fut): (Id, CancellationToken, super::reply::ReplyFuture)) 
 /// answer as a call of the agent's.
 fn send(
     id: Id,
+    ctx: &AgentContext,
     catalog: &registry::Catalog,
     route: Route,
     outbox: &Outbox,
     session: &Session,
     modern: bool,
 ) -> Handled {
-    let handle = match forward::ready_handle(catalog, &route.server) {
-        Ok(h) => h,
+    let reach = match reach(ctx, catalog, session, &route.server) {
+        Ok(r) => r,
         Err(e) => return Handled::Now(jsonrpc::error_line(Some(&id), &e.to_error_object())),
     };
     let caller = Caller::of(outbox, session, modern);
-    later(forward::launch(id, Target { route, handle }, &caller))
+    later(forward::go(id, route, reach, &caller))
+}
+
+/// How this agent's request reaches `server` (`reach.rs`).
+fn reach(
+    ctx: &AgentContext,
+    catalog: &registry::Catalog,
+    session: &Session,
+    server: &std::sync::Arc<str>,
+) -> Result<Reach, crate::errors::AgentError> {
+    super::reach::reach(catalog, &ctx.catalog, &ctx.supervisor, session, server)
 }

@@ -17,6 +17,11 @@ pub const PING_INTERVAL: Duration = Duration::from_secs(30);
 pub const PING_TIMEOUT: Duration = Duration::from_secs(10);
 pub const STOP_GRACE: Duration = Duration::from_secs(2);
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Instances of one `share = "project"` server at once, by default and at most.
+pub const MAX_PROJECTS: usize = 8;
+pub const MAX_PROJECTS_LIMIT: usize = 64;
+/// How long a project's instance runs without calls, unless `idle_timeout` says otherwise.
+pub const PROJECT_IDLE: Duration = Duration::from_secs(600);
 pub const MAX_MEDIA_BYTES: usize = 10 * 1024 * 1024;
 /// The longest duration any setting takes: far beyond any sensible timeout, and far
 /// from where adding it to the clock could overflow.

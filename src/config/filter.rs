@@ -27,6 +27,7 @@ pub(super) struct RawProfile {
     tools: super::discovery::RawProfileTools,
     pinned: Option<Vec<String>>,
     discover_above: Option<usize>,
+    project: Option<std::path::PathBuf>,
 }
 
 /// A server's tool filter, applied before agents see its catalog.
@@ -84,6 +85,8 @@ pub struct Profile {
     pub tools: Vec<String>,
     /// How its agents find their tools: the daemon's settings unless it sets its own.
     pub discovery: super::Discovery,
+    /// The project its agents work in, whatever they say (`project`).
+    pub project: Option<std::path::PathBuf>,
 }
 
 impl Profile {
@@ -170,6 +173,14 @@ impl Validator<'_> {
                     format!("no server named '{unknown}' is configured"),
                 ));
             }
+            if let Some(dir) = &p.project
+                && !dir.is_absolute()
+            {
+                return Err(self.err(
+                    format!("{key}.project"),
+                    format!("{} is not an absolute path", dir.display()),
+                ));
+            }
             let (discovery, tools) =
                 self.profile_discovery(&key, p.tools, p.pinned, p.discover_above, daemon)?;
             out.insert(
@@ -179,6 +190,7 @@ impl Validator<'_> {
                     servers: p.servers,
                     tools,
                     discovery,
+                    project: p.project,
                 },
             );
         }

@@ -9,6 +9,7 @@ mod discovery;
 mod filter;
 mod http;
 mod naming;
+mod project;
 mod raw;
 mod remote;
 mod server;
@@ -17,6 +18,7 @@ pub use crate::protocol::naming::Naming;
 pub use discovery::{Discovery, RESERVED, ToolMode};
 pub use filter::{Profile, ToolFilter, glob};
 pub use http::{HttpAuth, HttpListen};
+pub use project::{PROJECT, PROJECT_NAME, Share};
 pub use remote::{HttpLaunch, HttpTransport, OAuthConfig, Secret, display_url};
 
 use raw::{RawFile, RawHealth, RawRestart, RawServer};
@@ -109,8 +111,8 @@ pub struct ServerConfig {
     pub lazy: bool,
     /// Stopped after this long without agent calls (started again on the next one).
     pub idle_timeout: Option<Duration>,
-    /// Each agent connection gets its own instance (`share = "agent"`).
-    pub per_agent: bool,
+    /// Shared, one instance per agent, or one per project (`share`).
+    pub share: Share,
     /// Why it cannot start, when a setting refers to a variable mcpd's environment lacks:
     /// the server stays `failed` with this as its error, the others run.
     pub unresolved: Option<String>,

@@ -101,6 +101,7 @@ pub(super) struct RawServer {
     pub(super) start: Option<String>,
     pub(super) idle_timeout: Option<String>,
     pub(super) share: Option<String>,
+    pub(super) max_projects: Option<usize>,
 }
 
 pub(super) fn yes() -> bool {

@@ -26,6 +26,7 @@ impl Validator<'_> {
         }
         let mut missing = Vec::new();
         let launch = self.launch(&key, s, &mut missing)?;
+        let (share, project_idle) = self.share(&key, s, &launch)?;
         let restart = match &s.restart {
             Some(r) => self.restart(&format!("{key}.restart"), r, Some(restart_default))?,
             None => restart_default,
@@ -63,16 +64,7 @@ impl Validator<'_> {
             tools: self.tool_filter(&key, s.tools.clone())?,
             // Replaced by the validated naming once the name limit is known.
             naming: crate::protocol::naming::Naming::prefixed(name),
-            per_agent: match s.share.as_deref() {
-                None | Some("shared") => false,
-                Some("agent") => true,
-                Some(other) => {
-                    return Err(self.err(
-                        format!("{key}.share"),
-                        format!("{other:?} is not a share mode; use \"shared\" or \"agent\""),
-                    ));
-                }
-            },
+            share,
             lazy: match s.start.as_deref() {
                 None | Some("eager") => false,
                 Some("lazy") => true,
@@ -84,7 +76,7 @@ impl Validator<'_> {
                 }
             },
             idle_timeout: match &s.idle_timeout {
-                None => None,
+                None => project_idle,
                 v => Some(self.duration(&format!("{key}.idle_timeout"), v, Duration::ZERO)?)
                     .filter(|d| !d.is_zero()),
             },

@@ -18,6 +18,7 @@
 //! `tokio::io::stdin` reads through the blocking pool (a thread hand-off per read).
 
 use super::{CTL_TIMEOUT, CtlError, refusal};
+use crate::control_api::PROJECT_NOTIFICATION;
 use crate::jsonrpc::{self, Id, Message};
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -39,9 +40,16 @@ const MAX_ANSWER: usize = 64 * 1024;
 /// ends. When stdin ends the socket's write side is shut down so the daemon sees the
 /// agent leave; replies still in the socket are copied out before exiting (for at most
 /// `LINGER`). A client that closed stdout has left: that ends the bridge quietly.
-pub fn bridge(socket: &Path, profile: Option<&str>) -> Result<(), CtlError> {
+pub fn bridge(socket: &Path, profile: Option<&str>, project: Option<&Path>) -> Result<(), CtlError> {
     let stream =
         UnixStream::connect(socket).map_err(|source| super::not_running(socket, &source))?;
+    // The project first, as a notification: no answer to wait for, and a daemon that
+    // does not know it ignores it.
+    if let Some(dir) = project {
+        let params = serde_json::json!({ "path": dir });
+        let line = jsonrpc::notification_line(PROJECT_NOTIFICATION, Some(&params)) + "\n";
+        (&stream).write_all(line.as_bytes())?;
+    }
     // Chosen before the client says anything, so every answer it gets is filtered.
     let early = match profile {
         Some(name) => choose_profile(&stream, name)?,

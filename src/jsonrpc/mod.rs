@@ -41,6 +41,8 @@ pub mod mcpd_code {
     pub const ACCESS_DENIED: i64 = -32018;
     /// The server needs an OAuth login (`mcpd ctl login SERVER`), or more scope.
     pub const NEEDS_LOGIN: i64 = -32019;
+    /// The server runs per project and the agent has none (or is another user's).
+    pub const NO_PROJECT: i64 = -32023;
 }
 
 /// A request id as the peer sent it. JSON-RPC allows strings and numbers; we keep the

@@ -29,6 +29,8 @@ pub mod method {
     pub const INITIALIZE: &str = "initialize";
     pub const INITIALIZED: &str = "notifications/initialized";
     pub const PING: &str = "ping";
+    pub const ROOTS_LIST: &str = "roots/list";
+    pub const ROOTS_LIST_CHANGED: &str = "notifications/roots/list_changed";
     pub const TOOLS_LIST: &str = "tools/list";
     pub const TOOLS_CALL: &str = "tools/call";
     pub const CANCELLED: &str = "notifications/cancelled";

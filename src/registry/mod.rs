@@ -5,6 +5,7 @@
 //! generation of every server, never a mix. Names come from each server's `Naming`
 //! (prefix, renames); a name two servers present goes to one of them (`claims.rs`).
 
+mod availability;
 pub mod claims;
 mod paging;
 mod search;
@@ -15,92 +16,17 @@ pub use paging::page_entries;
 
 use crate::protocol::ListKind;
 use crate::protocol::naming::Naming;
-use crate::upstream::UpstreamHandle;
+pub use availability::{Availability, InstanceKey, Instances};
 pub use claims::{Collision, NameKind};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Instant;
 pub use surface::{Entry, Surface};
 use tool::present_tools;
 pub use tool::{GenerationError, ToolEntry};
 
 /// Tools returned per `tools/list` page to agents.
 pub const PAGE_SIZE: usize = 500;
-
-/// Whether calls to a server can be made now, and if not, what to tell the caller.
-#[derive(Debug, Clone)]
-pub enum Availability {
-    Ready(UpstreamHandle),
-    /// Starting: a call may wait this long for it to be ready.
-    Starting {
-        wait: std::time::Duration,
-    },
-    Backoff {
-        attempt: u32,
-        retry_at: Instant,
-    },
-    Failed {
-        reason: String,
-    },
-    /// Stopped by `mcpd ctl stop`.
-    Stopped,
-    /// `enabled = false` in the config.
-    Disabled,
-    /// Never started: a setting cannot be resolved (a variable mcpd's environment
-    /// lacks); the reason says which and what to do.
-    NotStarted {
-        reason: String,
-    },
-    /// Not running until a call needs it (`start = "lazy"` or `idle_timeout`); a call
-    /// starts it and may wait this long.
-    Idle {
-        wait: std::time::Duration,
-    },
-    /// Each agent gets its own instance (`share = "agent"`); a call starts the caller's
-    /// and may wait this long.
-    PerAgent {
-        wait: std::time::Duration,
-    },
-    /// A remote server waiting for `mcpd ctl login`; the reason says so.
-    NeedsLogin {
-        reason: String,
-    },
-}
-
-impl Availability {
-    /// Finishes the sentence "server 'x' is …" for an agent.
-    pub fn explain(&self) -> String {
-        match self {
-            Availability::Ready(_) => "ready".into(),
-            Availability::Starting { .. } => {
-                "still starting and did not become ready in time; retry in a moment".into()
-            }
-            Availability::Backoff { attempt, retry_at } => {
-                let wait = retry_at.saturating_duration_since(Instant::now());
-                format!(
-                    "restarting (attempt {attempt}, next try in {})",
-                    humantime::format_duration(std::time::Duration::from_millis(
-                        wait.as_millis() as u64
-                    ))
-                )
-            }
-            Availability::Failed { reason } => format!(
-                "failed and will not be restarted automatically ({reason}); fix it and run `mcpd ctl restart`"
-            ),
-            Availability::Stopped => {
-                "stopped by `mcpd ctl stop`; `mcpd ctl start` starts it again".into()
-            }
-            Availability::Disabled => {
-                "disabled in the config (enabled = false); `mcpd ctl start` starts it until the daemon restarts".into()
-            }
-            Availability::NotStarted { reason } => format!("not started: {reason}"),
-            Availability::Idle { .. } => "idle and could not be started".into(),
-            Availability::PerAgent { .. } => "run per agent".into(),
-            Availability::NeedsLogin { reason } => reason.clone(),
-        }
-    }
-}
 
 /// An immutable snapshot of everything agents can list and call.
 #[derive(Debug, Default)]
@@ -132,6 +58,8 @@ pub struct Catalog {
     pub mcpd_behind: Vec<String>,
     /// The search index over `tools` (tool discovery).
     pub search: Arc<crate::discovery::Index>,
+    /// The ready instances of servers run per agent or per project, by server.
+    pub instances: Instances,
 }
 
 /// How long agents may cache mcpd's listings (`ttlMs`), and whether the cache is
@@ -449,6 +377,7 @@ impl Registry {
             surface: self.surface.clone(),
             prompts_version: self.prompts_version,
             resources_version: self.resources_version,
+            instances: Instances::default(),
         }
     }
 

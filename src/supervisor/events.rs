@@ -23,12 +23,13 @@ impl Supervisor {
                     r.http = http;
                 }
                 slot.identity = Some(identity);
-                if !has_tools || slot.owner.is_some() {
+                if !has_tools || slot.instance.is_some() {
                     // A server without the tools capability publishes no tools; an
-                    // agent's instance serves the tools its server already lists.
+                    // instance serves the tools its server lists (which its own list,
+                    // when it comes, replaces).
                     slot.state = ServerState::Ready;
                     slot.ready_since = Some(Instant::now());
-                    if slot.owner.is_none() {
+                    if slot.instance.is_none() {
                         self.registry.remove(&server);
                     }
                     self.settle_waiters(&server);
@@ -60,6 +61,8 @@ impl Supervisor {
                 if let Some(r) = &slot.running {
                     tracing::info!(upstream = %server, "no calls for idle_timeout; stopping it");
                     slot.after_exit = AfterExit::Idle;
+                    // An instance is made again when a call needs it.
+                    slot.removing |= slot.instance.is_some();
                     r.cancel.cancel();
                 }
             }
@@ -69,12 +72,11 @@ impl Supervisor {
                 kind,
                 items,
             } => {
-                if self
-                    .current(&server, instance)
-                    .is_none_or(|s| s.owner.is_some())
-                {
+                let Some(slot) = self.current(&server, instance) else {
                     return;
-                }
+                };
+                // An instance's list is its server's (the last any instance reported).
+                let server = slot.instance.as_ref().map_or(server, |i| i.template.clone());
                 match items {
                     Ok(items) => {
                         if let Some(slot) = self.slots.get(&server) {
@@ -104,8 +106,11 @@ impl Supervisor {
                 let Some(slot) = self.current(&server, instance) else {
                     return;
                 };
-                if slot.owner.is_some() {
-                    return; // an agent's instance: its server's catalog is the one listed
+                // An instance's list is its server's (the last any instance reported):
+                // listed and cached under the server, whose own slot never runs.
+                if let Some(template) = slot.instance.as_ref().map(|i| i.template.clone()) {
+                    self.instance_tools(&template, tools, cache);
+                    return;
                 }
                 if let Ok(raw) = &tools {
                     let cfg = slot.cfg.clone();
@@ -176,5 +181,40 @@ impl Supervisor {
                 self.publish();
             }
         }
+    }
+}
+
+impl Supervisor {
+    /// An instance's tool list, as its server's.
+    fn instance_tools(
+        &mut self,
+        template: &std::sync::Arc<str>,
+        tools: Result<Vec<serde_json::Value>, crate::upstream::ListError>,
+        cache: Option<(u64, bool)>,
+    ) {
+        let Some(slot) = self.slots.get_mut(template) else {
+            return;
+        };
+        let tools = match tools {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(upstream = %template, "kept the previous tool list: {e}");
+                return;
+            }
+        };
+        self.catalog_cache.put_tools(&slot.cfg, &tools);
+        let tools = slot.cfg.tools.apply(&tools);
+        match self.registry.replace(template, &tools, self.name_limit) {
+            Ok(n) => {
+                slot.catalog_error = None;
+                slot.cache = cache;
+                tracing::info!(upstream = %template, tools = n, "catalog updated from an instance");
+            }
+            Err(e) => {
+                tracing::warn!(upstream = %template, "kept the previous tool list: {e}");
+                slot.catalog_error = Some(format!("new tool list rejected, previous kept: {e}"));
+            }
+        }
+        self.publish();
     }
 }

@@ -23,11 +23,17 @@ pub(super) enum SupervisorMsg {
         action: Action,
         respond_to: oneshot::Sender<Result<(), SupervisorError>>,
     },
-    /// An agent's own instance of a `share = "agent"` server.
+    /// An agent's instance of a server run per agent or per project.
     Instance {
         server: String,
-        agent: u64,
+        key: crate::registry::InstanceKey,
         respond_to: instances::Waiter,
+    },
+    /// An agent's project is known, changed or gone; the project servers it sees.
+    AgentProject {
+        agent: u64,
+        project: Option<Arc<std::path::Path>>,
+        servers: Vec<Arc<str>>,
     },
     /// An agent disconnected; its instances may go.
     AgentGone { agent: u64 },
@@ -49,8 +55,18 @@ pub(super) enum SupervisorMsg {
 pub enum SupervisorError {
     #[error("no server named '{name}' (configured: {known})")]
     UnknownServer { name: String, known: String },
-    #[error("'{0}' is not shared per agent")]
-    NotPerAgent(String),
+    #[error("'{0}' is not run per agent or per project")]
+    NotInstanced(String),
+    #[error(
+        "'{server}' already runs for {max} projects (max_projects), each with an agent working in it; raise max_projects or close an agent in another project"
+    )]
+    TooManyProjects { server: String, max: usize },
+    #[error("the project directory {0} does not exist any more")]
+    ProjectGone(String),
+    #[error(
+        "'{0}' runs one instance per agent or per project, started by their calls; restart or stop its instances instead"
+    )]
+    Instanced(String),
     /// An agent's own instance could not be started; says why.
     #[error("{0}")]
     InstanceFailed(String),
@@ -130,6 +146,8 @@ impl SupervisorHandle {
             catalog_cache: catalog_cache::CatalogCache::load(state_dir, configured, writer.clone()),
             writer,
             next_instance: 0,
+            projects: std::collections::HashMap::new(),
+            next_project_check: tokio::time::Instant::now() + instances::PROJECT_CHECK,
             max_line: config.daemon.max_message_bytes,
             queue_bytes: config.daemon.queue_bytes,
             name_limit: config.daemon.tool_name_limit,
@@ -153,16 +171,16 @@ impl SupervisorHandle {
         asked.ok()
     }
 
-    /// The caller's own instance of a `share = "agent"` server, once it is ready.
+    /// The caller's instance of a server run per agent or per project, once it is ready.
     pub async fn instance(
         &self,
         server: &str,
-        agent: u64,
+        key: crate::registry::InstanceKey,
     ) -> Result<UpstreamHandle, SupervisorError> {
         let asked = crate::ask::ask(&self.tx, INSTANCE_WAIT, |respond_to| {
             SupervisorMsg::Instance {
                 server: server.to_owned(),
-                agent,
+                key,
                 respond_to,
             }
         })
@@ -177,6 +195,26 @@ impl SupervisorHandle {
             respond_to,
         })
         .await
+    }
+
+    /// Tells the supervisor an agent's project (None: it has none now) and the project
+    /// servers it sees, whose instances start in the background.
+    pub fn agent_project(
+        &self,
+        agent: u64,
+        project: Option<Arc<std::path::Path>>,
+        servers: Vec<Arc<str>>,
+    ) {
+        let msg = SupervisorMsg::AgentProject {
+            agent,
+            project,
+            servers,
+        };
+        // A full mailbox drops this: the instances then start with the agent's first
+        // call, and status counts the agent in no project.
+        if self.tx.try_send(msg).is_err() {
+            tracing::debug!(agent, "the supervisor is busy; not told the agent's project");
+        }
     }
 
     /// Tells the supervisor an agent disconnected.

@@ -1,12 +1,16 @@
-//! Per-agent instances of `share = "agent"` servers: started on an agent's first call, stopped after it disconnects plus a short grace.
+//! Servers run as instances: one per agent (`share = "agent"`, started on its first call, stopped after it leaves) or one per project (`share = "project"`, shared by the agents working in it, started when one connects, stopped when idle or evicted).
 //!
-//! An instance is a slot of its own (named `SERVER@AGENT`) with the same supervision as
-//! any server (backoff, budget, reaping). It is not in the catalog: agents see the
-//! template server's tools, learned once like a lazy server's, and their calls are routed
-//! to their own instance.
+//! An instance is a slot of its own (named `SERVER@AGENT` or `SERVER@PROJECT`) with the
+//! same supervision as any server (backoff, budget, reaping). The template server never
+//! runs itself. Agents see the template's lists: the last any of its instances reported
+//! (cached across restarts), and find a ready instance's handle in the catalog
+//! (`Catalog::instances`); only a call whose instance is not ready asks the supervisor.
 
 use super::{AfterExit, ServerState, Slot, Supervisor, SupervisorError};
+use crate::config::{Launch, Share};
+use crate::registry::InstanceKey;
 use crate::upstream::UpstreamHandle;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -15,66 +19,202 @@ use tokio::time::Instant;
 /// How long an instance outlives its agent's connection (a reconnecting agent finds it).
 pub const LINGER: Duration = Duration::from_secs(5);
 
-/// Who an instance slot belongs to.
-#[derive(Debug, Clone)]
-pub struct Owner {
-    pub template: Arc<str>,
-    pub agent: u64,
-}
+/// How often the projects of running instances are checked to still exist.
+pub const PROJECT_CHECK: Duration = Duration::from_secs(30);
 
 pub type Waiter = oneshot::Sender<Result<UpstreamHandle, SupervisorError>>;
 
+/// What makes a slot an instance: whose it is, who waits for it, when it goes.
+pub(super) struct Instance {
+    pub(super) template: Arc<str>,
+    pub(super) key: InstanceKey,
+    /// Agents waiting for it to be ready.
+    pub(super) waiters: Vec<Waiter>,
+    /// When it stops, its agent having left (per-agent instances).
+    pub(super) linger_until: Option<Instant>,
+    /// When an agent last asked for it (the least recently used idle one is evicted).
+    pub(super) last_used: Instant,
+}
+
 impl Supervisor {
     /// An agent's instance of `server`: answered at once when it is ready, otherwise
-    /// once it is (or has failed).
-    pub(super) fn instance(&mut self, server: &str, agent: u64, respond_to: Waiter) {
-        let Some(template) = self.slots.get(server) else {
-            let _ = respond_to.send(Err(self.unknown(server)));
-            return;
+    /// once it is (or has failed). Returns whether anything changed (to publish).
+    pub(super) fn instance(&mut self, server: &str, key: InstanceKey, respond_to: Waiter) -> bool {
+        let (slot_key, changed) = match self.ensure_instance(server, key) {
+            Ok(k) => k,
+            Err(e) => {
+                let _ = respond_to.send(Err(e)); // the agent may have given up
+                return false;
+            }
         };
-        if !template.cfg.per_agent {
-            let _ = respond_to.send(Err(SupervisorError::NotPerAgent(server.to_owned())));
-            return;
-        }
-        let key: Arc<str> = Arc::from(format!("{server}@{agent}"));
-        if !self.slots.contains_key(&key) {
-            let mut cfg = template.cfg.clone();
-            cfg.name = key.to_string();
-            let login = template.login.clone();
-            let mut slot = Slot::new(cfg);
-            slot.login = login;
-            slot.owner = Some(Owner {
-                template: Arc::from(server),
-                agent,
-            });
-            self.slots.insert(key.clone(), slot);
-            tracing::info!(upstream = %server, agent, "starting an instance for the agent");
-        }
-        let Some(slot) = self.slots.get_mut(&key) else {
-            return;
+        let Some(slot) = self.slots.get_mut(&slot_key) else {
+            return changed;
         };
-        slot.linger_until = None;
         if let (ServerState::Ready, Some(h)) = (
             slot.state,
             slot.running.as_ref().and_then(|r| r.handle.clone()),
         ) {
             let _ = respond_to.send(Ok(h)); // the agent may have given up
-            return;
+            return changed;
         }
-        slot.waiters.push(respond_to);
-        if slot.running.is_none() && slot.retry_at.is_none() {
+        if let Some(i) = slot.instance.as_mut() {
+            i.waiters.push(respond_to);
+        }
+        changed
+    }
+
+    /// Finds or makes instance `key` of `server` and starts it if it is not running:
+    /// its slot's name, and whether anything changed.
+    fn ensure_instance(
+        &mut self,
+        server: &str,
+        key: InstanceKey,
+    ) -> Result<(Arc<str>, bool), SupervisorError> {
+        let Some(template) = self.slots.get(server) else {
+            return Err(self.unknown(server));
+        };
+        let share = template.cfg.share;
+        let project = match (&key, share) {
+            (InstanceKey::Agent(_), Share::Agent) => None,
+            (InstanceKey::Project(p), Share::Project { .. }) => Some(p.clone()),
+            _ => return Err(SupervisorError::NotInstanced(server.to_owned())),
+        };
+        let slot_key: Arc<str> = Arc::from(format!("{server}@{key}"));
+        let mut changed = false;
+        if !self.slots.contains_key(&slot_key) {
+            if let (Some(p), Share::Project { max_projects }) = (&project, share) {
+                // A stat of a directory an agent named, once per new instance: rare, and
+                // it saves starting a server in a project that is gone.
+                if !p.is_dir() {
+                    return Err(SupervisorError::ProjectGone(p.display().to_string()));
+                }
+                self.make_room(server, max_projects)?;
+            }
+            let Some(template) = self.slots.get(server) else {
+                return Err(self.unknown(server));
+            };
+            let mut cfg = template.cfg.clone();
+            cfg.name = slot_key.to_string();
+            if let (Some(p), Launch::Stdio(l)) = (&project, &cfg.launch) {
+                cfg.launch = Launch::Stdio(l.instantiate(p));
+            }
+            let login = template.login.clone();
+            let mut slot = Slot::new(cfg);
+            slot.login = login;
+            slot.instance = Some(Instance {
+                template: Arc::from(server),
+                key: key.clone(),
+                waiters: Vec::new(),
+                linger_until: None,
+                last_used: Instant::now(),
+            });
+            self.slots.insert(slot_key.clone(), slot);
+            tracing::info!(upstream = %server, instance = %key, "starting an instance");
+            changed = true;
+        }
+        let Some(slot) = self.slots.get_mut(&slot_key) else {
+            return Ok((slot_key, changed));
+        };
+        if let Some(i) = slot.instance.as_mut() {
+            i.linger_until = None;
+            i.last_used = Instant::now();
+        }
+        slot.removing = false;
+        if slot.running.is_none() && slot.retry_at.is_none() && slot.state != ServerState::Failed
+        {
             slot.budget.clear();
             slot.backoff.reset();
-            self.start(&key);
+            self.start(&slot_key);
+            changed = true;
+        }
+        Ok((slot_key, changed))
+    }
+
+    /// Room for one more project instance of `server`: past `max`, the least recently
+    /// used one no agent works in stops; when every one is in use, the call is refused.
+    fn make_room(&mut self, server: &str, max: usize) -> Result<(), SupervisorError> {
+        let live: Vec<(&Arc<str>, &Slot)> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| !s.removing && s.template() == Some(server))
+            .collect();
+        if live.len() < max {
+            return Ok(());
+        }
+        let victim = live
+            .iter()
+            .filter(|(_, s)| self.agents_in(s) == 0)
+            .min_by_key(|(_, s)| s.instance.as_ref().map(|i| i.last_used))
+            .map(|(k, _)| (*k).clone());
+        let Some(victim) = victim else {
+            return Err(SupervisorError::TooManyProjects {
+                server: server.to_owned(),
+                max,
+            });
+        };
+        tracing::info!(upstream = %victim, "max_projects reached; stopping the least recently used instance no agent works in");
+        self.stop_instance(&victim);
+        Ok(())
+    }
+
+    /// Stops an instance for good: its slot goes once its process is reaped.
+    pub(super) fn stop_instance(&mut self, key: &Arc<str>) {
+        let Some(slot) = self.slots.get_mut(key) else {
+            return;
+        };
+        slot.removing = true;
+        slot.retry_at = None;
+        match &slot.running {
+            Some(r) => {
+                slot.after_exit = AfterExit::Stay;
+                r.cancel.cancel();
+            }
+            None => {
+                self.slots.remove(key);
+            }
         }
     }
 
-    /// An agent disconnected: its instances stop after `LINGER`.
+    /// How many connected agents work in an instance's project (zero for per-agent ones).
+    pub(super) fn agents_in(&self, slot: &Slot) -> usize {
+        match slot.instance.as_ref().map(|i| &i.key) {
+            Some(InstanceKey::Project(p)) => self.projects.values().filter(|q| *q == p).count(),
+            _ => 0,
+        }
+    }
+
+    /// An agent's project is known (or changed, or gone): its project's instances of the
+    /// project servers it sees start in the background, so its first call does not wait.
+    pub(super) fn agent_project(
+        &mut self,
+        agent: u64,
+        project: Option<Arc<Path>>,
+        servers: Vec<Arc<str>>,
+    ) -> bool {
+        let Some(project) = project else {
+            return self.projects.remove(&agent).is_some();
+        };
+        self.projects.insert(agent, project.clone());
+        let mut changed = true;
+        for server in servers {
+            let key = InstanceKey::Project(project.clone());
+            match self.ensure_instance(&server, key) {
+                Ok((_, c)) => changed |= c,
+                Err(e) => tracing::info!(upstream = %server, agent, "no instance started in the background: {e}"),
+            }
+        }
+        changed
+    }
+
+    /// An agent disconnected: its instances stop after `LINGER`; it works in no project.
     pub(super) fn agent_gone(&mut self, agent: u64) {
+        self.projects.remove(&agent);
         let until = Instant::now() + LINGER;
         for slot in self.slots.values_mut() {
-            if slot.owner.as_ref().is_some_and(|o| o.agent == agent) {
-                slot.linger_until = Some(until);
+            if let Some(i) = slot.instance.as_mut()
+                && i.key == InstanceKey::Agent(agent)
+            {
+                i.linger_until = Some(until);
             }
         }
     }
@@ -85,26 +225,35 @@ impl Supervisor {
         let due: Vec<Arc<str>> = self
             .slots
             .iter()
-            .filter(|(_, s)| s.linger_until.is_some_and(|t| t <= now))
+            .filter(|(_, s)| {
+                s.instance
+                    .as_ref()
+                    .and_then(|i| i.linger_until)
+                    .is_some_and(|t| t <= now)
+            })
             .map(|(k, _)| k.clone())
             .collect();
         for key in due {
-            let Some(slot) = self.slots.get_mut(&key) else {
-                continue;
-            };
-            slot.linger_until = None;
-            slot.removing = true;
-            slot.retry_at = None;
-            match &slot.running {
-                Some(r) => {
-                    tracing::info!(upstream = %key, "the agent left; stopping its instance");
-                    slot.after_exit = AfterExit::Stay;
-                    r.cancel.cancel();
-                }
-                None => {
-                    self.slots.remove(&key);
-                }
-            }
+            tracing::info!(upstream = %key, "the agent left; stopping its instance");
+            self.stop_instance(&key);
+        }
+    }
+
+    /// Stops the instances whose project directory is gone.
+    pub(super) fn check_projects(&mut self) {
+        let gone: Vec<Arc<str>> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| match s.instance.as_ref().map(|i| &i.key) {
+                // A stat per project instance every `PROJECT_CHECK`: a few at most.
+                Some(InstanceKey::Project(p)) => !s.removing && !p.is_dir(),
+                _ => false,
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in gone {
+            tracing::info!(upstream = %key, "the project directory is gone; stopping its instance");
+            self.stop_instance(&key);
         }
     }
 
@@ -113,9 +262,6 @@ impl Supervisor {
         let Some(slot) = self.slots.get_mut(key) else {
             return;
         };
-        if slot.waiters.is_empty() {
-            return;
-        }
         let outcome = match (
             slot.state,
             slot.running.as_ref().and_then(|r| r.handle.clone()),
@@ -126,7 +272,10 @@ impl Supervisor {
                 slot.availability().explain(),
             )),
         };
-        for w in slot.waiters.drain(..) {
+        let Some(i) = slot.instance.as_mut() else {
+            return;
+        };
+        for w in i.waiters.drain(..) {
             let _ = w.send(outcome.clone()); // the agent may have given up
         }
     }
@@ -135,7 +284,14 @@ impl Supervisor {
     pub(super) fn instance_count(&self, template: &str) -> usize {
         self.slots
             .values()
-            .filter(|s| s.owner.as_ref().is_some_and(|o| &*o.template == template))
+            .filter(|s| s.template() == Some(template))
             .count()
+    }
+}
+
+impl Slot {
+    /// The server an instance belongs to.
+    pub(super) fn template(&self) -> Option<&str> {
+        self.instance.as_ref().map(|i| &*i.template)
     }
 }

@@ -120,6 +120,10 @@ impl Supervisor {
     pub(super) fn retry_due(&mut self) {
         self.linger_due();
         let now = Instant::now();
+        if self.next_project_check <= now {
+            self.next_project_check = now + super::instances::PROJECT_CHECK;
+            self.check_projects();
+        }
         let due: Vec<Arc<str>> = self
             .slots
             .iter()
@@ -143,6 +147,9 @@ impl Supervisor {
             return Ok(());
         };
         tracing::info!(upstream = %key, ?action, "control request");
+        if slot.cfg.share.instanced() && slot.instance.is_none() {
+            return self.control_instances(&key, action);
+        }
         match (action, slot.running.as_ref()) {
             (Action::Restart, Some(r)) => {
                 slot.after_exit = AfterExit::Restart;
@@ -166,6 +173,28 @@ impl Supervisor {
                 }
                 self.start(&key);
             }
+        }
+        self.publish();
+        Ok(())
+    }
+}
+
+impl Supervisor {
+    /// `ctl restart` or `stop` of a server run as instances acts on each instance (a
+    /// stopped one is made again by the next call that needs it); `start` has nothing to
+    /// start: its instances start with the calls of their agents.
+    fn control_instances(&mut self, name: &Arc<str>, action: Action) -> Result<(), SupervisorError> {
+        if action == Action::Start {
+            return Err(SupervisorError::Instanced(name.to_string()));
+        }
+        let keys: Vec<Arc<str>> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| s.template() == Some(&**name))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            let _ = self.control(&key, action); // the slot exists: no error
         }
         self.publish();
         Ok(())

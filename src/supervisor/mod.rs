@@ -16,7 +16,7 @@ mod probing;
 mod slot;
 mod status;
 
-use crate::config::Launch;
+use crate::config::{Launch, Share};
 use crate::control_api::{HttpInfo, ServerState, ServerStatus};
 use crate::protocol::ListKind;
 use crate::registry::{Catalog, Registry};
@@ -97,6 +97,10 @@ struct Supervisor {
     /// Where state files and credentials live, if anywhere.
     state_dir: Option<std::path::PathBuf>,
     next_instance: u64,
+    /// Each connected agent's project, as it told it.
+    projects: std::collections::HashMap<u64, Arc<std::path::Path>>,
+    /// When the projects of running instances are next checked to exist.
+    next_project_check: Instant,
     max_line: usize,
     /// Bytes queued to one server at most (`daemon.queue_bytes`).
     queue_bytes: usize,
@@ -134,7 +138,16 @@ impl Supervisor {
             // A lazy server with a cached catalog waits for its first call; without one
             // it is started once to learn its tools, and goes idle afterwards.
             let cached = self.catalog_cache.get(&slot.cfg).is_some();
-            if (slot.cfg.lazy || slot.cfg.per_agent)
+            let (share, lazy) = (slot.cfg.share, slot.cfg.lazy);
+            if matches!(share, Share::Project { .. })
+                && let Some(slot) = self.slots.get_mut(&name)
+            {
+                // Its command names a project: only its instances run, and the first
+                // one's lists become its own.
+                slot.state = ServerState::Idle;
+                continue;
+            }
+            if (lazy || share == Share::Agent)
                 && let Some(slot) = self.slots.get_mut(&name)
             {
                 if cached {
@@ -158,8 +171,9 @@ impl Supervisor {
             let next_retry = self
                 .slots
                 .values()
-                .flat_map(|s| [s.retry_at, s.linger_until])
+                .flat_map(|s| [s.retry_at, s.instance.as_ref().and_then(|i| i.linger_until)])
                 .flatten()
+                .chain([self.next_project_check])
                 .min();
             tokio::select! {
                 biased;
@@ -311,11 +325,23 @@ impl Supervisor {
             }
             SupervisorMsg::Instance {
                 server,
-                agent,
+                key,
                 respond_to,
             } => {
-                self.instance(&server, agent, respond_to);
-                self.publish();
+                // A call whose instance is ready finds it in the catalog; one that asks
+                // here waits for a start, which publishes when it is ready.
+                if self.instance(&server, key, respond_to) {
+                    self.publish();
+                }
+            }
+            SupervisorMsg::AgentProject {
+                agent,
+                project,
+                servers,
+            } => {
+                if self.agent_project(agent, project, servers) {
+                    self.publish();
+                }
             }
             SupervisorMsg::AgentGone { agent } => self.agent_gone(agent),
             SupervisorMsg::Login { name, respond_to } => {
@@ -332,15 +358,26 @@ impl Supervisor {
         for slot in self.slots.values_mut() {
             slot.note_state();
         }
-        // Agents' own instances are reached through their server, not listed.
+        // Instances are reached through their server, not listed.
         let servers = self
             .slots
             .iter()
-            .filter(|(_, s)| s.owner.is_none())
+            .filter(|(_, s)| s.instance.is_none())
             .map(|(n, s)| (n.clone(), s.availability()))
             .collect();
         let before: Vec<_> = self.registry.collisions().cloned().collect();
         let mut catalog = self.registry.catalog(servers);
+        for slot in self.slots.values() {
+            if let (Some(i), ServerState::Ready, Some(h)) = (
+                &slot.instance,
+                slot.state,
+                slot.running.as_ref().and_then(|r| r.handle.as_ref()),
+            ) {
+                catalog
+                    .instances
+                    .insert(i.template.clone(), i.key.clone(), h.clone());
+            }
+        }
         catalog.mcpd_behind = self.mcpd_behind();
         self.report_collisions(&before);
         // mcpd's listings are as fresh as the least fresh server's, and private if any

@@ -12,13 +12,12 @@ use tokio::time::Instant;
 impl Supervisor {
     /// How the next connection of `name` finds its era; None when a probe must run first.
     pub(super) fn plan(&mut self, name: &str) -> Option<EraPlan> {
-        // An agent's instance speaks its server's era, probed once for all instances.
+        // An instance speaks its server's era, probed once for all instances.
         let template = self
             .slots
             .get(name)?
-            .owner
-            .as_ref()
-            .and_then(|o| self.slots.get(&o.template))
+            .template()
+            .and_then(|t| self.slots.get(t))
             .map(|t| t.cfg.clone());
         let slot = self.slots.get_mut(name)?;
         if let Some(t) = template
@@ -113,7 +112,12 @@ impl Supervisor {
             Some(v) => {
                 slot.era_reason = Some(v.reason.clone());
                 slot.plan_from_cache = false;
-                let cfg = slot.cfg.clone();
+                // An instance's era is remembered as its server's, for every instance.
+                let (template, own) = (slot.template().map(str::to_owned), slot.cfg.clone());
+                let cfg = match template.and_then(|t| self.slots.get(t.as_str())) {
+                    Some(t) => t.cfg.clone(),
+                    None => own,
+                };
                 self.eras.put(&cfg, v.era, v.reason);
                 Some(v.era)
             }

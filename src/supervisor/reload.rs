@@ -128,7 +128,7 @@ impl Supervisor {
             .slots
             .iter()
             .filter(|(k, s)| {
-                let base = s.owner.as_ref().map_or(&***k, |o| &*o.template);
+                let base = s.template().unwrap_or(k);
                 !config.servers.contains_key(base)
             })
             .map(|(k, _)| k.clone())
@@ -137,7 +137,7 @@ impl Supervisor {
             let Some(slot) = self.slots.get_mut(&key) else {
                 continue;
             };
-            if slot.owner.is_none() {
+            if slot.instance.is_none() {
                 summary.removed.push(key.to_string());
                 self.registry.forget_server(&key);
                 self.catalog_cache.forget(&key);

@@ -2,7 +2,7 @@
 
 use super::backoff::{Backoff, CrashBudget};
 use super::{AfterExit, Running, ServerState, instances, login};
-use crate::config::ServerConfig;
+use crate::config::{ServerConfig, Share};
 use crate::registry::Availability;
 use crate::upstream::ServerIdentity;
 use tokio::time::Instant;
@@ -33,12 +33,8 @@ pub(super) struct Slot {
     pub(super) cache: Option<(u64, bool)>,
     /// A lazy server started only to learn its catalog: it goes idle once it has.
     pub(super) fill_only: bool,
-    /// For an agent's instance of a `share = "agent"` server: whose it is.
-    pub(super) owner: Option<instances::Owner>,
-    /// Agents waiting for this instance to be ready.
-    pub(super) waiters: Vec<instances::Waiter>,
-    /// When this instance stops, its agent having left.
-    pub(super) linger_until: Option<Instant>,
+    /// For an instance of a server run per agent or per project: whose it is.
+    pub(super) instance: Option<instances::Instance>,
     /// The slot goes away once its process has stopped.
     pub(super) removing: bool,
     /// A remote server's OAuth login (None for local servers and static credentials).
@@ -112,9 +108,7 @@ impl Slot {
             plan_from_cache: false,
             cache: None,
             fill_only: false,
-            owner: None,
-            waiters: Vec::new(),
-            linger_until: None,
+            instance: None,
             removing: false,
             history: std::collections::VecDeque::new(),
             noted: None,
@@ -126,8 +120,12 @@ impl Slot {
 
     pub(super) fn availability(&self) -> Availability {
         let wait = self.cfg.health.startup_timeout + self.cfg.health.probe_timeout;
-        if self.cfg.per_agent && self.owner.is_none() {
-            return Availability::PerAgent { wait };
+        match self.cfg.share {
+            Share::Agent if self.instance.is_none() => return Availability::PerAgent { wait },
+            Share::Project { .. } if self.instance.is_none() => {
+                return Availability::PerProject { wait };
+            }
+            _ => {}
         }
         match (
             self.state,

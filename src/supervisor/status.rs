@@ -4,7 +4,7 @@ use super::{Slot, Supervisor};
 use crate::config::{Launch, ProtocolMode};
 use crate::control_api::{NameConflict, ServerStatus};
 use crate::protocol::era::Era;
-use crate::registry::Collision;
+use crate::registry::{Collision, InstanceKey};
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -65,7 +65,17 @@ impl Slot {
             }),
             probing: self.running.as_ref().is_some_and(|r| r.probing),
             instances: 0,
-            agent: self.owner.as_ref().map(|o| o.agent),
+            agent: match self.instance.as_ref().map(|i| &i.key) {
+                Some(InstanceKey::Agent(a)) => Some(*a),
+                _ => None,
+            },
+            project: match self.instance.as_ref().map(|i| &i.key) {
+                Some(InstanceKey::Project(p)) => Some(p.display().to_string()),
+                _ => None,
+            },
+            share: self.cfg.share.as_str().to_owned(),
+            agents: 0,
+            idle_secs: None,
             protocol_version: identity.map(|i| i.protocol_version.clone()),
             server_info: identity.map(|i| i.server_info.clone()),
             pid: self.running.as_ref().and_then(|r| r.pid),
@@ -123,6 +133,9 @@ impl Supervisor {
         for (name, slot) in &self.slots {
             let mut row = slot.status(name, self.registry.tool_count(name));
             row.instances = self.instance_count(name);
+            if let Some(InstanceKey::Project(_)) = slot.instance.as_ref().map(|i| &i.key) {
+                row.agents = self.agents_in(slot);
+            }
             row.name_conflicts = self
                 .registry
                 .collisions_of(name)
@@ -146,6 +159,9 @@ impl Supervisor {
                     row.oversized_lines = s.oversized_lines;
                     row.session_renewals = s.session_renewals;
                     row.stderr_tail = s.stderr_tail;
+                    if row.project.is_some() {
+                        row.idle_secs = Some(s.since_call.as_secs());
+                    }
                 }
             }
             let _ = respond_to.send(rows); // the asker may have disconnected

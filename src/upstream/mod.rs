@@ -11,6 +11,7 @@ mod handle;
 mod handshake;
 pub mod http;
 mod list;
+pub use list::ListError;
 mod modern;
 pub mod probe;
 pub mod process;
@@ -277,6 +278,8 @@ pub struct LiveStatus {
     pub stderr_tail: Vec<String>,
     /// HTTP sessions started again after the server forgot ours.
     pub session_renewals: u64,
+    /// How long since its last call (its idle time).
+    pub since_call: std::time::Duration,
 }
 
 /// What the server said about itself in the handshake.

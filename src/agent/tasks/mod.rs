@@ -88,7 +88,7 @@ pub fn handle(
             "its server is not one this agent can reach",
         ));
     };
-    let handle = match forward::ready_handle(&catalog, &server) {
+    let handle = match crate::agent::reach::now(&catalog, session, &server) {
         Ok(h) => h,
         Err(e) => return refuse(e.to_error_object()),
     };
@@ -159,7 +159,7 @@ pub fn list(req: Request, ctx: &AgentContext, session: &Session) -> Handled {
         .servers
         .keys()
         .filter(|s| session.sees_server(s))
-        .filter_map(|s| Some((s.clone(), forward::ready_handle(&catalog, s).ok()?)))
+        .filter_map(|s| Some((s.clone(), crate::agent::reach::now(&catalog, session, s).ok()?)))
         .collect();
     let book = ctx.task_book.clone();
     let id = req.id.clone();

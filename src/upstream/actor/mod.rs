@@ -435,6 +435,7 @@ impl Actor {
                     oversized_lines: self.oversized,
                     session_renewals: self.renewals,
                     stderr_tail: self.tail.lines(),
+                    since_call: self.last_call.elapsed(),
                 }); // the asker may have given up waiting
             }
         }
