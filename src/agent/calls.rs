@@ -154,7 +154,9 @@ fn unlisted_unprefixed<'a>(
         .filter(|(_, a)| {
             !matches!(
                 a,
-                Availability::Ready(_) | Availability::PerAgent { .. } | Availability::PerProject { .. }
+                Availability::Ready(_)
+                    | Availability::PerAgent { .. }
+                    | Availability::PerProject { .. }
             )
         })
         .filter(|(s, _)| !catalog.lists_tools_of(s))

@@ -381,10 +381,20 @@ impl Conn {
         match n.method.as_str() {
             method::INITIALIZED => {
                 self.session.initialized = true;
-                project::ask_roots(&mut self.inputs, &mut self.session, &self.outbox, self.agent);
+                project::ask_roots(
+                    &mut self.inputs,
+                    &mut self.session,
+                    &self.outbox,
+                    self.agent,
+                );
             }
             method::ROOTS_LIST_CHANGED => {
-                project::ask_roots(&mut self.inputs, &mut self.session, &self.outbox, self.agent);
+                project::ask_roots(
+                    &mut self.inputs,
+                    &mut self.session,
+                    &self.outbox,
+                    self.agent,
+                );
             }
             project::NOTIFICATION => project::on_notification(&mut self.session, n.params.as_ref()),
             method::CANCELLED => {

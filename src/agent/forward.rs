@@ -1,16 +1,14 @@
 //! Forwarding an agent's request to its server: the route, the caller's side of it (its outbox, era, capabilities), waiting for a server that is starting or for the agent's own instance, and the future of the answer.
 
 use super::input;
-use super::reach::Reach;
 use super::params::Params;
+use super::reach::Reach;
 use super::render::{Rewrite, TaskMode};
 use super::reply::{InFlight, ReplyFuture, Step};
 use super::session::Session;
-use crate::errors::AgentError;
 use crate::jsonrpc::{self, Id};
 use crate::outbox::Outbox;
 use crate::protocol::era::{self, Era};
-use crate::registry::Availability;
 use crate::upstream::{CallOptions, LogRoute, ProgressSink, ServerAsk, UpstreamHandle};
 use futures::FutureExt;
 use serde_json::{Map, Value, json};
@@ -44,26 +42,6 @@ pub struct Route {
 pub struct Target {
     pub route: Route,
     pub handle: UpstreamHandle,
-}
-
-/// The handle of a server that can take requests now, or why it cannot.
-pub fn ready_handle(
-    catalog: &crate::registry::Catalog,
-    server: &Arc<str>,
-) -> Result<UpstreamHandle, AgentError> {
-    match catalog.servers.get(server) {
-        Some(Availability::Ready(h)) => Ok(h.clone()),
-        other => {
-            let why = other.map_or_else(
-                || "not configured any more".to_owned(),
-                Availability::explain,
-            );
-            Err(AgentError::Unavailable {
-                server: server.to_string(),
-                why,
-            })
-        }
-    }
 }
 
 /// Sends a routed request and returns the future of its answer: progress goes to the
@@ -103,7 +81,12 @@ pub fn launch(id: Id, target: Target, caller: &Caller) -> (Id, CancellationToken
 
 /// Sends a request wherever it can reach its server (`reach.rs`): at once, or once its
 /// server (or the agent's instance) is ready; a cancellation meanwhile ends it at once.
-pub fn go(id: Id, route: Route, reach: Reach, caller: &Caller) -> (Id, CancellationToken, ReplyFuture) {
+pub fn go(
+    id: Id,
+    route: Route,
+    reach: Reach,
+    caller: &Caller,
+) -> (Id, CancellationToken, ReplyFuture) {
     let handle = match reach {
         Reach::Now(handle) => return launch(id, Target { route, handle }, caller),
         Reach::Later(handle) => handle,

@@ -19,7 +19,7 @@ pub enum Rare {
     Describe(oneshot::Sender<AgentInfo>),
     Catalog,
     /// A claim about the agent's project, checked.
-    Project(super::project::News),
+    Project(super::project::claim::News),
 }
 
 impl Rare {
@@ -34,7 +34,7 @@ impl Rare {
         catalog: &watch::Receiver<Arc<Catalog>>,
         asks: mpsc::Receiver<Box<ServerAsk>>,
         describes: mpsc::Receiver<oneshot::Sender<AgentInfo>>,
-        projects: mpsc::Receiver<super::project::News>,
+        projects: mpsc::Receiver<super::project::claim::News>,
     ) -> SelectAll<BoxStream<'static, Rare>> {
         use futures::stream::{once, unfold};
         let stopping = once(shutdown.clone().cancelled_owned()).map(|()| Rare::Stopping);

@@ -165,12 +165,33 @@ pub fn now(
         _ => None,
     };
     match key {
-        Some(key) => catalog.instances.get(server, &key).cloned().ok_or_else(|| {
-            AgentError::Unavailable {
+        Some(key) => {
+            catalog
+                .instances
+                .get(server, &key)
+                .cloned()
+                .ok_or_else(|| AgentError::Unavailable {
+                    server: server.to_string(),
+                    why: "not running for this agent now".into(),
+                })
+        }
+        None => ready_handle(catalog, server),
+    }
+}
+
+/// The handle of a server that can take requests now, or why it cannot.
+pub fn ready_handle(catalog: &Catalog, server: &Arc<str>) -> Result<UpstreamHandle, AgentError> {
+    match catalog.servers.get(server) {
+        Some(Availability::Ready(h)) => Ok(h.clone()),
+        other => {
+            let why = other.map_or_else(
+                || "not configured any more".to_owned(),
+                Availability::explain,
+            );
+            Err(AgentError::Unavailable {
                 server: server.to_string(),
-                why: "not running for this agent now".into(),
-            }
-        }),
-        None => super::forward::ready_handle(catalog, server),
+                why,
+            })
+        }
     }
 }

@@ -40,7 +40,7 @@ pub struct Session {
     /// Set once the connection acts as an agent (see `AgentGauge`).
     pub counted: Option<super::AgentGauge>,
     /// The project it works in, for servers run per project, and where that came from.
-    pub project: super::project::Project,
+    pub project: super::project::claim::Project,
     /// The tools it activated in discovery mode (`mcpd__describe_tools`), least recent
     /// first, at most its profile's `max_active`.
     pub active: std::collections::VecDeque<String>,
@@ -56,7 +56,11 @@ impl Session {
             era: self.era.map(|e| e.as_str().to_owned()),
             in_flight,
             profile: self.profile.as_ref().map(|p| p.name.clone()),
-            project: self.project.current.as_ref().map(|p| p.display().to_string()),
+            project: self
+                .project
+                .current
+                .as_ref()
+                .map(|p| p.display().to_string()),
             control_only: self.counted.is_none(),
             ..Default::default()
         }

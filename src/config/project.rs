@@ -75,15 +75,8 @@ impl StdioLaunch {
         StdioLaunch {
             command: fill(&self.command),
             args: self.args.iter().map(|a| fill(a)).collect(),
-            env: self
-                .env
-                .iter()
-                .map(|(k, v)| (k.clone(), fill(v)))
-                .collect(),
-            cwd: self
-                .cwd
-                .as_ref()
-                .map(|c| fill(&c.to_string_lossy()).into()),
+            env: self.env.iter().map(|(k, v)| (k.clone(), fill(v))).collect(),
+            cwd: self.cwd.as_ref().map(|c| fill(&c.to_string_lossy()).into()),
         }
     }
 }
@@ -127,7 +120,7 @@ impl Validator<'_> {
             super::Launch::Http(_) => {
                 let remote = [("url", s.url.as_deref().unwrap_or_default())]
                     .into_iter()
-                    .chain(s.headers.iter().map(|(_, v)| ("headers", v.as_str())));
+                    .chain(s.headers.values().map(|v| ("headers", v.as_str())));
                 if let Some((k, _)) = remote.into_iter().find(|(_, v)| has_placeholder(v)) {
                     return Err(self.err(
                         format!("{key}.{k}"),

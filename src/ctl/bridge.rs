@@ -40,7 +40,11 @@ const MAX_ANSWER: usize = 64 * 1024;
 /// ends. When stdin ends the socket's write side is shut down so the daemon sees the
 /// agent leave; replies still in the socket are copied out before exiting (for at most
 /// `LINGER`). A client that closed stdout has left: that ends the bridge quietly.
-pub fn bridge(socket: &Path, profile: Option<&str>, project: Option<&Path>) -> Result<(), CtlError> {
+pub fn bridge(
+    socket: &Path,
+    profile: Option<&str>,
+    project: Option<&Path>,
+) -> Result<(), CtlError> {
     let stream =
         UnixStream::connect(socket).map_err(|source| super::not_running(socket, &source))?;
     // The project first, as a notification: no answer to wait for, and a daemon that

@@ -76,7 +76,10 @@ impl Supervisor {
                     return;
                 };
                 // An instance's list is its server's (the last any instance reported).
-                let server = slot.instance.as_ref().map_or(server, |i| i.template.clone());
+                let server = slot
+                    .instance
+                    .as_ref()
+                    .map_or(server, |i| i.template.clone());
                 match items {
                     Ok(items) => {
                         if let Some(slot) = self.slots.get(&server) {

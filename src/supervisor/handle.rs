@@ -213,7 +213,10 @@ impl SupervisorHandle {
         // A full mailbox drops this: the instances then start with the agent's first
         // call, and status counts the agent in no project.
         if self.tx.try_send(msg).is_err() {
-            tracing::debug!(agent, "the supervisor is busy; not told the agent's project");
+            tracing::debug!(
+                agent,
+                "the supervisor is busy; not told the agent's project"
+            );
         }
     }
 

@@ -120,8 +120,7 @@ impl Supervisor {
             i.last_used = Instant::now();
         }
         slot.removing = false;
-        if slot.running.is_none() && slot.retry_at.is_none() && slot.state != ServerState::Failed
-        {
+        if slot.running.is_none() && slot.retry_at.is_none() && slot.state != ServerState::Failed {
             slot.budget.clear();
             slot.backoff.reset();
             self.start(&slot_key);
@@ -200,7 +199,9 @@ impl Supervisor {
             let key = InstanceKey::Project(project.clone());
             match self.ensure_instance(&server, key) {
                 Ok((_, c)) => changed |= c,
-                Err(e) => tracing::info!(upstream = %server, agent, "no instance started in the background: {e}"),
+                Err(e) => {
+                    tracing::info!(upstream = %server, agent, "no instance started in the background: {e}")
+                }
             }
         }
         changed

@@ -183,7 +183,11 @@ impl Supervisor {
     /// `ctl restart` or `stop` of a server run as instances acts on each instance (a
     /// stopped one is made again by the next call that needs it); `start` has nothing to
     /// start: its instances start with the calls of their agents.
-    fn control_instances(&mut self, name: &Arc<str>, action: Action) -> Result<(), SupervisorError> {
+    fn control_instances(
+        &mut self,
+        name: &Arc<str>,
+        action: Action,
+    ) -> Result<(), SupervisorError> {
         if action == Action::Start {
             return Err(SupervisorError::Instanced(name.to_string()));
         }

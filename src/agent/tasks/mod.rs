@@ -159,7 +159,12 @@ pub fn list(req: Request, ctx: &AgentContext, session: &Session) -> Handled {
         .servers
         .keys()
         .filter(|s| session.sees_server(s))
-        .filter_map(|s| Some((s.clone(), crate::agent::reach::now(&catalog, session, s).ok()?)))
+        .filter_map(|s| {
+            Some((
+                s.clone(),
+                crate::agent::reach::now(&catalog, session, s).ok()?,
+            ))
+        })
         .collect();
     let book = ctx.task_book.clone();
     let id = req.id.clone();

@@ -1,29 +1,15 @@
-//! An agent's project, for servers run per project: where it comes from (the profile's `project`, the agent's MCP roots, the directory `mcpd connect` started in), each claim checked off the connection's actor, and the supervisor told when it changes.
-//!
-//! The order: a profile that sets `project` fixes it; otherwise the agent's first
-//! `file://` root, asked with `roots/list` after it initializes and again on
-//! `notifications/roots/list_changed`; otherwise the directory the shim reported. A
-//! claim must name an existing directory, and never `/`, the daemon user's home, or a
-//! hidden directory right under home (a client's own, such as `~/.codex`): a server
-//! rooted there is the opposite of what the user wanted. A refused claim is logged at
-//! debug level, not answered as an error.
+//! One agent's claims about its project (the profile's, its roots', the shim's directory): each checked off the connection's actor, and the project in force among them.
 
-use super::AgentContext;
-use super::session::Session;
-use crate::outbox::Outbox;
-use crate::registry::{Availability, Catalog};
-use crate::upstream::ServerAsk;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
-pub use crate::control_api::PROJECT_NOTIFICATION as NOTIFICATION;
 /// The longest path a claim may name.
 const MAX_PATH: usize = 4096;
 /// How long a call to a project server waits for the agent's claims being checked (its
 /// roots asked, its directory looked up) before it goes on without a project.
-const CLAIM_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+pub(super) const CLAIM_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Claims being checked, and the project in force: what a call to a project server
 /// made meanwhile waits on.
@@ -40,15 +26,15 @@ pub enum Source {
 /// A checked claim: the canonical directory, or None when the source names none now.
 #[derive(Debug)]
 pub struct News {
-    source: Source,
-    path: Option<Arc<Path>>,
+    pub(super) source: Source,
+    pub(super) path: Option<Arc<Path>>,
 }
 
 /// What a connection knows of its agent's project.
 #[derive(Debug)]
 pub struct Project {
     /// Checked claims come back to the connection here.
-    tx: mpsc::Sender<News>,
+    pub(super) tx: mpsc::Sender<News>,
     shim: Option<Arc<Path>>,
     roots: Option<Arc<Path>>,
     fixed: Option<Arc<Path>>,
@@ -78,7 +64,7 @@ impl Project {
     }
 
     /// A claim is being checked: calls to project servers wait for it.
-    fn pending(&mut self) {
+    pub(super) fn pending(&mut self) {
         self.pending += 1;
         self.seen.send_replace((self.pending, self.current.clone()));
     }
@@ -93,7 +79,11 @@ impl Project {
     /// its verdict comes back as `News`.
     pub fn claim(&mut self, agent: u64, source: Source, path: Option<PathBuf>) {
         if self.foreign {
-            tracing::debug!(agent, ?source, "ignored the project of another user's agent");
+            tracing::debug!(
+                agent,
+                ?source,
+                "ignored the project of another user's agent"
+            );
             return;
         }
         self.pending();
@@ -129,7 +119,7 @@ impl Project {
 }
 
 /// The canonical directory a claim names, if it is one a project may be.
-async fn checked(agent: u64, path: PathBuf) -> Option<Arc<Path>> {
+pub(super) async fn checked(agent: u64, path: PathBuf) -> Option<Arc<Path>> {
     let refuse = |why: &str| {
         tracing::debug!(agent, path = %path.display(), "not a project: {why}");
         None
@@ -171,7 +161,7 @@ fn unfit(dir: &Path, home: Option<&Path>) -> Option<&'static str> {
 }
 
 /// The path of the first `file://` root in a `roots/list` result.
-fn first_root(result: &Value) -> Option<PathBuf> {
+pub(super) fn first_root(result: &Value) -> Option<PathBuf> {
     result
         .get("roots")?
         .as_array()?
@@ -180,118 +170,10 @@ fn first_root(result: &Value) -> Option<PathBuf> {
         .find_map(|uri| url::Url::parse(uri).ok()?.to_file_path().ok())
 }
 
-/// Asks a legacy agent that declared `roots` for them (after `initialized`, and on
-/// `notifications/roots/list_changed`); its answer becomes a claim.
-pub fn ask_roots(
-    inputs: &mut super::input::Inputs,
-    session: &mut Session,
-    outbox: &Outbox,
-    agent: u64,
-) {
-    if session.project.foreign || !session.capabilities.get("roots").is_some_and(Value::is_object)
-    {
-        return;
-    }
-    let (respond_to, answer) = oneshot::channel();
-    let ask = ServerAsk {
-        method: crate::protocol::method::ROOTS_LIST.to_owned(),
-        params: Some(json!({})),
-        respond_to,
-    };
-    inputs.ask(session, outbox, ask);
-    session.project.pending();
-    let tx = session.project.tx.clone();
-    crate::tasks::spawn(async move {
-        // An agent that does not answer in time gives no roots; a later
-        // `roots/list_changed` asks again.
-        let path = match tokio::time::timeout(CLAIM_WAIT, answer).await {
-            Ok(Ok(Ok(result))) => first_root(&result),
-            Ok(Ok(Err(e))) => {
-                tracing::debug!(agent, "the agent did not list its roots: {}", e.message);
-                None
-            }
-            Ok(Err(_)) | Err(_) => None, // the connection ended, or no answer
-        };
-        let path = match path {
-            Some(p) => checked(agent, p).await,
-            None => None,
-        };
-        let source = Source::Roots;
-        let _ = tx.send(News { source, path }).await; // the agent may have gone
-    });
-}
-
-/// The project servers this agent sees, whose instances start in the background.
-fn project_servers(catalog: &Catalog, session: &Session) -> Vec<Arc<str>> {
-    catalog
-        .servers
-        .iter()
-        .filter(|(s, a)| matches!(a, Availability::PerProject { .. }) && session.sees_server(s))
-        .map(|(s, _)| s.clone())
-        .collect()
-}
-
-/// A checked claim arrived: applies it, and tells the supervisor when the project in
-/// force changed.
-pub fn on_news(ctx: &AgentContext, session: &mut Session, news: News) {
-    let Some(now) = session.project.apply(news) else {
-        return;
-    };
-    let agent = session.agent;
-    match &now {
-        Some(p) => tracing::info!(agent, project = %p.display(), "the agent works in a project"),
-        None => tracing::info!(agent, "the agent works in no project now"),
-    }
-    let servers = project_servers(&ctx.catalog.borrow(), session);
-    ctx.supervisor.agent_project(agent, now, servers);
-}
-
-/// The notification `mcpd connect` sends: the directory it was started in.
-pub fn on_notification(session: &mut Session, params: Option<&Value>) {
-    let path = params
-        .and_then(|p| p.get("path"))
-        .and_then(Value::as_str)
-        .map(PathBuf::from);
-    let agent = session.agent;
-    session.project.claim(agent, Source::Shim, path);
-}
-
-/// A profile was chosen: its `project`, if it sets one, fixes the agent's.
-pub fn on_profile(session: &mut Session) {
-    let fixed = session.profile.as_ref().and_then(|p| p.project.clone());
-    let agent = session.agent;
-    session.project.claim(agent, Source::Profile, fixed);
-}
-
-/// The key of a project instance once the agent's claims are checked (at most
-/// `CLAIM_WAIT`), or why it has none.
-pub async fn settled(mut seen: Seen) -> Result<crate::registry::InstanceKey, &'static str> {
-    let done = seen.wait_for(|(pending, _)| *pending == 0);
-    let _ = tokio::time::timeout(CLAIM_WAIT, done).await; // then as it stands
-    match &seen.borrow().1 {
-        Some(p) => Ok(crate::registry::InstanceKey::Project(p.clone())),
-        None => Err(NO_PROJECT),
-    }
-}
-
-const NO_PROJECT: &str = "this agent has no project: start `mcpd connect` in the project's directory, pass `mcpd connect --project DIR`, declare MCP roots, or choose a profile that sets `project`";
-
-/// The key of this agent's project instance, or why it has none.
-pub fn instance_key(session: &Session) -> Result<crate::registry::InstanceKey, &'static str> {
-    if session.project.foreign {
-        return Err(
-            "servers run per project serve only the daemon's own user: another user's agent cannot name a directory for them",
-        );
-    }
-    match &session.project.current {
-        Some(p) => Ok(crate::registry::InstanceKey::Project(p.clone())),
-        None => Err(NO_PROJECT),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn root_home_and_client_directories_are_no_projects() {
