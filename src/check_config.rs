@@ -35,6 +35,14 @@ pub fn report(config: &Config, socket: &Path, exists: bool) -> Result<(), Output
                 n.prompts.len()
             )?;
         }
+        match s.share {
+            crate::config::Share::Shared => {}
+            crate::config::Share::Agent => writeln!(out, "  shared: one instance per agent")?,
+            crate::config::Share::Project { max_projects } => writeln!(
+                out,
+                "  shared: one instance per project (at most {max_projects} at once), ${{PROJECT}} filled in for each"
+            )?,
+        }
         if let Some(why) = &s.unresolved {
             writeln!(out, "  warning: will not start: {why}")?;
         }

@@ -248,13 +248,20 @@ fn raise_open_files() {
 /// The one-line summary systemd shows (`STATUS=`).
 fn summary(catalog: &crate::registry::Catalog, daemon: &DaemonInfo) -> String {
     let total = catalog.servers.len();
+    // A server run per agent or per project is as ready as its instances can be made.
     let ready = catalog
         .servers
         .values()
-        .filter(|a| matches!(a, crate::registry::Availability::Ready(_)))
+        .filter(|a| {
+            use crate::registry::Availability as A;
+            matches!(a, A::Ready(_) | A::PerAgent { .. } | A::PerProject { .. })
+        })
         .count();
     let agents = daemon.agents.load(std::sync::atomic::Ordering::Relaxed);
-    format!("{ready}/{total} servers ready, {agents} agents")
+    match catalog.instances.count() {
+        0 => format!("{ready}/{total} servers ready, {agents} agents"),
+        n => format!("{ready}/{total} servers ready, {n} instances, {agents} agents"),
+    }
 }
 
 /// Keeps systemd's status line current: on every catalog change and every change of the

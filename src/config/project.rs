@@ -118,9 +118,13 @@ impl Validator<'_> {
         }
         match launch {
             super::Launch::Http(_) => {
-                let remote = [("url", s.url.as_deref().unwrap_or_default())]
+                let remote = [("url".to_owned(), s.url.as_deref().unwrap_or_default())]
                     .into_iter()
-                    .chain(s.headers.values().map(|v| ("headers", v.as_str())));
+                    .chain(
+                        s.headers
+                            .iter()
+                            .map(|(k, v)| (format!("headers.{k}"), v.as_str())),
+                    );
                 if let Some((k, _)) = remote.into_iter().find(|(_, v)| has_placeholder(v)) {
                     return Err(self.err(
                         format!("{key}.{k}"),

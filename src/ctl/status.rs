@@ -10,8 +10,11 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
     if as_json {
         return print_json(&mut out, &result);
     }
-    let servers: Vec<ServerStatus> = serde_json::from_value(at(&result, "servers").clone())
+    let mut servers: Vec<ServerStatus> = serde_json::from_value(at(&result, "servers").clone())
         .map_err(|e| CtlError::Unexpected(format!("status servers: {e}")))?;
+    // Each server's instances under it (`SERVER@AGENT`, `SERVER@/project`; server names
+    // have no `@`).
+    servers.sort_by(|a, b| group_key(&a.name).cmp(&group_key(&b.name)));
     let d = at(&result, "daemon");
     writeln!(
         out,
@@ -63,10 +66,14 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
             s.state.as_str()
         };
         let state = paint(state, s.state, colour);
+        let name = match s.name.split_once('@') {
+            Some((_, instance)) => format!("  @{instance}"),
+            None => s.name.clone(),
+        };
         writeln!(
             out,
             "{:<w$} {} {:<15} {:<7} {:<11} {:>8} {:>6} {:>9} {:>8} {:>8}",
-            s.name,
+            name,
             state,
             s.transport,
             s.era.as_deref().unwrap_or("-"),
@@ -77,6 +84,20 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
             s.restarts,
             human_secs(s.uptime_secs),
         )?;
+    }
+    let projects: Vec<&ServerStatus> = servers.iter().filter(|s| s.project.is_some()).collect();
+    if !projects.is_empty() {
+        writeln!(out, "\nprojects:")?;
+        for s in projects {
+            writeln!(
+                out,
+                "  {}: {} agent{} working in it, idle {}",
+                s.name,
+                s.agents,
+                if s.agents == 1 { "" } else { "s" },
+                human_secs(s.idle_secs.map(|i| i as f64)),
+            )?;
+        }
     }
     for s in &servers {
         let mut notes = Vec::new();
@@ -119,6 +140,14 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
         }
     }
     Ok(())
+}
+
+/// Where a row sorts: its server's name, then the server before its instances.
+fn group_key(name: &str) -> (&str, bool, &str) {
+    match name.split_once('@') {
+        Some((server, instance)) => (server, true, instance),
+        None => (name, false, ""),
+    }
 }
 
 /// The auth lines of a server's status: its login, never a token.

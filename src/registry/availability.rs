@@ -34,6 +34,11 @@ impl Instances {
         self.0.entry(server).or_default().insert(key, handle);
     }
 
+    /// How many instances are ready.
+    pub fn count(&self) -> usize {
+        self.0.values().map(HashMap::len).sum()
+    }
+
     /// The ready instance `key` of `server`, if any.
     pub fn get(&self, server: &str, key: &InstanceKey) -> Option<&UpstreamHandle> {
         self.0.get(server)?.get(key)

@@ -290,6 +290,87 @@ impl Supervisor {
     }
 }
 
+impl Supervisor {
+    /// A server run as instances was added: one per agent starts once to learn its tools
+    /// (unless they are cached); one per project never runs itself. Any other starts.
+    pub(super) fn start_template(&mut self, name: &Arc<str>) {
+        let Some(slot) = self.slots.get_mut(name) else {
+            return;
+        };
+        match slot.cfg.share {
+            Share::Shared => self.start(name),
+            Share::Project { .. } => slot.state = ServerState::Idle,
+            Share::Agent => {
+                if self.catalog_cache.get(&slot.cfg).is_some() {
+                    slot.state = ServerState::Idle;
+                } else {
+                    slot.fill_only = true;
+                    self.start(name);
+                }
+            }
+        }
+    }
+
+    /// A server changed in the config: run as instances, its own process (if it ran, or
+    /// was shared before) stops and every instance restarts under the new config; shared
+    /// now, its instances stop.
+    pub(super) fn reconfigure_instances(&mut self, template: &Arc<str>) {
+        let Some(slot) = self.slots.get_mut(template) else {
+            return;
+        };
+        if slot.cfg.share.instanced() {
+            match &slot.running {
+                Some(r) => {
+                    slot.after_exit = AfterExit::Idle;
+                    r.cancel.cancel();
+                }
+                None => slot.state = ServerState::Idle,
+            }
+        }
+        let cfg = slot.cfg.clone();
+        let keys: Vec<Arc<str>> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| s.template() == Some(&**template))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            let Some(slot) = self.slots.get_mut(&key) else {
+                continue;
+            };
+            let mut new = cfg.clone();
+            new.name = key.to_string();
+            if let (Some(InstanceKey::Project(p)), Launch::Stdio(l)) =
+                (slot.instance.as_ref().map(|i| &i.key), &cfg.launch)
+            {
+                new.launch = Launch::Stdio(l.instantiate(p));
+            }
+            // A per-agent instance of a server now run per project (or the other way)
+            // has no place any more.
+            let fits = matches!(
+                (slot.instance.as_ref().map(|i| &i.key), cfg.share),
+                (Some(InstanceKey::Agent(_)), Share::Agent)
+                    | (Some(InstanceKey::Project(_)), Share::Project { .. })
+            );
+            if !fits || !cfg.enabled {
+                self.stop_instance(&key);
+                continue;
+            }
+            slot.cfg = new;
+            slot.budget.clear();
+            slot.backoff.reset();
+            slot.retry_at = None;
+            match &slot.running {
+                Some(r) => {
+                    slot.after_exit = AfterExit::Restart;
+                    r.cancel.cancel();
+                }
+                None => self.start(&key),
+            }
+        }
+    }
+}
+
 impl Slot {
     /// The server an instance belongs to.
     pub(super) fn template(&self) -> Option<&str> {

@@ -176,7 +176,7 @@ impl Supervisor {
                     slot.login = self.login_for(cfg);
                     self.slots.insert(key.clone(), slot);
                     if cfg.enabled {
-                        self.start(&key);
+                        self.start_template(&key);
                     }
                 }
                 Some(slot) if slot.cfg == *cfg => summary.unchanged += 1,
@@ -197,6 +197,16 @@ impl Supervisor {
                     slot.backoff.reset();
                     slot.retry_at = None;
                     let enabled = cfg.enabled;
+                    let instanced = cfg.share.instanced();
+                    // Its instances restart under the new config (or stop, shared now);
+                    // the server itself runs only to learn its tools (per agent) or never.
+                    self.reconfigure_instances(&key);
+                    if instanced {
+                        continue;
+                    }
+                    let Some(slot) = self.slots.get_mut(&key) else {
+                        continue;
+                    };
                     match &slot.running {
                         Some(r) => {
                             slot.after_exit = if enabled {
