@@ -191,10 +191,11 @@ impl Supervisor {
         servers: Vec<Arc<str>>,
     ) -> bool {
         let Some(project) = project else {
-            return self.projects.remove(&agent).is_some();
+            self.projects.remove(&agent);
+            return false;
         };
         self.projects.insert(agent, project.clone());
-        let mut changed = true;
+        let mut changed = false;
         for server in servers {
             let key = InstanceKey::Project(project.clone());
             match self.ensure_instance(&server, key) {
