@@ -57,6 +57,13 @@ impl Supervisor {
             let _ = respond_to.send(Ok(h)); // the agent may have given up
             return changed;
         }
+        // One that is neither running nor due to retry (failed, say) will not become
+        // ready by waiting: the caller hears why now.
+        if slot.running.is_none() && slot.retry_at.is_none() {
+            let why = SupervisorError::InstanceFailed(slot.availability().explain());
+            let _ = respond_to.send(Err(why)); // the agent may have given up
+            return changed;
+        }
         if let Some(i) = slot.instance.as_mut() {
             i.waiters.push(respond_to);
         }
@@ -73,6 +80,11 @@ impl Supervisor {
         let Some(template) = self.slots.get(server) else {
             return Err(self.unknown(server));
         };
+        if !template.cfg.enabled {
+            return Err(SupervisorError::InstanceFailed(
+                crate::registry::Availability::Disabled.explain(),
+            ));
+        }
         let share = template.cfg.share;
         let project = match (&key, share) {
             (InstanceKey::Agent(_), Share::Agent) => None,
