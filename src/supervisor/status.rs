@@ -131,7 +131,9 @@ impl Supervisor {
         let mut rows = Vec::new();
         let mut live = Vec::new();
         for (name, slot) in &self.slots {
-            let mut row = slot.status(name, self.registry.tool_count(name));
+            // An instance serves its server's list.
+            let listed = slot.template().unwrap_or(name);
+            let mut row = slot.status(name, self.registry.tool_count(listed));
             row.instances = self.instance_count(name);
             if let Some(InstanceKey::Project(_)) = slot.instance.as_ref().map(|i| &i.key) {
                 row.agents = self.agents_in(slot);
