@@ -32,7 +32,9 @@ pub(super) struct Instance {
     pub(super) waiters: Vec<Waiter>,
     /// When it stops, its agent having left (per-agent instances).
     pub(super) linger_until: Option<Instant>,
-    /// When an agent last asked for it (the least recently used idle one is evicted).
+    /// When it was last in use: made or asked for, or an agent working in its project
+    /// left. An instance is in use while an agent works in its project; past
+    /// `max_projects`, the one out of use longest stops.
     pub(super) last_used: Instant,
 }
 
@@ -141,8 +143,9 @@ impl Supervisor {
         Ok((slot_key, changed))
     }
 
-    /// Room for one more project instance of `server`: past `max`, the least recently
-    /// used one no agent works in stops; when every one is in use, the call is refused.
+    /// Room for one more project instance of `server`: past `max`, the one no agent has
+    /// worked in for longest stops (calls are not counted: they never reach the
+    /// supervisor); when every one has an agent, the call is refused.
     fn make_room(&mut self, server: &str, max: usize) -> Result<(), SupervisorError> {
         let live: Vec<(&Arc<str>, &Slot)> = self
             .slots
@@ -203,10 +206,12 @@ impl Supervisor {
         servers: Vec<Arc<str>>,
     ) -> bool {
         let Some(project) = project else {
-            self.projects.remove(&agent);
+            let left = self.projects.remove(&agent);
+            self.vacated(left);
             return false;
         };
-        self.projects.insert(agent, project.clone());
+        let left = self.projects.insert(agent, project.clone());
+        self.vacated(left.filter(|p| *p != project));
         let mut changed = false;
         for server in servers {
             let key = InstanceKey::Project(project.clone());
@@ -222,13 +227,29 @@ impl Supervisor {
 
     /// An agent disconnected: its instances stop after `LINGER`; it works in no project.
     pub(super) fn agent_gone(&mut self, agent: u64) {
-        self.projects.remove(&agent);
+        let left = self.projects.remove(&agent);
+        self.vacated(left);
         let until = Instant::now() + LINGER;
         for slot in self.slots.values_mut() {
             if let Some(i) = slot.instance.as_mut()
                 && i.key == InstanceKey::Agent(agent)
             {
                 i.linger_until = Some(until);
+            }
+        }
+    }
+
+    /// An agent left `project` (or moved on): its instances were in use until now.
+    fn vacated(&mut self, project: Option<Arc<Path>>) {
+        let Some(project) = project else {
+            return;
+        };
+        let now = Instant::now();
+        for slot in self.slots.values_mut() {
+            if let Some(i) = slot.instance.as_mut()
+                && i.key == InstanceKey::Project(project.clone())
+            {
+                i.last_used = now;
             }
         }
     }
