@@ -44,6 +44,8 @@ mod naming;
 mod oauth;
 mod oauth_fixture_selftest;
 mod profiles;
+mod projects;
+mod projects_limits;
 mod surface;
 mod systemd;
 mod tasks;
