@@ -132,12 +132,12 @@ pub async fn answer_roots(a: &mut Agent, ask: &Value, uris: &[String]) {
         .await;
 }
 
-fn file_uri(p: &Path) -> String {
+pub fn file_uri(p: &Path) -> String {
     format!("file://{}", p.display())
 }
 
 /// A legacy agent that declares `roots`, after `before` (a claim, a profile choice).
-async fn roots_agent(d: &Daemon, before: impl AsyncFnOnce(&mut Agent)) -> Agent {
+pub async fn roots_agent(d: &Daemon, before: impl AsyncFnOnce(&mut Agent)) -> Agent {
     let mut a = d.agent().await;
     before(&mut a).await;
     let caps = json!({"roots": {"listChanged": true}});
@@ -337,8 +337,11 @@ async fn mcp_roots_outrank_the_shim_directory_and_follow_list_changed() {
     answer_roots(&mut a, &again, &[file_uri(&p.dirs[2])]).await;
     assert_eq!(cwd(&mut a).await, show(&p.dirs[2]), "the new root is the project now");
     let n2 = instance(&p.dirs[2]);
-    d.wait_status("the agent counts in p2", |s| row(s, &n2).is_some_and(|r| r["agents"] == 1))
-        .await;
+    let n1 = instance(&p.dirs[1]);
+    d.wait_status("the agent counts in p2, no more in p1", |s| {
+        row(s, &n2).is_some_and(|r| r["agents"] == 1) && row(s, &n1).is_some_and(|r| r["agents"] == 0)
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -420,40 +423,6 @@ async fn a_claimed_project_starts_its_instance_before_any_call_and_its_list_reac
         while !changed(&early.recv().await.expect("mcpd closed the connection")) {}
     }
     assert_eq!(early.tool_names().await, ["fx__cwd", "fx__echo", "fx__pid"]);
-}
-
-#[tokio::test]
-async fn prompts_and_resources_reach_the_agents_instance_running_or_not_yet_made() {
-    let p = projects(2);
-    let d = project_daemon("").start().await;
-    let mut a = agent_in(&d, &p.dirs[0]).await;
-    eventually("fx's prompts are listed", WAIT, || async {
-        let r = d.initialized_agent().await.request("prompts/list", None).await;
-        r["result"]["prompts"].as_array()?.iter().any(|p| p["name"] == "fx__greet").then_some(())
-    })
-    .await;
-    let greet = json!({"name": "fx__greet", "arguments": {"name": "x"}});
-    let r = a.request("prompts/get", Some(greet.clone())).await;
-    let want = format!("Hello, x! (from {})", show(&p.dirs[0]));
-    assert_eq!(r["result"]["messages"][0]["content"]["text"], want, "{r}");
-    let read = json!({"uri": "mcpd:fx:fixture://alpha"});
-    let r = a.request("resources/read", Some(read.clone())).await;
-    assert_eq!(r["result"]["contents"][0]["text"], format!("alpha from {}", show(&p.dirs[0])), "{r}");
-
-    // An agent whose roots are not answered yet: its requests wait for its project,
-    // whose instance does not exist until then.
-    let mut b = roots_agent(&d, async |_: &mut Agent| {}).await;
-    let ask = roots_request(&mut b).await;
-    let get = b.send_request("prompts/get", Some(greet)).await;
-    let res = b.send_request("resources/read", Some(read)).await;
-    let s = d.status().await;
-    assert!(row(&s, &instance(&p.dirs[1])).is_none(), "not made yet: {s}");
-    answer_roots(&mut b, &ask, &[file_uri(&p.dirs[1])]).await;
-    let r = b.response(&get).await;
-    let want = format!("Hello, x! (from {})", show(&p.dirs[1]));
-    assert_eq!(r["result"]["messages"][0]["content"]["text"], want, "{r}");
-    let r = b.response(&res).await;
-    assert_eq!(r["result"]["contents"][0]["text"], format!("alpha from {}", show(&p.dirs[1])), "{r}");
 }
 
 #[tokio::test]

@@ -177,3 +177,114 @@ async fn ctl_restart_and_stop_act_on_every_instance_and_start_is_refused() {
     assert!(![p0, now[1]].contains(&back), "a new process: {back}");
     assert_eq!(cwd(&mut a0).await, show(d0));
 }
+
+#[tokio::test]
+async fn past_max_projects_the_instance_called_least_recently_is_the_one_evicted() {
+    let p = projects(3);
+    let d = project_daemon("max_projects = 2").start().await;
+    let mut a0 = agent_in(&d, &p.dirs[0]).await;
+    tools_listed(&d).await;
+    let pid0 = pid(&mut a0).await;
+    let mut a1 = agent_in(&d, &p.dirs[1]).await;
+    let pid1 = pid(&mut a1).await;
+    let _cleanup = fixtures(&[pid0, pid1]);
+    // p0's instance is called after p1's: p1's is the least recently used.
+    assert_eq!(pid(&mut a0).await, pid0);
+    drop((a0, a1));
+    let (n0, n1) = (instance(&p.dirs[0]), instance(&p.dirs[1]));
+    d.wait_status("no agent works in p0 or p1", |s| {
+        [&n0, &n1].iter().all(|n| row(s, n).is_some_and(|r| r["agents"] == 0))
+    })
+    .await;
+    let mut a2 = agent_in(&d, &p.dirs[2]).await;
+    assert_eq!(cwd(&mut a2).await, show(&p.dirs[2]));
+    let s = d.wait_status("one instance was evicted", |s| {
+        row(s, &n0).is_none() || row(s, &n1).is_none()
+    })
+    .await;
+    assert!(row(&s, &n1).is_none() && row(&s, &n0).is_some(), "p1's instance (called least recently) goes, p0's stays: {s}");
+}
+
+/// `config` with the `[servers.fx]` table (a project server) replaced by one with `args`.
+fn with_fx(config: &str, args: &[&str]) -> String {
+    let kept = config.split("[servers.fx]").next().expect("text").to_owned();
+    let args = serde_json::to_string(args).expect("json");
+    let cmd = serde_json::to_string(fixture_bin()).expect("json");
+    format!("{kept}[servers.fx]\ncommand = {cmd}\nargs = {args}\n{IN_PROJECT}\n")
+}
+
+#[tokio::test]
+async fn reload_adding_a_project_server_never_runs_its_template() {
+    let p = projects(1);
+    let d = DaemonBuilder::new().fixture("plain", &["--tools", "echo"]).start().await;
+    d.wait_ready().await;
+    let base = std::fs::read_to_string(&d.config).expect("config");
+    let tools = ["--tools", "cwd,pid,echo", "--label", "${PROJECT}"];
+    std::fs::write(&d.config, with_fx(&base, &tools)).expect("write config");
+    let (code, out, err) = d.run_cli(&["ctl", "reload"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("added fx"), "{out}");
+    let mut a = agent_in(&d, &p.dirs[0]).await;
+    tools_listed(&d).await;
+    assert_eq!(cwd(&mut a).await, show(&p.dirs[0]));
+    let t = d.server_status("fx").await;
+    let never_ran = t["pid"].is_null() && t["state"] == "idle" && t["last_error"].is_null();
+    assert!(never_ran, "an added project server's template never runs: {t}");
+}
+
+#[tokio::test]
+async fn reload_changing_a_project_server_restarts_its_instances_on_the_new_config() {
+    let p = projects(1);
+    let d = project_daemon("").start().await;
+    let base = std::fs::read_to_string(&d.config).expect("config");
+    let mut a = agent_in(&d, &p.dirs[0]).await;
+    tools_listed(&d).await;
+    let before = pid(&mut a).await;
+    let _cleanup = fixtures(&[before]);
+    let relabeled = ["--tools", "cwd,pid,echo", "--label", "new-${PROJECT_NAME}"];
+    std::fs::write(&d.config, with_fx(&base, &relabeled)).expect("write config");
+    let (code, out, err) = d.run_cli(&["ctl", "reload"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("changed fx"), "{out}");
+    let row0 = instance(&p.dirs[0]);
+    let s = d
+        .wait_status("the instance runs again on the new config", |s| {
+            row(s, &row0).is_some_and(|r| {
+                r["state"] == "ready" && status_pid(r).is_some_and(|p| p != before)
+            })
+        })
+        .await;
+    let _cleanup2 = fixtures(&[instance_pid(&s, &p.dirs[0]).expect("pid")]);
+    let greet = json!({"name": "fx__greet", "arguments": {"name": "x"}});
+    let r = a.request("prompts/get", Some(greet)).await;
+    let text = &r["result"]["messages"][0]["content"]["text"];
+    assert_eq!(text, "Hello, x! (from new-p0)", "{r}");
+    let t = d.server_status("fx").await;
+    let never_ran = t["pid"].is_null() && t["last_error"].is_null();
+    assert!(never_ran, "a changed project server's template never runs: {t}");
+}
+
+#[tokio::test]
+async fn reload_removing_a_project_server_stops_its_instances() {
+    let p = projects(1);
+    let d = project_daemon("").fixture("plain", &["--tools", "echo"]).start().await;
+    let base = std::fs::read_to_string(&d.config).expect("config");
+    let _a = agent_in(&d, &p.dirs[0]).await;
+    let old = status_pid(&instance_ready(&d, &p.dirs[0]).await).expect("pid");
+    let _cleanup = fixtures(&[old]);
+    let start = base.find("[servers.fx]").expect("fx table");
+    let end = base.find("[servers.plain]").expect("plain table");
+    std::fs::write(&d.config, format!("{}{}", &base[..start], &base[end..])).expect("write");
+    let (code, out, err) = d.run_cli(&["ctl", "reload"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("removed fx"), "{out}");
+    eventually("the instance stops", WAIT, || async { (!alive(old)).then_some(()) }).await;
+    let s = d
+        .wait_status("no fx row is left", |s| {
+            s["servers"].as_array().is_some_and(|rows| {
+                rows.iter().all(|r| r["name"].as_str().is_some_and(|n| !n.starts_with("fx")))
+            })
+        })
+        .await;
+    assert!(row(&s, "plain").is_some(), "{s}");
+}
