@@ -342,6 +342,11 @@ async fn mcp_roots_outrank_the_shim_directory_and_follow_list_changed() {
         row(s, &n2).is_some_and(|r| r["agents"] == 1) && row(s, &n1).is_some_and(|r| r["agents"] == 0)
     })
     .await;
+    // Roots without a file:// one give no project: the shim's directory counts again.
+    a.send(json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})).await;
+    let last = roots_request(&mut a).await;
+    answer_roots(&mut a, &last, &["https://example.com/x".to_owned()]).await;
+    assert_eq!(cwd(&mut a).await, show(&p.dirs[0]), "back to the shim's directory");
 }
 
 #[tokio::test]

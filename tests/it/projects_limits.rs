@@ -96,20 +96,38 @@ async fn deleting_a_project_directory_stops_its_instance() {
 }
 
 #[tokio::test]
-async fn sigkill_of_the_daemon_leaves_no_instance_running() {
+async fn sigkill_of_the_daemon_leaves_no_instance_or_grandchild_running() {
     let p = projects(2);
-    let mut d = project_daemon("").start().await;
+    let b = DaemonBuilder::new();
+    let rec = b.dir().join("rec");
+    let rec_arg = rec.to_str().expect("utf-8").to_owned();
+    // Instances that outlive their stdin and SIGTERM, each with a `sleep` in its group:
+    // only the sentinel's kill of their process groups ends them all.
+    let args = ["--tools", "cwd,pid,echo", "--ignore-sigterm", "--spawn-grandchild", "--record", &rec_arg];
+    let mut d = b.fixture_with("fx", &args, IN_PROJECT).start().await;
     let _a0 = agent_in(&d, &p.dirs[0]).await;
     let _a1 = agent_in(&d, &p.dirs[1]).await;
-    let pids = [
-        status_pid(&instance_ready(&d, &p.dirs[0]).await).expect("pid"),
-        status_pid(&instance_ready(&d, &p.dirs[1]).await).expect("pid"),
-    ];
-    let _cleanup = fixtures(&pids);
-    assert!(pids.iter().all(|p| alive(*p)));
+    let mut pids = Vec::new();
+    for dir in &p.dirs {
+        let pid = status_pid(&instance_ready(&d, dir).await).expect("pid");
+        let gc = eventually("the grandchild pid is recorded", WAIT, || {
+            let rec = rec.clone();
+            async move { recorded_grandchild(&rec, pid) }
+        })
+        .await;
+        pids.extend([pid, gc]);
+    }
+    let _cleanup = KillOnDrop(
+        pids.iter()
+            .enumerate()
+            .map(|(i, p)| (*p, if i % 2 == 0 { "mcpd-fixture" } else { "sleep" }))
+            .collect(),
+    );
+    assert!(pids.iter().all(|p| alive(*p)), "{pids:?}");
     d.signal(nix::sys::signal::Signal::SIGKILL);
     assert_eq!(d.wait_exit().await, None, "killed by a signal");
-    eventually("every instance exits after the daemon is killed", WAIT, || async {
+    // Nobody may reap them now: a zombie is accepted, a running process is not.
+    eventually("every instance and grandchild exits after the daemon is killed", WAIT, || async {
         pids.iter().all(|p| !alive(*p)).then_some(())
     })
     .await;
