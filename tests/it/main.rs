@@ -46,6 +46,7 @@ mod oauth_fixture_selftest;
 mod profiles;
 mod projects;
 mod projects_limits;
+mod projects_sources;
 mod projects_surface;
 mod surface;
 mod systemd;

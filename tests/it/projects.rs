@@ -1,11 +1,8 @@
-//! Servers run per project (`share = "project"`): the config checks, where an agent's project comes from (its claim, `mcpd connect`, MCP roots, a profile), one instance per project, and the other methods reaching it.
+//! Servers run per project (`share = "project"`): the config checks, an agent's claim of its project (accepted or refused), one instance per project, its start before any call, and the tool list cached across restarts; helpers for the other `projects_*` files.
 
 use crate::support::*;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout};
 
 /// The table lines of a fixture server run per project, working in its project.
 pub const IN_PROJECT: &str = "share = \"project\"\ncwd = \"${PROJECT}\"";
@@ -112,7 +109,11 @@ pub async fn instance_ready(d: &Daemon, dir: &Path) -> Value {
 
 /// Reads the agent's lines until mcpd asks it for `roots/list`; returns that request.
 pub async fn roots_request(a: &mut Agent) -> Value {
-    if let Some(i) = a.notifications.iter().position(|m| m["method"] == "roots/list") {
+    if let Some(i) = a
+        .notifications
+        .iter()
+        .position(|m| m["method"] == "roots/list")
+    {
         return a.notifications.remove(i);
     }
     loop {
@@ -127,7 +128,10 @@ pub async fn roots_request(a: &mut Agent) -> Value {
 
 /// Answers a `roots/list` request with these roots (URIs).
 pub async fn answer_roots(a: &mut Agent, ask: &Value, uris: &[String]) {
-    let roots: Vec<Value> = uris.iter().map(|u| json!({"uri": u, "name": "r"})).collect();
+    let roots: Vec<Value> = uris
+        .iter()
+        .map(|u| json!({"uri": u, "name": "r"}))
+        .collect();
     a.send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"roots": roots}}))
         .await;
 }
@@ -173,26 +177,62 @@ async fn check_config_refuses_misplaced_project_settings_and_accepts_a_project_s
     let fx = serde_json::to_string(fixture_bin()).expect("json");
     let local = |body: &str| format!("[servers.fx]\ncommand = {fx}\n{body}\n");
     let refused = [
-        (local("share = \"project\"\nargs = [\"--tools\", \"echo\"]"), "servers.fx.share"),
-        (local("args = [\"--label\", \"${PROJECT}\"]"), "servers.fx.args[1]"),
-        (local("share = \"agent\"\ncwd = \"${PROJECT}\""), "servers.fx.cwd"),
-        (local("env = { ROOT = \"${PROJECT_NAME}\" }"), "servers.fx.env.ROOT"),
+        (
+            local("share = \"project\"\nargs = [\"--tools\", \"echo\"]"),
+            "servers.fx.share",
+        ),
+        (
+            local("args = [\"--label\", \"${PROJECT}\"]"),
+            "servers.fx.args[1]",
+        ),
+        (
+            local("share = \"agent\"\ncwd = \"${PROJECT}\""),
+            "servers.fx.cwd",
+        ),
+        (
+            local("env = { ROOT = \"${PROJECT_NAME}\" }"),
+            "servers.fx.env.ROOT",
+        ),
         (local("max_projects = 2"), "servers.fx.max_projects"),
-        (local("share = \"project\"\ncwd = \"${PROJECT}\"\nmax_projects = 0"), "servers.fx.max_projects"),
-        (local("share = \"project\"\ncwd = \"${PROJECT}\"\nmax_projects = 65"), "servers.fx.max_projects"),
-        ("[servers.r]\nurl = \"http://127.0.0.1:9/${PROJECT_NAME}\"\n".to_owned(), "servers.r.url"),
-        ("[servers.r]\nurl = \"http://127.0.0.1:9/mcp\"\nheaders = { X-Dir = \"${PROJECT}\" }\n".to_owned(), "servers.r.headers"),
-        (local("share = \"project\"\ncwd = \"${PROJECT}\"") + "[profiles.p]\nproject = \"relative/dir\"\n", "profiles.p.project"),
+        (
+            local("share = \"project\"\ncwd = \"${PROJECT}\"\nmax_projects = 0"),
+            "servers.fx.max_projects",
+        ),
+        (
+            local("share = \"project\"\ncwd = \"${PROJECT}\"\nmax_projects = 65"),
+            "servers.fx.max_projects",
+        ),
+        (
+            "[servers.r]\nurl = \"http://127.0.0.1:9/${PROJECT_NAME}\"\n".to_owned(),
+            "servers.r.url",
+        ),
+        (
+            "[servers.r]\nurl = \"http://127.0.0.1:9/mcp\"\nheaders = { X-Dir = \"${PROJECT}\" }\n"
+                .to_owned(),
+            "servers.r.headers",
+        ),
+        (
+            local("share = \"project\"\ncwd = \"${PROJECT}\"")
+                + "[profiles.p]\nproject = \"relative/dir\"\n",
+            "profiles.p.project",
+        ),
     ];
     for (config, key) in refused {
         let (code, err) = check_config(&config).await;
         assert_eq!(code, 78, "refused with exit 78:\n{config}\n{err}");
-        assert!(err.contains(key), "the message names {key}:\n{config}\n{err}");
+        assert!(
+            err.contains(key),
+            "the message names {key}:\n{config}\n{err}"
+        );
     }
-    let good = local("share = \"project\"\nargs = [\"--label\", \"${PROJECT_NAME}\"]\ncwd = \"${PROJECT}\"\nenv = { ROOT = \"${PROJECT}\" }\nmax_projects = 64")
-        + "[profiles.p]\nproject = \"/srv/app\"\n";
+    let good = local(
+        "share = \"project\"\nargs = [\"--label\", \"${PROJECT_NAME}\"]\ncwd = \"${PROJECT}\"\nenv = { ROOT = \"${PROJECT}\" }\nmax_projects = 64",
+    ) + "[profiles.p]\nproject = \"/srv/app\"\n";
     let (code, err) = check_config(&good).await;
-    assert_eq!(code, 0, "a valid project config is accepted:\n{good}\n{err}");
+    assert_eq!(
+        code, 0,
+        "a valid project config is accepted:\n{good}\n{err}"
+    );
 }
 
 #[tokio::test]
@@ -213,17 +253,28 @@ async fn agents_in_two_projects_get_two_instances_and_a_third_shares_the_first()
     let link = p.root().join("link-to-p0");
     std::os::unix::fs::symlink(&p.dirs[0], &link).expect("symlink");
     let mut c = agent_in(&d, &link).await;
-    assert_eq!(pid(&mut c).await, pa, "the third agent reuses the first instance");
+    assert_eq!(
+        pid(&mut c).await,
+        pa,
+        "the third agent reuses the first instance"
+    );
     assert_eq!(cwd(&mut c).await, show(&p.dirs[0]));
 
     let (n0, n1) = (instance(&p.dirs[0]), instance(&p.dirs[1]));
-    let s = eventually("ctl status counts 2 agents in p0 and 1 in p1", WAIT, || async {
-        let (code, out, err) = d.run_cli(&["ctl", "status", "--json"]).await;
-        assert_eq!(code, 0, "{err}");
-        let s: Value = serde_json::from_str(&out).expect("status --json prints JSON");
-        let counts = (row(&s, &n0)?["agents"].as_u64(), row(&s, &n1)?["agents"].as_u64());
-        (counts == (Some(2), Some(1))).then_some(s)
-    })
+    let s = eventually(
+        "ctl status counts 2 agents in p0 and 1 in p1",
+        WAIT,
+        || async {
+            let (code, out, err) = d.run_cli(&["ctl", "status", "--json"]).await;
+            assert_eq!(code, 0, "{err}");
+            let s: Value = serde_json::from_str(&out).expect("status --json prints JSON");
+            let counts = (
+                row(&s, &n0)?["agents"].as_u64(),
+                row(&s, &n1)?["agents"].as_u64(),
+            );
+            (counts == (Some(2), Some(1))).then_some(s)
+        },
+    )
     .await;
     for (name, dir, pid) in [(&n0, &p.dirs[0], pa), (&n1, &p.dirs[1], pb)] {
         let r = row(&s, name).expect("instance row");
@@ -231,7 +282,10 @@ async fn agents_in_two_projects_get_two_instances_and_a_third_shares_the_first()
         assert_eq!(r["share"], "project", "{r}");
         assert_eq!(r["state"], "ready", "{r}");
         assert_eq!(status_pid(r), Some(pid), "{r}");
-        assert!(r["idle_secs"].is_u64(), "an instance row says how long it idles: {r}");
+        assert!(
+            r["idle_secs"].is_u64(),
+            "an instance row says how long it idles: {r}"
+        );
     }
     let t = row(&s, "fx").expect("the template row");
     assert_eq!(t["share"], "project", "{t}");
@@ -240,134 +294,10 @@ async fn agents_in_two_projects_get_two_instances_and_a_third_shares_the_first()
     assert!(t.get("project").is_none_or(Value::is_null), "{t}");
     assert_eq!(row(&s, "plain").expect("plain")["share"], "shared");
     let fx_rows = s["servers"].as_array().expect("rows").iter();
-    let count = fx_rows.filter(|r| r["name"].as_str().is_some_and(|n| n.starts_with("fx@"))).count();
+    let count = fx_rows
+        .filter(|r| r["name"].as_str().is_some_and(|n| n.starts_with("fx@")))
+        .count();
     assert_eq!(count, 2, "{s}");
-}
-
-/// `mcpd connect` as a stdio client runs it: JSON lines on its stdin and stdout.
-struct Shim {
-    _child: Child,
-    stdin: ChildStdin,
-    lines: Lines<BufReader<ChildStdout>>,
-}
-
-impl Shim {
-    async fn start(socket: &Path, dir: &Path, args: &[&str]) -> Shim {
-        let mut child = tokio::process::Command::new(mcpd_bin())
-            .arg("connect")
-            .args(args)
-            .arg("--socket")
-            .arg(socket)
-            .current_dir(dir)
-            .env_remove("MCPD_SOCKET")
-            .env_remove("MCPD_CONFIG")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start mcpd connect");
-        let stdin = child.stdin.take().expect("stdin");
-        let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let mut shim = Shim { _child: child, stdin, lines };
-        let init = json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}});
-        let r = shim.request(1, "initialize", init).await;
-        assert!(r.get("result").is_some(), "{r}");
-        shim.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
-        shim
-    }
-
-    async fn send(&mut self, msg: Value) {
-        let line = format!("{msg}\n");
-        self.stdin.write_all(line.as_bytes()).await.expect("write to mcpd connect");
-    }
-
-    async fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
-        within("mcpd connect answers", async {
-            loop {
-                let line = self.lines.next_line().await.expect("read").expect("a line");
-                let v: Value = serde_json::from_str(&line).expect("json");
-                if v["id"] == id {
-                    return v;
-                }
-            }
-        })
-        .await
-    }
-
-    async fn call(&mut self, id: u64, tool: &str) -> Value {
-        self.request(id, "tools/call", json!({"name": tool, "arguments": {}})).await
-    }
-}
-
-#[tokio::test]
-async fn mcpd_connect_gives_the_directory_it_started_in_unless_told_otherwise() {
-    let p = projects(2);
-    let d = project_daemon("").start().await;
-    let _first = agent_in(&d, &p.dirs[0]).await;
-    tools_listed(&d).await;
-    let mut here = Shim::start(&d.socket, &p.dirs[1], &[]).await;
-    assert_eq!(text(&here.call(2, "fx__cwd").await), show(&p.dirs[1]));
-    // --project wins over the directory (a relative one is taken from there).
-    let mut there = Shim::start(&d.socket, &p.dirs[1], &["--project", "../p0"]).await;
-    assert_eq!(text(&there.call(2, "fx__cwd").await), show(&p.dirs[0]));
-    let mut none = Shim::start(&d.socket, &p.dirs[1], &["--no-project"]).await;
-    let r = none.call(2, "fx__cwd").await;
-    assert_eq!(error_code(&r), Some(-32023), "{r}");
-    assert!(error_message(&r).contains("--project") && error_message(&r).contains("fx"), "{r}");
-}
-
-#[tokio::test]
-async fn mcp_roots_outrank_the_shim_directory_and_follow_list_changed() {
-    let p = projects(3);
-    let d = project_daemon("").start().await;
-    let shim_dir = p.dirs[0].clone();
-    let mut a = roots_agent(&d, async |a: &mut Agent| a.send(claim(&shim_dir)).await).await;
-    let ask = roots_request(&mut a).await;
-    assert!(ask["id"].as_str().is_some_and(|i| i.starts_with("mcpd-")), "{ask}");
-    // The first file:// root counts.
-    let uris = ["https://example.com/x".to_owned(), file_uri(&p.dirs[1]), file_uri(&p.dirs[2])];
-    answer_roots(&mut a, &ask, &uris).await;
-    tools_listed(&d).await;
-    assert_eq!(cwd(&mut a).await, show(&p.dirs[1]), "the roots outrank the shim's directory");
-    a.send(json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})).await;
-    let again = roots_request(&mut a).await;
-    assert_ne!(again["id"], ask["id"], "a new request");
-    answer_roots(&mut a, &again, &[file_uri(&p.dirs[2])]).await;
-    assert_eq!(cwd(&mut a).await, show(&p.dirs[2]), "the new root is the project now");
-    let n2 = instance(&p.dirs[2]);
-    let n1 = instance(&p.dirs[1]);
-    d.wait_status("the agent counts in p2, no more in p1", |s| {
-        row(s, &n2).is_some_and(|r| r["agents"] == 1) && row(s, &n1).is_some_and(|r| r["agents"] == 0)
-    })
-    .await;
-    // Roots without a file:// one give no project: the shim's directory counts again.
-    a.send(json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})).await;
-    let last = roots_request(&mut a).await;
-    answer_roots(&mut a, &last, &["https://example.com/x".to_owned()]).await;
-    assert_eq!(cwd(&mut a).await, show(&p.dirs[0]), "back to the shim's directory");
-}
-
-#[tokio::test]
-async fn a_profiles_project_outranks_roots_and_the_shim_directory() {
-    let p = projects(3);
-    let fixed = serde_json::to_string(&show(&p.dirs[1])).expect("json");
-    let d = project_daemon("")
-        .profile("here", &format!("project = {fixed}"))
-        .start()
-        .await;
-    let shim_dir = p.dirs[0].clone();
-    let mut a = roots_agent(&d, async |a: &mut Agent| {
-        a.send(claim(&shim_dir)).await;
-        let r = a.request("mcpd/profile", Some(json!({"name": "here"}))).await;
-        assert!(r.get("result").is_some(), "{r}");
-    })
-    .await;
-    let ask = roots_request(&mut a).await;
-    answer_roots(&mut a, &ask, &[file_uri(&p.dirs[2])]).await;
-    tools_listed(&d).await;
-    assert_eq!(cwd(&mut a).await, show(&p.dirs[1]), "the profile's project wins");
 }
 
 #[tokio::test]
@@ -400,7 +330,11 @@ async fn claims_of_root_home_hidden_home_dirs_files_and_missing_paths_give_no_pr
     let mut a = agent_in(&d, &home.join("code")).await;
     assert_eq!(cwd(&mut a).await, show(&home.join("code")));
     let s = d.status().await;
-    assert_eq!(row(&s, "fx").expect("fx")["instances"], 2, "no instance for a refused claim: {s}");
+    assert_eq!(
+        row(&s, "fx").expect("fx")["instances"],
+        2,
+        "no instance for a refused claim: {s}"
+    );
 }
 
 #[tokio::test]
@@ -413,7 +347,10 @@ async fn a_claimed_project_starts_its_instance_before_any_call_and_its_list_reac
     assert!(!names.iter().any(|n| n.starts_with("fx__")), "{names:?}");
     let r = early.call("fx__cwd", json!({})).await;
     assert_eq!(error_code(&r), Some(-32010), "{r}");
-    assert!(error_message(&r).contains("run per project") && error_message(&r).contains("retry"), "{r}");
+    assert!(
+        error_message(&r).contains("run per project") && error_message(&r).contains("retry"),
+        "{r}"
+    );
     assert_eq!(d.server_status("fx").await["instances"], 0);
 
     let _a = agent_in(&d, &p.dirs[0]).await;

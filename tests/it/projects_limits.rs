@@ -16,7 +16,8 @@ fn fixtures(pids: &[u32]) -> KillOnDrop {
 }
 
 #[tokio::test]
-async fn past_max_projects_a_call_is_refused_while_each_instance_has_agents_then_evicts_an_idle_one() {
+async fn past_max_projects_a_call_is_refused_while_each_instance_has_agents_then_evicts_an_idle_one()
+ {
     let p = projects(3);
     let d = project_daemon("max_projects = 2").start().await;
     let mut a0 = agent_in(&d, &p.dirs[0]).await;
@@ -39,8 +40,15 @@ async fn past_max_projects_a_call_is_refused_while_each_instance_has_agents_then
         row(s, &n1).is_some_and(|r| r["agents"] == 0)
     })
     .await;
-    assert_eq!(cwd(&mut a2).await, show(&p.dirs[2]), "the call goes through now");
-    eventually("the evicted instance exits", WAIT, || async { (!alive(pid1)).then_some(()) }).await;
+    assert_eq!(
+        cwd(&mut a2).await,
+        show(&p.dirs[2]),
+        "the call goes through now"
+    );
+    eventually("the evicted instance exits", WAIT, || async {
+        (!alive(pid1)).then_some(())
+    })
+    .await;
     assert!(alive(pid0), "the instance with an agent stays");
     let s = d
         .wait_status("p1's row goes", |s| row(s, &n1).is_none())
@@ -60,7 +68,10 @@ async fn an_idle_instance_stops_and_its_row_goes_then_a_call_makes_a_new_one() {
     let name = instance(&p.dirs[0]);
     d.wait_status("the idle instance's row goes", |s| row(s, &name).is_none())
         .await;
-    eventually("the idle instance exits", WAIT, || async { (!alive(first)).then_some(()) }).await;
+    eventually("the idle instance exits", WAIT, || async {
+        (!alive(first)).then_some(())
+    })
+    .await;
     assert_eq!(d.server_status("fx").await["instances"], 0);
     let again = pid(&mut a).await;
     let _cleanup2 = fixtures(&[again]);
@@ -83,10 +94,14 @@ async fn deleting_a_project_directory_stops_its_instance() {
     std::fs::remove_dir_all(&p.dirs[0]).expect("remove the project");
     // The check runs every 30 s.
     let n0 = instance(&p.dirs[0]);
-    eventually("the instance of the deleted project stops", Duration::from_secs(45), || async {
-        let s = d.status().await;
-        (!alive(pid0) && row(&s, &n0).is_none()).then_some(())
-    })
+    eventually(
+        "the instance of the deleted project stops",
+        Duration::from_secs(45),
+        || async {
+            let s = d.status().await;
+            (!alive(pid0) && row(&s, &n0).is_none()).then_some(())
+        },
+    )
     .await;
     assert!(alive(pid1), "the other project's instance runs on");
     assert_eq!(instance_pid(&d.status().await, &p.dirs[1]), Some(pid1));
@@ -103,7 +118,14 @@ async fn sigkill_of_the_daemon_leaves_no_instance_or_grandchild_running() {
     let rec_arg = rec.to_str().expect("utf-8").to_owned();
     // Instances that outlive their stdin and SIGTERM, each with a `sleep` in its group:
     // only the sentinel's kill of their process groups ends them all.
-    let args = ["--tools", "cwd,pid,echo", "--ignore-sigterm", "--spawn-grandchild", "--record", &rec_arg];
+    let args = [
+        "--tools",
+        "cwd,pid,echo",
+        "--ignore-sigterm",
+        "--spawn-grandchild",
+        "--record",
+        &rec_arg,
+    ];
     let mut d = b.fixture_with("fx", &args, IN_PROJECT).start().await;
     let _a0 = agent_in(&d, &p.dirs[0]).await;
     let _a1 = agent_in(&d, &p.dirs[1]).await;
@@ -127,9 +149,11 @@ async fn sigkill_of_the_daemon_leaves_no_instance_or_grandchild_running() {
     d.signal(nix::sys::signal::Signal::SIGKILL);
     assert_eq!(d.wait_exit().await, None, "killed by a signal");
     // Nobody may reap them now: a zombie is accepted, a running process is not.
-    eventually("every instance and grandchild exits after the daemon is killed", WAIT, || async {
-        pids.iter().all(|p| !alive(*p)).then_some(())
-    })
+    eventually(
+        "every instance and grandchild exits after the daemon is killed",
+        WAIT,
+        || async { pids.iter().all(|p| !alive(*p)).then_some(()) },
+    )
     .await;
 }
 
@@ -144,7 +168,9 @@ async fn new_pids(d: &Daemon, dirs: &[&Path], old: &[u32]) -> Vec<u32> {
             })
         })
         .await;
-    dirs.iter().map(|dir| instance_pid(&s, dir).expect("pid")).collect()
+    dirs.iter()
+        .map(|dir| instance_pid(&s, dir).expect("pid"))
+        .collect()
 }
 
 #[tokio::test]
@@ -179,7 +205,11 @@ async fn ctl_restart_and_stop_act_on_every_instance_and_start_is_refused() {
     assert_eq!(code, 0, "{err}");
     let p0 = new_pids(&d, &[d0], &now).await[0];
     let _cleanup3 = fixtures(&[p0]);
-    assert_eq!(instance_pid(&d.status().await, d1), Some(now[1]), "the other one is untouched");
+    assert_eq!(
+        instance_pid(&d.status().await, d1),
+        Some(now[1]),
+        "the other one is untouched"
+    );
     assert!(alive(now[1]));
 
     let (code, _, err) = d.run_cli(&["ctl", "stop", "fx"]).await;
@@ -211,21 +241,31 @@ async fn past_max_projects_the_instance_called_least_recently_is_the_one_evicted
     drop((a0, a1));
     let (n0, n1) = (instance(&p.dirs[0]), instance(&p.dirs[1]));
     d.wait_status("no agent works in p0 or p1", |s| {
-        [&n0, &n1].iter().all(|n| row(s, n).is_some_and(|r| r["agents"] == 0))
+        [&n0, &n1]
+            .iter()
+            .all(|n| row(s, n).is_some_and(|r| r["agents"] == 0))
     })
     .await;
     let mut a2 = agent_in(&d, &p.dirs[2]).await;
     assert_eq!(cwd(&mut a2).await, show(&p.dirs[2]));
-    let s = d.wait_status("one instance was evicted", |s| {
-        row(s, &n0).is_none() || row(s, &n1).is_none()
-    })
-    .await;
-    assert!(row(&s, &n1).is_none() && row(&s, &n0).is_some(), "p1's instance (called least recently) goes, p0's stays: {s}");
+    let s = d
+        .wait_status("one instance was evicted", |s| {
+            row(s, &n0).is_none() || row(s, &n1).is_none()
+        })
+        .await;
+    assert!(
+        row(&s, &n1).is_none() && row(&s, &n0).is_some(),
+        "p1's instance (called least recently) goes, p0's stays: {s}"
+    );
 }
 
 /// `config` with the `[servers.fx]` table (a project server) replaced by one with `args`.
 fn with_fx(config: &str, args: &[&str]) -> String {
-    let kept = config.split("[servers.fx]").next().expect("text").to_owned();
+    let kept = config
+        .split("[servers.fx]")
+        .next()
+        .expect("text")
+        .to_owned();
     let args = serde_json::to_string(args).expect("json");
     let cmd = serde_json::to_string(fixture_bin()).expect("json");
     format!("{kept}[servers.fx]\ncommand = {cmd}\nargs = {args}\n{IN_PROJECT}\n")
@@ -234,7 +274,10 @@ fn with_fx(config: &str, args: &[&str]) -> String {
 #[tokio::test]
 async fn reload_adding_a_project_server_never_runs_its_template() {
     let p = projects(1);
-    let d = DaemonBuilder::new().fixture("plain", &["--tools", "echo"]).start().await;
+    let d = DaemonBuilder::new()
+        .fixture("plain", &["--tools", "echo"])
+        .start()
+        .await;
     d.wait_ready().await;
     let base = std::fs::read_to_string(&d.config).expect("config");
     let tools = ["--tools", "cwd,pid,echo", "--label", "${PROJECT}"];
@@ -247,7 +290,10 @@ async fn reload_adding_a_project_server_never_runs_its_template() {
     assert_eq!(cwd(&mut a).await, show(&p.dirs[0]));
     let t = d.server_status("fx").await;
     let never_ran = t["pid"].is_null() && t["state"] == "idle" && t["last_error"].is_null();
-    assert!(never_ran, "an added project server's template never runs: {t}");
+    assert!(
+        never_ran,
+        "an added project server's template never runs: {t}"
+    );
 }
 
 #[tokio::test]
@@ -279,13 +325,19 @@ async fn reload_changing_a_project_server_restarts_its_instances_on_the_new_conf
     assert_eq!(text, "Hello, x! (from new-p0)", "{r}");
     let t = d.server_status("fx").await;
     let never_ran = t["pid"].is_null() && t["last_error"].is_null();
-    assert!(never_ran, "a changed project server's template never runs: {t}");
+    assert!(
+        never_ran,
+        "a changed project server's template never runs: {t}"
+    );
 }
 
 #[tokio::test]
 async fn reload_removing_a_project_server_stops_its_instances() {
     let p = projects(1);
-    let d = project_daemon("").fixture("plain", &["--tools", "echo"]).start().await;
+    let d = project_daemon("")
+        .fixture("plain", &["--tools", "echo"])
+        .start()
+        .await;
     let base = std::fs::read_to_string(&d.config).expect("config");
     let _a = agent_in(&d, &p.dirs[0]).await;
     let old = status_pid(&instance_ready(&d, &p.dirs[0]).await).expect("pid");
@@ -296,11 +348,15 @@ async fn reload_removing_a_project_server_stops_its_instances() {
     let (code, out, err) = d.run_cli(&["ctl", "reload"]).await;
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("removed fx"), "{out}");
-    eventually("the instance stops", WAIT, || async { (!alive(old)).then_some(()) }).await;
+    eventually("the instance stops", WAIT, || async {
+        (!alive(old)).then_some(())
+    })
+    .await;
     let s = d
         .wait_status("no fx row is left", |s| {
             s["servers"].as_array().is_some_and(|rows| {
-                rows.iter().all(|r| r["name"].as_str().is_some_and(|n| !n.starts_with("fx")))
+                rows.iter()
+                    .all(|r| r["name"].as_str().is_some_and(|n| !n.starts_with("fx")))
             })
         })
         .await;

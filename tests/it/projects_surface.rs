@@ -10,8 +10,16 @@ async fn prompts_and_resources_reach_the_agents_instance_running_or_not_yet_made
     let d = project_daemon("").start().await;
     let mut a = agent_in(&d, &p.dirs[0]).await;
     eventually("fx's prompts are listed", WAIT, || async {
-        let r = d.initialized_agent().await.request("prompts/list", None).await;
-        r["result"]["prompts"].as_array()?.iter().any(|p| p["name"] == "fx__greet").then_some(())
+        let r = d
+            .initialized_agent()
+            .await
+            .request("prompts/list", None)
+            .await;
+        r["result"]["prompts"]
+            .as_array()?
+            .iter()
+            .any(|p| p["name"] == "fx__greet")
+            .then_some(())
     })
     .await;
     let greet = json!({"name": "fx__greet", "arguments": {"name": "x"}});
@@ -20,7 +28,11 @@ async fn prompts_and_resources_reach_the_agents_instance_running_or_not_yet_made
     assert_eq!(r["result"]["messages"][0]["content"]["text"], want, "{r}");
     let read = json!({"uri": "mcpd:fx:fixture://alpha"});
     let r = a.request("resources/read", Some(read.clone())).await;
-    assert_eq!(r["result"]["contents"][0]["text"], format!("alpha from {}", show(&p.dirs[0])), "{r}");
+    assert_eq!(
+        r["result"]["contents"][0]["text"],
+        format!("alpha from {}", show(&p.dirs[0])),
+        "{r}"
+    );
 
     // An agent whose roots are not answered yet: its requests wait for its project,
     // whose instance does not exist until then.
@@ -29,13 +41,20 @@ async fn prompts_and_resources_reach_the_agents_instance_running_or_not_yet_made
     let get = b.send_request("prompts/get", Some(greet)).await;
     let res = b.send_request("resources/read", Some(read)).await;
     let s = d.status().await;
-    assert!(row(&s, &instance(&p.dirs[1])).is_none(), "not made yet: {s}");
+    assert!(
+        row(&s, &instance(&p.dirs[1])).is_none(),
+        "not made yet: {s}"
+    );
     answer_roots(&mut b, &ask, &[file_uri(&p.dirs[1])]).await;
     let r = b.response(&get).await;
     let want = format!("Hello, x! (from {})", show(&p.dirs[1]));
     assert_eq!(r["result"]["messages"][0]["content"]["text"], want, "{r}");
     let r = b.response(&res).await;
-    assert_eq!(r["result"]["contents"][0]["text"], format!("alpha from {}", show(&p.dirs[1])), "{r}");
+    assert_eq!(
+        r["result"]["contents"][0]["text"],
+        format!("alpha from {}", show(&p.dirs[1])),
+        "{r}"
+    );
 }
 
 /// Reads the agent's lines until a notification `method`, keeping the rest.
@@ -57,7 +76,8 @@ async fn notification(a: &mut Agent, method: &str) -> Value {
 /// Pings the agent and asserts no `method` notification comes before the answer.
 async fn none_before_ping(a: &mut Agent, method: &str) {
     let id = json!(a.fresh_id());
-    a.send(json!({"jsonrpc": "2.0", "id": id, "method": "ping"})).await;
+    a.send(json!({"jsonrpc": "2.0", "id": id, "method": "ping"}))
+        .await;
     loop {
         let m = a.recv().await.expect("connection open");
         assert_ne!(m["method"], method, "{m}");
@@ -84,13 +104,17 @@ async fn a_subscription_reaches_the_agents_project_instance_and_only_its_updates
     }
     // Another agent in p0 touches the resource in p0's instance.
     let mut toucher = agent_in(&d, &p.dirs[0]).await;
-    let r = toucher.call("fx__touch", json!({"uri": "fixture://alpha"})).await;
+    let r = toucher
+        .call("fx__touch", json!({"uri": "fixture://alpha"}))
+        .await;
     assert_eq!(text(&r), "touched", "{r}");
     let n = notification(&mut watcher, "notifications/resources/updated").await;
     assert_eq!(n["params"]["uri"], "mcpd:fx:fixture://alpha", "{n}");
     none_before_ping(&mut elsewhere, "notifications/resources/updated").await;
     // In p1's instance, the other subscriber hears it.
-    let r = elsewhere.call("fx__touch", json!({"uri": "fixture://alpha"})).await;
+    let r = elsewhere
+        .call("fx__touch", json!({"uri": "fixture://alpha"}))
+        .await;
     assert_eq!(text(&r), "touched", "{r}");
     notification(&mut elsewhere, "notifications/resources/updated").await;
 }
