@@ -47,6 +47,7 @@ pub async fn measure_burst() -> Result<BurstReport, String> {
     let fx = [ServerDef {
         name: "fx".into(),
         args: Vec::new(),
+        lines: Vec::new(),
     }];
     let max_agents = format!("max_agents = {}", BURST + 16);
     let daemon = Daemon::start(&fx, &[max_agents])?;

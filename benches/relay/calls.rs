@@ -31,18 +31,36 @@ pub enum Mode {
     SocatMcpd,
     /// As `Mcpd`, each call made through the discovery meta-tool `mcpd__call_tool`.
     CallTool,
+    /// As `Mcpd`, to the fixture configured a second time as `px` with `share = "project"`:
+    /// each connection first tells its project (one temp dir for all), so every call goes
+    /// to that project's one instance, ready before the measurement starts.
+    Project,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 7] = [
+    pub const ALL: [Mode; 8] = [
         Mode::Direct,
         Mode::BareHop,
         Mode::SocatHop,
         Mode::Mcpd,
+        Mode::Project,
         Mode::CallTool,
         Mode::Shim,
         Mode::SocatMcpd,
     ];
+
+    /// The mode of a row's name, as `--paths` takes it.
+    pub fn named(name: &str) -> Option<Mode> {
+        Mode::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// Whether the row's calls go through mcpd.
+    pub fn through_mcpd(self) -> bool {
+        matches!(
+            self,
+            Mode::Mcpd | Mode::Project | Mode::CallTool | Mode::Shim | Mode::SocatMcpd
+        )
+    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -53,12 +71,14 @@ impl Mode {
             Mode::Shim => "shim",
             Mode::SocatMcpd => "socat-mcpd",
             Mode::CallTool => "call-tool",
+            Mode::Project => "project",
         }
     }
 
     fn tool_prefix(self) -> &'static str {
         match self {
             Mode::Mcpd | Mode::Shim | Mode::SocatMcpd | Mode::CallTool => "fx__",
+            Mode::Project => "px__",
             Mode::Direct | Mode::BareHop | Mode::SocatHop => "",
         }
     }
@@ -336,6 +356,8 @@ pub struct Paths<'a> {
     pub relay: &'a Relay,
     pub daemon: &'a Daemon,
     pub hops: &'a Hops,
+    /// The project the `project` rows' agents tell mcpd, when those rows run.
+    pub project: Option<&'a std::path::Path>,
 }
 
 async fn open_clients(mode: Mode, n: usize, to: &Paths<'_>) -> Result<Vec<Client>, String> {
@@ -346,6 +368,12 @@ async fn open_clients(mode: Mode, n: usize, to: &Paths<'_>) -> Result<Vec<Client
             Mode::BareHop => Client::connect(&to.relay.socket, LOAD_BUF).await?,
             Mode::SocatHop => to.hops.socat(&to.relay.socket, LOAD_BUF)?,
             Mode::Mcpd | Mode::CallTool => to.daemon.connect(LOAD_BUF).await?,
+            Mode::Project => {
+                let dir = to.project.ok_or("project: no project directory")?;
+                let mut c = to.daemon.connect(LOAD_BUF).await?;
+                c.project(dir).await?;
+                c
+            }
             Mode::Shim => to.hops.shim(&to.daemon.socket, LOAD_BUF)?,
             Mode::SocatMcpd => to.hops.socat(&to.daemon.socket, LOAD_BUF)?,
         };
@@ -383,10 +411,7 @@ pub async fn measure(mode: Mode, payload: Payload, c: usize, opts: &Opts, to: &P
         mcpd_syscalls: None,
         mcpd_faults: None,
     };
-    let through_mcpd = matches!(
-        mode,
-        Mode::Mcpd | Mode::CallTool | Mode::Shim | Mode::SocatMcpd
-    );
+    let through_mcpd = mode.through_mcpd();
     let daemon_cpu_before = through_mcpd
         .then(|| crate::machine::cpu_ns(to.daemon.pid()))
         .flatten();

@@ -9,6 +9,9 @@ use std::path::Path;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
+/// The notification that tells mcpd an agent's project (what `mcpd connect` sends).
+pub const PROJECT_NOTIFICATION: &str = "notifications/mcpd/project";
+
 type BoxRead = Box<dyn AsyncRead + Unpin + Send>;
 type BoxWrite = Box<dyn AsyncWrite + Unpin + Send>;
 
@@ -150,6 +153,18 @@ impl Client {
                 .result
                 .ok_or_else(|| format!("{method}: a response without result or error"));
         }
+    }
+
+    /// Tells mcpd the agent's project, as `mcpd connect` does before anything else.
+    pub async fn project(&mut self, dir: &Path) -> Result<(), String> {
+        let msg = json!({
+            "jsonrpc": "2.0",
+            "method": PROJECT_NOTIFICATION,
+            "params": {"path": dir},
+        });
+        let mut line = msg.to_string().into_bytes();
+        line.push(b'\n');
+        self.send(&line).await
     }
 
     pub async fn initialize(&mut self) -> Result<(), String> {

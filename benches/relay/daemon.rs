@@ -21,6 +21,37 @@ pub fn temp_dir() -> Result<tempfile::TempDir, String> {
 pub struct ServerDef {
     pub name: String,
     pub args: Vec<String>,
+    /// More keys of the server's table, as TOML lines (`share = "project"`, `cwd = …`).
+    pub lines: Vec<String>,
+}
+
+impl ServerDef {
+    /// A fixture server shared by every agent (the config's default).
+    pub fn shared(name: impl Into<String>, args: Vec<String>) -> ServerDef {
+        ServerDef {
+            name: name.into(),
+            args,
+            lines: Vec::new(),
+        }
+    }
+
+    /// Run per project: one instance per project, started in that project's directory.
+    pub fn per_project(name: impl Into<String>, args: Vec<String>) -> ServerDef {
+        ServerDef {
+            name: name.into(),
+            args,
+            lines: vec![
+                "share = \"project\"".into(),
+                format!("cwd = {}", toml_str("${PROJECT}")),
+            ],
+        }
+    }
+
+    fn instanced(&self) -> bool {
+        self.lines
+            .iter()
+            .any(|l| l.starts_with("share = ") && !l.contains("shared"))
+    }
 }
 
 pub fn toml_str(s: &str) -> String {
@@ -32,6 +63,8 @@ pub fn toml_str(s: &str) -> String {
 pub struct Daemon {
     log: PathBuf,
     pub socket: PathBuf,
+    /// The servers that run themselves (not per project or per agent): what `wait_ready`
+    /// waits for.
     servers: usize,
     proc: Proc,
     _dir: tempfile::TempDir,
@@ -61,6 +94,10 @@ impl Daemon {
                 toml_str(fixture_bin()),
                 serde_json::to_string(&s.args).expect("args serialize"),
             ));
+            for l in &s.lines {
+                config.push_str(l);
+                config.push('\n');
+            }
         }
         let config_path = dir.path().join("mcpd.toml");
         std::fs::write(&config_path, config).map_err(|e| format!("write config: {e}"))?;
@@ -84,7 +121,7 @@ impl Daemon {
         Ok(Daemon {
             log,
             socket,
-            servers: servers.len(),
+            servers: servers.iter().filter(|s| !s.instanced()).count(),
             proc,
             _dir: dir,
         })
@@ -133,12 +170,18 @@ impl Daemon {
         c.request("mcpd/status", None).await
     }
 
-    /// Polls `mcpd/status` until every configured server is `ready`.
+    /// Polls `mcpd/status` until every configured server that runs itself is `ready`
+    /// (a server run per project or per agent only runs as instances).
     pub async fn wait_ready(&self) -> Result<Duration, String> {
         let start = Instant::now();
         loop {
             let status = self.status().await?;
-            let servers = status["servers"].as_array().map_or(&[][..], Vec::as_slice);
+            let servers: Vec<&Value> = status["servers"]
+                .as_array()
+                .map_or(&[][..], Vec::as_slice)
+                .iter()
+                .filter(|s| s["share"].as_str().is_none_or(|m| m == "shared"))
+                .collect();
             let ready = servers.iter().filter(|s| s["state"] == "ready").count();
             if servers.len() == self.servers && ready == self.servers {
                 return Ok(start.elapsed());

@@ -12,6 +12,9 @@ use std::time::Duration;
 pub struct Hops {
     /// The `mcpd` binary whose `connect` the shim rows run.
     shim: PathBuf,
+    /// Where the shim runs, when not here: `mcpd connect` tells mcpd the directory it
+    /// runs in as the agent's project.
+    shim_dir: Option<PathBuf>,
     socat: Socat,
 }
 
@@ -33,8 +36,17 @@ impl Hops {
         };
         Ok(Hops {
             shim: shim.unwrap_or_else(|| PathBuf::from(mcpd_bin())),
+            shim_dir: None,
             socat,
         })
+    }
+
+    /// Runs the shim in `dir`, so its agents work in that project: with a per-project
+    /// server configured, in the one whose instance is already running, rather than
+    /// starting another in the bench's own directory while a row is measured.
+    pub fn shim_in(mut self, dir: &Path) -> Hops {
+        self.shim_dir = Some(dir.to_owned());
+        self
     }
 
     /// One line for the report: which programs the hop rows ran.
@@ -45,8 +57,12 @@ impl Hops {
                                   (one thread polling both sides, 8 KiB reads, as socat 1.7 does)"
                 .to_owned(),
         };
+        let dir = self
+            .shim_dir
+            .as_ref()
+            .map_or(String::new(), |d| format!(" (run in {})", d.display()));
         format!(
-            "stdio hops: shim = {} connect --socket SOCKET; socat = {socat}",
+            "stdio hops: shim = {} connect --socket SOCKET{dir}; socat = {socat}",
             self.shim.display()
         )
     }
@@ -60,6 +76,9 @@ impl Hops {
             .env_remove("MCPD_SOCKET")
             .env_remove("MCPD_CONFIG")
             .env_remove("RUST_LOG");
+        if let Some(dir) = &self.shim_dir {
+            cmd.current_dir(dir);
+        }
         over(cmd, "mcpd connect", buf)
     }
 

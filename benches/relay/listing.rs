@@ -28,6 +28,7 @@ pub async fn measure_listing(opts: &Opts) -> Result<ListReport, String> {
                 "--extra-tools".into(),
                 (TOOLS_PER_SERVER - 1).to_string(),
             ],
+            lines: Vec::new(),
         })
         .collect();
     let want = LIST_SERVERS * TOOLS_PER_SERVER;

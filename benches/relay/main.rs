@@ -3,7 +3,8 @@
 //! `cargo bench --bench relay [-- --duration SECS --concurrency LIST --quick]`
 //!
 //! One run measures, on the same machine, the same small MCP client (raw JSON lines:
-//! `initialize`, `notifications/initialized`, then `tools/call`) in six set-ups:
+//! `initialize`, `notifications/initialized`, then `tools/call`) in these set-ups (rows;
+//! `--paths` picks some):
 //!
 //! - **direct**: the client spawns `mcpd-fixture` and talks to it over stdio;
 //! - **bare-hop**: the client connects to a Unix socket served by a byte relay running in
@@ -11,6 +12,11 @@
 //!   connection and copies bytes both ways without parsing: the floor for any socket daemon;
 //! - **mcpd**: the client connects to a real `mcpd serve` with the fixture configured as
 //!   server `fx` and calls `fx__echo` / `fx__big`;
+//! - **project**: as mcpd, to the fixture configured again as `px` with `share = "project"`
+//!   and `cwd = "${PROJECT}"`; each connection first sends the project notification (one
+//!   temp dir for all), so the calls go to that project's one instance, made ready before
+//!   the rows (`project.rs`). It should cost what the shared `fx` costs;
+//! - **call-tool**: as mcpd, each call made through the meta-tool `mcpd__call_tool`;
 //! - **shim**: the client spawns `mcpd connect` and talks to that mcpd over the shim's
 //!   stdin and stdout, as every stdio MCP client does;
 //! - **socat-mcpd** and **socat-hop**: the client spawns `socat - UNIX-CONNECT:SOCKET` into
@@ -33,7 +39,9 @@
 //! It also measures the daemon's resident memory (idle with 10 fixture servers, then with
 //! many idle agent connections), `tools/list` latency with 20 servers × 100 tools, and the
 //! time from starting `mcpd serve` to the first complete listing of those 2,000 tools, and
-//! how soon the daemon's memory comes back after a burst of 64 concurrent 1 MiB results.
+//! how soon the daemon's memory comes back after a burst of 64 concurrent 1 MiB results,
+//! and (`--first-call N`) the time from connecting to the first call's answer of an agent
+//! in a new project, whose per-project instance mcpd starts in the background.
 //! The summary ends with each target of issue 19 that the run measured, PASS or FAIL.
 //!
 //! Every wait is bounded; every process it starts is stopped and reaped by a guard, also on
@@ -63,6 +71,7 @@ mod memory;
 mod nofile;
 mod options;
 mod process;
+mod project;
 mod report;
 mod socat_pump;
 mod targets;
@@ -76,7 +85,9 @@ use crate::listing::measure_listing;
 use crate::machine::{loadavg, machine_facts};
 use crate::memory::measure_memory;
 use crate::options::{Opts, Parsed, USAGE, parse_args};
-use crate::report::{mib, print_burst, print_listing, print_memory, print_relay, us};
+use crate::report::{
+    mib, print_burst, print_first_call, print_listing, print_memory, print_relay, us,
+};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -148,13 +159,19 @@ async fn run(opts: Opts, args: Vec<String>) -> bool {
     }
     println!(
         "settings: {} mode; {:.2} s counted per measurement after {:.2} s warm-up; concurrency {:?}; \
-         {} listings; {} idle agents",
+         {} listings; {} idle agents{}",
         if opts.quick { "quick" } else { "full" },
         opts.duration.as_secs_f64(),
         opts.warmup.as_secs_f64(),
         opts.concurrency,
         opts.listings,
-        opts.idle_agents
+        opts.idle_agents,
+        if opts.paths.len() < Mode::ALL.len() {
+            let names: Vec<&str> = opts.paths.iter().map(|m| m.name()).collect();
+            format!("; paths {}", names.join(","))
+        } else {
+            String::new()
+        }
     );
     println!("note: numbers are from one run on a shared machine; other work on it adds noise");
 
@@ -191,11 +208,20 @@ async fn run(opts: Opts, args: Vec<String>) -> bool {
             return false;
         }
     };
-    let fx = [ServerDef {
-        name: "fx".into(),
-        args: Vec::new(),
-    }];
-    let daemon = match Daemon::start(&fx, &[]) {
+    // The project rows' server, only when they run: otherwise the daemon is as it was.
+    let with_project = opts.paths.contains(&Mode::Project);
+    let mut servers = vec![ServerDef::shared("fx", Vec::new())];
+    if with_project {
+        servers.push(ServerDef::per_project(project::PX, project::fixture_args()));
+    }
+    let proj = match with_project.then(project::project_dir).transpose() {
+        Ok(p) => p,
+        Err(e) => {
+            println!("FAILED: {e}");
+            return false;
+        }
+    };
+    let daemon = match Daemon::start(&servers, &[]) {
         Ok(d) => d,
         Err(e) => {
             println!("FAILED to start mcpd: {e}");
@@ -206,8 +232,32 @@ async fn run(opts: Opts, args: Vec<String>) -> bool {
         println!("FAILED: mcpd never got ready: {e}");
         return false;
     }
+    // The project's instance is ready (and the shim rows' agents work in that project
+    // too) before any row is measured.
+    let mut primed = None;
+    if let Some((_, dir)) = &proj {
+        match project::prime(&daemon, dir).await {
+            Ok((took, client)) => {
+                println!(
+                    "project rows: {}; the agents tell project {}; its instance ready and \
+                     listed {:.1} ms after the first agent told it",
+                    project::describe_px(),
+                    dir.display(),
+                    took.as_secs_f64() * 1000.0
+                );
+                primed = Some(client);
+            }
+            Err(e) => {
+                println!("FAILED: the project rows' instance never got ready: {e}");
+                return false;
+            }
+        }
+    }
     let hops = match Hops::find(opts.shim.clone()) {
-        Ok(h) => h,
+        Ok(h) => match &proj {
+            Some((_, dir)) => h.shim_in(dir),
+            None => h,
+        },
         Err(e) => {
             println!("FAILED: {e}");
             return false;
@@ -218,11 +268,12 @@ async fn run(opts: Opts, args: Vec<String>) -> bool {
         relay: &relay,
         daemon: &daemon,
         hops: &hops,
+        project: proj.as_ref().map(|(_, p)| p.as_path()),
     };
     let mut rows = Vec::new();
     for &payload in &opts.payloads {
         for &c in &opts.concurrency {
-            for mode in Mode::ALL {
+            for &mode in &opts.paths {
                 let row = measure(mode, payload, c, &opts, &to).await;
                 eprintln!(
                     "[relay-bench] {:<5} c={:<3} {:<10} {:>8.0} calls/s  p50 {} µs  p99 {} µs  errors {}{}{}{}",
@@ -250,13 +301,29 @@ async fn run(opts: Opts, args: Vec<String>) -> bool {
     }
     let relay_rss = daemon.rss();
     let relay_hwm = daemon.hwm_kib();
+    drop(primed);
     let relay_shutdown = daemon.shutdown();
+    drop(proj);
     drop(relay);
+    let first_call = if opts.first_call > 0 {
+        eprintln!(
+            "[relay-bench] first call in a new project: {} iterations",
+            opts.first_call
+        );
+        Some(project::measure_first_call(&opts).await)
+    } else {
+        None
+    };
 
     print_relay(&rows, &opts);
     println!();
     println!(
-        "mcpd with the one fx server after the runs above: RssAnon {}, VmRSS {}, peak VmHWM {}",
+        "mcpd with the one fx server{} after the runs above: RssAnon {}, VmRSS {}, peak VmHWM {}",
+        if with_project {
+            " (and px's one instance)"
+        } else {
+            ""
+        },
         mib(relay_rss.map(|r| r.anon)),
         mib(relay_rss.map(|r| r.vm)),
         mib(relay_hwm)
@@ -273,6 +340,9 @@ async fn run(opts: Opts, args: Vec<String>) -> bool {
     }
     if let Some(burst) = &burst {
         ok &= print_burst(burst);
+    }
+    if let Some(first_call) = &first_call {
+        ok &= print_first_call(first_call);
     }
     let targets = targets::collect(&rows, &mem, &burst);
     targets::print(&targets, &opts);

@@ -7,11 +7,13 @@ use crate::report::us;
 use crate::targets::Target;
 use std::fmt::Write;
 
-/// The paths as columns, in the order a reader compares them: the floors first.
-const COLUMNS: [(Mode, &str); 7] = [
+/// The paths as columns, in the order a reader compares them: the floors first. A path
+/// the run did not measure (`--paths`) has no column.
+const COLUMNS: [(Mode, &str); 8] = [
     (Mode::Direct, "direct (stdio)"),
     (Mode::BareHop, "bare hop (socket)"),
     (Mode::Mcpd, "mcpd (socket)"),
+    (Mode::Project, "mcpd, per-project server"),
     (Mode::CallTool, "mcpd `mcpd__call_tool`"),
     (Mode::SocatHop, "socat → bare hop"),
     (Mode::SocatMcpd, "socat → mcpd"),
@@ -44,12 +46,16 @@ fn table(
     title: &str,
     f: &dyn Fn(&Row) -> String,
 ) {
+    let columns: Vec<(Mode, &str)> = COLUMNS
+        .into_iter()
+        .filter(|(m, _)| rows.iter().any(|r| r.mode == *m))
+        .collect();
     let _ = write!(out, "| {title} |");
-    for (_, name) in COLUMNS {
+    for (_, name) in &columns {
         let _ = write!(out, " {name} |");
     }
     out.push_str("\n|---|");
-    for _ in COLUMNS {
+    for _ in &columns {
         out.push_str("---|");
     }
     out.push('\n');
@@ -59,7 +65,7 @@ fn table(
                 continue;
             }
             let _ = write!(out, "| {} c={c} |", p.name());
-            for (m, _) in COLUMNS {
+            for &(m, _) in &columns {
                 let _ = write!(out, " {} |", cell(rows, p, c, m, f));
             }
             out.push('\n');

@@ -27,6 +27,7 @@ pub async fn measure_memory(opts: &Opts) -> Result<MemReport, String> {
         .map(|i| ServerDef {
             name: format!("idle{i:02}"),
             args: Vec::new(),
+            lines: Vec::new(),
         })
         .collect();
     let max_agents = format!("max_agents = {}", opts.idle_agents + 64);

@@ -1,7 +1,7 @@
-//! Command-line options of the bench: `--duration`, `--concurrency`, `--payload`, `--relay-only`,
-//! `--quick`, `--shim`, `--table`, `--help`.
+//! Command-line options of the bench: `--duration`, `--concurrency`, `--payload`, `--paths`,
+//! `--relay-only`, `--first-call`, `--quick`, `--shim`, `--table`, `--help`.
 
-use crate::calls::Payload;
+use crate::calls::{Mode, Payload};
 use std::time::Duration;
 
 pub struct Opts {
@@ -17,6 +17,10 @@ pub struct Opts {
     pub shim: Option<std::path::PathBuf>,
     /// The payloads the relay rows run.
     pub payloads: Vec<Payload>,
+    /// The paths the relay rows run, in the table's order.
+    pub paths: Vec<Mode>,
+    /// Iterations of each variant of the first-call measurement (0: not run).
+    pub first_call: usize,
     /// Skip the memory and `tools/list` measurements (for profiling the relay alone).
     pub relay_only: bool,
     /// Where to write the summary table in Markdown, if anywhere.
@@ -30,7 +34,12 @@ usage: cargo bench --bench relay [-- OPTIONS]
   --quick              CI smoke mode: tiny durations, concurrency 1 and 8, 20 listings,
                        100 idle agents instead of 1000
   --payload LIST       relay payloads, comma-separated: echo, 1MiB (default both)
-  --relay-only         skip the memory, tools/list and burst measurements
+  --paths LIST         relay rows, comma-separated (default all): direct, bare-hop,
+                       socat-hop, mcpd, project, call-tool, shim, socat-mcpd
+  --relay-only         skip the memory, tools/list, burst and first-call measurements
+  --first-call N       first call in a new project, N iterations of each variant
+                       (default 10; --quick 3; 0 skips it); with --relay-only it runs
+                       only when given
   --shim PATH          run the shim rows with PATH's `connect` (another build's mcpd)
   --table PATH         also write the relay table and the targets as Markdown to PATH
   --help               this text";
@@ -49,6 +58,8 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
     let mut payloads = None;
     let mut relay_only = false;
     let mut table = None;
+    let mut paths: Option<Vec<Mode>> = None;
+    let mut first_call: Option<usize> = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -91,6 +102,29 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
             "--shim" => shim = Some(std::path::PathBuf::from(value("--shim")?)),
             "--table" => table = Some(std::path::PathBuf::from(value("--table")?)),
             "--relay-only" => relay_only = true,
+            "--paths" => {
+                let v = value("--paths")?;
+                let mut list = Vec::new();
+                for s in v.split(',') {
+                    let m = Mode::named(s.trim()).ok_or_else(|| {
+                        let all: Vec<&str> = Mode::ALL.iter().map(|m| m.name()).collect();
+                        format!("--paths {v:?}: {s:?} is not one of {}", all.join(", "))
+                    })?;
+                    if !list.contains(&m) {
+                        list.push(m);
+                    }
+                }
+                // Always in the table's order, whatever the order given.
+                paths = Some(Mode::ALL.into_iter().filter(|m| list.contains(m)).collect());
+            }
+            "--first-call" => {
+                let v = value("--first-call")?;
+                let n = match v.trim().parse::<usize>() {
+                    Ok(n) if n <= 1000 => n,
+                    _ => return Err(format!("--first-call {v:?}: not an integer in 0..=1000")),
+                };
+                first_call = Some(n);
+            }
             "--payload" => {
                 let v = value("--payload")?;
                 let list = v
@@ -128,6 +162,13 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
         idle_agents: if quick { 100 } else { 1000 },
         shim,
         payloads: payloads.unwrap_or(vec![Payload::Echo, Payload::Big]),
+        paths: paths.unwrap_or(Mode::ALL.to_vec()),
+        first_call: match (first_call, relay_only) {
+            (Some(n), _) => n,
+            (None, true) => 0,
+            (None, false) if quick => 3,
+            (None, false) => 10,
+        },
         relay_only,
         table,
     }))

@@ -6,6 +6,7 @@ use crate::listing::ListReport;
 use crate::machine::Rss;
 use crate::memory::MemReport;
 use crate::options::Opts;
+use crate::project::{FirstCallReport, describe_px};
 use crate::{IDLE_SERVERS, LIST_SERVERS, TOOLS_PER_SERVER};
 use std::time::Duration;
 
@@ -94,6 +95,42 @@ pub fn print_relay(rows: &[Row], opts: &Opts) {
          of mcpd's connections share its one fx process, so those ratios include that fan-in \
          onto a single server, not only the hop"
     );
+    if rows.iter().any(|r| r.mode == Mode::Project) {
+        println!();
+        println!(
+            "per-project server ÷ shared server (project row ÷ mcpd row): the same fixture binary, the \
+             same calls; 1.00 is no cost for routing to the agent's project instance; mcpd's \
+             CPU µs per call, which moves less with the machine's other work, beside them"
+        );
+        println!(
+            "{:<7} {:>4}  {:>16} {:>16} {:>10} {:>10} {:>12} {:>12}",
+            "payload",
+            "c",
+            "calls/s project",
+            "calls/s mcpd",
+            "thr ratio",
+            "p50 ratio",
+            "CPU project",
+            "CPU mcpd"
+        );
+        for r in rows.iter().filter(|r| r.mode == Mode::Project) {
+            let Some(m) = find(r.payload, r.concurrency, Mode::Mcpd) else {
+                continue;
+            };
+            let cpu = |row: &Row| row.mcpd_cpu_us.map_or("-".into(), |u| format!("{u:.1}"));
+            println!(
+                "{:<7} {:>4}  {:>16.0} {:>16.0} {:>10} {:>10} {:>12} {:>12}",
+                r.payload.name(),
+                r.concurrency,
+                r.calls_per_s,
+                m.calls_per_s,
+                ratio(r.calls_per_s, m.calls_per_s),
+                ratio(r.p50_us, m.p50_us),
+                cpu(r),
+                cpu(m),
+            );
+        }
+    }
     let troubled: Vec<&Row> = rows
         .iter()
         .filter(|r| r.tally.errors() > 0 || r.failure.is_some())
@@ -282,4 +319,75 @@ pub fn print_burst(b: &Result<BurstReport, String>) -> bool {
             false
         }
     }
+}
+
+/// Nearest-rank percentile of sorted milliseconds, for the first-call table.
+fn pct_ms(sorted: &[f64], p: f64) -> String {
+    let v = pct_f(sorted, p);
+    if v.is_nan() {
+        "-".into()
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+pub fn print_first_call(f: &Result<FirstCallReport, String>) -> bool {
+    println!();
+    let f = match f {
+        Ok(f) => f,
+        Err(e) => {
+            println!("first call in a new project: FAILED: {e}");
+            return false;
+        }
+    };
+    let mut ok = true;
+    println!(
+        "first call in a new project (a fresh temp dir each iteration), {} iterations of each \
+         variant, interleaved, after one uncounted round; ms, median / p90",
+        f.iterations
+    );
+    println!("  server: {}", describe_px());
+    println!(
+        "  (c) calls fx, the same fixture and args shared by every agent; before the rounds \
+         one project's instance was made ready in {:.1} ms (its tools listed since, as a \
+         restarted daemon's catalog cache lists them); each project instance is stopped \
+         after its iteration, untimed",
+        f.primed_in.as_secs_f64() * 1000.0
+    );
+    println!(
+        "  {:<66} {:>15} {:>15} {:>15} {:>15}",
+        "", "connect→answer", "the call alone", "connect→listed", "connect→ready"
+    );
+    for v in &f.variants {
+        let both = |s: &[f64]| {
+            if s.is_empty() {
+                "-".to_owned()
+            } else {
+                format!("{} / {}", pct_ms(s, 0.5), pct_ms(s, 0.9))
+            }
+        };
+        println!(
+            "  {:<66} {:>15} {:>15} {:>15} {:>15}",
+            v.variant.label(),
+            both(&v.total_ms),
+            both(&v.call_ms),
+            both(&v.listed_ms),
+            both(&v.ready_ms)
+        );
+        if v.relisted > 0 {
+            println!(
+                "      {} listings did not have the tool yet and were repeated",
+                v.relisted
+            );
+        }
+        for e in &v.errors {
+            ok = false;
+            println!("      ERROR: {e}");
+        }
+    }
+    if let Err(e) = &f.shutdown {
+        ok = false;
+        println!("  ERROR at shutdown: {e}");
+    }
+    ok
 }
