@@ -81,6 +81,9 @@ pub struct ServerStatus {
     /// For a project's instance: seconds since its last call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_secs: Option<u64>,
+    /// The sandbox its running process is confined by (None: unconfined).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxView>,
     pub protocol_version: Option<String>,
     pub server_info: Option<serde_json::Value>,
     pub pid: Option<u32>,
@@ -202,3 +205,20 @@ fn shared() -> String {
 /// The notification `mcpd connect` sends before anything else, `{"path": DIR}`: the
 /// directory it was started in (or `--project DIR`), for servers run per project.
 pub const PROJECT_NOTIFICATION: &str = "notifications/mcpd/project";
+
+/// What the kernel enforces on a confined server, for `ctl status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxView {
+    /// "landlock".
+    pub mechanism: String,
+    /// The kernel's Landlock ABI.
+    pub abi: u32,
+    /// Paths readable, and writable.
+    pub read: usize,
+    pub write: usize,
+    /// "all" or "none".
+    pub network: String,
+    /// What the mechanism leaves open, when something is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}

@@ -12,6 +12,7 @@ mod naming;
 mod project;
 mod raw;
 mod remote;
+mod sandbox;
 mod server;
 
 pub use crate::protocol::naming::Naming;
@@ -19,6 +20,7 @@ pub use discovery::{Discovery, RESERVED, ToolMode};
 pub use filter::{Profile, ToolFilter, glob};
 pub use http::{HttpAuth, HttpListen};
 pub use project::{PROJECT, PROJECT_NAME, Share};
+pub use sandbox::{Network, SandboxProfile};
 pub use remote::{HttpLaunch, HttpTransport, OAuthConfig, Secret, display_url};
 
 use raw::{RawFile, RawHealth, RawRestart, RawServer};
@@ -113,6 +115,8 @@ pub struct ServerConfig {
     pub idle_timeout: Option<Duration>,
     /// Shared, one instance per agent, or one per project (`share`).
     pub share: Share,
+    /// The sandbox a local server runs in; None runs it unconfined.
+    pub sandbox: Option<SandboxProfile>,
     /// Why it cannot start, when a setting refers to a variable mcpd's environment lacks:
     /// the server stays `failed` with this as its error, the others run.
     pub unresolved: Option<String>,
@@ -455,6 +459,9 @@ impl Validator<'_> {
                 restart_default,
                 health_default,
             )?;
+            let local = matches!(server.launch, Launch::Stdio(_));
+            let key = format!("servers.{name}");
+            server.sandbox = self.sandbox(&key, s.sandbox.as_ref(), d.sandbox, local)?;
             let no_renames = BTreeMap::new();
             server.naming = self.naming(
                 &name,

@@ -49,6 +49,8 @@ pub(super) struct RawDaemon {
     pub(super) restart: RawRestart,
     #[serde(default)]
     pub(super) health: RawHealth,
+    #[serde(default)]
+    pub(super) sandbox: bool,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -102,6 +104,7 @@ pub(super) struct RawServer {
     pub(super) idle_timeout: Option<String>,
     pub(super) share: Option<String>,
     pub(super) max_projects: Option<usize>,
+    pub(super) sandbox: Option<super::sandbox::RawSandbox>,
 }
 
 pub(super) fn yes() -> bool {

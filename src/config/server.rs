@@ -65,6 +65,8 @@ impl Validator<'_> {
             // Replaced by the validated naming once the name limit is known.
             naming: crate::protocol::naming::Naming::prefixed(name),
             share,
+            // Set by the caller, which knows the daemon's default.
+            sandbox: None,
             lazy: match s.start.as_deref() {
                 None | Some("eager") => false,
                 Some("lazy") => true,

@@ -2,6 +2,7 @@
 
 pub mod backoff;
 mod catalog_cache;
+mod confine;
 mod eras;
 mod events;
 mod handle;
@@ -78,6 +79,8 @@ struct Running {
     http: Option<watch::Receiver<HttpInfo>>,
     /// This instance is an era probe, not a serving connection.
     probing: bool,
+    /// What confines its process, if anything does.
+    sandbox: Option<crate::control_api::SandboxView>,
 }
 
 struct Supervisor {
@@ -255,6 +258,8 @@ impl Supervisor {
     }
 
     fn start_connection(&mut self, name: &Arc<str>, era: EraPlan) {
+        let confined = self.confinement(name);
+        let sandbox = confined.as_ref().ok().and_then(|c| c.as_ref().map(|p| p.view.clone()));
         let Some(slot) = self.slots.get_mut(name) else {
             return;
         };
@@ -265,7 +270,7 @@ impl Supervisor {
         // from the start: the sentinel watches its group and the orphan reaper leaves
         // it to its connection.
         let spawned = match &slot.cfg.launch {
-            Launch::Stdio(launch) => Some(process::spawn(launch)),
+            Launch::Stdio(launch) => Some(confined.and_then(|c| process::spawn(launch, c))),
             Launch::Http(_) => None,
         };
         let pid = spawned
@@ -295,6 +300,7 @@ impl Supervisor {
             handle: None,
             http: None,
             probing: false,
+            sandbox,
         });
         slot.state = ServerState::Starting;
         slot.retry_at = None;

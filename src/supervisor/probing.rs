@@ -51,13 +51,20 @@ impl Supervisor {
     /// Starts a disposable probe process for `name`. If it cannot even be spawned, the
     /// connection is started instead, which reports the same error the usual way.
     pub(super) fn start_probe(&mut self, name: &Arc<str>) {
+        // The probe is confined as the server is: a server that cannot be is not
+        // probed either (the connection then reports why).
+        let confined = match self.confinement(name) {
+            Ok(c) => c,
+            Err(_) => return self.start_connection(name, EraPlan::Legacy),
+        };
+        let sandbox = confined.as_ref().map(|p| p.view.clone());
         let Some(slot) = self.slots.get_mut(name) else {
             return;
         };
         let Launch::Stdio(launch) = &slot.cfg.launch else {
             return;
         };
-        let spawned = match process::spawn(launch) {
+        let spawned = match process::spawn(launch, confined) {
             Ok(s) => s,
             Err(_) => return self.start_connection(name, EraPlan::Legacy),
         };
@@ -74,6 +81,7 @@ impl Supervisor {
             handle: None,
             http: None,
             probing: true,
+            sandbox,
         });
         slot.state = ServerState::Starting;
         slot.retry_at = None;

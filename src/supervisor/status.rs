@@ -76,6 +76,7 @@ impl Slot {
             share: self.cfg.share.as_str().to_owned(),
             agents: 0,
             idle_secs: None,
+            sandbox: self.running.as_ref().and_then(|r| r.sandbox.clone()),
             protocol_version: identity.map(|i| i.protocol_version.clone()),
             server_info: identity.map(|i| i.server_info.clone()),
             pid: self.running.as_ref().and_then(|r| r.pid),

@@ -27,7 +27,11 @@ pub async fn run(mut ctx: ConnectionContext) -> ConnectionExit {
             http::run(ctx, launch).await
         }
         (Launch::Stdio(_), Some(Ok(spawned))) => run_stdio(ctx, spawned).await,
-        (Launch::Stdio(_), Some(Err(e))) => ConnectionExit::before_start(e.to_string()),
+        (Launch::Stdio(_), Some(Err(e))) => {
+            let mut exit = ConnectionExit::before_start(e.to_string());
+            exit.fatal = e.fatal();
+            exit
+        }
         (Launch::Stdio(_), None) => {
             ConnectionExit::before_start("internal error: no process was started".into())
         }

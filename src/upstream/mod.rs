@@ -14,6 +14,7 @@ mod list;
 pub use list::ListError;
 mod modern;
 pub mod probe;
+pub mod sandbox;
 pub mod process;
 mod raw_result;
 pub mod serve;

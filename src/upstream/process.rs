@@ -35,6 +35,16 @@ pub enum SpawnError {
     NoPid,
     #[error("the child's pipes were not set up")]
     NoPipes,
+    /// The server cannot be confined as its profile asks: it is not started unconfined.
+    #[error("not started: {0}")]
+    Sandbox(String),
+}
+
+impl SpawnError {
+    /// Whether starting again cannot help until the config or the machine changes.
+    pub fn fatal(&self) -> bool {
+        matches!(self, SpawnError::Sandbox(_))
+    }
 }
 
 pub struct Spawned {
@@ -46,8 +56,12 @@ pub struct Spawned {
 }
 
 /// Starts the server's process in its own process group, with a parent-death signal so
-/// that even a `kill -9` of mcpd takes the child down with it.
-pub fn spawn(cfg: &StdioLaunch) -> Result<Spawned, SpawnError> {
+/// that even a `kill -9` of mcpd takes the child down with it; confined when `sandbox`
+/// is given (its environment is then only the one prepared).
+pub fn spawn(
+    cfg: &StdioLaunch,
+    sandbox: Option<super::sandbox::Prepared>,
+) -> Result<Spawned, SpawnError> {
     if let Some(cwd) = &cfg.cwd
         && !cwd.is_dir()
     {
@@ -76,9 +90,18 @@ pub fn spawn(cfg: &StdioLaunch) -> Result<Spawned, SpawnError> {
     if let Some(cwd) = &cfg.cwd {
         cmd.current_dir(cwd);
     }
+    let mut ruleset = match sandbox {
+        Some(prepared) => {
+            cmd.env_clear().envs(prepared.env);
+            Some(prepared.ruleset)
+        }
+        None => None,
+    };
+    let confined = ruleset.is_some();
     let parent = std::process::id();
-    // SAFETY: the closure runs in the forked child before exec and only makes two
-    // async-signal-safe system calls (prctl, getppid) and possibly _exit.
+    // SAFETY: the closure runs in the forked child before exec and only makes
+    // async-signal-safe system calls (prctl, getppid, landlock_restrict_self, the
+    // ruleset's close) and possibly _exit; the ruleset was made before the fork.
     unsafe {
         cmd.pre_exec(move || {
             nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
@@ -86,12 +109,28 @@ pub fn spawn(cfg: &StdioLaunch) -> Result<Spawned, SpawnError> {
             if nix::unistd::getppid().as_raw() as u32 != parent {
                 nix::libc::_exit(1);
             }
+            // The Landlock ruleset was built in the daemon: only `prctl(NO_NEW_PRIVS)`
+            // and `landlock_restrict_self` run here (no allocation, no lock). A ruleset
+            // that is not wholly enforced fails the spawn: never run it unconfined.
+            if let Some(ruleset) = ruleset.as_mut().and_then(Option::take) {
+                let enforced = ruleset
+                    .restrict_self()
+                    .is_ok_and(|s| s.ruleset == landlock::RulesetStatus::FullyEnforced);
+                if !enforced {
+                    return Err(std::io::Error::from_raw_os_error(nix::libc::EPERM));
+                }
+            }
             Ok(())
         });
     }
-    let mut child = cmd.spawn().map_err(|source| SpawnError::Exec {
-        command: cfg.command.clone(),
-        source,
+    let mut child = cmd.spawn().map_err(|source| match source.raw_os_error() {
+        Some(nix::libc::EPERM) if confined => SpawnError::Sandbox(
+            "the kernel did not enforce its sandbox; it is not run unconfined".into(),
+        ),
+        _ => SpawnError::Exec {
+            command: cfg.command.clone(),
+            source,
+        },
     })?;
     let pid = child.id().ok_or(SpawnError::NoPid)?;
     let (Some(stdin), Some(stdout), Some(stderr)) =
