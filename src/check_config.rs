@@ -43,6 +43,9 @@ pub fn report(config: &Config, socket: &Path, exists: bool) -> Result<(), Output
                 "  shared: one instance per project (at most {max_projects} at once), ${{PROJECT}} filled in for each"
             )?,
         }
+        if let (Some(profile), Launch::Stdio(l)) = (&s.sandbox, &s.launch) {
+            sandbox_lines(&mut out, &s.name, profile, l, s.share)?;
+        }
         if let Some(why) = &s.unresolved {
             writeln!(out, "  warning: will not start: {why}")?;
         }
@@ -113,4 +116,56 @@ fn is_executable(p: &Path) -> bool {
     )]
     let meta = std::fs::metadata(p);
     meta.is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// A confined server's profile as it resolves now (a project server's `${PROJECT}` left
+/// as written).
+fn sandbox_lines(
+    out: &mut Out,
+    name: &str,
+    profile: &crate::config::SandboxProfile,
+    launch: &crate::config::StdioLaunch,
+    share: crate::config::Share,
+) -> Result<(), OutputError> {
+    use crate::upstream::sandbox;
+    let project = matches!(share, crate::config::Share::Project { .. })
+        .then(|| std::path::Path::new(crate::config::PROJECT));
+    let abi = sandbox::kernel_abi();
+    writeln!(
+        out,
+        "  sandbox: landlock (kernel ABI {abi}), network {}{}",
+        profile.network.as_str(),
+        if profile.env.is_empty() {
+            String::new()
+        } else {
+            format!(", env passed: {}", profile.env.join(" "))
+        }
+    )?;
+    match sandbox::paths(profile, launch, project, &sandbox::temp_path(name)) {
+        Ok(p) => {
+            let show = |l: &[std::path::PathBuf]| {
+                l.iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            writeln!(out, "  sandbox: read {}", show(&p.read))?;
+            writeln!(out, "  sandbox: write {}", show(&p.write))?;
+            if !p.missing.is_empty() {
+                writeln!(
+                    out,
+                    "  sandbox: missing (granted nothing) {}",
+                    show(&p.missing)
+                )?;
+            }
+        }
+        Err(e) => writeln!(out, "  warning: will not start: {e}")?,
+    }
+    if abi < 6 {
+        writeln!(
+            out,
+            "  warning: will not start: the sandbox needs Landlock ABI 6; this kernel offers {abi}"
+        )?;
+    }
+    Ok(())
 }

@@ -20,8 +20,8 @@ pub use discovery::{Discovery, RESERVED, ToolMode};
 pub use filter::{Profile, ToolFilter, glob};
 pub use http::{HttpAuth, HttpListen};
 pub use project::{PROJECT, PROJECT_NAME, Share};
-pub use sandbox::{Network, SandboxProfile};
 pub use remote::{HttpLaunch, HttpTransport, OAuthConfig, Secret, display_url};
+pub use sandbox::{Network, SandboxProfile};
 
 use raw::{RawFile, RawHealth, RawRestart, RawServer};
 use serde::Deserialize;

@@ -24,7 +24,10 @@ fn tables() -> Vec<(&'static str, &'static [&'static str])> {
         ("servers.NAME.restart", fields_of::<RawRestart>()),
         ("servers.NAME.health", fields_of::<RawHealth>()),
         ("servers.NAME.oauth", fields_of::<remote::RawOAuthTable>()),
-        ("servers.NAME.sandbox", fields_of::<sandbox::RawSandboxTable>()),
+        (
+            "servers.NAME.sandbox",
+            fields_of::<sandbox::RawSandboxTable>(),
+        ),
         ("profiles.NAME", fields_of::<filter::RawProfile>()),
     ]
 }

@@ -99,7 +99,10 @@ impl Validator<'_> {
             .iter()
             .find(|n| n.is_empty() || n.contains('=') || n.contains('\0'))
         {
-            return Err(self.err(format!("{key}.env"), format!("{bad:?} is not a variable name")));
+            return Err(self.err(
+                format!("{key}.env"),
+                format!("{bad:?} is not a variable name"),
+            ));
         }
         let network = match &table.network {
             None => Network::All,

@@ -107,6 +107,17 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
         if let Some(a) = &s.auth {
             notes.extend(auth_note(&s.name, a));
         }
+        if let Some(b) = &s.sandbox {
+            notes.push(format!(
+                "sandbox: {} ABI {}, {} read and {} write paths, network {}{}",
+                b.mechanism,
+                b.abi,
+                b.read,
+                b.write,
+                b.network,
+                b.note.as_ref().map(|n| format!(" ({n})")).unwrap_or_default()
+            ));
+        }
         if let Some(e) = &s.last_error {
             notes.push(format!("last error: {e}"));
         }

@@ -259,7 +259,10 @@ impl Supervisor {
 
     fn start_connection(&mut self, name: &Arc<str>, era: EraPlan) {
         let confined = self.confinement(name);
-        let sandbox = confined.as_ref().ok().and_then(|c| c.as_ref().map(|p| p.view.clone()));
+        let sandbox = confined
+            .as_ref()
+            .ok()
+            .and_then(|c| c.as_ref().map(|p| p.view.clone()));
         let Some(slot) = self.slots.get_mut(name) else {
             return;
         };

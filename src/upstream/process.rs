@@ -90,18 +90,19 @@ pub fn spawn(
     if let Some(cwd) = &cfg.cwd {
         cmd.current_dir(cwd);
     }
-    let mut ruleset = match sandbox {
+    let (mut ruleset, seccomp) = match sandbox {
         Some(prepared) => {
             cmd.env_clear().envs(prepared.env);
-            Some(prepared.ruleset)
+            (Some(prepared.ruleset), prepared.seccomp)
         }
-        None => None,
+        None => (None, None),
     };
     let confined = ruleset.is_some();
     let parent = std::process::id();
     // SAFETY: the closure runs in the forked child before exec and only makes
     // async-signal-safe system calls (prctl, getppid, landlock_restrict_self, the
-    // ruleset's close) and possibly _exit; the ruleset was made before the fork.
+    // ruleset's close, seccomp) and possibly _exit; the ruleset and the filter were made
+    // before the fork.
     unsafe {
         cmd.pre_exec(move || {
             nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
@@ -119,6 +120,13 @@ pub fn spawn(
                 if !enforced {
                     return Err(std::io::Error::from_raw_os_error(nix::libc::EPERM));
                 }
+            }
+            // The filter was compiled in the daemon; installing it is one prctl and one
+            // seccomp call on it as it stands.
+            if let Some(filter) = &seccomp
+                && seccompiler::apply_filter(filter).is_err()
+            {
+                return Err(std::io::Error::from_raw_os_error(nix::libc::EPERM));
             }
             Ok(())
         });

@@ -29,13 +29,33 @@ pub const ABI_OVERRIDE: &str = "MCPD_LANDLOCK_ABI";
 
 /// Readable system paths of the default profile (those that exist).
 const SYSTEM: &[&str] = &[
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/proc",
-    "/sys", "/dev", "/nix", "/snap", "/run/systemd/resolve", "/run/resolvconf",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/opt",
+    "/proc",
+    "/sys",
+    "/dev",
+    "/nix",
+    "/snap",
+    "/run/systemd/resolve",
+    "/run/resolvconf",
 ];
 /// Writable devices of the default profile.
 const DEVICES: &[&str] = &[
-    "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty",
-    "/dev/pts", "/dev/shm",
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+    "/dev/pts",
+    "/dev/shm",
 ];
 /// The package caches of `npx`, `uvx` and `pip`, writable under home: they must persist
 /// what they download, and so they are also a place where code persists.
@@ -63,6 +83,8 @@ pub enum SandboxError {
     Path { path: String, why: String },
     #[error("the sandbox ruleset could not be built: {0}")]
     Ruleset(#[from] landlock::RulesetError),
+    #[error("the sandbox's network filter could not be built: {0}")]
+    Seccomp(String),
     #[error("the sandbox's private temporary directory {}: {source}", dir.display())]
     Temp {
         dir: PathBuf,
@@ -74,6 +96,8 @@ pub enum SandboxError {
 pub struct Prepared {
     /// Taken and applied once, between fork and exec.
     pub ruleset: Option<RulesetCreated>,
+    /// With `network = "none"`: the seccomp filter that refuses every IP socket.
+    pub seccomp: Option<seccompiler::BpfProgram>,
     /// The whole environment the server gets (the process starts with none).
     pub env: Vec<(OsString, OsString)>,
     pub view: SandboxView,
@@ -120,30 +144,36 @@ pub fn paths(
     tmp: &Path,
 ) -> Result<Paths, SandboxError> {
     let home = std::env::var_os("HOME").map(PathBuf::from);
+    // The default profile: what exists of it is granted.
     let mut read: Vec<PathBuf> = SYSTEM.iter().map(PathBuf::from).collect();
     read.extend(command_dirs(&launch.command));
     read.extend(launch.cwd.iter().cloned());
     let mut write: Vec<PathBuf> = DEVICES.iter().map(PathBuf::from).collect();
-    write.push(tmp.to_owned());
     if let Some(home) = &home {
         write.extend(CACHES.iter().map(|c| home.join(c)));
         read.extend(TOOL_SETTINGS.iter().map(|c| home.join(c)));
     }
-    write.extend(project.map(Path::to_owned));
-    for p in &profile.read {
-        read.push(expand(p, home.as_deref(), project)?);
-    }
-    for p in &profile.write {
-        write.push(expand(p, home.as_deref(), project)?);
-    }
     let mut out = Paths::default();
     for (list, into) in [(read, &mut out.read), (write, &mut out.write)] {
+        for p in list.into_iter().filter(|p| exists(p)) {
+            if !into.contains(&p) {
+                into.push(p);
+            }
+        }
+    }
+    // Its own: always granted (the temporary directory is made before the rules).
+    out.write.push(tmp.to_owned());
+    out.write.extend(project.map(Path::to_owned));
+    // The config's: a path that does not exist is said to grant nothing.
+    for (list, writable) in [(&profile.read, false), (&profile.write, true)] {
         for p in list {
-            // Blocking, on the supervisor's worker like the fork and exec it precedes;
-            // these are local lookups of a few paths.
-            #[allow(clippy::disallowed_methods, reason = "see above")]
-            let exists = std::fs::symlink_metadata(&p).is_ok();
-            if !exists {
+            let p = expand(p, home.as_deref(), project)?;
+            let into = if writable {
+                &mut out.write
+            } else {
+                &mut out.read
+            };
+            if !exists(&p) {
                 out.missing.push(p);
             } else if !into.contains(&p) {
                 into.push(p);
@@ -151,6 +181,14 @@ pub fn paths(
         }
     }
     Ok(out)
+}
+
+/// Whether a path exists (a symlink counts; Landlock follows it). Blocking, on the
+/// supervisor's worker like the fork and exec it precedes: local lookups of a few paths.
+fn exists(p: &Path) -> bool {
+    #[allow(clippy::disallowed_methods, reason = "see above")]
+    let found = std::fs::symlink_metadata(p).is_ok();
+    found
 }
 
 /// A profile path with `~`, `${PROJECT}` and `${VAR}` resolved.
@@ -224,7 +262,11 @@ fn install_dirs(path: &Path, out: &mut Vec<PathBuf>) {
     {
         out.push(root.to_owned());
     }
-    if let Some(modules) = path.ancestors().filter(|a| a.ends_with("node_modules")).last() {
+    if let Some(modules) = path
+        .ancestors()
+        .filter(|a| a.ends_with("node_modules"))
+        .last()
+    {
         out.push(modules.to_owned());
     }
 }
@@ -246,17 +288,28 @@ fn interpreter(script: &Path) -> Option<PathBuf> {
     Some(PathBuf::from(first))
 }
 
-/// The server's private temporary directory (made 0700 if missing).
-pub fn temp_dir(server: &str) -> Result<PathBuf, SandboxError> {
+/// Where the server's private temporary directory is.
+pub fn temp_path(server: &str) -> PathBuf {
     let uid = nix::unistd::getuid().as_raw();
     let name: String = server
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
-    let dir = std::env::temp_dir()
+    std::env::temp_dir()
         .join(format!("mcpd-{uid}"))
         .join("sandbox")
-        .join(name);
+        .join(name)
+}
+
+/// The server's private temporary directory (made 0700 if missing).
+pub fn temp_dir(server: &str) -> Result<PathBuf, SandboxError> {
+    let dir = temp_path(server);
     #[allow(clippy::disallowed_methods, reason = "before the spawn, as the paths")]
     let made = {
         use std::os::unix::fs::DirBuilderExt;
@@ -336,10 +389,15 @@ pub fn prepare(
         write: paths.write.len(),
         network: profile.network.as_str().into(),
         note: (profile.network == Network::None)
-            .then(|| "TCP refused by Landlock; other sockets open".into()),
+            .then(|| "no IP sockets: TCP refused by Landlock, IP sockets by seccomp".into()),
+    };
+    let seccomp = match profile.network {
+        Network::None => Some(no_ip_sockets()?),
+        Network::All => None,
     };
     Ok(Prepared {
         ruleset: Some(created),
+        seccomp,
         env,
         view,
     })
@@ -347,7 +405,11 @@ pub fn prepare(
 
 /// A confined server's whole environment: the few variables every program expects, its
 /// own private `TMPDIR`, the profile's `env` names, then its config's `env` table.
-fn environment(profile: &SandboxProfile, launch: &StdioLaunch, tmp: &Path) -> Vec<(OsString, OsString)> {
+fn environment(
+    profile: &SandboxProfile,
+    launch: &StdioLaunch,
+    tmp: &Path,
+) -> Vec<(OsString, OsString)> {
     let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
         .filter(|(k, _)| {
             let k = k.to_string_lossy();
@@ -364,4 +426,38 @@ fn environment(profile: &SandboxProfile, launch: &StdioLaunch, tmp: &Path) -> Ve
             .map(|(k, v)| (OsString::from(k), OsString::from(v))),
     );
     env
+}
+
+/// The seccomp filter of `network = "none"`: `socket` of an IPv4 or IPv6 family, and
+/// `io_uring_setup` (whose operations could open sockets without `socket`), fail with
+/// EPERM; everything else is allowed.
+fn no_ip_sockets() -> Result<seccompiler::BpfProgram, SandboxError> {
+    use seccompiler::{SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition};
+    use seccompiler::{SeccompFilter, SeccompRule};
+    let fail = |e: &dyn std::fmt::Display| SandboxError::Seccomp(e.to_string());
+    let family = |f: i32| -> Result<SeccompRule, SandboxError> {
+        let c = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, f as u64)
+            .map_err(|e| fail(&e))?;
+        SeccompRule::new(vec![c]).map_err(|e| fail(&e))
+    };
+    let rules = [
+        (
+            nix::libc::SYS_socket,
+            vec![family(nix::libc::AF_INET)?, family(nix::libc::AF_INET6)?],
+        ),
+        (nix::libc::SYS_io_uring_setup, vec![]),
+    ]
+    .into_iter()
+    .collect();
+    let arch = std::env::consts::ARCH.try_into().map_err(|e| fail(&e))?;
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(nix::libc::EPERM as u32),
+        arch,
+    )
+    .map_err(|e| fail(&e))?;
+    filter
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| fail(&e))
 }
