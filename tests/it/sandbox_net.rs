@@ -167,10 +167,15 @@ async fn a_profile_the_kernel_cannot_enforce_fails_its_server_with_a_sandbox_err
     let s = secrets();
     let d = trio(&s).env("MCPD_LANDLOCK_ABI", "3").start().await;
     let cut = d
-        .wait_server("cut", "cut failed (no TCP rules at ABI 3)", |r| {
-            r["state"] == "failed"
+        .wait_server("cut", "cut is ready or failed", |r| {
+            r["state"] == "ready" || r["state"] == "failed"
         })
         .await;
+    assert_eq!(
+        cut["state"], "failed",
+        "at ABI 3 (no TCP rules) network = \"none\" cannot be enforced, so cut must not \
+         start: {cut}"
+    );
     let why = cut["last_error"].as_str().unwrap_or("").to_lowercase();
     assert!(
         why.contains("sandbox") && ["network", "tcp", "abi"].iter().any(|w| why.contains(w)),
