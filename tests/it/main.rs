@@ -49,6 +49,8 @@ mod projects;
 mod projects_limits;
 mod projects_sources;
 mod projects_surface;
+mod sandbox;
+mod sandbox_net;
 mod surface;
 mod systemd;
 mod tasks;
