@@ -115,7 +115,10 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
                 b.read,
                 b.write,
                 b.network,
-                b.note.as_ref().map(|n| format!(" ({n})")).unwrap_or_default()
+                b.note
+                    .as_ref()
+                    .map(|n| format!(" ({n})"))
+                    .unwrap_or_default()
             ));
         }
         if let Some(e) = &s.last_error {

@@ -100,8 +100,8 @@ pub fn spawn(
     let confined = ruleset.is_some();
     let parent = std::process::id();
     // SAFETY: the closure runs in the forked child before exec and only makes
-    // async-signal-safe system calls (prctl, getppid, landlock_restrict_self, the
-    // ruleset's close, seccomp) and possibly _exit; the ruleset and the filter were made
+    // async-signal-safe system calls (prctl, getppid, geteuid, landlock_restrict_self,
+    // the ruleset's close, seccomp) and possibly _exit; the ruleset and the filter were made
     // before the fork.
     unsafe {
         cmd.pre_exec(move || {
@@ -113,6 +113,9 @@ pub fn spawn(
             // The Landlock ruleset was built in the daemon: only `prctl(NO_NEW_PRIVS)`
             // and `landlock_restrict_self` run here (no allocation, no lock). A ruleset
             // that is not wholly enforced fails the spawn: never run it unconfined.
+            if confined && nix::unistd::geteuid().is_root() {
+                drop_capabilities();
+            }
             if let Some(ruleset) = ruleset.as_mut().and_then(Option::take) {
                 let enforced = ruleset
                     .restrict_self()
@@ -154,6 +157,20 @@ pub fn spawn(
         stdout,
         stderr,
     })
+}
+
+/// Empties the capability bounding set, so a confined server started by a root mcpd
+/// holds no capability after exec: Landlock keeps a confined process from `ptrace` and
+/// from the `/proc` files it guards, but a process with `CAP_SYS_PTRACE` still reads
+/// another's `/proc/PID/environ`. Only `prctl` calls: safe between fork and exec.
+fn drop_capabilities() {
+    // Capabilities beyond the kernel's last give EINVAL, which is as good as dropped.
+    for cap in 0..64 {
+        // SAFETY: PR_CAPBSET_DROP takes an integer and touches no memory.
+        unsafe {
+            nix::libc::prctl(nix::libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
+        }
+    }
 }
 
 /// The capacity asked for the pipe a server's answers come through (the kernel's default
