@@ -49,6 +49,7 @@ mod projects;
 mod projects_limits;
 mod projects_sources;
 mod projects_surface;
+mod server_hygiene;
 mod surface;
 mod systemd;
 mod tasks;
