@@ -192,6 +192,11 @@ pub struct AgentInfo {
     pub via: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bridge_pid: Option<i32>,
+    /// When the peer is a process of a server mcpd started: that server's pid (the
+    /// leader of its process group, as `ctl status` shows it). Such a connection never
+    /// gets control methods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_pid: Option<u32>,
     /// The connection has sent only control methods (`mcpd ctl`): no agent, not listed.
     /// The roster's own flag, never sent.
     #[serde(skip)]

@@ -22,7 +22,10 @@ pub async fn serve(
     shutdown: CancellationToken,
     mut reloads: tokio::sync::mpsc::Receiver<()>,
 ) -> Result<(), listener::BindError> {
-    raise_open_files();
+    // Before any child is started: none may inherit what mcpd inherited, and each gets
+    // back the open-files limit mcpd started with.
+    crate::inherit::close_inherited_on_exec();
+    crate::inherit::raise_open_files();
     // Under socket activation systemd owns the socket file; otherwise mcpd binds it.
     let activated =
         crate::systemd::activated_listener().map_err(listener::BindError::Activation)?;
@@ -125,6 +128,7 @@ pub async fn serve(
         },
         peer_uid: None,
         peer_pid: None,
+        peer_origin: crate::agent::PeerOrigin::Outside,
         over_http: false,
         agents: crate::agent::roster::AgentRoster::spawn(),
         metrics: crate::metrics::Metrics::spawn(),
@@ -226,23 +230,6 @@ pub async fn serve(
     }
     tracing::info!("mcpd stopped");
     Ok(())
-}
-
-/// Raises the soft limit on open files to the hard one. Each agent on the socket holds a
-/// descriptor, each server three pipes (and an HTTP server its connections), so 512
-/// agents (`max_agents`' default) with a few dozen servers come near the usual soft limit
-/// of 1,024 (systemd's default too). The daemon polls with epoll, never `select`, so
-/// descriptors above 1,024 are fine.
-fn raise_open_files() {
-    use nix::sys::resource::{Resource, getrlimit, setrlimit};
-    match getrlimit(Resource::RLIMIT_NOFILE) {
-        Ok((soft, hard)) if soft < hard => match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
-            Ok(()) => tracing::debug!(from = soft, to = hard, "raised the open files limit"),
-            Err(e) => tracing::warn!(limit = soft, "could not raise the open files limit: {e}"),
-        },
-        Ok(_) => {}
-        Err(e) => tracing::warn!("could not read the open files limit: {e}"),
-    }
 }
 
 /// The one-line summary systemd shows (`STATUS=`).

@@ -54,6 +54,14 @@ pub enum ControlDenial {
         "this connection chose a profile, which limits what it may see; use a connection without one (`mcpd ctl`)"
     )]
     Profile,
+    #[error(
+        "this connection comes from a process of a server mcpd started; servers may not control the daemon"
+    )]
+    Server,
+    #[error(
+        "mcpd cannot tell whether this connection comes from a process of a server it started (the connecting process or one of its parents could not be read in /proc), and servers may not control the daemon; connect from a process that stays until it has the answer"
+    )]
+    UnknownOrigin,
 }
 
 fn upstream_message(server: &str, method: &str, e: &UpstreamError) -> String {

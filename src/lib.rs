@@ -15,6 +15,7 @@ pub(crate) mod framing;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod import;
+pub(crate) mod inherit;
 pub(crate) mod json;
 pub(crate) mod jsonrpc;
 pub mod logging;

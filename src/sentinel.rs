@@ -31,14 +31,16 @@ impl SentinelHandle {
     pub fn start() -> (SentinelHandle, tokio::task::JoinHandle<()>) {
         let (tx, mut rx) = mpsc::channel::<String>(QUEUE);
         let child = std::env::current_exe().and_then(|exe| {
-            tokio::process::Command::new(exe)
-                .arg("__sentinel")
+            let mut cmd = tokio::process::Command::new(exe);
+            cmd.arg("__sentinel")
                 .stdin(Stdio::piped())
                 .stdout(Stdio::null())
                 // Its own group: a Ctrl-C in the terminal must not end it before mcpd
                 // has cleaned up.
-                .process_group(0)
-                .spawn()
+                .process_group(0);
+            // It reads only its pipe: nothing of mcpd's own or systemd's variables.
+            crate::inherit::scrub_env(&mut cmd);
+            cmd.spawn()
         });
         let mut child = match child {
             Ok(c) => c,

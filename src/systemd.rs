@@ -7,15 +7,48 @@ use std::os::fd::FromRawFd;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// Environment variables of systemd's protocols, which server processes must not see
-/// (a server could otherwise talk to systemd in mcpd's name).
-pub const PRIVATE_ENV: [&str; 6] = [
+/// Environment variables the service manager sets for mcpd itself (systemd.exec(5),
+/// "Environment Variables in Spawned Processes"), which no child of mcpd may see: with
+/// them a server could talk to systemd in mcpd's name (`NOTIFY_SOCKET`, the watchdog),
+/// claim mcpd's sockets, credentials and directories, or log as mcpd (`JOURNAL_STREAM`
+/// names mcpd's stderr; a server's is a pipe to mcpd). The user's own variables
+/// (`HOME`, `PATH`, `XDG_RUNTIME_DIR`, `LANG`, `TERM`) are not systemd's and stay.
+pub const PRIVATE_ENV: [&str; 28] = [
+    // Readiness, status and the watchdog (sd_notify).
     "NOTIFY_SOCKET",
+    "WATCHDOG_USEC",
+    "WATCHDOG_PID",
+    // Socket activation and the descriptor store.
     "LISTEN_FDS",
     "LISTEN_PID",
     "LISTEN_FDNAMES",
-    "WATCHDOG_USEC",
-    "WATCHDOG_PID",
+    "FDSTORE",
+    // Who mcpd is to systemd.
+    "INVOCATION_ID",
+    "MAINPID",
+    "MANAGERPID",
+    "SYSTEMD_EXEC_PID",
+    "PIDFILE",
+    // mcpd's logging and the memory pressure of its cgroup.
+    "JOURNAL_STREAM",
+    "LOG_NAMESPACE",
+    "MEMORY_PRESSURE_WATCH",
+    "MEMORY_PRESSURE_WRITE",
+    // mcpd's credentials and directories (LoadCredential=, RuntimeDirectory=, …).
+    "CREDENTIALS_DIRECTORY",
+    "RUNTIME_DIRECTORY",
+    "STATE_DIRECTORY",
+    "CACHE_DIRECTORY",
+    "LOGS_DIRECTORY",
+    "CONFIGURATION_DIRECTORY",
+    // What started mcpd: a path, timer or other unit.
+    "TRIGGER_UNIT",
+    "TRIGGER_PATH",
+    "TRIGGER_TIMER_REALTIME_USEC",
+    "TRIGGER_TIMER_MONOTONIC_USEC",
+    // A socket unit with Accept=yes: the peer of the connection mcpd was started for.
+    "REMOTE_ADDR",
+    "REMOTE_PORT",
 ];
 
 /// The listening socket systemd passed (socket activation), if any.

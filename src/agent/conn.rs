@@ -50,7 +50,7 @@ const READ_BUFFER: usize = 1024;
 /// serves it. (Not `async fn`s down to the loop: each would keep a copy of its arguments.)
 pub fn serve(
     stream: UnixStream,
-    agent: u64,
+    seed: crate::control_api::AgentInfo,
     ctx: AgentContext,
     shutdown: CancellationToken,
 ) -> impl Future<Output = ()> + use<> {
@@ -60,7 +60,6 @@ pub fn serve(
     // A small first buffer: most agents are idle most of the time, and it grows (doubling)
     // for the first large request.
     let frames = framing::LineReader::with_capacity(read, ctx.max_line, READ_BUFFER);
-    let seed = crate::control_api::AgentInfo::unix(agent, ctx.peer_pid, ctx.peer_uid);
     run(frames, outbox, writer, seed, ctx, shutdown)
 }
 

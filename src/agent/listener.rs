@@ -134,13 +134,21 @@ pub async fn run(
             tracker.spawn(refuse(stream, max_agents));
             continue;
         };
-        tracing::info!(agent, ?pid, ?uid, "agent connected");
+        // Whether a server's process connected. At most 64 small procfs reads, bounded
+        // like the executable's below (`AgentInfo::unix`), and as early as can be: a
+        // peer that is gone by then cannot be told (`PeerOrigin::Unknown`).
+        let origin = super::lineage::origin(pid);
+        let server = origin.server();
+        tracing::info!(agent, ?pid, ?uid, ?origin, "agent connected");
         let mut ctx = ctx.clone();
         ctx.peer_uid = uid;
         ctx.peer_pid = pid;
+        ctx.peer_origin = origin;
+        let mut seed = crate::control_api::AgentInfo::unix(agent, pid, uid);
+        seed.server_pid = server;
         // `map`, not an `async` block awaiting it: that would hold the connection's
         // future twice (captured, and moved into the await).
-        let served = super::conn::serve(stream, agent, ctx, cancel.clone());
+        let served = super::conn::serve(stream, seed, ctx, cancel.clone());
         tracker.spawn(served.map(move |()| {
             drop(permit);
             tracing::info!(agent, "agent disconnected");

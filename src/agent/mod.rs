@@ -9,6 +9,7 @@ mod handlers;
 pub mod http;
 mod input;
 mod legacy_call;
+mod lineage;
 pub mod listener;
 mod modern;
 mod params;
@@ -23,6 +24,7 @@ mod session;
 mod surface;
 mod tasks;
 
+pub use lineage::PeerOrigin;
 pub use tasks::{TaskBook, TaskInputs};
 
 use crate::registry::Catalog;
@@ -116,6 +118,14 @@ pub struct AgentContext {
     pub peer_uid: Option<u32>,
     /// The connecting agent's pid, from its peer credentials (set per connection).
     pub peer_pid: Option<i32>,
+    /// Whether the peer is a process of a server mcpd started (set per connection, at
+    /// accept, from its pid): a server runs as the daemon's user, so the uid alone cannot
+    /// tell. Such a peer, or one whose origin could not be told (`Unknown`, which a server
+    /// can cause), never gets control methods (`control::may_control`). `server()` is the
+    /// server's leader pid, to look its server up by (a sandboxed server's processes are
+    /// to get no access at all; `Unknown` should then count as sandboxed). `Outside` for
+    /// HTTP agents, which have no peer process.
+    pub peer_origin: PeerOrigin,
     /// Whether the agent came over the HTTP listener (set per connection).
     pub over_http: bool,
     /// Call and byte counters, for `mcpd ctl metrics`.

@@ -55,17 +55,10 @@ fn exe_of(pid: i32) -> Option<String> {
     link.ok().map(|p| p.display().to_string())
 }
 
-/// The parent of process `pid`: the fourth field of `/proc/PID/stat`, read after the
-/// command name's closing parenthesis (the name itself may hold spaces and parentheses).
+/// The parent of process `pid`, unless that is init (or outside mcpd's pid namespace).
 fn parent_of(pid: i32) -> Option<i32> {
-    #[allow(
-        clippy::disallowed_methods,
-        reason = "a procfs file, which never waits"
-    )]
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = stat.get(stat.rfind(')')? + 1..)?;
-    let ppid: i32 = after.split_whitespace().nth(1)?.parse().ok()?;
-    (ppid > 1).then_some(ppid)
+    let ppid = super::lineage::parent_of(u32::try_from(pid).ok()?)?;
+    i32::try_from(ppid).ok().filter(|p| *p > 1)
 }
 
 /// How a connection is asked for its live details.
@@ -178,6 +171,7 @@ async fn describe(base: AgentInfo, ask: Asker) -> AgentInfo {
             remote: base.remote,
             via: base.via,
             bridge_pid: base.bridge_pid,
+            server_pid: base.server_pid,
             ..live
         },
         _ => base,

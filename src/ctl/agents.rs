@@ -47,6 +47,9 @@ pub async fn agents(socket: &Path, as_json: bool) -> Result<(), CtlError> {
         if let Some(via) = &a.via {
             exe = format!("{exe} (via {via})");
         }
+        if let Some(server) = a.server_pid {
+            exe = format!("{exe} (of server pid {server})");
+        }
         rows.push(vec![
             a.agent.to_string(),
             a.pid.map_or("-".into(), |p| p.to_string()),

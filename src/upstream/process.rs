@@ -72,21 +72,17 @@ pub fn spawn(
     }
     let mut cmd = Command::new(&cfg.command);
     cmd.args(&cfg.args)
-        .envs(&cfg.env)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        // systemd's variables are mcpd's: a server must not talk to systemd in its name.
-        .env_remove(crate::systemd::PRIVATE_ENV[0])
-        .env_remove(crate::systemd::PRIVATE_ENV[1])
-        .env_remove(crate::systemd::PRIVATE_ENV[2])
-        .env_remove(crate::systemd::PRIVATE_ENV[3])
-        .env_remove(crate::systemd::PRIVATE_ENV[4])
-        .env_remove(crate::systemd::PRIVATE_ENV[5])
         .process_group(0)
         // A backstop only: every path through the connection task stops and reaps the
         // child itself.
         .kill_on_drop(true);
+    // mcpd's own variables and systemd's are not the server's; its `env` table, applied
+    // after, is passed whole (the user wrote it, `MCPD_*` names included).
+    crate::inherit::scrub_env(&mut cmd);
+    cmd.envs(&cfg.env);
     if let Some(cwd) = &cfg.cwd {
         cmd.current_dir(cwd);
     }
@@ -99,12 +95,15 @@ pub fn spawn(
     };
     let confined = ruleset.is_some();
     let parent = std::process::id();
+    let open_files = crate::inherit::OpenFiles::started_with();
     // SAFETY: the closure runs in the forked child before exec and only makes
-    // async-signal-safe system calls (prctl, getppid, geteuid, landlock_restrict_self,
-    // the ruleset's close, seccomp) and possibly _exit; the ruleset and the filter were made
-    // before the fork.
+    // async-signal-safe system calls (setrlimit, prctl, getppid, geteuid,
+    // landlock_restrict_self, the ruleset's close, seccomp) and possibly _exit; it
+    // allocates nothing (`open_files`, the ruleset and the filter were made before the
+    // fork).
     unsafe {
         cmd.pre_exec(move || {
+            open_files.restore()?;
             nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
             // mcpd died between fork and prctl: the signal will never come, so go now.
             if nix::unistd::getppid().as_raw() as u32 != parent {

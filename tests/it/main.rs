@@ -51,6 +51,7 @@ mod projects_sources;
 mod projects_surface;
 mod sandbox;
 mod sandbox_net;
+mod server_hygiene;
 mod surface;
 mod systemd;
 mod tasks;

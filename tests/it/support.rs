@@ -79,6 +79,8 @@ pub struct DaemonBuilder {
     profiles: Vec<(String, String)>,
     /// A soft limit on open files to start the daemon with.
     open_files: Option<u64>,
+    /// A descriptor of the test's that the daemon inherits (not close-on-exec).
+    inherit_fd: Option<i32>,
 }
 
 impl DaemonBuilder {
@@ -95,6 +97,7 @@ impl DaemonBuilder {
             env: Vec::new(),
             profiles: Vec::new(),
             open_files: None,
+            inherit_fd: None,
         }
     }
 
@@ -102,13 +105,20 @@ impl DaemonBuilder {
         self.dir.path()
     }
 
-    /// Sets a variable in the daemon's environment (for `${VAR}` secrets in the config).
     /// Starts the daemon with this soft limit on open files (through `sh`'s `ulimit`).
     pub fn open_files(mut self, soft: u64) -> Self {
         self.open_files = Some(soft);
         self
     }
 
+    /// Starts the daemon with the test's descriptor `fd` open, as a careless parent
+    /// would leave it: not close-on-exec. The test keeps it open until then.
+    pub fn inherit_fd(mut self, fd: i32) -> Self {
+        self.inherit_fd = Some(fd);
+        self
+    }
+
+    /// Sets a variable in the daemon's environment (for `${VAR}` secrets in the config).
     pub fn env(mut self, key: &str, value: &str) -> Self {
         self.env.push((key.to_owned(), value.to_owned()));
         self
@@ -202,6 +212,7 @@ impl DaemonBuilder {
             names,
             env: self.env,
             open_files: self.open_files,
+            inherit_fd: self.inherit_fd,
         };
         d.spawn().await;
         d
@@ -229,6 +240,7 @@ pub struct Daemon {
     names: Vec<String>,
     env: Vec<(String, String)>,
     open_files: Option<u64>,
+    inherit_fd: Option<i32>,
 }
 
 impl Daemon {
@@ -252,6 +264,17 @@ impl Daemon {
             }
             None => tokio::process::Command::new(mcpd_bin()),
         };
+        if let Some(fd) = self.inherit_fd {
+            // SAFETY: fcntl is async-signal-safe; it runs in the child before exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if nix::libc::fcntl(fd, nix::libc::F_SETFD, 0) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
         let child = cmd
             .args(["serve", "--config"])
             .arg(&self.config)

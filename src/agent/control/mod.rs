@@ -2,9 +2,9 @@
 
 pub(super) mod login;
 
-use super::AgentContext;
 use super::reply::{Handled, Step};
 use super::session::Session;
+use super::{AgentContext, PeerOrigin};
 use crate::errors::{AgentError, ControlDenial};
 use crate::jsonrpc::{self, Id, Request};
 use crate::supervisor::Action;
@@ -21,12 +21,17 @@ pub(super) fn is_control(m: &str) -> bool {
 
 /// Control methods show every server's command line, stderr and clients, and change
 /// the daemon: they are for its own user (or root) on the socket, on a connection that
-/// has not narrowed itself to a profile.
+/// has not narrowed itself to a profile, from a process that is not a server's (a
+/// server runs as the daemon's user, so its uid proves nothing).
 pub(super) fn may_control(ctx: &AgentContext, session: &Session) -> Result<(), ControlDenial> {
     if ctx.over_http {
         Err(ControlDenial::Http)
     } else if !ctx.access.controls(ctx.peer_uid) {
         Err(ControlDenial::OtherUser)
+    } else if let PeerOrigin::Server { .. } = ctx.peer_origin {
+        Err(ControlDenial::Server)
+    } else if ctx.peer_origin == PeerOrigin::Unknown {
+        Err(ControlDenial::UnknownOrigin)
     } else if session.profile.is_some() {
         Err(ControlDenial::Profile)
     } else {

@@ -171,6 +171,7 @@ impl Starter {
         // the token) but not control it.
         ctx.peer_uid = None;
         ctx.peer_pid = None;
+        ctx.peer_origin = crate::agent::PeerOrigin::Outside;
         ctx.over_http = true;
         let agent = ctx.daemon.next_agent.fetch_add(1, Ordering::Relaxed) + 1;
         let (outbox, out_rx) = Outbox::new(ctx.queue, ctx.queue_bytes);
