@@ -4,7 +4,7 @@ use crate::support::*;
 use serde_json::{Value, json};
 
 /// The fixture's tools these tests use.
-const TOOLS: &str = "pid,env,rlimit_nofile,fds,call_socket,exec";
+const TOOLS: &str = "pid,env_json,rlimit_nofile,fd_table,call_socket,exec";
 
 /// A tool's text result, parsed as the JSON it holds.
 fn json_text(response: &Value) -> Value {
@@ -172,7 +172,7 @@ async fn a_server_gets_none_of_mcpds_own_or_systemds_variables_but_its_own_table
         assert!(daemon.iter().any(|v| v == set), "the daemon has {set}");
     }
     let mut agent = d.initialized_agent().await;
-    let env = json_text(&agent.call("s__env", json!({})).await);
+    let env = json_text(&agent.call("s__env_json", json!({})).await);
     let env = env.as_object().expect("an object");
     let mcpds: Vec<&String> = env
         .keys()
@@ -245,7 +245,7 @@ async fn a_descriptor_the_daemon_inherited_does_not_reach_a_server() {
         links(d.pid())
     );
     let mut agent = d.initialized_agent().await;
-    let fds = json_text(&agent.call("s__fds", json!({})).await);
+    let fds = json_text(&agent.call("s__fd_table", json!({})).await);
     let fds = fds.as_object().expect("an object");
     assert!(
         !fds.values().any(|t| t == canary.as_str()),
