@@ -139,6 +139,20 @@ pub async fn run(
         // peer that is gone by then cannot be told (`PeerOrigin::Unknown`).
         let origin = super::lineage::origin(pid);
         let server = origin.server();
+        if confined_peer(&ctx, origin) {
+            tracing::warn!(
+                agent,
+                ?pid,
+                ?origin,
+                "refused a confined server's process on the socket"
+            );
+            let e = ErrorObject::new(
+                mcpd_code::ACCESS_DENIED,
+                "a confined server's process may not connect to mcpd: through it, it would use every server with the user's rights, around its sandbox".to_owned(),
+            );
+            tracker.spawn(refuse_with(stream, e));
+            continue;
+        }
         tracing::info!(agent, ?pid, ?uid, ?origin, "agent connected");
         let mut ctx = ctx.clone();
         ctx.peer_uid = uid;
@@ -153,6 +167,17 @@ pub async fn run(
             drop(permit);
             tracing::info!(agent, "agent disconnected");
         }));
+    }
+}
+
+/// Whether the peer is a process of a confined server (or, while any server is confined,
+/// one whose origin could not be told, which a server can cause on purpose).
+fn confined_peer(ctx: &super::AgentContext, origin: super::PeerOrigin) -> bool {
+    let catalog = ctx.catalog.borrow();
+    match origin {
+        super::PeerOrigin::Server { leader } => catalog.confined.contains(&leader),
+        super::PeerOrigin::Unknown => !catalog.confined.is_empty(),
+        super::PeerOrigin::Outside => false,
     }
 }
 

@@ -60,6 +60,9 @@ pub struct Catalog {
     pub search: Arc<crate::discovery::Index>,
     /// The ready instances of servers run per agent or per project, by server.
     pub instances: Instances,
+    /// The process (group leader) ids of the confined servers running now: their
+    /// processes may not connect to mcpd's socket.
+    pub confined: Vec<u32>,
 }
 
 /// How long agents may cache mcpd's listings (`ttlMs`), and whether the cache is
@@ -378,6 +381,7 @@ impl Registry {
             prompts_version: self.prompts_version,
             resources_version: self.resources_version,
             instances: Instances::default(),
+            confined: Vec::new(),
         }
     }
 

@@ -376,6 +376,11 @@ impl Supervisor {
             .collect();
         let before: Vec<_> = self.registry.collisions().cloned().collect();
         let mut catalog = self.registry.catalog(servers);
+        catalog.confined = self
+            .slots
+            .values()
+            .filter_map(|s| s.running.as_ref().filter(|r| r.sandbox.is_some())?.pid)
+            .collect();
         for slot in self.slots.values() {
             if let (Some(i), ServerState::Ready, Some(h)) = (
                 &slot.instance,

@@ -306,12 +306,14 @@ async fn a_confined_server_is_refused_as_an_agent_on_the_daemons_socket() {
     let mut a = d.initialized_agent().await;
     let args = json!({
         "path": d.socket,
-        "line": r#"{"jsonrpc":"2.0","id":1,"method":"mcpd/status"}"#,
+        "line": r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
     });
+    // No server may use the control methods (`server_hygiene.rs`); an unconfined one
+    // may still call tools like any agent of its user.
     let open = attempt(&mut a, "open", "try_unix", args.clone()).await;
     assert!(
-        open.starts_with("ok: connected; answer: ") && open.contains("\"servers\""),
-        "unconfined, a server gets mcpd's status as an agent would (else this test \
+        open.starts_with("ok: connected; answer: ") && open.contains("\"tools\""),
+        "unconfined, a server lists the tools as an agent would (else this test \
          proves nothing): {open}"
     );
     let boxed = attempt(&mut a, "boxed", "try_unix", args).await;
@@ -320,7 +322,7 @@ async fn a_confined_server_is_refused_as_an_agent_on_the_daemons_socket() {
         .map(|line| serde_json::from_str::<Value>(line).unwrap_or(Value::Null));
     let refused = match &answered {
         None => true, // no connection, or closed at once: EOF or a failed read or write
-        Some(answer) => answer.get("result").is_none(),
+        Some(answer) => answer.get("result").is_none() && answer["error"]["code"] == -32018,
     };
     assert!(
         refused,
@@ -411,7 +413,10 @@ async fn no_server_inherits_a_descriptor_but_stdio_even_one_the_daemon_leaks() {
 /// The names a confined server's environment may hold besides its own `env` table and
 /// the names its profile passes.
 fn allowed_by_default(name: &str) -> bool {
-    ["PATH", "HOME", "USER", "LOGNAME", "LANG", "TERM", "TZ", "TMPDIR"].contains(&name)
+    [
+        "PATH", "HOME", "USER", "LOGNAME", "LANG", "TERM", "TZ", "TMPDIR",
+    ]
+    .contains(&name)
         || name.starts_with("LC_")
 }
 
