@@ -44,11 +44,7 @@ fn max(a: Rss, b: Rss) -> Rss {
 }
 
 pub async fn measure_burst() -> Result<BurstReport, String> {
-    let fx = [ServerDef {
-        name: "fx".into(),
-        args: Vec::new(),
-        lines: Vec::new(),
-    }];
+    let fx = [ServerDef::shared("fx", Vec::new())];
     let max_agents = format!("max_agents = {}", BURST + 16);
     let daemon = Daemon::start(&fx, &[max_agents])?;
     daemon.wait_ready().await?;

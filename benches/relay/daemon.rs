@@ -20,6 +20,8 @@ pub fn temp_dir() -> Result<tempfile::TempDir, String> {
 
 pub struct ServerDef {
     pub name: String,
+    /// What runs it: the fixture unless told otherwise.
+    pub command: String,
     pub args: Vec<String>,
     /// More keys of the server's table, as TOML lines (`share = "project"`, `cwd = …`).
     pub lines: Vec<String>,
@@ -28,8 +30,14 @@ pub struct ServerDef {
 impl ServerDef {
     /// A fixture server shared by every agent (the config's default).
     pub fn shared(name: impl Into<String>, args: Vec<String>) -> ServerDef {
+        ServerDef::command(name, fixture_bin(), args)
+    }
+
+    /// A shared server run by `command`.
+    pub fn command(name: impl Into<String>, command: &str, args: Vec<String>) -> ServerDef {
         ServerDef {
             name: name.into(),
+            command: command.to_owned(),
             args,
             lines: Vec::new(),
         }
@@ -39,6 +47,7 @@ impl ServerDef {
     pub fn per_project(name: impl Into<String>, args: Vec<String>) -> ServerDef {
         ServerDef {
             name: name.into(),
+            command: fixture_bin().to_owned(),
             args,
             lines: vec![
                 "share = \"project\"".into(),
@@ -91,7 +100,7 @@ impl Daemon {
             config.push_str(&format!(
                 "\n[servers.{}]\ncommand = {}\nargs = {}\n",
                 s.name,
-                toml_str(fixture_bin()),
+                toml_str(&s.command),
                 serde_json::to_string(&s.args).expect("args serialize"),
             ));
             for l in &s.lines {

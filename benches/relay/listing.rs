@@ -20,15 +20,14 @@ pub struct ListReport {
 
 pub async fn measure_listing(opts: &Opts) -> Result<ListReport, String> {
     let servers: Vec<ServerDef> = (0..LIST_SERVERS)
-        .map(|i| ServerDef {
-            name: format!("list{i:02}"),
-            args: vec![
+        .map(|i| {
+            let args = vec![
                 "--tools".into(),
                 "echo".into(),
                 "--extra-tools".into(),
                 (TOOLS_PER_SERVER - 1).to_string(),
-            ],
-            lines: Vec::new(),
+            ];
+            ServerDef::shared(format!("list{i:02}"), args)
         })
         .collect();
     let want = LIST_SERVERS * TOOLS_PER_SERVER;

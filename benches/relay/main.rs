@@ -43,6 +43,7 @@
 //! and (`--first-call N`) the time from connecting to the first call's answer of an agent
 //! in a new project, whose per-project instance mcpd starts in the background.
 //! The summary ends with each target of issue 19 that the run measured, PASS or FAIL.
+//! `--spawn N` runs only what the sandbox adds to a server's start (`spawn.rs`).
 //!
 //! Every wait is bounded; every process it starts is stopped and reaped by a guard, also on
 //! panic. It exits 1 when anything failed or any error was counted. Run without `--bench`
@@ -74,6 +75,7 @@ mod process;
 mod project;
 mod report;
 mod socat_pump;
+mod spawn;
 mod targets;
 
 use crate::bare_hop::Relay;
@@ -156,6 +158,22 @@ async fn run(opts: Opts, args: Vec<String>) -> bool {
     println!("loadavg at start: {load_at_start}");
     if let Some(why) = opts.smoke_reason {
         println!("note: {why}");
+    }
+    if opts.spawn > 0 {
+        println!("note: numbers are from one run on a shared machine; other work on it adds noise");
+        eprintln!(
+            "[relay-bench] spawn: {} iterations of each variant",
+            opts.spawn
+        );
+        let ok = spawn::print_spawn(&spawn::measure_spawn(opts.spawn).await);
+        println!();
+        println!(
+            "loadavg at end: {}; bench wall time {:.1} s; result: {}",
+            loadavg(),
+            began.elapsed().as_secs_f64(),
+            if ok { "ok" } else { "ERRORS (see above)" }
+        );
+        return ok;
     }
     println!(
         "settings: {} mode; {:.2} s counted per measurement after {:.2} s warm-up; concurrency {:?}; \
@@ -380,7 +398,7 @@ fn main() -> ExitCode {
         return socat_pump::run(socket);
     }
     let opts = match parse_args(&args) {
-        Ok(Parsed::Run(o)) => o,
+        Ok(Parsed::Run(o)) => *o,
         Ok(Parsed::Help) => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;

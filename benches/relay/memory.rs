@@ -24,11 +24,7 @@ pub struct MemReport {
 
 pub async fn measure_memory(opts: &Opts) -> Result<MemReport, String> {
     let servers: Vec<ServerDef> = (0..IDLE_SERVERS)
-        .map(|i| ServerDef {
-            name: format!("idle{i:02}"),
-            args: Vec::new(),
-            lines: Vec::new(),
-        })
+        .map(|i| ServerDef::shared(format!("idle{i:02}"), Vec::new()))
         .collect();
     let max_agents = format!("max_agents = {}", opts.idle_agents + 64);
     let daemon = Daemon::start(&servers, &[max_agents])?;

@@ -1,5 +1,5 @@
 //! Command-line options of the bench: `--duration`, `--concurrency`, `--payload`, `--paths`,
-//! `--relay-only`, `--first-call`, `--quick`, `--shim`, `--table`, `--help`.
+//! `--relay-only`, `--first-call`, `--spawn`, `--quick`, `--shim`, `--table`, `--help`.
 
 use crate::calls::{Mode, Payload};
 use std::time::Duration;
@@ -21,6 +21,9 @@ pub struct Opts {
     pub paths: Vec<Mode>,
     /// Iterations of each variant of the first-call measurement (0: not run).
     pub first_call: usize,
+    /// Iterations of each variant of the spawn measurement; when non-zero, it is the only
+    /// one run.
+    pub spawn: usize,
     /// Skip the memory and `tools/list` measurements (for profiling the relay alone).
     pub relay_only: bool,
     /// Where to write the summary table in Markdown, if anywhere.
@@ -40,12 +43,15 @@ usage: cargo bench --bench relay [-- OPTIONS]
   --first-call N       first call in a new project, N iterations of each variant
                        (default 10; --quick 3; 0 skips it); with --relay-only it runs
                        only when given
+  --spawn [N]          only this: mcpd/start to the first call's answer of the fixture
+                       and published servers, with and without the sandbox, N
+                       iterations of each (default 10)
   --shim PATH          run the shim rows with PATH's `connect` (another build's mcpd)
   --table PATH         also write the relay table and the targets as Markdown to PATH
   --help               this text";
 
 pub enum Parsed {
-    Run(Opts),
+    Run(Box<Opts>),
     Help,
 }
 
@@ -60,7 +66,8 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
     let mut table = None;
     let mut paths: Option<Vec<Mode>> = None;
     let mut first_call: Option<usize> = None;
-    let mut it = args.iter();
+    let mut spawn = 0;
+    let mut it = args.iter().peekable();
     while let Some(arg) = it.next() {
         let (flag, inline) = match arg.split_once('=') {
             Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
@@ -125,6 +132,20 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
                 };
                 first_call = Some(n);
             }
+            "--spawn" => {
+                // The count is optional: `--spawn` alone, or before another flag, is 10.
+                let v = match inline.clone() {
+                    Some(v) => v,
+                    None => match it.next_if(|a| !a.starts_with("--")) {
+                        Some(v) => v.clone(),
+                        None => "10".to_owned(),
+                    },
+                };
+                spawn = match v.trim().parse::<usize>() {
+                    Ok(n) if (1..=1000).contains(&n) => n,
+                    _ => return Err(format!("--spawn {v:?}: not an integer in 1..=1000")),
+                };
+            }
             "--payload" => {
                 let v = value("--payload")?;
                 let list = v
@@ -152,7 +173,7 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
     } else {
         Duration::from_secs(3)
     });
-    Ok(Parsed::Run(Opts {
+    Ok(Parsed::Run(Box::new(Opts {
         duration,
         warmup: (duration / 5).min(Duration::from_secs(1)),
         concurrency: concurrency.unwrap_or(if quick { vec![1, 8] } else { vec![1, 8, 64] }),
@@ -169,7 +190,8 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
             (None, false) if quick => 3,
             (None, false) => 10,
         },
+        spawn,
         relay_only,
         table,
-    }))
+    })))
 }

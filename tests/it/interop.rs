@@ -34,7 +34,7 @@ impl Peers {
         self.dir.join("venv/bin/python")
     }
 
-    fn time_server(&self) -> PathBuf {
+    pub(crate) fn time_server(&self) -> PathBuf {
         self.dir.join("venv/bin/mcp-server-time")
     }
 

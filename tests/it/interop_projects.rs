@@ -14,22 +14,22 @@ use tokio::process::{Child, ChildStdin, ChildStdout};
 
 /// The bound on what the first start of a project's servers may take: a Node and a Python
 /// server per project, each probed for its era, on a loaded machine.
-const START_WAIT: Duration = Duration::from_secs(120);
+pub(crate) const START_WAIT: Duration = Duration::from_secs(120);
 
 /// The SDK clients' own bound on a run (`--timeout`), and ours, above it so theirs speaks.
 const CLIENT_TIMEOUT_SECS: u64 = 150;
 const CLIENT_WAIT: Duration = Duration::from_secs(180);
 
-const FS_TOOL: &str = "fs__list_allowed_directories";
-const GIT_TOOL: &str = "git__git_status";
+pub(crate) const FS_TOOL: &str = "fs__list_allowed_directories";
+pub(crate) const GIT_TOOL: &str = "git__git_status";
 
 /// The two published servers, in the peers directory.
-const FS_SERVER: &str = "node/node_modules/.bin/mcp-server-filesystem";
-const GIT_SERVER: &str = "venv/bin/mcp-server-git";
+pub(crate) const FS_SERVER: &str = "node/node_modules/.bin/mcp-server-filesystem";
+pub(crate) const GIT_SERVER: &str = "venv/bin/mcp-server-git";
 
 /// `peers()`, plus the two project servers and `git` (which mcp-server-git and the test's
 /// repositories need) on PATH.
-fn project_peers(test: &str) -> Option<Peers> {
+pub(crate) fn project_peers(test: &str) -> Option<Peers> {
     let peers = peers(test)?;
     let mut missing: Vec<String> = [FS_SERVER, GIT_SERVER]
         .map(|p| peers.dir.join(p))
@@ -57,14 +57,14 @@ fn project_peers(test: &str) -> Option<Peers> {
 }
 
 /// A git repository in a temporary directory with one untracked file, `only-in-TAG.txt`.
-struct GitRepo {
+pub(crate) struct GitRepo {
     _dir: tempfile::TempDir,
     /// Canonical (the temporary directory may be under a symlink).
-    path: PathBuf,
-    tag: &'static str,
+    pub(crate) path: PathBuf,
+    pub(crate) tag: &'static str,
 }
 
-fn git_repo(tag: &'static str) -> GitRepo {
+pub(crate) fn git_repo(tag: &'static str) -> GitRepo {
     let dir = tempfile::Builder::new()
         .prefix(&format!("mcpd-proj-{tag}-"))
         .tempdir_in("/tmp")
@@ -104,7 +104,7 @@ async fn daemon(peers: &Peers, with_git: bool) -> Daemon {
 }
 
 /// An agent speaking newline-delimited JSON-RPC to a `mcpd connect` child.
-struct Shim {
+pub(crate) struct Shim {
     child: Child,
     stdin: ChildStdin,
     lines: Lines<BufReader<ChildStdout>>,
@@ -115,7 +115,7 @@ struct Shim {
 
 impl Shim {
     /// `mcpd connect --socket SOCK` started in `dir`, initialized.
-    async fn start(d: &Daemon, dir: &Path) -> Shim {
+    pub(crate) async fn start(d: &Daemon, dir: &Path) -> Shim {
         let mut child = tokio::process::Command::new(mcpd_bin())
             .arg("connect")
             .arg("--socket")
@@ -180,7 +180,7 @@ impl Shim {
     }
 
     /// Sends a request and reads until its response, within `limit`.
-    async fn request(&mut self, method: &str, params: Value, limit: Duration) -> Value {
+    pub(crate) async fn request(&mut self, method: &str, params: Value, limit: Duration) -> Value {
         self.next_id += 1;
         let id = json!(self.next_id);
         self.send(json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))
@@ -224,7 +224,7 @@ impl Shim {
 
     /// Waits until every tool in `wanted` is listed: lists again after each
     /// `notifications/tools/list_changed`, and at least once a second.
-    async fn wait_tools(&mut self, wanted: &[&str]) {
+    pub(crate) async fn wait_tools(&mut self, wanted: &[&str]) {
         let deadline = tokio::time::Instant::now() + START_WAIT;
         loop {
             let seen = self.list_changed;
@@ -247,7 +247,7 @@ impl Shim {
     }
 
     /// The text of a successful call's first content block.
-    async fn call_text(&mut self, tool: &str, args: Value) -> String {
+    pub(crate) async fn call_text(&mut self, tool: &str, args: Value) -> String {
         let params = json!({ "name": tool, "arguments": args });
         let r = self.request("tools/call", params, START_WAIT).await;
         assert!(
@@ -278,7 +278,7 @@ impl Shim {
     }
 
     /// Ends the agent: stdin EOF, then the shim exits.
-    async fn close(mut self) {
+    pub(crate) async fn close(mut self) {
         drop(self.stdin);
         let status = within("mcpd connect exits at stdin EOF", self.child.wait())
             .await
@@ -288,13 +288,13 @@ impl Shim {
 }
 
 /// `mcpd ctl status --json`.
-async fn ctl_status(d: &Daemon) -> Value {
+pub(crate) async fn ctl_status(d: &Daemon) -> Value {
     let (code, out, err) = d.run_cli(&["ctl", "status", "--json"]).await;
     assert_eq!(code, 0, "ctl status: {err}");
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("status --json is not JSON ({e}): {out}"))
 }
 
-fn row<'a>(status: &'a Value, name: &str) -> Option<&'a Value> {
+pub(crate) fn row<'a>(status: &'a Value, name: &str) -> Option<&'a Value> {
     status["servers"]
         .as_array()?
         .iter()
@@ -302,7 +302,7 @@ fn row<'a>(status: &'a Value, name: &str) -> Option<&'a Value> {
 }
 
 /// The instance row `SERVER@PROJECT` once it is ready with `agents` agents.
-async fn wait_instance(d: &Daemon, server: &str, repo: &GitRepo, agents: u64) -> Value {
+pub(crate) async fn wait_instance(d: &Daemon, server: &str, repo: &GitRepo, agents: u64) -> Value {
     let name = format!("{server}@{}", repo.path.display());
     let what = format!("{name} ready with {agents} agent(s)");
     eventually(&what, START_WAIT, || async {

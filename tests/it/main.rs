@@ -41,6 +41,7 @@ mod interop_eras;
 mod interop_http;
 mod interop_http_serve;
 mod interop_projects;
+mod interop_sandbox;
 mod naming;
 mod oauth;
 mod oauth_fixture_selftest;

@@ -1,0 +1,310 @@
+//! `--spawn N`: what the sandbox adds to starting a server, timed from `mcpd/start` to the
+//! first successful call's answer, for the same server confined and not.
+//!
+//! One daemon with `[daemon] sandbox = true` runs each measured server twice: as `NAME`
+//! with `sandbox = false` and as `NAMEsbx`, confined by the default profile. The servers
+//! are the fixture (`mcpd-fixture --tools echo`) and, when `.ci/install-peers` has
+//! installed them, the published mcp-server-time (Python) and server-everything (Node, as
+//! npm installs it). Each iteration, for each server in turn: `mcpd/stop` and a wait until
+//! `mcpd/status` shows it stopped (untimed), then, timed, `mcpd/start` and a call repeated
+//! (1 ms apart) until one is answered without error. Before the counted rounds, one
+//! uncounted round (the era probe of each server's first start is cached after it).
+
+use crate::client::{Client, clip};
+use crate::daemon::{Daemon, ServerDef};
+use crate::{IDLE_BUF, READY_WAIT, fixture_bin};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// One server measured twice, unconfined and confined.
+struct Target {
+    /// Its name in the config (the confined copy is `{name}sbx`).
+    name: &'static str,
+    what: String,
+    command: String,
+    args: Vec<String>,
+    /// The tool called, without the server's prefix, and its arguments.
+    tool: &'static str,
+    arguments: Value,
+}
+
+pub struct Variant {
+    pub server: String,
+    pub what: String,
+    pub confined: bool,
+    /// Sorted, ms: `mcpd/start` sent → first successful answer.
+    pub ms: Vec<f64>,
+    /// Calls answered with an error (the server not ready yet) and repeated.
+    pub retried: usize,
+    pub errors: Vec<String>,
+}
+
+pub struct SpawnReport {
+    pub iterations: usize,
+    pub variants: Vec<Variant>,
+    /// Why published servers were left out, if they were.
+    pub skipped: Option<String>,
+    pub shutdown: Result<(), String>,
+}
+
+/// Where `.ci/install-peers` put the published servers (as the interop tests find them).
+fn peers_dir() -> PathBuf {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    match std::env::var_os("MCPD_PEERS_DIR") {
+        Some(d) if !d.is_empty() => repo.join(d),
+        _ => repo.join("target/peers"),
+    }
+}
+
+/// The fixture, and the published servers that are installed (or why they are not).
+fn targets() -> (Vec<Target>, Option<String>) {
+    let mut out = vec![Target {
+        name: "fx",
+        what: format!("{} --tools echo", fixture_bin()),
+        command: fixture_bin().to_owned(),
+        args: vec!["--tools".into(), "echo".into()],
+        tool: "echo",
+        arguments: json!({"text": "spawn"}),
+    }];
+    let peers = peers_dir();
+    let time = peers.join("venv/bin/mcp-server-time");
+    let everything = peers.join("node/node_modules/.bin/mcp-server-everything");
+    let missing: Vec<String> = [&time, &everything]
+        .into_iter()
+        .filter(|p| !p.exists())
+        .map(|p| p.display().to_string())
+        .collect();
+    if !missing.is_empty() {
+        return (
+            out,
+            Some(format!(
+                "published servers missing ({}); run .ci/install-peers",
+                missing.join(", ")
+            )),
+        );
+    }
+    let shown = |p: &PathBuf, args: &str| format!("{} {args}", p.display());
+    out.push(Target {
+        name: "time",
+        what: shown(&time, "--local-timezone UTC"),
+        command: time.display().to_string(),
+        args: vec!["--local-timezone".into(), "UTC".into()],
+        tool: "get_current_time",
+        arguments: json!({"timezone": "UTC"}),
+    });
+    out.push(Target {
+        name: "everything",
+        what: shown(&everything, "stdio"),
+        command: everything.display().to_string(),
+        args: vec!["stdio".into()],
+        tool: "echo",
+        arguments: json!({"message": "spawn"}),
+    });
+    (out, None)
+}
+
+/// The state of `server` in `mcpd/status`, and its pid.
+async fn state(c: &mut Client, server: &str) -> Result<(String, Option<u64>), String> {
+    let status: Value = c.request("mcpd/status", None).await?;
+    let row = status["servers"]
+        .as_array()
+        .and_then(|a| a.iter().find(|s| s["name"] == server))
+        .ok_or_else(|| format!("no {server} in mcpd/status"))?;
+    Ok((
+        row["state"].as_str().unwrap_or_default().to_owned(),
+        row["pid"].as_u64(),
+    ))
+}
+
+/// Stops `server` and waits until it is stopped (untimed).
+async fn stop(c: &mut Client, server: &str) -> Result<(), String> {
+    let _: Value = c
+        .request("mcpd/stop", Some(json!({"name": server})))
+        .await?;
+    let start = Instant::now();
+    loop {
+        let (s, pid) = state(c, server).await?;
+        if s == "stopped" && pid.is_none() {
+            return Ok(());
+        }
+        if start.elapsed() > READY_WAIT {
+            return Err(format!("{server} not stopped after {READY_WAIT:?}: {s}"));
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// Timed: `mcpd/start`, then the call until it is answered without error. Returns the
+/// time and how many calls were repeated.
+async fn start_and_call(
+    c: &mut Client,
+    server: &str,
+    tool: &str,
+    arguments: &Value,
+) -> Result<(Duration, usize), String> {
+    let params = json!({"name": format!("{server}__{tool}"), "arguments": arguments});
+    let t0 = Instant::now();
+    let _: Value = c
+        .request("mcpd/start", Some(json!({"name": server})))
+        .await?;
+    let mut retried = 0;
+    loop {
+        let last = match c.request::<Value>("tools/call", Some(params.clone())).await {
+            Ok(r) if r["isError"] != true => return Ok((t0.elapsed(), retried)),
+            Ok(r) => clip(&r.to_string()),
+            Err(e) => e,
+        };
+        if t0.elapsed() > READY_WAIT {
+            return Err(format!("{server}: no answer after {READY_WAIT:?}: {last}"));
+        }
+        retried += 1;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// `iterations` rounds, each starting every variant once (interleaved), after one
+/// uncounted round.
+pub async fn measure_spawn(iterations: usize) -> Result<SpawnReport, String> {
+    let (targets, skipped) = targets();
+    let mut servers = Vec::new();
+    let mut variants = Vec::new();
+    for t in &targets {
+        for confined in [false, true] {
+            let name = if confined {
+                format!("{}sbx", t.name)
+            } else {
+                t.name.to_owned()
+            };
+            let mut def = ServerDef::command(&name, &t.command, t.args.clone());
+            if !confined {
+                def.lines.push("sandbox = false".into());
+            }
+            servers.push(def);
+            variants.push(Variant {
+                server: name,
+                what: t.what.clone(),
+                confined,
+                ms: Vec::new(),
+                retried: 0,
+                errors: Vec::new(),
+            });
+        }
+    }
+    let daemon = Daemon::start(&servers, &["sandbox = true".to_owned()])?;
+    daemon.wait_ready().await?;
+    let mut c = daemon.connect(IDLE_BUF).await?;
+    c.initialize().await?;
+    // Each runs as its name says: confined (its status row shows the sandbox) or not.
+    let status: Value = c.request("mcpd/status", None).await?;
+    for v in &variants {
+        let row = status["servers"]
+            .as_array()
+            .and_then(|a| a.iter().find(|s| s["name"] == v.server.as_str()));
+        let sandbox = row.map(|r| &r["sandbox"]);
+        if sandbox.is_some_and(Value::is_object) != v.confined {
+            return Err(format!(
+                "{}: expected confined={}, status says sandbox {sandbox:?}",
+                v.server, v.confined
+            ));
+        }
+    }
+    for round in 0..=iterations {
+        for (i, v) in variants.iter_mut().enumerate() {
+            let t = &targets[i / 2];
+            let got = match stop(&mut c, &v.server).await {
+                Ok(()) => start_and_call(&mut c, &v.server, t.tool, &t.arguments).await,
+                Err(e) => Err(e),
+            };
+            match got {
+                Ok(_) if round == 0 => {}
+                Ok((took, retried)) => {
+                    v.ms.push(took.as_secs_f64() * 1000.0);
+                    v.retried += retried;
+                }
+                Err(e) if round == 0 => v.errors.push(format!("uncounted round: {e}")),
+                Err(e) => v.errors.push(e),
+            }
+        }
+    }
+    for v in &mut variants {
+        v.ms.sort_by(f64::total_cmp);
+    }
+    drop(c);
+    let shutdown = daemon.shutdown();
+    Ok(SpawnReport {
+        iterations,
+        variants,
+        skipped,
+        shutdown,
+    })
+}
+
+/// The value at percentile `p` of sorted samples.
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = (p * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Prints the report; false when anything failed.
+pub fn print_spawn(r: &Result<SpawnReport, String>) -> bool {
+    println!();
+    let r = match r {
+        Ok(r) => r,
+        Err(e) => {
+            println!("spawn cost of the sandbox: FAILED: {e}");
+            return false;
+        }
+    };
+    let mut ok = true;
+    println!(
+        "spawn cost of the sandbox: mcpd/start → first successful call's answer, {} \
+         iterations of each variant, interleaved, after one uncounted round; ms",
+        r.iterations
+    );
+    if let Some(why) = &r.skipped {
+        println!("  note: fixture only: {why}");
+        if std::env::var("MCPD_REQUIRE_PEERS").as_deref() == Ok("1") {
+            println!("  ERROR: MCPD_REQUIRE_PEERS=1 makes missing peers a failure");
+            ok = false;
+        }
+    }
+    println!(
+        "  {:<14} {:<10} {:>9} {:>9} {:>9} {:>9}",
+        "server", "sandbox", "median", "p90", "min", "retried"
+    );
+    for v in &r.variants {
+        println!(
+            "  {:<14} {:<10} {:>9.1} {:>9.1} {:>9.1} {:>9}",
+            v.server,
+            if v.confined { "landlock" } else { "off" },
+            pct(&v.ms, 0.5),
+            pct(&v.ms, 0.9),
+            pct(&v.ms, 0.0),
+            v.retried
+        );
+        for e in &v.errors {
+            ok = false;
+            println!("      ERROR: {e}");
+        }
+    }
+    for pair in r.variants.chunks(2) {
+        if let [off, on] = pair {
+            println!(
+                "  {}: the sandbox adds {:+.1} ms at the median, {:+.1} ms at p90  ({})",
+                off.server,
+                pct(&on.ms, 0.5) - pct(&off.ms, 0.5),
+                pct(&on.ms, 0.9) - pct(&off.ms, 0.9),
+                off.what
+            );
+        }
+    }
+    if let Err(e) = &r.shutdown {
+        ok = false;
+        println!("  ERROR at shutdown: {e}");
+    }
+    ok
+}
