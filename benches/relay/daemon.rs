@@ -81,6 +81,15 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn start(servers: &[ServerDef], daemon_lines: &[String]) -> Result<Daemon, String> {
+        Daemon::start_with_env(servers, daemon_lines, None)
+    }
+
+    /// As `start`, with only the variables `env` in mcpd's environment when given.
+    pub fn start_with_env(
+        servers: &[ServerDef],
+        daemon_lines: &[String],
+        env: Option<&[(String, String)]>,
+    ) -> Result<Daemon, String> {
         let dir = temp_dir()?;
         let mut config = String::from("[daemon]\n");
         // Each daemon keeps its catalog and era caches in its own directory unless told
@@ -126,6 +135,9 @@ impl Daemon {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::from(log_file));
+        if let Some(env) = env {
+            cmd.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
+        }
         let proc = Proc::spawn(&mut cmd, "mcpd", DAEMON_GRACE)?;
         Ok(Daemon {
             log,

@@ -7,8 +7,17 @@
 //! installed them, the published mcp-server-time (Python) and server-everything (Node, as
 //! npm installs it). Each iteration, for each server in turn: `mcpd/stop` and a wait until
 //! `mcpd/status` shows it stopped (untimed), then, timed, `mcpd/start` and a call repeated
-//! (1 ms apart) until one is answered without error. Before the counted rounds, one
-//! uncounted round (the era probe of each server's first start is cached after it).
+//! (1 ms apart) until one is answered without error. The two copies of a server take
+//! turns at going first (a server just started may still be busy after its answer).
+//! Before the counted rounds, one uncounted round (the era probe of each server's first
+//! start is cached after it).
+//!
+//! mcpd runs with only the variables a confined server keeps (`PATH`, `HOME`, `USER`,
+//! `LOGNAME`, `LANG`, `LC_*`, `TERM`, `TZ`), so both copies of a server get the same
+//! environment (the confined one also its own `TMPDIR`) and the difference is the
+//! confinement. Otherwise the unconfined copy would get every variable of the bench's
+//! environment, and some change a start: `NODE_EXTRA_CA_CERTS`, say, has Node read a CA
+//! bundle before anything else.
 
 use crate::client::{Client, clip};
 use crate::daemon::{Daemon, ServerDef};
@@ -16,6 +25,9 @@ use crate::{IDLE_BUF, READY_WAIT, fixture_bin};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+/// The variables of mcpd's environment, besides `LC_*`: those a confined server keeps.
+const KEPT: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "LANG", "TERM", "TZ"];
 
 /// One server measured twice, unconfined and confined.
 struct Target {
@@ -191,7 +203,11 @@ pub async fn measure_spawn(iterations: usize) -> Result<SpawnReport, String> {
             });
         }
     }
-    let daemon = Daemon::start(&servers, &["sandbox = true".to_owned()])?;
+    let env: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| KEPT.contains(&k.as_str()) || k.starts_with("LC_"))
+        .collect();
+    let lines = ["sandbox = true".to_owned()];
+    let daemon = Daemon::start_with_env(&servers, &lines, Some(&env))?;
     daemon.wait_ready().await?;
     let mut c = daemon.connect(IDLE_BUF).await?;
     c.initialize().await?;
@@ -210,8 +226,12 @@ pub async fn measure_spawn(iterations: usize) -> Result<SpawnReport, String> {
         }
     }
     for round in 0..=iterations {
-        for (i, v) in variants.iter_mut().enumerate() {
-            let t = &targets[i / 2];
+        // A server just started may still be busy after its first answer: each copy
+        // follows its sibling's start every other round, the confined copy first in odd
+        // rounds.
+        for k in 0..variants.len() {
+            let i = if round % 2 == 1 { k ^ 1 } else { k };
+            let (t, v) = (&targets[i / 2], &mut variants[i]);
             let got = match stop(&mut c, &v.server).await {
                 Ok(()) => start_and_call(&mut c, &v.server, t.tool, &t.arguments).await,
                 Err(e) => Err(e),
@@ -264,6 +284,11 @@ pub fn print_spawn(r: &Result<SpawnReport, String>) -> bool {
         "spawn cost of the sandbox: mcpd/start → first successful call's answer, {} \
          iterations of each variant, interleaved, after one uncounted round; ms",
         r.iterations
+    );
+    println!(
+        "  mcpd (and so each unconfined copy) runs with only {} and LC_*: the confined copy \
+         differs by its confinement and its own TMPDIR",
+        KEPT.join(", ")
     );
     if let Some(why) = &r.skipped {
         println!("  note: fixture only: {why}");
