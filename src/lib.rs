@@ -10,6 +10,7 @@ pub(crate) mod control_api;
 pub mod ctl;
 pub mod daemon;
 pub mod discovery;
+pub(crate) mod egress;
 pub(crate) mod errors;
 pub(crate) mod framing;
 #[doc(hidden)]
