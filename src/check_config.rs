@@ -133,14 +133,30 @@ fn sandbox_lines(
     let abi = sandbox::kernel_abi();
     writeln!(
         out,
-        "  sandbox: landlock (kernel ABI {abi}), network {}{}",
-        profile.network.as_str(),
+        "  sandbox: landlock (kernel ABI {abi}), network {}{}{}",
+        profile.network,
         if profile.env.is_empty() {
             String::new()
         } else {
             format!(", env passed: {}", profile.env.join(" "))
+        },
+        if profile.unix_sockets {
+            ", Unix sockets allowed"
+        } else {
+            ""
         }
     )?;
+    if matches!(profile.network, crate::config::Network::Hosts(_)) {
+        writeln!(
+            out,
+            "  sandbox: hosts enforced by {}",
+            if sandbox::userns_works() {
+                "mcpd's proxy in a network namespace of the server's own"
+            } else {
+                "mcpd's proxy, ports only (no user namespaces here: Landlock limits ports, not hosts)"
+            }
+        )?;
+    }
     match sandbox::paths(profile, launch, project, &sandbox::temp_path(name)) {
         Ok(p) => {
             let show = |l: &[std::path::PathBuf]| {

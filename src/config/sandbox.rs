@@ -1,6 +1,7 @@
 //! The sandbox settings: `[daemon] sandbox` and a server's `sandbox` (true, false, or a `[servers.NAME.sandbox]` table widening the default profile), validated into a `SandboxProfile` whose paths are resolved when the server starts.
 
 use super::{ConfigError, Validator};
+pub use crate::egress::HostRule;
 
 /// `sandbox = true | false` or a table.
 #[derive(Debug, Clone, serde::Deserialize)]
@@ -20,6 +21,8 @@ pub(super) struct RawSandboxTable {
     network: Option<toml::Value>,
     #[serde(default)]
     env: Vec<String>,
+    #[serde(default)]
+    unix_sockets: bool,
 }
 
 /// What a confined server may reach, beyond the default profile. Paths are kept as
@@ -33,23 +36,41 @@ pub struct SandboxProfile {
     pub network: Network,
     /// Variables of the daemon's environment passed through.
     pub env: Vec<String>,
+    /// Whether it may make Unix sockets with `socket` (to connect to any pathname socket
+    /// it can name: this kernel's Landlock cannot limit which).
+    pub unix_sockets: bool,
 }
 
 /// Where a confined server may connect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Network {
     /// Anywhere (many servers exist to reach an API).
     #[default]
     All,
     /// Nowhere: no TCP or UDP socket reaches anything.
     None,
+    /// Only these hosts, through mcpd's filtering proxy.
+    Hosts(Vec<HostRule>),
 }
 
 impl Network {
-    pub fn as_str(self) -> &'static str {
+    pub fn as_str(&self) -> &'static str {
         match self {
             Network::All => "all",
             Network::None => "none",
+            Network::Hosts(_) => "hosts",
+        }
+    }
+}
+
+impl std::fmt::Display for Network {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Network::Hosts(rules) => {
+                let names: Vec<String> = rules.iter().map(ToString::to_string).collect();
+                write!(f, "only {}", names.join(", "))
+            }
+            other => f.write_str(other.as_str()),
         }
     }
 }
@@ -108,16 +129,13 @@ impl Validator<'_> {
             None => Network::All,
             Some(toml::Value::String(s)) if s == "all" => Network::All,
             Some(toml::Value::String(s)) if s == "none" => Network::None,
-            Some(toml::Value::Array(_)) => {
-                return Err(self.err(
-                    format!("{key}.network"),
-                    "host lists are not enforced yet (they need mcpd's filtering proxy); use \"all\" or \"none\"",
-                ));
-            }
+            Some(toml::Value::Array(list)) => Network::Hosts(self.hosts(&key, list)?),
             Some(other) => {
                 return Err(self.err(
                     format!("{key}.network"),
-                    format!("{other} is not a network mode; use \"all\" or \"none\""),
+                    format!(
+                        "{other} is not a network mode; use \"all\", \"none\" or a list of hosts"
+                    ),
                 ));
             }
         };
@@ -126,7 +144,32 @@ impl Validator<'_> {
             write: table.write.clone(),
             network,
             env: table.env.clone(),
+            unix_sockets: table.unix_sockets,
         }))
+    }
+
+    /// A `network` list: each entry a host rule, at least one, at most `MAX_RULES`.
+    fn hosts(&self, key: &str, list: &[toml::Value]) -> Result<Vec<HostRule>, ConfigError> {
+        let key = format!("{key}.network");
+        if list.is_empty() {
+            return Err(self.err(
+                key,
+                "an empty list would allow nothing: use \"none\" for no network",
+            ));
+        }
+        if list.len() > crate::egress::MAX_RULES {
+            let most = crate::egress::MAX_RULES;
+            return Err(self.err(key, format!("at most {most} hosts")));
+        }
+        list.iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let entry = v.as_str().ok_or_else(|| {
+                    self.err(format!("{key}[{i}]"), format!("{v} is not a string"))
+                })?;
+                HostRule::parse(entry).map_err(|why| self.err(format!("{key}[{i}]"), why))
+            })
+            .collect()
     }
 }
 

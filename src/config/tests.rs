@@ -236,3 +236,42 @@ fn http_connection_settings_are_range_checked() {
     assert_eq!(http.max_connections, 256);
     assert_eq!(http.header_timeout, std::time::Duration::from_secs(10));
 }
+
+#[test]
+fn sandbox_tables_validate_with_errors_naming_the_key() {
+    let server =
+        |table: &str| format!("[servers.x]\ncommand = \"x\"\n[servers.x.sandbox]\n{table}");
+    check(&server("network = \"none\"\nunix_sockets = true"), Ok(()));
+    check(
+        &server(
+            "network = [\"api.github.com\", \"*.example.com:8443\", \"10.0.0.5\", \"[::1]:80\"]",
+        ),
+        Ok(()),
+    );
+    check(
+        &server("network = []"),
+        Err("servers.x.sandbox.network: an empty list"),
+    );
+    check(
+        &server("network = [\"ok.example\", \"https://x.example\"]"),
+        Err("servers.x.sandbox.network[1]"),
+    );
+    check(
+        &server("network = [\"*\"]"),
+        Err("servers.x.sandbox.network[0]"),
+    );
+    check(
+        &server("network = [3]"),
+        Err("servers.x.sandbox.network[0]: 3 is not a string"),
+    );
+    check(&server("network = \"some\""), Err("a list of hosts"));
+    check(
+        &server("read = [\"rel/path\"]"),
+        Err("servers.x.sandbox.read"),
+    );
+    check(&server("env = [\"A=B\"]"), Err("servers.x.sandbox.env"));
+    check(
+        "[servers.r]\nurl = \"https://example.com/mcp\"\nsandbox = true",
+        Err("servers.r.sandbox: only applies to local servers"),
+    );
+}

@@ -8,21 +8,12 @@
 //! within fixed limits (`request.rs`); hosts and ports are read the same way in rules
 //! and requests (`host.rs`).
 
-#![allow(
-    dead_code,
-    reason = "the supervisor wires `serve` in separately; until then only tests use it"
-)]
-
 mod address;
 mod allow;
 mod host;
 mod request;
 mod tunnel;
 
-#[allow(
-    unused_imports,
-    reason = "what the config and the supervisor will use, once they wire the proxy in"
-)]
 pub use allow::{Allow, HostRule, MAX_RULES};
 
 use std::sync::Arc;

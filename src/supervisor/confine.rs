@@ -29,3 +29,29 @@ impl Supervisor {
         }
     }
 }
+
+/// Serves a host-list server's proxy, if its process has one, until the returned guard
+/// is dropped with the process's `Running`.
+pub(super) fn serve_egress(
+    name: &str,
+    spawned: &mut crate::upstream::process::Spawned,
+) -> Option<tokio_util::sync::DropGuard> {
+    let (listener, allow) = spawned.egress.take()?;
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            // The server then finds no proxy and its connections fail: it is not
+            // given any other way out.
+            tracing::error!(upstream = %name, "its network proxy cannot run: {e}");
+            return None;
+        }
+    };
+    let cancel = tokio_util::sync::CancellationToken::new();
+    crate::tasks::spawn(crate::egress::serve(
+        listener,
+        allow,
+        name.to_owned(),
+        cancel.clone(),
+    ));
+    Some(cancel.drop_guard())
+}

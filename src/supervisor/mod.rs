@@ -81,6 +81,8 @@ struct Running {
     probing: bool,
     /// What confines its process, if anything does.
     sandbox: Option<crate::control_api::SandboxView>,
+    /// Stops its network proxy (a host list's) when the process is gone.
+    _egress: Option<tokio_util::sync::DropGuard>,
 }
 
 struct Supervisor {
@@ -272,10 +274,14 @@ impl Supervisor {
         // Spawned here, not in the connection task, so the supervisor knows every pid
         // from the start: the sentinel watches its group and the orphan reaper leaves
         // it to its connection.
-        let spawned = match &slot.cfg.launch {
+        let mut spawned = match &slot.cfg.launch {
             Launch::Stdio(launch) => Some(confined.and_then(|c| process::spawn(launch, c))),
             Launch::Http(_) => None,
         };
+        let egress = spawned
+            .as_mut()
+            .and_then(|s| s.as_mut().ok())
+            .and_then(|s| confine::serve_egress(name, s));
         let pid = spawned
             .as_ref()
             .and_then(|s| s.as_ref().ok())
@@ -304,6 +310,7 @@ impl Supervisor {
             http: None,
             probing: false,
             sandbox,
+            _egress: egress,
         });
         slot.state = ServerState::Starting;
         slot.retry_at = None;

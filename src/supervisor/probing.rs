@@ -64,7 +64,7 @@ impl Supervisor {
         let Launch::Stdio(launch) = &slot.cfg.launch else {
             return;
         };
-        let spawned = match process::spawn(launch, confined) {
+        let mut spawned = match process::spawn(launch, confined) {
             Ok(s) => s,
             Err(_) => return self.start_connection(name, EraPlan::Legacy),
         };
@@ -82,6 +82,7 @@ impl Supervisor {
             http: None,
             probing: true,
             sandbox,
+            _egress: super::confine::serve_egress(name, &mut spawned),
         });
         slot.state = ServerState::Starting;
         slot.retry_at = None;

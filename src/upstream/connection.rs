@@ -46,6 +46,7 @@ async fn run_stdio(ctx: ConnectionContext, spawned: process::Spawned) -> Connect
         stdin,
         stdout,
         stderr,
+        ..
     } = spawned;
     tracing::info!(upstream = %server, pid, command = %ctx.config.target(), "started server process");
     let (out_tx, out_rx) = budget::channel::<Outbound>(STDIN_QUEUE, ctx.queue_bytes);

@@ -41,6 +41,7 @@ pub async fn run(
         mut stdin,
         stdout,
         stderr,
+        ..
     } = spawned;
     // The probe's stderr is not interesting; drain it so the process never blocks on it.
     let drain = crate::tasks::spawn(async move {

@@ -1,5 +1,6 @@
 //! Child processes of stdio upstreams: spawning them contained, reading their stderr, stopping and reaping them.
 
+use super::sandbox::{Egress, Via};
 use crate::config::StdioLaunch;
 use nix::sys::signal::{Signal, killpg};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
@@ -48,6 +49,8 @@ impl SpawnError {
 }
 
 pub struct Spawned {
+    /// With a host list: the listener of its proxy and what the proxy lets through.
+    pub egress: Option<(std::net::TcpListener, std::sync::Arc<crate::egress::Allow>)>,
     pub child: Child,
     pub pid: u32,
     pub stdin: ChildStdin,
@@ -86,18 +89,35 @@ pub fn spawn(
     if let Some(cwd) = &cfg.cwd {
         cmd.current_dir(cwd);
     }
-    let (mut ruleset, seccomp) = match sandbox {
+    let (mut ruleset, seccomp, egress) = match sandbox {
         Some(prepared) => {
             cmd.env_clear().envs(prepared.env);
-            (Some(prepared.ruleset), prepared.seccomp)
+            (Some(prepared.ruleset), prepared.seccomp, prepared.egress)
         }
+        None => (None, None, None),
+    };
+    // The child's side of a namespace of its own goes into `pre_exec`; mcpd keeps the
+    // rest to receive the listener, or the listener it made itself.
+    let (namespace, egress) = match egress {
+        Some(Egress {
+            allow,
+            via: Via::Namespace(iso),
+        }) => {
+            let (child, parent) = iso.split();
+            (Some(child), Some((allow, Ok(parent))))
+        }
+        Some(Egress {
+            allow,
+            via: Via::Loopback(l),
+        }) => (None, Some((allow, Err(l)))),
         None => (None, None),
     };
     let confined = ruleset.is_some();
     let parent = std::process::id();
     let open_files = crate::inherit::OpenFiles::started_with();
     // SAFETY: the closure runs in the forked child before exec and only makes
-    // async-signal-safe system calls (setrlimit, prctl, getppid, geteuid,
+    // async-signal-safe system calls (setrlimit, prctl, getppid, geteuid, those of the
+    // namespace listed below,
     // landlock_restrict_self, the ruleset's close, seccomp) and possibly _exit; it
     // allocates nothing (`open_files`, the ruleset and the filter were made before the
     // fork).
@@ -112,6 +132,12 @@ pub fn spawn(
             // The Landlock ruleset was built in the daemon: only `prctl(NO_NEW_PRIVS)`
             // and `landlock_restrict_self` run here (no allocation, no lock). A ruleset
             // that is not wholly enforced fails the spawn: never run it unconfined.
+            // Its own user and network namespaces, and the proxy's listener sent to
+            // mcpd: unshare, open/write/close of its /proc maps, socket, ioctl, bind,
+            // listen, sendmsg and close, on memory prepared before the fork.
+            if let Some(namespace) = &namespace {
+                namespace.enter()?;
+            }
             if confined && nix::unistd::geteuid().is_root() {
                 drop_capabilities();
             }
@@ -137,11 +163,27 @@ pub fn spawn(
         Some(nix::libc::EPERM) if confined => SpawnError::Sandbox(
             "the kernel did not enforce its sandbox; it is not run unconfined".into(),
         ),
+        _ if confined && !is_exec_error(&source) => SpawnError::Sandbox(format!(
+            "its sandbox could not be set up ({source}); it is not run unconfined"
+        )),
         _ => SpawnError::Exec {
             command: cfg.command.clone(),
             source,
         },
     })?;
+    let egress = match egress {
+        Some((allow, Ok(parent))) => match parent.receive() {
+            Ok(listener) => Some((listener, allow)),
+            Err(e) => {
+                // Dropping the child kills it (kill_on_drop); it never served.
+                return Err(SpawnError::Sandbox(format!(
+                    "the proxy listener of its own network did not come back ({e}); it is not run unconfined"
+                )));
+            }
+        },
+        Some((allow, Err(listener))) => Some((listener, allow)),
+        None => None,
+    };
     let pid = child.id().ok_or(SpawnError::NoPid)?;
     let (Some(stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
@@ -150,12 +192,22 @@ pub fn spawn(
     };
     widen_pipe(&stdout);
     Ok(Spawned {
+        egress,
         child,
         pid,
         stdin,
         stdout,
         stderr,
     })
+}
+
+/// Whether a spawn failed at exec (the command is missing or not executable) rather
+/// than in the sandbox's steps before it.
+fn is_exec_error(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+    ) || e.raw_os_error() == Some(nix::libc::ENOEXEC)
 }
 
 /// Empties the capability bounding set, so a confined server started by a root mcpd

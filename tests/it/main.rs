@@ -51,6 +51,7 @@ mod projects_limits;
 mod projects_sources;
 mod projects_surface;
 mod sandbox;
+mod sandbox_hosts;
 mod sandbox_net;
 mod server_hygiene;
 mod surface;

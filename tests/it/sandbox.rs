@@ -6,8 +6,7 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
 /// The fixture's escape tools, and `pid`.
-pub const ESCAPE: &str =
-    "try_read,try_write,try_connect,try_udp,try_kill,try_unix,try_abstract,try_environ,fds,env,pid";
+pub const ESCAPE: &str = "try_read,try_proxy,try_write,try_connect,try_udp,try_kill,try_unix,try_abstract,try_environ,fds,env,pid";
 
 /// What the fake `~/.ssh/id_rsa` holds.
 pub const KEY: &str = "-----BEGIN FAKE OPENSSH PRIVATE KEY-----";
@@ -414,7 +413,20 @@ async fn no_server_inherits_a_descriptor_but_stdio_even_one_the_daemon_leaks() {
 /// the names its profile passes.
 fn allowed_by_default(name: &str) -> bool {
     [
-        "PATH", "HOME", "USER", "LOGNAME", "LANG", "TERM", "TZ", "TMPDIR",
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "LANG",
+        "TERM",
+        "TZ",
+        "TMPDIR",
+        // The certificates a TLS client trusts (a company's proxy CA), not secrets.
+        "NODE_EXTRA_CA_CERTS",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "REQUESTS_CA_BUNDLE",
+        "CURL_CA_BUNDLE",
     ]
     .contains(&name)
         || name.starts_with("LC_")

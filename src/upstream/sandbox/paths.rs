@@ -1,31 +1,8 @@
-//! Confining a local server with Landlock: its profile resolved into paths, the ruleset built in the daemon (only `restrict_self` runs between fork and exec), the clean environment, and what status shows as enforced.
-//!
-//! Every confined server is restricted in the filesystem (only the profile's paths), in
-//! signals and abstract Unix sockets (Landlock scoping: nothing outside its own domain),
-//! and, with `network = "none"`, in TCP. Ptrace and the `/proc` files it guards
-//! (another process's environment and memory) are out of reach of any Landlock domain.
-//! The ruleset is made with hard requirements: a kernel that cannot enforce all of it
-//! refuses it, and the server does not start (fail closed). Nothing here widens a
-//! profile to make a server work.
+//! The paths a confined server's profile grants: the default profile (system, the command's installation, caches, devices), the config's own paths resolved, and its private temporary directory.
 
-use crate::config::{Network, SandboxProfile, StdioLaunch};
-use crate::control_api::SandboxView;
-use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
-    RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
-};
-use std::ffi::OsString;
+use super::SandboxError;
+use crate::config::{SandboxProfile, StdioLaunch};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
-
-/// The Landlock ABI mcpd needs: the filesystem with truncation (3), TCP ports (4) and the
-/// scoping of signals and abstract Unix sockets (6).
-const NEEDED: ABI = ABI::V6;
-const NEEDED_N: i32 = 6;
-
-/// Setting this in the daemon's environment makes it take the kernel's Landlock ABI as
-/// at most N (tests check the refusal on a kernel without scoping with it).
-pub const ABI_OVERRIDE: &str = "MCPD_LANDLOCK_ABI";
 
 /// Readable system paths of the default profile (those that exist).
 const SYSTEM: &[&str] = &[
@@ -69,63 +46,6 @@ const CACHES: &[&str] = &[
 /// Settings under home that those tools, and git (which refuses to run when it cannot
 /// read them), read: readable, never writable.
 const TOOL_SETTINGS: &[&str] = &[".npmrc", ".gitconfig", ".config/git"];
-/// Variables passed to every confined server (besides `TMPDIR`, set to its own).
-const KEPT_ENV: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "LANG", "TERM", "TZ"];
-
-/// Why a server cannot be confined as its profile asks (it is then not started).
-#[derive(Debug, thiserror::Error)]
-pub enum SandboxError {
-    #[error(
-        "the sandbox needs Landlock ABI {NEEDED_N} (filesystem, TCP and scoping of signals and abstract sockets); this kernel offers {0}: upgrade the kernel (6.12 or later) or set `sandbox = false` for this server"
-    )]
-    Kernel(i32),
-    #[error("the sandbox path {path:?} cannot be resolved: {why}")]
-    Path { path: String, why: String },
-    #[error("the sandbox ruleset could not be built: {0}")]
-    Ruleset(#[from] landlock::RulesetError),
-    #[error("the sandbox's network filter could not be built: {0}")]
-    Seccomp(String),
-    #[error("the sandbox's private temporary directory {}: {source}", dir.display())]
-    Temp {
-        dir: PathBuf,
-        source: std::io::Error,
-    },
-}
-
-/// A server's confinement, ready to apply in its child.
-pub struct Prepared {
-    /// Taken and applied once, between fork and exec.
-    pub ruleset: Option<RulesetCreated>,
-    /// With `network = "none"`: the seccomp filter that refuses every IP socket.
-    pub seccomp: Option<seccompiler::BpfProgram>,
-    /// The whole environment the server gets (the process starts with none).
-    pub env: Vec<(OsString, OsString)>,
-    pub view: SandboxView,
-}
-
-/// The kernel's Landlock ABI (0 without Landlock), probed once; at most
-/// `MCPD_LANDLOCK_ABI` when that is set.
-pub fn kernel_abi() -> i32 {
-    static ABI_SEEN: OnceLock<i32> = OnceLock::new();
-    *ABI_SEEN.get_or_init(|| {
-        // SAFETY: landlock_create_ruleset with a null attribute, size 0 and the version
-        // flag only returns the ABI version (or an error); it touches no memory.
-        let v = unsafe {
-            nix::libc::syscall(
-                nix::libc::SYS_landlock_create_ruleset,
-                std::ptr::null::<u8>(),
-                0usize,
-                1u32, // LANDLOCK_CREATE_RULESET_VERSION
-            )
-        };
-        let v = i32::try_from(v).unwrap_or(0).max(0);
-        let cap = std::env::var(ABI_OVERRIDE)
-            .ok()
-            .and_then(|s| s.parse::<i32>().ok());
-        cap.map_or(v, |c| v.min(c.max(0)))
-    })
-}
-
 /// The resolved paths of a profile, for `check-config` and the ruleset.
 #[derive(Debug, Default, PartialEq)]
 pub struct Paths {
@@ -147,6 +67,14 @@ pub fn paths(
     // The default profile: what exists of it is granted.
     let mut read: Vec<PathBuf> = SYSTEM.iter().map(PathBuf::from).collect();
     read.extend(command_dirs(&launch.command));
+    read.extend(script_dirs(launch, home.as_deref()));
+    read.extend(
+        super::CA_ENV
+            .iter()
+            .filter_map(std::env::var_os)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute()),
+    );
     read.extend(launch.cwd.iter().cloned());
     let mut write: Vec<PathBuf> = DEVICES.iter().map(PathBuf::from).collect();
     if let Some(home) = &home {
@@ -239,6 +167,58 @@ fn command_dirs(command: &str) -> Vec<PathBuf> {
     out
 }
 
+/// Interpreters whose first argument that is not an option is the script they run.
+const INTERPRETERS: &[&str] = &["node", "nodejs", "python", "deno", "bun", "ruby", "perl"];
+
+/// For an interpreter given a script (`node …/dist/index.js`, `python3 server.py`): the
+/// package the script belongs to (the nearest of its first ancestors with a
+/// `package.json` or `pyproject.toml`), else its directory; never home or one of its
+/// ancestors (`node ~/x.js` grants that file alone); and the outermost `node_modules` it
+/// sits in.
+fn script_dirs(launch: &StdioLaunch, home: Option<&Path>) -> Vec<PathBuf> {
+    let Some(name) = Path::new(&launch.command)
+        .file_name()
+        .and_then(|n| n.to_str())
+    else {
+        return Vec::new();
+    };
+    let base = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    if !INTERPRETERS.contains(&base) {
+        return Vec::new();
+    }
+    let Some(arg) = launch.args.iter().find(|a| !a.starts_with('-')) else {
+        return Vec::new();
+    };
+    let given = match &launch.cwd {
+        Some(cwd) => cwd.join(arg),
+        None => PathBuf::from(arg),
+    };
+    #[allow(clippy::disallowed_methods, reason = "a local lookup before the spawn")]
+    let Ok(script) = std::fs::canonicalize(&given) else {
+        return Vec::new();
+    };
+    if !script.is_file() {
+        return Vec::new();
+    }
+    let too_wide = |dir: &Path| dir == Path::new("/") || home.is_some_and(|h| h.starts_with(dir));
+    let package = script.ancestors().skip(1).take(4).find(|d| {
+        !too_wide(d) && (d.join("package.json").is_file() || d.join("pyproject.toml").is_file())
+    });
+    let mut out = Vec::new();
+    match package.or(script.parent()).filter(|d| !too_wide(d)) {
+        Some(dir) => out.push(dir.to_owned()),
+        None => out.push(script.clone()),
+    }
+    if let Some(modules) = script
+        .ancestors()
+        .filter(|a| a.ends_with("node_modules"))
+        .last()
+    {
+        out.push(modules.to_owned());
+    }
+    out
+}
+
 /// A program as `exec` finds it: a path, or the first match on `PATH`.
 fn find(command: &str) -> Option<PathBuf> {
     if command.contains('/') {
@@ -327,7 +307,7 @@ pub fn temp_dir(server: &str) -> Result<PathBuf, SandboxError> {
 
 /// Makes the default profile's package caches that do not exist yet, so that a first
 /// `npx` or `uvx` under the sandbox can fill them.
-fn make_caches() {
+pub(super) fn make_caches() {
     let Some(home) = std::env::var_os("HOME").map(PathBuf::from) else {
         return;
     };
@@ -335,129 +315,4 @@ fn make_caches() {
         #[allow(clippy::disallowed_methods, reason = "before the spawn, as the paths")]
         let _ = std::fs::create_dir_all(home.join(c)); // one that cannot be made stays closed
     }
-}
-
-/// Everything needed to start `launch` confined by `profile`.
-pub fn prepare(
-    server: &str,
-    profile: &SandboxProfile,
-    launch: &StdioLaunch,
-    project: Option<&Path>,
-) -> Result<Prepared, SandboxError> {
-    let abi = kernel_abi();
-    if abi < NEEDED_N {
-        return Err(SandboxError::Kernel(abi));
-    }
-    make_caches();
-    let tmp = temp_dir(server)?;
-    let paths = paths(profile, launch, project, &tmp)?;
-    for m in &paths.missing {
-        tracing::debug!(upstream = %server, path = %m.display(), "a sandbox path does not exist; it grants nothing");
-    }
-    let mut ruleset = Ruleset::default()
-        .set_compatibility(CompatLevel::HardRequirement)
-        .handle_access(AccessFs::from_all(NEEDED))?
-        .scope(Scope::from_all(NEEDED))?;
-    if profile.network == Network::None {
-        // Handled with no rule: no TCP port may be bound or connected to.
-        ruleset = ruleset.handle_access(AccessNet::from_all(NEEDED))?;
-    }
-    let mut created = ruleset.create()?;
-    for (list, access) in [
-        (&paths.read, AccessFs::from_read(NEEDED)),
-        (&paths.write, AccessFs::from_all(NEEDED)),
-    ] {
-        for p in list {
-            let fd = PathFd::new(p).map_err(|e| SandboxError::Path {
-                path: p.display().to_string(),
-                why: e.to_string(),
-            })?;
-            // A file takes only the rights that apply to files.
-            let access = if p.is_dir() {
-                access
-            } else {
-                access & AccessFs::from_file(NEEDED)
-            };
-            created = created.add_rule(PathBeneath::new(fd, access))?;
-        }
-    }
-    let env = environment(profile, launch, &tmp);
-    let view = SandboxView {
-        mechanism: "landlock".into(),
-        abi: abi as u32,
-        read: paths.read.len(),
-        write: paths.write.len(),
-        network: profile.network.as_str().into(),
-        note: (profile.network == Network::None)
-            .then(|| "no IP sockets: TCP refused by Landlock, IP sockets by seccomp".into()),
-    };
-    let seccomp = match profile.network {
-        Network::None => Some(no_ip_sockets()?),
-        Network::All => None,
-    };
-    Ok(Prepared {
-        ruleset: Some(created),
-        seccomp,
-        env,
-        view,
-    })
-}
-
-/// A confined server's whole environment: the few variables every program expects, its
-/// own private `TMPDIR`, the profile's `env` names, then its config's `env` table.
-fn environment(
-    profile: &SandboxProfile,
-    launch: &StdioLaunch,
-    tmp: &Path,
-) -> Vec<(OsString, OsString)> {
-    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
-        .filter(|(k, _)| {
-            let k = k.to_string_lossy();
-            KEPT_ENV.contains(&k.as_ref())
-                || k.starts_with("LC_")
-                || profile.env.iter().any(|n| *n == k)
-        })
-        .collect();
-    env.push(("TMPDIR".into(), tmp.as_os_str().to_owned()));
-    env.extend(
-        launch
-            .env
-            .iter()
-            .map(|(k, v)| (OsString::from(k), OsString::from(v))),
-    );
-    env
-}
-
-/// The seccomp filter of `network = "none"`: `socket` of an IPv4 or IPv6 family, and
-/// `io_uring_setup` (whose operations could open sockets without `socket`), fail with
-/// EPERM; everything else is allowed.
-fn no_ip_sockets() -> Result<seccompiler::BpfProgram, SandboxError> {
-    use seccompiler::{SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition};
-    use seccompiler::{SeccompFilter, SeccompRule};
-    let fail = |e: &dyn std::fmt::Display| SandboxError::Seccomp(e.to_string());
-    let family = |f: i32| -> Result<SeccompRule, SandboxError> {
-        let c = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, f as u64)
-            .map_err(|e| fail(&e))?;
-        SeccompRule::new(vec![c]).map_err(|e| fail(&e))
-    };
-    let rules = [
-        (
-            nix::libc::SYS_socket,
-            vec![family(nix::libc::AF_INET)?, family(nix::libc::AF_INET6)?],
-        ),
-        (nix::libc::SYS_io_uring_setup, vec![]),
-    ]
-    .into_iter()
-    .collect();
-    let arch = std::env::consts::ARCH.try_into().map_err(|e| fail(&e))?;
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(nix::libc::EPERM as u32),
-        arch,
-    )
-    .map_err(|e| fail(&e))?;
-    filter
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| fail(&e))
 }
