@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 const KEPT: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "LANG", "TERM", "TZ"];
 
 /// One server measured twice, unconfined and confined.
+#[derive(Clone)]
 struct Target {
     /// Its name in the config (the confined copy is `{name}sbx`).
     name: &'static str,
@@ -39,12 +40,16 @@ struct Target {
     /// The tool called, without the server's prefix, and its arguments.
     tool: &'static str,
     arguments: Value,
+    /// The confined copy's `sandbox` value, when it is not `true` (the default profile).
+    profile: Option<&'static str>,
 }
 
 pub struct Variant {
     pub server: String,
     pub what: String,
     pub confined: bool,
+    /// How it is confined, as printed.
+    pub label: &'static str,
     /// Sorted, ms: `mcpd/start` sent → first successful answer.
     pub ms: Vec<f64>,
     /// Calls answered with an error (the server not ready yet) and repeated.
@@ -78,7 +83,15 @@ fn targets() -> (Vec<Target>, Option<String>) {
         args: vec!["--tools".into(), "echo".into()],
         tool: "echo",
         arguments: json!({"text": "spawn"}),
+        profile: None,
     }];
+    // The same, confined with a host list: its own user and network namespace, and the
+    // proxy's listener sent back to mcpd before exec.
+    out.push(Target {
+        name: "fxhosts",
+        profile: Some(r#"{ network = ["127.0.0.1:9"] }"#),
+        ..out[0].clone()
+    });
     let peers = peers_dir();
     let time = peers.join("venv/bin/mcp-server-time");
     let everything = peers.join("node/node_modules/.bin/mcp-server-everything");
@@ -104,6 +117,7 @@ fn targets() -> (Vec<Target>, Option<String>) {
         args: vec!["--local-timezone".into(), "UTC".into()],
         tool: "get_current_time",
         arguments: json!({"timezone": "UTC"}),
+        profile: None,
     });
     out.push(Target {
         name: "everything",
@@ -112,6 +126,7 @@ fn targets() -> (Vec<Target>, Option<String>) {
         args: vec!["stdio".into()],
         tool: "echo",
         arguments: json!({"message": "spawn"}),
+        profile: None,
     });
     (out, None)
 }
@@ -191,12 +206,19 @@ pub async fn measure_spawn(iterations: usize) -> Result<SpawnReport, String> {
             let mut def = ServerDef::command(&name, &t.command, t.args.clone());
             if !confined {
                 def.lines.push("sandbox = false".into());
+            } else if let Some(profile) = t.profile {
+                def.lines.push(format!("sandbox = {profile}"));
             }
             servers.push(def);
             variants.push(Variant {
                 server: name,
                 what: t.what.clone(),
                 confined,
+                label: match (confined, t.profile) {
+                    (false, _) => "off",
+                    (true, None) => "landlock",
+                    (true, Some(_)) => "+netns",
+                },
                 ms: Vec::new(),
                 retried: 0,
                 errors: Vec::new(),
@@ -305,7 +327,7 @@ pub fn print_spawn(r: &Result<SpawnReport, String>) -> bool {
         println!(
             "  {:<14} {:<10} {:>9.1} {:>9.1} {:>9.1} {:>9}",
             v.server,
-            if v.confined { "landlock" } else { "off" },
+            v.label,
             pct(&v.ms, 0.5),
             pct(&v.ms, 0.9),
             pct(&v.ms, 0.0),

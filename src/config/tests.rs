@@ -250,28 +250,28 @@ fn sandbox_tables_validate_with_errors_naming_the_key() {
     );
     check(
         &server("network = []"),
-        Err("servers.x.sandbox.network: an empty list"),
+        Err("`servers.x.sandbox.network`: an empty list"),
     );
     check(
         &server("network = [\"ok.example\", \"https://x.example\"]"),
-        Err("servers.x.sandbox.network[1]"),
+        Err("`servers.x.sandbox.network[1]`"),
     );
     check(
         &server("network = [\"*\"]"),
-        Err("servers.x.sandbox.network[0]"),
+        Err("`servers.x.sandbox.network[0]`"),
     );
     check(
         &server("network = [3]"),
-        Err("servers.x.sandbox.network[0]: 3 is not a string"),
+        Err("`servers.x.sandbox.network[0]`: 3 is not a string"),
     );
     check(&server("network = \"some\""), Err("a list of hosts"));
     check(
         &server("read = [\"rel/path\"]"),
-        Err("servers.x.sandbox.read"),
+        Err("`servers.x.sandbox.read`"),
     );
-    check(&server("env = [\"A=B\"]"), Err("servers.x.sandbox.env"));
+    check(&server("env = [\"A=B\"]"), Err("`servers.x.sandbox.env`"));
     check(
         "[servers.r]\nurl = \"https://example.com/mcp\"\nsandbox = true",
-        Err("servers.r.sandbox: only applies to local servers"),
+        Err("`servers.r.sandbox`: only applies to local servers"),
     );
 }
