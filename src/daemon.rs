@@ -54,10 +54,9 @@ pub async fn serve(
     // Upstreams have their own token: they stop only after the agents have drained.
     let upstreams = CancellationToken::new();
     crate::reaper::become_subreaper();
-    // Tried in a child of its own before the supervisor reaps children (it answers once).
-    if config.servers.values().any(|s| s.sandbox.is_some()) {
-        crate::upstream::sandbox::userns_works();
-    }
+    // Tried in a child of its own before the supervisor reaps children (it answers once,
+    // also for servers a reload adds later).
+    crate::upstream::sandbox::userns_works();
     let (sentinel, sentinel_task) = SentinelHandle::start();
     // Servers' task statuses go from their connections to the task book, which knows
     // whose task each is.
