@@ -172,6 +172,19 @@ pub enum CtlCommand {
     /// Re-read the config file and apply what changed (added, removed and changed servers);
     /// exits 78 with the reason when the new config is invalid
     Reload,
+    /// Show each held definition of a server (new, or changed since it was approved)
+    /// beside its approved version
+    Diff { name: String },
+    /// Approve a server's held definitions: all, or those named (tool and prompt names,
+    /// resource URIs, as `ctl diff` shows them); agents are then told its lists changed
+    Approve {
+        name: String,
+        /// The definitions to approve (all when none is named)
+        names: Vec<String>,
+    },
+    /// Drop a server's pins: what it shows now counts as its first listing (approved
+    /// under `pin = "trust-first"`, held under `"approve"`)
+    Forget { name: String },
     /// Restart one server now (also clears a crash loop)
     Restart { name: String },
     /// Stop one server until `mcpd ctl start`

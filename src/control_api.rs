@@ -84,6 +84,9 @@ pub struct ServerStatus {
     /// The sandbox its running process is confined by (None: unconfined).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxView>,
+    /// Its pinned definitions (None: nothing listed yet, or an instance: see its server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pins: Option<PinView>,
     pub protocol_version: Option<String>,
     pub server_info: Option<serde_json::Value>,
     pub pid: Option<u32>,
@@ -209,7 +212,23 @@ fn shared() -> String {
 
 /// The notification `mcpd connect` sends before anything else, `{"path": DIR}`: the
 /// directory it was started in (or `--project DIR`), for servers run per project.
+/// A person's look at, or answer to, a server's held definitions: params `name`, `op`
+/// (`diff`, `approve`, `forget`) and, for `approve`, `names` (all when empty).
+pub const PINS: &str = "mcpd/pins";
+
 pub const PROJECT_NOTIFICATION: &str = "notifications/mcpd/project";
+
+/// A server's pins, for `ctl status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PinView {
+    /// "trust-first", "approve" or "off".
+    pub mode: String,
+    /// Definitions waiting for a person (`mcpd ctl diff`, `approve`).
+    pub held: usize,
+    /// Why its pin file cannot be used: everything it lists is held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broken: Option<String>,
+}
 
 /// What the kernel enforces on a confined server, for `ctl status`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -248,9 +248,14 @@ fn summary(catalog: &crate::registry::Catalog, daemon: &DaemonInfo) -> String {
         })
         .count();
     let agents = daemon.agents.load(std::sync::atomic::Ordering::Relaxed);
-    match catalog.instances.count() {
+    let line = match catalog.instances.count() {
         0 => format!("{ready}/{total} servers ready, {agents} agents"),
         n => format!("{ready}/{total} servers ready, {n} instances, {agents} agents"),
+    };
+    let held = &catalog.held;
+    match held.tools.len() + held.prompts.len() + held.resources.len() {
+        0 => line,
+        n => format!("{line}, {n} definitions held for approval (mcpd ctl diff)"),
     }
 }
 

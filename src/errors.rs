@@ -19,6 +19,14 @@ pub enum AgentError {
     UnknownMethod(String),
     #[error("server '{server}' is {why}")]
     Unavailable { server: String, why: String },
+    #[error(
+        "{kind} '{name}' of server '{server}' is new or has changed since it was approved, and is held until a person approves it: run `mcpd ctl diff {server}`, then `mcpd ctl approve {server}`"
+    )]
+    Held {
+        kind: &'static str,
+        name: String,
+        server: String,
+    },
     #[error("server '{server}' runs one instance per project, and {why}")]
     NoProject { server: String, why: String },
     #[error("server '{server}': {why}")]
@@ -126,6 +134,8 @@ impl AgentError {
                 };
                 ErrorObject::new(code, message).with_data(json!({ "server": server }))
             }
+            AgentError::Held { server, name, .. } => ErrorObject::new(mcpd_code::HELD, message)
+                .with_data(json!({ "server": server, "name": name })),
             AgentError::NoProject { server, .. } => {
                 ErrorObject::new(mcpd_code::NO_PROJECT, message)
                     .with_data(json!({ "server": server }))

@@ -12,7 +12,7 @@ use std::path::Path;
 
 /// Writes `bytes` to `path`: aside (`path` with the extension `json.tmp`, as both callers
 /// write JSON) then renamed, so a reader sees the old file or the new one, never half of
-/// one; the file 0600 and a directory it creates 0700.
+/// one; the file 0600 and a directory it creates 0700; both synced before it returns.
 pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -31,5 +31,10 @@ pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .open(&tmp)?;
     file.write_all(bytes)?;
     file.sync_all()?;
-    std::fs::rename(&tmp, path)
+    std::fs::rename(&tmp, path)?;
+    // The rename itself is on disk only once the directory is synced.
+    match path.parent() {
+        Some(dir) => std::fs::File::open(dir)?.sync_all(),
+        None => Ok(()),
+    }
 }

@@ -41,6 +41,16 @@ pub fn start(
         .tool(name)
         .filter(|t| session.sees_tool(&t.server, &t.qualified));
     let Some(tool) = tool else {
+        // A held tool is neither unknown nor served: say that a person must look.
+        if let Some(server) = catalog.held.tools.get(name.as_str())
+            && session.sees_server(server)
+        {
+            return Err(fail(AgentError::Held {
+                kind: "tool",
+                name: name.clone(),
+                server: server.to_string(),
+            }));
+        }
         // A tool of a server that has not listed its tools yet (it is starting, or has
         // never been reached) is not unknown: say what is wrong with the server.
         if let Some((server, availability)) = name

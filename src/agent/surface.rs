@@ -135,6 +135,16 @@ pub fn prompts_get(
         .prompt(&name)
         .filter(|p| session.sees_server(&p.server));
     let Some(prompt) = prompt else {
+        if let Some(server) = catalog.held.prompts.get(name.as_str())
+            && session.sees_server(server)
+        {
+            let e = AgentError::Held {
+                kind: "prompt",
+                name,
+                server: server.to_string(),
+            };
+            return Handled::Now(jsonrpc::error_line(Some(&req.id), &e.to_error_object()));
+        }
         return invalid(
             &req.id,
             method::PROMPTS_GET,
@@ -169,6 +179,14 @@ pub fn resources_read(
         Ok(r) => r,
         Err(why) => return not_found(&req.id, &uri, why, modern),
     };
+    if catalog.held.resources.contains(&(server.clone(), original.clone())) {
+        let e = AgentError::Held {
+            kind: "resource",
+            name: uri,
+            server: server.to_string(),
+        };
+        return Handled::Now(jsonrpc::error_line(Some(&req.id), &e.to_error_object()));
+    }
     params.insert("uri".into(), Value::String(original));
     let route = Route {
         server,

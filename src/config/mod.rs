@@ -23,6 +23,28 @@ pub use project::{PROJECT, PROJECT_NAME, Share};
 pub use remote::{HttpLaunch, HttpTransport, OAuthConfig, Secret, display_url};
 pub use sandbox::{Network, SandboxProfile};
 
+/// How a server's definitions are pinned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PinMode {
+    /// The first definitions a server shows are approved; changes wait for a person.
+    #[default]
+    TrustFirst,
+    /// Every definition waits for a person, the first ones too.
+    Approve,
+    /// Nothing is pinned.
+    Off,
+}
+
+impl PinMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PinMode::TrustFirst => "trust-first",
+            PinMode::Approve => "approve",
+            PinMode::Off => "off",
+        }
+    }
+}
+
 use raw::{RawFile, RawHealth, RawRestart, RawServer};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -117,6 +139,8 @@ pub struct ServerConfig {
     pub share: Share,
     /// The sandbox a local server runs in; None runs it unconfined.
     pub sandbox: Option<SandboxProfile>,
+    /// How its definitions are pinned (`pin`).
+    pub pin: PinMode,
     /// Why it cannot start, when a setting refers to a variable mcpd's environment lacks:
     /// the server stays `failed` with this as its error, the others run.
     pub unresolved: Option<String>,
@@ -323,6 +347,18 @@ struct Validator<'a> {
 }
 
 impl Validator<'_> {
+    fn pin_mode(&self, key: &str, value: &str) -> Result<PinMode, ConfigError> {
+        match value {
+            "trust-first" => Ok(PinMode::TrustFirst),
+            "approve" => Ok(PinMode::Approve),
+            "off" => Ok(PinMode::Off),
+            other => Err(self.err(
+                key,
+                format!("{other:?} is not a pin mode; use \"trust-first\", \"approve\" or \"off\""),
+            )),
+        }
+    }
+
     fn err(&self, key: impl Into<String>, message: impl Into<String>) -> ConfigError {
         ConfigError::Invalid {
             path: self.path.to_owned(),
@@ -449,6 +485,7 @@ impl Validator<'_> {
             )?,
         };
         let restart_default = self.restart("daemon.restart", &d.restart, None)?;
+        let pin_default = self.pin_mode("daemon.pin", d.pin.as_deref().unwrap_or("trust-first"))?;
         let health_default = self.health("daemon.health", &d.health, None)?;
         let mut servers = BTreeMap::new();
         for (name, s) in raw.servers {
@@ -462,6 +499,10 @@ impl Validator<'_> {
             let local = matches!(server.launch, Launch::Stdio(_));
             let key = format!("servers.{name}");
             server.sandbox = self.sandbox(&key, s.sandbox.as_ref(), d.sandbox, local)?;
+            server.pin = match &s.pin {
+                Some(p) => self.pin_mode(&format!("{key}.pin"), p)?,
+                None => pin_default,
+            };
             let no_renames = BTreeMap::new();
             server.naming = self.naming(
                 &name,

@@ -51,6 +51,7 @@ pub(super) struct RawDaemon {
     pub(super) health: RawHealth,
     #[serde(default)]
     pub(super) sandbox: bool,
+    pub(super) pin: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -105,6 +106,7 @@ pub(super) struct RawServer {
     pub(super) share: Option<String>,
     pub(super) max_projects: Option<usize>,
     pub(super) sandbox: Option<super::sandbox::RawSandbox>,
+    pub(super) pin: Option<String>,
 }
 
 pub(super) fn yes() -> bool {

@@ -67,6 +67,7 @@ impl Validator<'_> {
             share,
             // Set by the caller, which knows the daemon's default.
             sandbox: None,
+            pin: super::PinMode::TrustFirst,
             lazy: match s.start.as_deref() {
                 None | Some("eager") => false,
                 Some("lazy") => true,

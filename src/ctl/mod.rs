@@ -12,6 +12,7 @@ use tokio::net::UnixStream;
 mod agents;
 mod bridge;
 mod login;
+mod pins;
 mod status;
 mod table;
 mod tools;
@@ -19,6 +20,7 @@ mod tools;
 pub use agents::agents;
 pub use bridge::bridge;
 pub use login::{login, logout};
+pub use pins::{approve, diff, forget};
 pub use status::status;
 pub use tools::{search, tools};
 

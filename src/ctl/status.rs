@@ -121,6 +121,16 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
                     .unwrap_or_default()
             ));
         }
+        if let Some(p) = &s.pins {
+            if let Some(why) = &p.broken {
+                notes.push(format!("pins: {why}"));
+            } else if p.held > 0 {
+                notes.push(format!(
+                    "pins: {} held for approval (`mcpd ctl diff {}`, then `mcpd ctl approve {}`)",
+                    p.held, s.name, s.name
+                ));
+            }
+        }
         if let Some(e) = &s.last_error {
             notes.push(format!("last error: {e}"));
         }

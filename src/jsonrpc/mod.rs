@@ -43,6 +43,8 @@ pub mod mcpd_code {
     pub const NEEDS_LOGIN: i64 = -32019;
     /// The server runs per project and the agent has none (or is another user's).
     pub const NO_PROJECT: i64 = -32023;
+    /// The definition is new or changed and waits for a person (`mcpd ctl approve`).
+    pub const HELD: i64 = -32024;
 }
 
 /// A request id as the peer sent it. JSON-RPC allows strings and numbers; we keep the

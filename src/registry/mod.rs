@@ -7,6 +7,7 @@
 
 mod availability;
 pub mod claims;
+mod held;
 mod paging;
 mod search;
 pub mod surface;
@@ -18,6 +19,7 @@ use crate::protocol::ListKind;
 use crate::protocol::naming::Naming;
 pub use availability::{Availability, InstanceKey, Instances};
 pub use claims::{Collision, NameKind};
+pub use held::{Held, HeldKind};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -63,6 +65,8 @@ pub struct Catalog {
     /// The process (group leader) ids of the confined servers running now: their
     /// processes may not connect to mcpd's socket.
     pub confined: Vec<u32>,
+    /// Definitions held for approval (names only).
+    pub held: Arc<Held>,
 }
 
 /// How long agents may cache mcpd's listings (`ttlMs`), and whether the cache is
@@ -156,6 +160,10 @@ pub struct Registry {
     surface_stale: bool,
     search: search::SearchCache,
     name_limit: usize,
+    /// Each server's held definitions, by its own ids, and their presented index.
+    held_ids: BTreeMap<(Arc<str>, HeldKind), Vec<String>>,
+    held: Arc<Held>,
+    held_stale: bool,
 }
 
 impl Registry {
@@ -322,10 +330,35 @@ impl Registry {
         true
     }
 
+    /// Sets a server's held definitions of one kind (their ids as the server names them).
+    pub fn set_held(&mut self, server: &Arc<str>, kind: HeldKind, ids: Vec<String>) {
+        let key = (server.clone(), kind);
+        let old = self.held_ids.get(&key).map_or(&[][..], Vec::as_slice);
+        if old == ids.as_slice() {
+            return;
+        }
+        if ids.is_empty() {
+            self.held_ids.remove(&key);
+        } else {
+            self.held_ids.insert(key, ids);
+        }
+        self.held_stale = true;
+    }
+
+    /// Whether the held definitions changed since the last snapshot.
+    pub fn held_changed(&self) -> bool {
+        self.held_stale
+    }
+
     /// A new snapshot for agents.
     pub fn catalog(&mut self, servers: BTreeMap<Arc<str>, Availability>) -> Catalog {
         if std::mem::take(&mut self.surface_stale) {
             self.rebuild_surface();
+        }
+        if std::mem::take(&mut self.held_stale) {
+            let limit = self.name_limit.max(48);
+            let naming = |s: &str| self.naming_of(s);
+            self.held = Arc::new(Held::build(&self.held_ids, &naming, limit));
         }
         let claims = self.generations.iter().flat_map(|(server, g)| {
             g.entries.iter().map(move |e| claims::Claim {
@@ -382,6 +415,7 @@ impl Registry {
             resources_version: self.resources_version,
             instances: Instances::default(),
             confined: Vec::new(),
+            held: self.held.clone(),
         }
     }
 

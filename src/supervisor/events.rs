@@ -86,12 +86,15 @@ impl Supervisor {
                             let cfg = slot.cfg.clone();
                             self.catalog_cache.put_list(&cfg, kind, &items);
                         }
+                        let items = self.gate_list(&server, kind, Some(instance), items);
                         let n = items.len();
                         if self
                             .registry
                             .replace_list(&server, kind, items, self.name_limit)
                         {
                             tracing::info!(upstream = %server, list = kind.list().0, items = n, "catalog updated");
+                            self.publish();
+                        } else if self.registry.held_changed() {
                             self.publish();
                         }
                     }
@@ -112,13 +115,15 @@ impl Supervisor {
                 // An instance's list is its server's (the last any instance reported):
                 // listed and cached under the server, whose own slot never runs.
                 if let Some(template) = slot.instance.as_ref().map(|i| i.template.clone()) {
-                    self.instance_tools(&template, tools, cache);
+                    self.instance_tools(&template, instance, tools, cache);
                     return;
                 }
                 if let Ok(raw) = &tools {
                     let cfg = slot.cfg.clone();
                     self.catalog_cache.put_tools(&cfg, raw);
                 }
+                // Through the pins before anything else: held definitions go no further.
+                let tools = tools.map(|t| self.gate_tools(&server, Some(instance), t));
                 let Some(slot) = self.slots.get_mut(&server) else {
                     return;
                 };
@@ -192,6 +197,7 @@ impl Supervisor {
     fn instance_tools(
         &mut self,
         template: &std::sync::Arc<str>,
+        instance: u64,
         tools: Result<Vec<serde_json::Value>, crate::upstream::ListError>,
         cache: Option<(u64, bool)>,
     ) {
@@ -206,6 +212,11 @@ impl Supervisor {
             }
         };
         self.catalog_cache.put_tools(&slot.cfg, &tools);
+        // One pin set per server: an instance's list passes its server's pins.
+        let tools = self.gate_tools(template, Some(instance), tools);
+        let Some(slot) = self.slots.get_mut(template) else {
+            return;
+        };
         let tools = slot.cfg.tools.apply(&tools);
         match self.registry.replace(template, &tools, self.name_limit) {
             Ok(n) => {

@@ -43,6 +43,12 @@ pub(super) enum SupervisorMsg {
         respond_to:
             oneshot::Sender<Result<crate::oauth::credential::CredentialHandle, SupervisorError>>,
     },
+    /// A person's look at, or answer to, a server's held definitions.
+    Pins {
+        name: String,
+        op: super::gate::PinOp,
+        respond_to: oneshot::Sender<Result<serde_json::Value, super::gate::PinError>>,
+    },
     /// Apply a new, already validated configuration's servers.
     Reload {
         config: Box<Config>,
@@ -143,6 +149,7 @@ impl SupervisorHandle {
             conns: JoinSet::new(),
             eras: eras::EraCache::load(state_dir.clone(), configured, writer.clone()),
             state_dir: credentials_dir,
+            pins: super::pins::Pins::new(state_dir.as_deref(), writer.clone()),
             catalog_cache: catalog_cache::CatalogCache::load(state_dir, configured, writer.clone()),
             writer,
             next_instance: 0,
@@ -239,6 +246,27 @@ impl SupervisorHandle {
         })
         .await;
         asked.unwrap_or_else(|e| Err(e.into()))
+    }
+
+    /// A person's look at, or answer to, a server's held definitions. The wait covers an
+    /// approval's write to disk.
+    pub async fn pins(
+        &self,
+        name: &str,
+        op: super::gate::PinOp,
+    ) -> Result<serde_json::Value, String> {
+        let asked = crate::ask::ask(&self.tx, Duration::from_secs(30), |respond_to| {
+            SupervisorMsg::Pins {
+                name: name.to_owned(),
+                op,
+                respond_to,
+            }
+        })
+        .await;
+        match asked {
+            Ok(answer) => answer.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        }
     }
 
     pub async fn control(&self, name: &str, action: Action) -> Result<(), SupervisorError> {

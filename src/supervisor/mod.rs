@@ -3,6 +3,8 @@
 pub mod backoff;
 mod catalog_cache;
 mod confine;
+mod gate;
+mod pins;
 mod eras;
 mod events;
 mod handle;
@@ -10,6 +12,7 @@ mod instances;
 mod reload;
 pub(crate) mod state_file;
 
+pub use gate::PinOp;
 pub use reload::{ReloadSummary, Reloader};
 mod lifecycle;
 mod login;
@@ -99,6 +102,8 @@ struct Supervisor {
     catalog_cache: catalog_cache::CatalogCache,
     /// Writes both caches' files, off the runtime.
     writer: state_file::StateWriter,
+    /// Every server's pinned definitions: the gate of every list.
+    pins: pins::Pins,
     /// Where state files and credentials live, if anywhere.
     state_dir: Option<std::path::PathBuf>,
     next_instance: u64,
@@ -234,19 +239,29 @@ impl Supervisor {
                 .registry
                 .set_naming(name, slot.cfg.naming.clone(), limit); // nothing listed yet: no error
         }
+        let mut cached = Vec::new();
         for (name, slot) in &self.slots {
             let Some(lists) = self.catalog_cache.get(&slot.cfg) else {
                 continue;
             };
-            if let Some(tools) = lists.tools() {
+            cached.push((name.clone(), lists.tools(), lists.clone()));
+        }
+        for (name, tools, lists) in cached {
+            // Through the pins like every list: a change held before the restart stays
+            // held, and a server never pinned lists nothing until it reports.
+            if let Some(tools) = tools {
+                let tools = self.gate_tools(&name, None, tools);
+                let Some(slot) = self.slots.get(&name) else {
+                    continue;
+                };
                 let tools = slot.cfg.tools.apply(&tools);
-                if let Err(e) = self.registry.replace(name, &tools, limit) {
+                if let Err(e) = self.registry.replace(&name, &tools, limit) {
                     tracing::debug!(upstream = %name, "ignored the cached tool list: {e}");
                 }
             }
             for kind in [ListKind::Prompts, ListKind::Resources, ListKind::Templates] {
-                self.registry
-                    .replace_list(name, kind, lists.list(kind), limit);
+                let items = self.gate_list(&name, kind, None, lists.list(kind));
+                self.registry.replace_list(&name, kind, items, limit);
             }
             tracing::info!(upstream = %name, "listed the cached catalog until the server reports its own");
         }
@@ -363,6 +378,11 @@ impl Supervisor {
             SupervisorMsg::Login { name, respond_to } => {
                 let _ = respond_to.send(self.login_of(&name)); // the asker may have left
             }
+            SupervisorMsg::Pins {
+                name,
+                op,
+                respond_to,
+            } => self.on_pins(&name, op, respond_to),
             SupervisorMsg::Reload { config, respond_to } => {
                 let summary = self.reload(&config);
                 let _ = respond_to.send(summary); // the asker may have left

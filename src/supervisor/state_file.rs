@@ -36,8 +36,11 @@ enum Job {
 /// time, and the next change writes the file again).
 const QUEUE: usize = 256;
 
+/// Told when a write is on disk, or why it is not.
+type Ack = oneshot::Sender<Result<(), String>>;
+
 enum Msg {
-    Job(PathBuf, Job),
+    Job(PathBuf, Job, Option<Ack>),
     /// Answered once everything queued before it is written.
     Flush(oneshot::Sender<()>),
 }
@@ -51,7 +54,7 @@ pub struct StateWriter {
 impl std::fmt::Debug for Msg {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Msg::Job(path, _) => write!(f, "Job({})", path.display()),
+            Msg::Job(path, ..) => write!(f, "Job({})", path.display()),
             Msg::Flush(_) => write!(f, "Flush"),
         }
     }
@@ -71,13 +74,24 @@ impl StateWriter {
         self.queue(path, Job::Write { bytes, what });
     }
 
+    /// As `write`, and `ack` is told once the file is on disk (its directory synced), or
+    /// why it is not.
+    pub fn write_acked(&self, path: PathBuf, bytes: Vec<u8>, what: &'static str, ack: Ack) {
+        if let Err(e) = self.tx.try_send(Msg::Job(path, Job::Write { bytes, what }, Some(ack))) {
+            let Msg::Job(.., Some(ack)) = e.into_inner() else {
+                return;
+            };
+            let _ = ack.send(Err(format!("the {what} was not saved: its writer is behind or stopped")));
+        }
+    }
+
     /// Removes `path` if it exists.
     pub fn remove(&self, path: PathBuf) {
         self.queue(path, Job::Remove);
     }
 
     fn queue(&self, path: PathBuf, job: Job) {
-        if self.tx.try_send(Msg::Job(path, job)).is_err() {
+        if self.tx.try_send(Msg::Job(path, job, None)).is_err() {
             tracing::warn!("a state file was not saved: its writer is behind or stopped");
         }
     }
@@ -101,8 +115,11 @@ impl StateWriterActor {
         while let Some(first) = self.rx.recv().await {
             let (jobs, flushes) = self.batch(first);
             let done = crate::tasks::spawn_blocking(move || {
-                for (path, job) in jobs {
-                    apply(&path, job);
+                for (path, (job, acks)) in jobs {
+                    let result = apply(&path, job);
+                    for ack in acks {
+                        let _ = ack.send(result.clone()); // the asker may have stopped waiting
+                    }
                 }
             });
             if done.await.is_err() {
@@ -116,14 +133,21 @@ impl StateWriterActor {
 
     /// `first` and everything queued behind it: only the newest job for each file
     /// matters, and flushes are answered once the jobs queued before them are done.
-    fn batch(&mut self, first: Msg) -> (BTreeMap<PathBuf, Job>, Vec<oneshot::Sender<()>>) {
-        let mut jobs = BTreeMap::new();
+    #[allow(clippy::type_complexity, reason = "a private batch, named by its parts")]
+    fn batch(
+        &mut self,
+        first: Msg,
+    ) -> (BTreeMap<PathBuf, (Job, Vec<Ack>)>, Vec<oneshot::Sender<()>>) {
+        let mut jobs: BTreeMap<PathBuf, (Job, Vec<Ack>)> = BTreeMap::new();
         let mut flushes = Vec::new();
         let mut next = Some(first);
         while let Some(msg) = next.take() {
             match msg {
-                Msg::Job(path, job) => {
-                    jobs.insert(path, job);
+                Msg::Job(path, job, ack) => {
+                    // The newest job wins; whoever waited on an older one learns of it.
+                    let acks = jobs.remove(&path).map(|(_, a)| a).unwrap_or_default();
+                    let entry = jobs.entry(path).or_insert((job, acks));
+                    entry.1.extend(ack);
                 }
                 Msg::Flush(respond_to) => flushes.push(respond_to),
             }
@@ -133,17 +157,19 @@ impl StateWriterActor {
     }
 }
 
-fn apply(path: &Path, job: Job) {
+fn apply(path: &Path, job: Job) -> Result<(), String> {
     match job {
-        Job::Write { bytes, what } => {
-            if let Err(e) = crate::private_file::write(path, &bytes) {
-                tracing::warn!(path = %path.display(), "could not save the {what}: {e}");
-            }
-        }
+        Job::Write { bytes, what } => crate::private_file::write(path, &bytes).map_err(|e| {
+            tracing::warn!(path = %path.display(), "could not save the {what}: {e}");
+            format!("could not save the {what} {}: {e}", path.display())
+        }),
         Job::Remove => match std::fs::remove_file(path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => tracing::warn!(path = %path.display(), "could not remove a state file: {e}"),
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), "could not remove a state file: {e}");
+                Err(e.to_string())
+            }
         },
     }
 }

@@ -77,6 +77,7 @@ impl Slot {
             agents: 0,
             idle_secs: None,
             sandbox: self.running.as_ref().and_then(|r| r.sandbox.clone()),
+            pins: None,
             protocol_version: identity.map(|i| i.protocol_version.clone()),
             server_info: identity.map(|i| i.server_info.clone()),
             pid: self.running.as_ref().and_then(|r| r.pid),
@@ -136,6 +137,9 @@ impl Supervisor {
             let listed = slot.template().unwrap_or(name);
             let mut row = slot.status(name, self.registry.tool_count(listed));
             row.instances = self.instance_count(name);
+            if slot.instance.is_none() {
+                row.pins = self.pin_view(name);
+            }
             if let Some(InstanceKey::Project(_)) = slot.instance.as_ref().map(|i| &i.key) {
                 row.agents = self.agents_in(slot);
             }

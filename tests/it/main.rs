@@ -45,6 +45,7 @@ mod interop_sandbox;
 mod naming;
 mod oauth;
 mod oauth_fixture_selftest;
+mod pins;
 mod profiles;
 mod projects;
 mod projects_limits;

@@ -392,6 +392,11 @@ impl Daemon {
     }
 
     /// Stops the daemon with SIGTERM and starts it again on the same config and state.
+    /// Starts the daemon again after it stopped (`signal` and `wait_exit`).
+    pub async fn start_again(&mut self) {
+        self.spawn().await;
+    }
+
     pub async fn restart_daemon(&mut self) {
         self.signal(nix::sys::signal::Signal::SIGTERM);
         assert_eq!(self.wait_exit().await, Some(0), "the daemon stops cleanly");

@@ -151,6 +151,36 @@ pub(super) fn control(req: Request, ctx: &AgentContext, action: Action) -> Handl
     })
 }
 
+/// `mcpd/pins`: `ctl diff`, `approve` and `forget`.
+pub(super) fn pins(req: Request, ctx: &AgentContext) -> Handled {
+    use crate::supervisor::PinOp;
+    let params = req.params.as_ref();
+    let field = |k: &str| params.and_then(|p| p.get(k)).and_then(Value::as_str);
+    let names: Option<Vec<String>> = match params.and_then(|p| p.get("names")) {
+        None | Some(Value::Null) => Some(Vec::new()),
+        Some(Value::Array(a)) => a.iter().map(|v| v.as_str().map(str::to_owned)).collect(),
+        Some(_) => None,
+    };
+    let op = match (field("op"), names) {
+        (Some("diff"), _) => Some(PinOp::Diff),
+        (Some("approve"), Some(names)) => Some(PinOp::Approve(names)),
+        (Some("forget"), _) => Some(PinOp::Forget),
+        _ => None,
+    };
+    let (Some(name), Some(op)) = (field("name").map(str::to_owned), op) else {
+        let e = AgentError::InvalidParams {
+            method: req.method,
+            reason: "\"name\" (a server), \"op\" (\"diff\", \"approve\" or \"forget\") and, to approve some, \"names\" (strings) are required".into(),
+        };
+        return Handled::Now(jsonrpc::error_line(Some(&req.id), &e.to_error_object()));
+    };
+    let supervisor = ctx.supervisor.clone();
+    later(req.id, |id| async move {
+        let done = supervisor.pins(&name, op).await;
+        outcome(&id, done)
+    })
+}
+
 /// The answer to request `id` that `answer` writes, once it is ready: the connection goes
 /// on meanwhile.
 fn later<F: std::future::Future<Output = String> + Send + 'static>(

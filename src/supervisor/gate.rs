@@ -1,0 +1,186 @@
+//! The one way a server's lists reach the registry: through its pins (`pins/`), which hold new and changed definitions; and a person's answer to them (`ctl diff`, `approve`, `forget`).
+
+use super::Supervisor;
+use super::pins::{Kind, NotHeld};
+use crate::config::PinMode;
+use crate::protocol::ListKind;
+use crate::registry::HeldKind;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use tokio::sync::oneshot;
+
+/// What a person asks of a server's pins.
+#[derive(Debug)]
+pub enum PinOp {
+    /// Each held definition beside its approved one.
+    Diff,
+    /// Approve the held definitions named (all with none).
+    Approve(Vec<String>),
+    /// Drop every pin: what the server shows next is a first listing again.
+    Forget,
+}
+
+/// Why a pin operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PinError {
+    #[error("no server named '{0}'")]
+    UnknownServer(String),
+    #[error("{0}; `mcpd ctl diff SERVER` lists what is held")]
+    NotHeld(#[from] NotHeld),
+    #[error("approved, but {0}: the approval lasts until mcpd stops")]
+    NotSaved(String),
+}
+
+impl Supervisor {
+    fn pin_mode(&self, server: &str) -> PinMode {
+        self.slots.get(server).map_or(PinMode::TrustFirst, |s| s.cfg.pin)
+    }
+
+    /// A tool list of `server` (its own, or an instance's), as agents may see it.
+    pub(super) fn gate_tools(
+        &mut self,
+        server: &Arc<str>,
+        instance: Option<u64>,
+        raw: Vec<Value>,
+    ) -> Vec<Value> {
+        let mode = self.pin_mode(server);
+        let out = self.pins.admit(server, mode, Kind::Tool, instance, raw);
+        self.note_held(server, Kind::Tool);
+        out
+    }
+
+    /// A prompt, resource or template list, likewise.
+    pub(super) fn gate_list(
+        &mut self,
+        server: &Arc<str>,
+        kind: ListKind,
+        instance: Option<u64>,
+        raw: Vec<Value>,
+    ) -> Vec<Value> {
+        let mode = self.pin_mode(server);
+        let out = self.pins.admit(server, mode, kind.into(), instance, raw);
+        self.note_held(server, kind.into());
+        out
+    }
+
+    /// Tells the registry which names of `server` are held (calls to them say so).
+    fn note_held(&mut self, server: &Arc<str>, kind: Kind) {
+        let held = match kind {
+            Kind::Tool => HeldKind::Tool,
+            Kind::Prompt => HeldKind::Prompt,
+            Kind::Resource => HeldKind::Resource,
+            Kind::Template => return,
+        };
+        let ids = self.pins.get(server).map(|s| s.held_ids(kind)).unwrap_or_default();
+        self.registry.set_held(server, held, ids);
+    }
+
+    /// How many definitions of `server` wait, and why its pin file cannot be used.
+    pub(super) fn pin_view(&self, server: &str) -> Option<crate::control_api::PinView> {
+        let set = self.pins.get(server)?;
+        Some(crate::control_api::PinView {
+            mode: set.mode().as_str().into(),
+            held: set.held_count(),
+            broken: set.broken_why().map(str::to_owned),
+        })
+    }
+
+    /// `mcpd/pins`: answered at once, or (approve, forget) once the pin file is on disk.
+    pub(super) fn on_pins(
+        &mut self,
+        server: &str,
+        op: PinOp,
+        respond_to: oneshot::Sender<Result<Value, PinError>>,
+    ) {
+        let Some((server, slot)) = self.slots.get_key_value(server) else {
+            let _ = respond_to.send(Err(PinError::UnknownServer(server.to_owned())));
+            return;
+        };
+        let (server, mode) = (server.clone(), slot.cfg.pin);
+        let set = self.pins.of(&server, mode);
+        let kinds = match op {
+            PinOp::Diff => {
+                let _ = respond_to.send(Ok(diff(&server, set))); // the asker may be gone
+                return;
+            }
+            PinOp::Approve(names) => match set.approve(&names) {
+                Ok(kinds) => kinds,
+                Err(e) => {
+                    let _ = respond_to.send(Err(e.into()));
+                    return;
+                }
+            },
+            PinOp::Forget => {
+                set.forget();
+                // What it shows now is its first listing, trusted or held by the mode.
+                [Kind::Tool, Kind::Prompt, Kind::Resource, Kind::Template].into()
+            }
+        };
+        let approved = kinds.len();
+        for kind in kinds {
+            self.readmit(&server, kind);
+        }
+        self.publish();
+        let saved = self.pins.save(&server);
+        tracing::info!(upstream = %server, "pins changed by a person");
+        crate::tasks::spawn(async move {
+            let answer = match saved.await {
+                Ok(Ok(())) => Ok(json!({ "kinds": approved })),
+                Ok(Err(e)) => Err(PinError::NotSaved(e)),
+                Err(_) => Err(PinError::NotSaved("the writer stopped".into())),
+            };
+            let _ = respond_to.send(answer); // the asker may be gone
+        });
+    }
+
+    /// Lists again what `server` last sent of `kind`, through its pins now.
+    fn readmit(&mut self, server: &Arc<str>, kind: Kind) {
+        let mode = self.pin_mode(server);
+        let Some(items) = self.pins.of(server, mode).readmit_or_trust(kind) else {
+            return;
+        };
+        self.note_held(server, kind);
+        let limit = self.name_limit;
+        let list = match kind {
+            Kind::Tool => {
+                let Some(slot) = self.slots.get(server) else {
+                    return;
+                };
+                let tools = slot.cfg.tools.apply(&items);
+                if let Err(e) = self.registry.replace(server, &tools, limit) {
+                    tracing::warn!(upstream = %server, "the approved tool list cannot be listed: {e}");
+                }
+                return;
+            }
+            Kind::Prompt => ListKind::Prompts,
+            Kind::Resource => ListKind::Resources,
+            Kind::Template => ListKind::Templates,
+        };
+        self.registry.replace_list(server, list, items, limit);
+    }
+}
+
+/// `ctl diff`'s answer: each held definition beside its approved version, if any.
+fn diff(server: &str, set: &super::pins::PinSet) -> Value {
+    let held: Vec<Value> = set
+        .held()
+        .map(|h| {
+            let approved = set
+                .approved()
+                .get(&(h.kind, h.pinned.id.clone()))
+                .map(|a| a.definition.clone());
+            json!({
+                "kind": h.kind.as_str(),
+                "id": h.pinned.id,
+                "held": h.pinned.fields,
+                "approved": approved,
+            })
+        })
+        .collect();
+    json!({
+        "server": server,
+        "mode": set.mode().as_str(),
+        "broken": set.broken_why(),
+        "held": held,
+    })
+}

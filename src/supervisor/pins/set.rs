@@ -1,0 +1,321 @@
+//! One server's pins: its approved definitions, the ones held for a person, and the gate every list of the server passes (no IO here).
+
+use super::canon::{Kind, Pinned, pin};
+use crate::config::PinMode;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// An approved definition: its fingerprint and its pinned fields (shown beside a held
+/// change by `ctl diff`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Approved {
+    pub sha256: String,
+    pub definition: Value,
+}
+
+/// A definition waiting for approval.
+#[derive(Debug, Clone)]
+pub struct Held {
+    pub kind: Kind,
+    pub pinned: Pinned,
+}
+
+/// Whether a first listing is trusted (`trust-first` only).
+#[derive(Debug, Clone, PartialEq)]
+enum Trust {
+    /// Nothing pinned yet: the next connection's first lists are approved as they come.
+    Open,
+    /// This connection's first list of each kind in the set was approved; any later
+    /// list (a change) and any other connection's are gated.
+    Instance(u64, BTreeSet<Kind>),
+    /// Everything new or changed waits for a person.
+    Sealed,
+}
+
+/// One server's pins.
+#[derive(Debug)]
+pub struct PinSet {
+    mode: PinMode,
+    /// By kind and id.
+    approved: BTreeMap<(Kind, String), Approved>,
+    held: BTreeMap<(Kind, String), Held>,
+    /// The last list of each kind as the server sent it: approval admits from it.
+    last: BTreeMap<Kind, Vec<Value>>,
+    trust: Trust,
+    /// Why the pin file could not be used: then nothing of the server is served.
+    broken: Option<String>,
+    /// Changed since it was last saved.
+    pub dirty: bool,
+}
+
+/// The definitions `approve` found nothing to match.
+#[derive(Debug, thiserror::Error)]
+#[error("nothing held is named {}", .0.join(", "))]
+pub struct NotHeld(pub Vec<String>);
+
+impl PinSet {
+    /// A server with no pin file yet.
+    pub fn new(mode: PinMode) -> PinSet {
+        PinSet {
+            mode,
+            approved: BTreeMap::new(),
+            held: BTreeMap::new(),
+            last: BTreeMap::new(),
+            trust: Trust::Open,
+            broken: None,
+            dirty: false,
+        }
+    }
+
+    /// A server whose pin file held `approved`.
+    pub fn loaded(mode: PinMode, approved: BTreeMap<(Kind, String), Approved>) -> PinSet {
+        PinSet {
+            approved,
+            trust: Trust::Sealed,
+            ..PinSet::new(mode)
+        }
+    }
+
+    /// A server whose pin file could not be read: everything it lists is held.
+    pub fn broken(mode: PinMode, why: String) -> PinSet {
+        PinSet {
+            broken: Some(why),
+            trust: Trust::Sealed,
+            ..PinSet::new(mode)
+        }
+    }
+
+    pub fn mode(&self) -> PinMode {
+        self.mode
+    }
+
+    pub fn set_mode(&mut self, mode: PinMode) {
+        self.mode = mode;
+    }
+
+    pub fn broken_why(&self) -> Option<&str> {
+        self.broken.as_deref()
+    }
+
+    pub fn approved(&self) -> &BTreeMap<(Kind, String), Approved> {
+        &self.approved
+    }
+
+    pub fn held(&self) -> impl Iterator<Item = &Held> {
+        self.held.values()
+    }
+
+    pub fn held_count(&self) -> usize {
+        self.held.len()
+    }
+
+    /// The gate: the items of a `kind` list that agents may see. `instance` is the
+    /// connection that sent it (None for a list read from the catalog cache at start).
+    pub fn admit(&mut self, kind: Kind, instance: Option<u64>, raw: Vec<Value>) -> Vec<Value> {
+        if self.mode == PinMode::Off {
+            self.held.retain(|(k, _), _| *k != kind);
+            return raw;
+        }
+        // A cached list of a server never pinned is not what it shows now: it waits for
+        // the server.
+        if instance.is_none() && self.trust == Trust::Open {
+            return Vec::new();
+        }
+        let trusted = self.mode == PinMode::TrustFirst && self.broken.is_none() && self.trusts(kind, instance);
+        self.held.retain(|(k, _), _| *k != kind);
+        let mut out = Vec::with_capacity(raw.len());
+        for item in &raw {
+            let Some(p) = pin(kind, item) else {
+                out.push(item.clone()); // no id: the registry refuses it
+                continue;
+            };
+            let key = (kind, p.id.clone());
+            let approved = self.broken.is_none()
+                && self.approved.get(&key).is_some_and(|a| a.sha256 == p.sha256);
+            if approved {
+                out.push(item.clone());
+            } else if trusted {
+                self.approved.insert(key, Approved { sha256: p.sha256, definition: p.fields });
+                self.dirty = true;
+                out.push(item.clone());
+            } else {
+                self.held.insert(key, Held { kind, pinned: p });
+            }
+        }
+        self.last.insert(kind, raw);
+        out
+    }
+
+    /// Whether this list is a first listing trust-first approves, moving the trust on.
+    fn trusts(&mut self, kind: Kind, instance: Option<u64>) -> bool {
+        let Some(instance) = instance else {
+            return false;
+        };
+        match &mut self.trust {
+            Trust::Open => {
+                self.trust = Trust::Instance(instance, BTreeSet::from([kind]));
+                true
+            }
+            Trust::Instance(i, kinds) if *i == instance => kinds.insert(kind),
+            Trust::Instance(..) => {
+                self.trust = Trust::Sealed;
+                false
+            }
+            Trust::Sealed => false,
+        }
+    }
+
+    /// Approves the held definitions named (by id), or all with no names; the kinds
+    /// whose admitted list changed.
+    pub fn approve(&mut self, names: &[String]) -> Result<BTreeSet<Kind>, NotHeld> {
+        let missing: Vec<String> = names
+            .iter()
+            .filter(|n| !self.held.keys().any(|(_, id)| id == *n))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            return Err(NotHeld(missing));
+        }
+        let chosen: Vec<(Kind, String)> = self
+            .held
+            .keys()
+            .filter(|(_, id)| names.is_empty() || names.contains(id))
+            .cloned()
+            .collect();
+        let mut kinds = BTreeSet::new();
+        for key in chosen {
+            if let Some(h) = self.held.remove(&key) {
+                kinds.insert(h.kind);
+                let a = Approved { sha256: h.pinned.sha256, definition: h.pinned.fields };
+                self.approved.insert(key, a);
+            }
+        }
+        if self.broken.take().is_some() {
+            // A person approved what the server shows now: that is the new pin file.
+            kinds.extend(self.last.keys().copied());
+        }
+        self.trust = Trust::Sealed;
+        self.dirty = true;
+        Ok(kinds)
+    }
+
+    /// The items of the last `kind` list that agents may see now: after an approval,
+    /// those approved; after `forget`, the list as a first listing.
+    pub fn readmit_or_trust(&mut self, kind: Kind) -> Option<Vec<Value>> {
+        let raw = self.last.get(&kind)?.clone();
+        // Instance 0 is no connection's (they count from 1): `forget`'s own listing.
+        let instance = match &self.trust {
+            Trust::Open | Trust::Instance(0, _) => Some(0),
+            _ => None,
+        };
+        Some(self.admit(kind, instance, raw))
+    }
+
+    /// Forgets every pin: what the server shows is a first listing again.
+    pub fn forget(&mut self) {
+        let last = std::mem::take(&mut self.last);
+        *self = PinSet::new(self.mode);
+        self.last = last;
+        self.dirty = true;
+    }
+
+    /// The ids of held definitions of `kind`, as the server names them.
+    pub fn held_ids(&self, kind: Kind) -> Vec<String> {
+        self.held
+            .keys()
+            .filter(|(k, _)| *k == kind)
+            .map(|(_, id)| id.clone())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(name: &str, description: &str) -> Value {
+        json!({"name": name, "description": description, "inputSchema": {"type": "object"}})
+    }
+
+    fn names(items: &[Value]) -> Vec<&str> {
+        items.iter().filter_map(|t| t["name"].as_str()).collect()
+    }
+
+    #[test]
+    fn trust_first_approves_the_first_listing_then_holds_changes_additions_and_renames() {
+        let mut s = PinSet::new(PinMode::TrustFirst);
+        let first = vec![tool("a", "adds"), tool("b", "bees")];
+        assert_eq!(names(&s.admit(Kind::Tool, Some(1), first)), ["a", "b"]);
+        assert!(s.dirty);
+        // The same connection's prompts are a first listing too.
+        let p = vec![json!({"name": "p", "description": "a prompt"})];
+        assert_eq!(s.admit(Kind::Prompt, Some(1), p).len(), 1);
+        // Its next tool list is a change.
+        let changed = vec![tool("a", "IGNORE PREVIOUS"), tool("b", "bees"), tool("c", "new")];
+        assert_eq!(names(&s.admit(Kind::Tool, Some(1), changed)), ["b"]);
+        assert_eq!(s.held_ids(Kind::Tool), ["a", "c"]);
+        // A rename is a new definition.
+        let renamed = vec![tool("a", "adds"), tool("bb", "bees")];
+        assert_eq!(names(&s.admit(Kind::Tool, Some(2), renamed)), ["a"]);
+        assert_eq!(s.held_ids(Kind::Tool), ["bb"]);
+        // Another connection's first prompts are not trusted either.
+        let more = vec![json!({"name": "p", "description": "a prompt"}), json!({"name": "q"})];
+        assert_eq!(s.admit(Kind::Prompt, Some(2), more).len(), 1);
+        assert_eq!(s.held_count(), 2);
+    }
+
+    #[test]
+    fn approving_some_or_all_admits_them_from_the_last_list() {
+        let mut s = PinSet::new(PinMode::Approve);
+        assert!(s.admit(Kind::Tool, Some(1), vec![tool("a", "x"), tool("b", "y")]).is_empty());
+        assert!(s.approve(&["zzz".into()]).is_err());
+        assert_eq!(s.approve(&["a".into()]).unwrap(), BTreeSet::from([Kind::Tool]));
+        assert_eq!(names(&s.readmit_or_trust(Kind::Tool).unwrap()), ["a"]);
+        s.approve(&[]).unwrap();
+        assert_eq!(names(&s.readmit_or_trust(Kind::Tool).unwrap()), ["a", "b"]);
+        assert_eq!(s.held_count(), 0);
+    }
+
+    #[test]
+    fn forget_makes_what_the_server_shows_a_first_listing_again() {
+        let mut s = PinSet::new(PinMode::TrustFirst);
+        s.admit(Kind::Tool, Some(1), vec![tool("a", "x")]);
+        assert!(s.admit(Kind::Tool, Some(1), vec![tool("a", "y")]).is_empty());
+        s.forget();
+        assert_eq!(names(&s.readmit_or_trust(Kind::Tool).unwrap()), ["a"]);
+        assert_eq!(s.held_count(), 0);
+        assert!(s.admit(Kind::Tool, Some(2), vec![tool("a", "z")]).is_empty());
+    }
+
+    #[test]
+    fn a_broken_pin_file_holds_everything_until_approved() {
+        let mut s = PinSet::broken(PinMode::TrustFirst, "bad".into());
+        assert!(s.admit(Kind::Tool, Some(1), vec![tool("a", "x")]).is_empty());
+        assert!(s.admit(Kind::Tool, None, vec![tool("a", "x")]).is_empty());
+        s.approve(&[]).unwrap();
+        assert!(s.broken_why().is_none());
+        assert_eq!(names(&s.readmit_or_trust(Kind::Tool).unwrap()), ["a"]);
+    }
+
+    #[test]
+    fn a_cached_list_is_gated_and_never_trusted() {
+        let mut fresh = PinSet::new(PinMode::TrustFirst);
+        assert!(fresh.admit(Kind::Tool, None, vec![tool("a", "x")]).is_empty());
+        assert_eq!(fresh.held_count(), 0, "waits for the server instead");
+        let mut approved = BTreeMap::new();
+        let p = pin(Kind::Tool, &tool("a", "x")).unwrap();
+        approved.insert((Kind::Tool, "a".to_owned()), Approved { sha256: p.sha256, definition: p.fields });
+        let mut s = PinSet::loaded(PinMode::TrustFirst, approved);
+        let cached = vec![tool("a", "x"), tool("b", "poison")];
+        assert_eq!(names(&s.admit(Kind::Tool, None, cached)), ["a"]);
+        // A loaded set is sealed: the first connection's list is gated.
+        assert_eq!(names(&s.admit(Kind::Tool, Some(7), vec![tool("b", "poison")])), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn off_passes_everything() {
+        let mut s = PinSet::broken(PinMode::Off, "bad".into());
+        assert_eq!(s.admit(Kind::Tool, None, vec![tool("a", "x")]).len(), 1);
+    }
+}
