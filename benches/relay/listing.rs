@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 pub struct ListReport {
     /// From starting a daemon with nothing cached to its first complete listing.
     pub cold_full_list: Duration,
+    /// The same with `pin = "off"`: what pinning (hashing every definition of a new list)
+    /// adds to it.
+    pub cold_unpinned: Duration,
     pub socket_after: Duration,
     pub first_full_list: Duration,
     pub partial_listings: usize,
@@ -31,27 +34,21 @@ pub async fn measure_listing(opts: &Opts) -> Result<ListReport, String> {
         })
         .collect();
     let want = LIST_SERVERS * TOOLS_PER_SERVER;
-    // A first daemon starts with nothing cached and fills the catalog cache; the measured
-    // one starts from that cache, as a restarted mcpd does.
+    // Pins off, in a state directory of its own: the yardstick of the pinned cold start.
+    let off_state = temp_dir()?;
+    let off_lines = [
+        format!(
+            "state_dir = {}",
+            toml_str(&off_state.path().to_string_lossy())
+        ),
+        "pin = \"off\"".to_owned(),
+    ];
+    let cold_unpinned = cold_listing(&servers, &off_lines, want).await?;
+    // A first daemon starts with nothing cached and fills the catalog cache (and its pins);
+    // the measured one starts from that cache, as a restarted mcpd does.
     let state = temp_dir()?;
     let state_line = format!("state_dir = {}", toml_str(&state.path().to_string_lossy()));
-    let t0 = Instant::now();
-    let cold = Daemon::start(&servers, std::slice::from_ref(&state_line))?;
-    let mut client = cold.connect(LOAD_BUF).await?;
-    client.initialize().await?;
-    let cold_full_list = loop {
-        if client.list_tools().await?.0 == want {
-            break t0.elapsed();
-        }
-        if t0.elapsed() > READY_WAIT {
-            return Err(format!(
-                "tools/list never had {want} tools after {READY_WAIT:?}"
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    };
-    drop(client);
-    cold.shutdown()?;
+    let cold_full_list = cold_listing(&servers, std::slice::from_ref(&state_line), want).await?;
     let t0 = Instant::now();
     let daemon = Daemon::start(&servers, &[state_line])?;
     let mut client = daemon.connect(LOAD_BUF).await?;
@@ -98,6 +95,7 @@ pub async fn measure_listing(opts: &Opts) -> Result<ListReport, String> {
     let shutdown = daemon.shutdown();
     Ok(ListReport {
         cold_full_list,
+        cold_unpinned,
         socket_after,
         first_full_list,
         partial_listings,
@@ -106,4 +104,30 @@ pub async fn measure_listing(opts: &Opts) -> Result<ListReport, String> {
         failures,
         shutdown,
     })
+}
+
+/// Starts a daemon with `lines` and nothing cached; the time to its first complete listing.
+async fn cold_listing(
+    servers: &[ServerDef],
+    lines: &[String],
+    want: usize,
+) -> Result<Duration, String> {
+    let t0 = Instant::now();
+    let cold = Daemon::start(servers, lines)?;
+    let mut client = cold.connect(LOAD_BUF).await?;
+    client.initialize().await?;
+    let took = loop {
+        if client.list_tools().await?.0 == want {
+            break t0.elapsed();
+        }
+        if t0.elapsed() > READY_WAIT {
+            return Err(format!(
+                "tools/list never had {want} tools after {READY_WAIT:?}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    };
+    drop(client);
+    cold.shutdown()?;
+    Ok(took)
 }

@@ -255,8 +255,10 @@ pub fn print_listing(l: &Result<ListReport, String>) -> bool {
         l.pages
     );
     println!(
-        "  mcpd serve start -> first complete listing of {want} tools, nothing cached: {}",
-        ms(l.cold_full_list)
+        "  mcpd serve start -> first complete listing of {want} tools, nothing cached: {} \
+         (pin = \"off\": {}; the difference is pinning's first hash of every definition)",
+        ms(l.cold_full_list),
+        ms(l.cold_unpinned)
     );
     println!(
         "  mcpd serve start -> first complete listing of {want} tools, from the catalog cache: {} \

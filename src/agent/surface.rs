@@ -179,7 +179,11 @@ pub fn resources_read(
         Ok(r) => r,
         Err(why) => return not_found(&req.id, &uri, why, modern),
     };
-    if catalog.held.resources.contains(&(server.clone(), original.clone())) {
+    if catalog
+        .held
+        .resources
+        .contains(&(server.clone(), original.clone()))
+    {
         let e = AgentError::Held {
             kind: "resource",
             name: uri,

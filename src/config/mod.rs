@@ -9,6 +9,7 @@ mod discovery;
 mod filter;
 mod http;
 mod naming;
+mod pin;
 mod project;
 mod raw;
 mod remote;
@@ -19,31 +20,11 @@ pub use crate::protocol::naming::Naming;
 pub use discovery::{Discovery, RESERVED, ToolMode};
 pub use filter::{Profile, ToolFilter, glob};
 pub use http::{HttpAuth, HttpListen};
+pub use naming::valid_server_name;
+pub use pin::PinMode;
 pub use project::{PROJECT, PROJECT_NAME, Share};
 pub use remote::{HttpLaunch, HttpTransport, OAuthConfig, Secret, display_url};
 pub use sandbox::{Network, SandboxProfile};
-
-/// How a server's definitions are pinned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum PinMode {
-    /// The first definitions a server shows are approved; changes wait for a person.
-    #[default]
-    TrustFirst,
-    /// Every definition waits for a person, the first ones too.
-    Approve,
-    /// Nothing is pinned.
-    Off,
-}
-
-impl PinMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PinMode::TrustFirst => "trust-first",
-            PinMode::Approve => "approve",
-            PinMode::Off => "off",
-        }
-    }
-}
 
 use raw::{RawFile, RawHealth, RawRestart, RawServer};
 use serde::Deserialize;
@@ -327,16 +308,6 @@ pub fn socket_setting(path: &Path) -> Result<Option<PathBuf>, ConfigError> {
     Ok(file.daemon.socket)
 }
 
-/// Server names: lowercase, digits and dashes, so `NAME__tool` splits unambiguously.
-pub fn valid_server_name(name: &str) -> bool {
-    let b = name.as_bytes();
-    b.len() <= 32
-        && b.first()
-            .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-}
-
 /// A gibibyte: the largest message or media size mcpd accepts as a setting.
 const GIB: usize = 1 << 30;
 
@@ -347,18 +318,6 @@ struct Validator<'a> {
 }
 
 impl Validator<'_> {
-    fn pin_mode(&self, key: &str, value: &str) -> Result<PinMode, ConfigError> {
-        match value {
-            "trust-first" => Ok(PinMode::TrustFirst),
-            "approve" => Ok(PinMode::Approve),
-            "off" => Ok(PinMode::Off),
-            other => Err(self.err(
-                key,
-                format!("{other:?} is not a pin mode; use \"trust-first\", \"approve\" or \"off\""),
-            )),
-        }
-    }
-
     fn err(&self, key: impl Into<String>, message: impl Into<String>) -> ConfigError {
         ConfigError::Invalid {
             path: self.path.to_owned(),

@@ -85,6 +85,16 @@ impl Validator<'_> {
     }
 }
 
+/// Server names: lowercase, digits and dashes, so `NAME__tool` splits unambiguously.
+pub fn valid_server_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    b.len() <= 32
+        && b.first()
+            .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+}
+
 #[cfg(test)]
 mod tests {
     use crate::config::Config;

@@ -112,28 +112,41 @@ fn line_diff(old: &[String], new: &[String]) -> Vec<String> {
         return minus.chain(new.iter().map(|l| format!("+ {l}"))).collect();
     }
     let (n, m) = (old.len(), new.len());
-    // common[i][j]: the longest common subsequence of old[i..] and new[j..].
-    let mut common = vec![vec![0usize; m + 1]; n + 1];
-    for (i, o) in old.iter().enumerate().rev() {
-        for (j, w) in new.iter().enumerate().rev() {
-            common[i][j] = if o == w {
-                common[i + 1][j + 1] + 1
+    // common[i * (m + 1) + j]: the longest common subsequence of old[i..] and new[j..].
+    let mut common = vec![0usize; (n + 1) * (m + 1)];
+    let at = |c: &[usize], i: usize, j: usize| c.get(i * (m + 1) + j).copied().unwrap_or(0);
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            let v = if old.get(i) == new.get(j) {
+                at(&common, i + 1, j + 1) + 1
             } else {
-                common[i + 1][j].max(common[i][j + 1])
+                at(&common, i + 1, j).max(at(&common, i, j + 1))
             };
+            if let Some(c) = common.get_mut(i * (m + 1) + j) {
+                *c = v;
+            }
         }
     }
     let (mut i, mut j, mut out) = (0, 0, Vec::new());
-    while i < n || j < m {
-        if i < n && j < m && old[i] == new[j] {
-            out.push(format!("  {}", old[i]));
-            (i, j) = (i + 1, j + 1);
-        } else if j < m && (i == n || common[i][j + 1] >= common[i + 1][j]) {
-            out.push(format!("+ {}", new[j]));
-            j += 1;
-        } else {
-            out.push(format!("- {}", old[i]));
-            i += 1;
+    loop {
+        match (old.get(i), new.get(j)) {
+            (Some(o), Some(w)) if o == w => {
+                out.push(format!("  {o}"));
+                (i, j) = (i + 1, j + 1);
+            }
+            (Some(o), _) if at(&common, i, j + 1) < at(&common, i + 1, j) || j >= m => {
+                out.push(format!("- {o}"));
+                i += 1;
+            }
+            (_, Some(w)) => {
+                out.push(format!("+ {w}"));
+                j += 1;
+            }
+            (Some(o), None) => {
+                out.push(format!("- {o}"));
+                i += 1;
+            }
+            (None, None) => break,
         }
     }
     out

@@ -37,7 +37,8 @@ impl Held {
                         held.tools.insert(naming.tool(id, limit), server.clone());
                     }
                     HeldKind::Prompt => {
-                        held.prompts.insert(naming.prompt(id, limit), server.clone());
+                        held.prompts
+                            .insert(naming.prompt(id, limit), server.clone());
                     }
                     HeldKind::Resource => {
                         held.resources.insert((server.clone(), id.clone()));

@@ -290,6 +290,9 @@ impl Registry {
         self.remove(server);
         self.namings.remove(server);
         self.prompt_stamps.remove(server);
+        let held = self.held_ids.len();
+        self.held_ids.retain(|(s, _), _| &**s != server);
+        self.held_stale |= self.held_ids.len() != held;
         let before = self.lists.len();
         self.lists.retain(|(s, _), _| &**s != server);
         if self.lists.len() != before {

@@ -1,4 +1,4 @@
-//! The one way a server's lists reach the registry: through its pins (`pins/`), which hold new and changed definitions; and a person's answer to them (`ctl diff`, `approve`, `forget`).
+//! The one way a server's lists reach the registry: through its pins (`pins/`), which hold new and changed definitions, on arrival and from the cache at start; and a person's answer to them (`ctl diff`, `approve`, `forget`).
 
 use super::Supervisor;
 use super::pins::{Kind, NotHeld};
@@ -32,8 +32,48 @@ pub enum PinError {
 }
 
 impl Supervisor {
+    /// Lists every server's cached catalog at once, before any server is up; each is
+    /// replaced when its server reports its real one. The cache holds the servers' own
+    /// names, so they are presented under the naming in force now.
+    pub(super) fn load_cached_catalogs(&mut self) {
+        let limit = self.name_limit;
+        for (name, slot) in &self.slots {
+            let _ = self
+                .registry
+                .set_naming(name, slot.cfg.naming.clone(), limit); // nothing listed yet: no error
+        }
+        let mut cached = Vec::new();
+        for (name, slot) in &self.slots {
+            let Some(lists) = self.catalog_cache.get(&slot.cfg) else {
+                continue;
+            };
+            cached.push((name.clone(), lists.tools(), lists.clone()));
+        }
+        for (name, tools, lists) in cached {
+            // Through the pins like every list: a change held before the restart stays
+            // held, and a server never pinned lists nothing until it reports.
+            if let Some(tools) = tools {
+                let tools = self.gate_tools(&name, None, tools);
+                let Some(slot) = self.slots.get(&name) else {
+                    continue;
+                };
+                let tools = slot.cfg.tools.apply(&tools);
+                if let Err(e) = self.registry.replace(&name, &tools, limit) {
+                    tracing::debug!(upstream = %name, "ignored the cached tool list: {e}");
+                }
+            }
+            for kind in [ListKind::Prompts, ListKind::Resources, ListKind::Templates] {
+                let items = self.gate_list(&name, kind, None, lists.list(kind));
+                self.registry.replace_list(&name, kind, items, limit);
+            }
+            tracing::info!(upstream = %name, "listed the cached catalog until the server reports its own");
+        }
+    }
+
     fn pin_mode(&self, server: &str) -> PinMode {
-        self.slots.get(server).map_or(PinMode::TrustFirst, |s| s.cfg.pin)
+        self.slots
+            .get(server)
+            .map_or(PinMode::TrustFirst, |s| s.cfg.pin)
     }
 
     /// A tool list of `server` (its own, or an instance's), as agents may see it.
@@ -71,7 +111,11 @@ impl Supervisor {
             Kind::Resource => HeldKind::Resource,
             Kind::Template => return,
         };
-        let ids = self.pins.get(server).map(|s| s.held_ids(kind)).unwrap_or_default();
+        let ids = self
+            .pins
+            .get(server)
+            .map(|s| s.held_ids(kind))
+            .unwrap_or_default();
         self.registry.set_held(server, held, ids);
     }
 

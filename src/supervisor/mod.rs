@@ -3,12 +3,12 @@
 pub mod backoff;
 mod catalog_cache;
 mod confine;
-mod gate;
-mod pins;
 mod eras;
 mod events;
+mod gate;
 mod handle;
 mod instances;
+mod pins;
 mod reload;
 pub(crate) mod state_file;
 
@@ -22,7 +22,6 @@ mod status;
 
 use crate::config::{Launch, Share};
 use crate::control_api::{HttpInfo, ServerState, ServerStatus};
-use crate::protocol::ListKind;
 use crate::registry::{Catalog, Registry};
 use crate::sentinel::SentinelHandle;
 use crate::upstream::connection;
@@ -226,44 +225,6 @@ impl Supervisor {
         match self.plan(name) {
             Some(plan) => self.start_connection(name, plan),
             None => self.start_probe(name),
-        }
-    }
-
-    /// Lists every server's cached catalog at once, before any server is up; each is
-    /// replaced when its server reports its real one. The cache holds the servers' own
-    /// names, so they are presented under the naming in force now.
-    fn load_cached_catalogs(&mut self) {
-        let limit = self.name_limit;
-        for (name, slot) in &self.slots {
-            let _ = self
-                .registry
-                .set_naming(name, slot.cfg.naming.clone(), limit); // nothing listed yet: no error
-        }
-        let mut cached = Vec::new();
-        for (name, slot) in &self.slots {
-            let Some(lists) = self.catalog_cache.get(&slot.cfg) else {
-                continue;
-            };
-            cached.push((name.clone(), lists.tools(), lists.clone()));
-        }
-        for (name, tools, lists) in cached {
-            // Through the pins like every list: a change held before the restart stays
-            // held, and a server never pinned lists nothing until it reports.
-            if let Some(tools) = tools {
-                let tools = self.gate_tools(&name, None, tools);
-                let Some(slot) = self.slots.get(&name) else {
-                    continue;
-                };
-                let tools = slot.cfg.tools.apply(&tools);
-                if let Err(e) = self.registry.replace(&name, &tools, limit) {
-                    tracing::debug!(upstream = %name, "ignored the cached tool list: {e}");
-                }
-            }
-            for kind in [ListKind::Prompts, ListKind::Resources, ListKind::Templates] {
-                let items = self.gate_list(&name, kind, None, lists.list(kind));
-                self.registry.replace_list(&name, kind, items, limit);
-            }
-            tracing::info!(upstream = %name, "listed the cached catalog until the server reports its own");
         }
     }
 

@@ -77,11 +77,16 @@ impl StateWriter {
     /// As `write`, and `ack` is told once the file is on disk (its directory synced), or
     /// why it is not.
     pub fn write_acked(&self, path: PathBuf, bytes: Vec<u8>, what: &'static str, ack: Ack) {
-        if let Err(e) = self.tx.try_send(Msg::Job(path, Job::Write { bytes, what }, Some(ack))) {
+        if let Err(e) = self
+            .tx
+            .try_send(Msg::Job(path, Job::Write { bytes, what }, Some(ack)))
+        {
             let Msg::Job(.., Some(ack)) = e.into_inner() else {
                 return;
             };
-            let _ = ack.send(Err(format!("the {what} was not saved: its writer is behind or stopped")));
+            let _ = ack.send(Err(format!(
+                "the {what} was not saved: its writer is behind or stopped"
+            )));
         }
     }
 
@@ -133,7 +138,10 @@ impl StateWriterActor {
 
     /// `first` and everything queued behind it: only the newest job for each file
     /// matters, and flushes are answered once the jobs queued before them are done.
-    #[allow(clippy::type_complexity, reason = "a private batch, named by its parts")]
+    #[allow(
+        clippy::type_complexity,
+        reason = "a private batch, named by its parts"
+    )]
     fn batch(
         &mut self,
         first: Msg,

@@ -133,7 +133,8 @@ async fn servers_that_exit_on_or_ignore_discover_are_served_as_legacy() {
 
 #[tokio::test]
 async fn a_modern_server_gets_the_envelope_and_its_subscription_updates_every_agent() {
-    let b = DaemonBuilder::new();
+    // Pinning would hold the changed lists (pins.rs); this test is about them reaching agents.
+    let b = DaemonBuilder::new().daemon("pin = \"off\"");
     let (rec, arg) = record(&b);
     let d = b
         .fixture("new", &["--era", "modern", "--record", &arg])

@@ -367,7 +367,9 @@ async fn server_errors_and_tool_errors_pass_through_unchanged() {
 
 #[tokio::test]
 async fn a_new_generation_with_duplicate_names_is_rejected_and_the_last_good_one_stays() {
+    // Pinning would hold the changed lists (pins.rs); this test is about them reaching agents.
     let d = DaemonBuilder::new()
+        .daemon("pin = \"off\"")
         .fixture("s", &["--tools", "echo,set_tools"])
         .start()
         .await;

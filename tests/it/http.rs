@@ -13,6 +13,10 @@ fn sse() -> FixtureOptions {
 }
 
 /// A daemon with the fixture as server `remote`, ready.
+/// A server's `pin = "off"`: for tests of list changes reaching agents, which pinning
+/// would hold (`pins.rs`).
+const UNPINNED: &str = "pin = \"off\"";
+
 async fn daemon_for(fx: &HttpFixture, extra: &str) -> Daemon {
     let d = DaemonBuilder::new()
         .remote("remote", &fx.url(), extra)
@@ -183,7 +187,7 @@ async fn an_expired_session_is_renewed_once_and_the_call_still_succeeds() {
 #[tokio::test]
 async fn list_changed_on_the_get_stream_updates_every_agent_and_a_dropped_stream_is_reopened() {
     let fx = HttpFixture::start(FixtureOptions::default()).await;
-    let d = daemon_for(&fx, "").await;
+    let d = daemon_for(&fx, UNPINNED).await;
     d.wait_server("remote", "the GET stream is open", |s| {
         s["http"]["listen"] == "open"
     })
@@ -466,7 +470,7 @@ async fn a_legacy_sse_server_is_found_by_auto_and_lists_calls_and_notifies() {
         ..FixtureOptions::default()
     })
     .await;
-    let d = daemon_for(&fx, "").await;
+    let d = daemon_for(&fx, UNPINNED).await;
     let s = d.server_status("remote").await;
     assert_eq!(s["transport"], "sse", "{s}");
     let mut a = d.initialized_agent().await;

@@ -15,8 +15,18 @@ fn modern() -> FixtureOptions {
 
 /// A daemon with the fixture as server `remote` (protocol `auto`), ready.
 async fn daemon_for(fx: &HttpFixture) -> Daemon {
+    daemon_with(fx, "").await
+}
+
+/// [`daemon_for`] with pinning off: for tests of list changes reaching agents, which
+/// pinning would hold (`pins.rs`).
+async fn daemon_unpinned(fx: &HttpFixture) -> Daemon {
+    daemon_with(fx, "pin = \"off\"").await
+}
+
+async fn daemon_with(fx: &HttpFixture, extra: &str) -> Daemon {
     let d = DaemonBuilder::new()
-        .remote("remote", &fx.url(), "")
+        .remote("remote", &fx.url(), extra)
         .start()
         .await;
     d.wait_ready().await;
@@ -151,7 +161,7 @@ async fn non_ascii_and_padded_argument_values_travel_base64_wrapped_and_arrive_i
 #[tokio::test]
 async fn list_changed_on_a_modern_subscription_updates_the_catalog() {
     let fx = HttpFixture::start(modern()).await;
-    let d = daemon_for(&fx).await;
+    let d = daemon_unpinned(&fx).await;
     // The server declared tools.listChanged: mcpd subscribes instead of opening a GET stream.
     eventually("mcpd subscribes to tool-list changes", WAIT, || async {
         (fx.stats().listens_opened >= 1).then_some(())
@@ -183,7 +193,7 @@ async fn a_lapsed_ttl_refreshes_the_catalog() {
         ..modern()
     })
     .await;
-    let d = daemon_for(&fx).await;
+    let d = daemon_unpinned(&fx).await;
     let first = fx.stats().tools_lists;
     eventually("mcpd fetches the tool list again", WAIT, || async {
         (fx.stats().tools_lists >= first + 2).then_some(())

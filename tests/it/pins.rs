@@ -81,25 +81,36 @@ async fn a_changed_description_is_held_until_a_person_approves_it_and_with_pin_o
     })
     .await;
     assert!(
-        !tools.iter().any(|(_, d)| d.contains("IGNORE") && !d.is_empty())
+        !tools
+            .iter()
+            .any(|(_, d)| d.contains("IGNORE") && !d.is_empty())
             || tools.iter().filter(|(_, d)| d == POISON).count() == 1,
         "only open's echo carries the new text: {tools:?}"
     );
-    assert!(has(&tools, "fx__add"), "the rest of fx keeps working: {tools:?}");
+    assert!(
+        has(&tools, "fx__add"),
+        "the rest of fx keeps working: {tools:?}"
+    );
     held(&a.call("fx__echo", json!({"text": "hi"})).await, "fx__echo");
     let r = a.call("fx__add", json!({"a": 1, "b": 2})).await;
     assert_eq!(text(&r), "3", "{r}");
 
     let (code, out, err) = d.run_cli(&["ctl", "status"]).await;
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("1 held for approval"), "ctl status counts it:\n{out}");
+    assert!(
+        out.contains("1 held for approval"),
+        "ctl status counts it:\n{out}"
+    );
     let (code, out, err) = d.run_cli(&["ctl", "diff", "fx"]).await;
     assert_eq!(code, 0, "{err}");
     assert!(
         out.contains("changed tool \"echo\"") && out.contains(&format!("+ {POISON}")),
         "ctl diff shows the new text beside the approved one:\n{out}"
     );
-    assert!(out.contains("- "), "and the approved text, marked removed:\n{out}");
+    assert!(
+        out.contains("- "),
+        "and the approved text, marked removed:\n{out}"
+    );
 
     let (code, _, err) = d.run_cli(&["ctl", "approve", "fx"]).await;
     assert_eq!(code, 0, "{err}");
@@ -130,20 +141,29 @@ async fn a_changed_schema_a_rename_and_a_new_prompt_are_each_held_and_approved_b
     until_listed(&mut a, "fx's tools", |t| has(t, "fx__add")).await;
     let schema = json!({"type": "object", "properties": {"a": {"type": "number"},
         "b": {"type": "number"}, "exfiltrate": {"type": "string"}}});
-    a.call("fx__redefine", json!({"tool": "add", "inputSchema": schema})).await;
+    a.call(
+        "fx__redefine",
+        json!({"tool": "add", "inputSchema": schema}),
+    )
+    .await;
     until_listed(&mut a, "add held", |t| !has(t, "fx__add")).await;
     held(&a.call("fx__add", json!({"a": 1, "b": 2})).await, "fx__add");
     // A rename: echo goes, echo2 (the same code under a new name) comes, held.
     let names = json!(["echo2", "add", "redefine", "set_tools", "add_prompt"]);
     a.call("fx__set_tools", json!({"tools": names})).await;
     until_listed(&mut a, "echo gone", |t| !has(t, "fx__echo")).await;
-    held(&a.call("fx__echo2", json!({"text": "x"})).await, "fx__echo2");
+    held(
+        &a.call("fx__echo2", json!({"text": "x"})).await,
+        "fx__echo2",
+    );
     // A new prompt.
     a.call("fx__add_prompt", json!({"name": "sneaky"})).await;
     // Held once mcpd has fetched the new prompt list; never listed.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let r = loop {
-        let r = a.request("prompts/get", Some(json!({"name": "fx__sneaky"}))).await;
+        let r = a
+            .request("prompts/get", Some(json!({"name": "fx__sneaky"})))
+            .await;
         if error_code(&r) == Some(-32024) || std::time::Instant::now() > deadline {
             break r;
         }
@@ -156,10 +176,17 @@ async fn a_changed_schema_a_rename_and_a_new_prompt_are_each_held_and_approved_b
         "a held prompt is not listed: {prompts}"
     );
     let (_, out, _) = d.run_cli(&["ctl", "diff", "fx"]).await;
-    for want in ["changed tool \"add\"", "new tool \"echo2\"", "new prompt \"sneaky\"", "exfiltrate"] {
+    for want in [
+        "changed tool \"add\"",
+        "new tool \"echo2\"",
+        "new prompt \"sneaky\"",
+        "exfiltrate",
+    ] {
         assert!(out.contains(want), "ctl diff shows {want}:\n{out}");
     }
-    let (code, _, err) = d.run_cli(&["ctl", "approve", "fx", "nothing-like-this"]).await;
+    let (code, _, err) = d
+        .run_cli(&["ctl", "approve", "fx", "nothing-like-this"])
+        .await;
     assert_ne!(code, 0, "approving a name that is not held fails");
     assert!(err.contains("nothing held is named"), "{err}");
     let (code, _, err) = d.run_cli(&["ctl", "approve", "fx", "echo2"]).await;
@@ -170,8 +197,13 @@ async fn a_changed_schema_a_rename_and_a_new_prompt_are_each_held_and_approved_b
     let (code, _, err) = d.run_cli(&["ctl", "approve", "fx"]).await;
     assert_eq!(code, 0, "{err}");
     until_listed(&mut a, "add approved", |t| has(t, "fx__add")).await;
-    let r = a.request("prompts/get", Some(json!({"name": "fx__sneaky"}))).await;
-    assert!(r.get("result").is_some(), "the approved prompt is served: {r}");
+    let r = a
+        .request("prompts/get", Some(json!({"name": "fx__sneaky"})))
+        .await;
+    assert!(
+        r.get("result").is_some(),
+        "the approved prompt is served: {r}"
+    );
 }
 
 #[tokio::test]
@@ -197,8 +229,14 @@ async fn held_and_approved_states_survive_restarts_and_a_new_version_is_held_fro
         d.wait_ready().await;
         let mut a = d.initialized_agent().await;
         let tools = listed(&mut a).await;
-        assert!(!has(&tools, "fx__add"), "round {round}: add held: {tools:?}");
-        assert!(has(&tools, "fx__echo"), "round {round}: echo approved: {tools:?}");
+        assert!(
+            !has(&tools, "fx__add"),
+            "round {round}: add held: {tools:?}"
+        );
+        assert!(
+            has(&tools, "fx__echo"),
+            "round {round}: echo approved: {tools:?}"
+        );
         held(&a.call("fx__add", json!({"a": 1, "b": 2})).await, "fx__add");
     }
     let (code, _, err) = d.run_cli(&["ctl", "approve", "fx", "add"]).await;
@@ -212,7 +250,11 @@ async fn held_and_approved_states_survive_restarts_and_a_new_version_is_held_fro
     .await;
     let pins = d.dir().join("state/pins/fx.json");
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(&pins).expect("pin file").permissions().mode() & 0o777;
+    let mode = std::fs::metadata(&pins)
+        .expect("pin file")
+        .permissions()
+        .mode()
+        & 0o777;
     assert_eq!(mode, 0o600, "the pin file is private");
 }
 
@@ -234,7 +276,9 @@ async fn a_corrupt_pin_file_holds_the_whole_server_and_says_so() {
         .await;
     let pins_view = &row["pins"];
     assert!(
-        pins_view["broken"].as_str().is_some_and(|w| w.contains("cannot be used")),
+        pins_view["broken"]
+            .as_str()
+            .is_some_and(|w| w.contains("cannot be used")),
         "status says why nothing is served: {row}"
     );
     let mut a = d.initialized_agent().await;

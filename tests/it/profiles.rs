@@ -361,7 +361,9 @@ fn fixture_config(dir: &std::path::Path, servers: &[(&str, &[&str])]) -> String 
 
 #[tokio::test]
 async fn reload_applies_added_removed_and_changed_servers_without_touching_the_rest() {
+    // Pinning would hold the changed lists (pins.rs); this test is about them reaching agents.
     let d = DaemonBuilder::new()
+        .daemon("pin = \"off\"")
         .fixture("keep", &["--tools", "sleep,echo"])
         .fixture("change", &["--tools", "echo"])
         .fixture("gone", &["--tools", "echo"])

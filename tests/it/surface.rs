@@ -157,7 +157,12 @@ async fn colliding_resource_uris_are_qualified_and_each_read_reaches_its_own_ser
 
 #[tokio::test]
 async fn list_changes_reach_every_agent_once_and_subscriptions_only_their_subscriber() {
-    let d = DaemonBuilder::new().fixture("a", &[]).start().await;
+    // Pinning would hold the changed lists (pins.rs); this test is about them reaching agents.
+    let d = DaemonBuilder::new()
+        .daemon("pin = \"off\"")
+        .fixture("a", &[])
+        .start()
+        .await;
     d.wait_ready().await;
     wait_resources(&d, 2).await;
     let mut watcher = d.initialized_agent().await;

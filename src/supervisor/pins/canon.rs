@@ -132,8 +132,10 @@ mod tests {
 
     #[test]
     fn the_canonical_form_sorts_keys_at_every_depth_and_keeps_arrays_in_order() {
-        check(json!({"b": 1, "a": {"d": [3, {"z": 1, "y": 2}], "c": "x"}}),
-            r#"{"a":{"c":"x","d":[3,{"y":2,"z":1}]},"b":1}"#);
+        check(
+            json!({"b": 1, "a": {"d": [3, {"z": 1, "y": 2}], "c": "x"}}),
+            r#"{"a":{"c":"x","d":[3,{"y":2,"z":1}]},"b":1}"#,
+        );
         check(json!("quote \" and \n"), r#""quote \" and \n""#);
         check(json!([1.5, null, true]), "[1.5,null,true]");
         check(json!({}), "{}");
@@ -163,16 +165,37 @@ mod tests {
 
     #[test]
     fn each_kind_is_named_by_its_own_field() {
-        assert_eq!(pin(Kind::Resource, &json!({"uri": "file:///a", "name": "a"})).unwrap().id, "file:///a");
-        assert_eq!(pin(Kind::Template, &json!({"uriTemplate": "x://{id}", "name": "x"})).unwrap().id, "x://{id}");
+        assert_eq!(
+            pin(Kind::Resource, &json!({"uri": "file:///a", "name": "a"}))
+                .unwrap()
+                .id,
+            "file:///a"
+        );
+        assert_eq!(
+            pin(
+                Kind::Template,
+                &json!({"uriTemplate": "x://{id}", "name": "x"})
+            )
+            .unwrap()
+            .id,
+            "x://{id}"
+        );
         assert!(pin(Kind::Tool, &json!({"description": "no name"})).is_none());
     }
 
     #[test]
     fn a_newline_inside_a_value_cannot_pass_for_another_field() {
         // The weakness of a newline-joined fingerprint: "a\nb=c" must not equal two fields.
-        let one = pin(Kind::Prompt, &json!({"name": "p", "description": "a\ntitle=b"})).unwrap();
-        let two = pin(Kind::Prompt, &json!({"name": "p", "description": "a", "title": "b"})).unwrap();
+        let one = pin(
+            Kind::Prompt,
+            &json!({"name": "p", "description": "a\ntitle=b"}),
+        )
+        .unwrap();
+        let two = pin(
+            Kind::Prompt,
+            &json!({"name": "p", "description": "a", "title": "b"}),
+        )
+        .unwrap();
         assert_ne!(one.sha256, two.sha256);
     }
 }

@@ -121,7 +121,9 @@ impl PinSet {
         if instance.is_none() && self.trust == Trust::Open {
             return Vec::new();
         }
-        let trusted = self.mode == PinMode::TrustFirst && self.broken.is_none() && self.trusts(kind, instance);
+        let trusted = self.mode == PinMode::TrustFirst
+            && self.broken.is_none()
+            && self.trusts(kind, instance);
         self.held.retain(|(k, _), _| *k != kind);
         let mut out = Vec::with_capacity(raw.len());
         for item in &raw {
@@ -131,11 +133,20 @@ impl PinSet {
             };
             let key = (kind, p.id.clone());
             let approved = self.broken.is_none()
-                && self.approved.get(&key).is_some_and(|a| a.sha256 == p.sha256);
+                && self
+                    .approved
+                    .get(&key)
+                    .is_some_and(|a| a.sha256 == p.sha256);
             if approved {
                 out.push(item.clone());
             } else if trusted {
-                self.approved.insert(key, Approved { sha256: p.sha256, definition: p.fields });
+                self.approved.insert(
+                    key,
+                    Approved {
+                        sha256: p.sha256,
+                        definition: p.fields,
+                    },
+                );
                 self.dirty = true;
                 out.push(item.clone());
             } else {
@@ -186,7 +197,10 @@ impl PinSet {
         for key in chosen {
             if let Some(h) = self.held.remove(&key) {
                 kinds.insert(h.kind);
-                let a = Approved { sha256: h.pinned.sha256, definition: h.pinned.fields };
+                let a = Approved {
+                    sha256: h.pinned.sha256,
+                    definition: h.pinned.fields,
+                };
                 self.approved.insert(key, a);
             }
         }
@@ -252,7 +266,11 @@ mod tests {
         let p = vec![json!({"name": "p", "description": "a prompt"})];
         assert_eq!(s.admit(Kind::Prompt, Some(1), p).len(), 1);
         // Its next tool list is a change.
-        let changed = vec![tool("a", "IGNORE PREVIOUS"), tool("b", "bees"), tool("c", "new")];
+        let changed = vec![
+            tool("a", "IGNORE PREVIOUS"),
+            tool("b", "bees"),
+            tool("c", "new"),
+        ];
         assert_eq!(names(&s.admit(Kind::Tool, Some(1), changed)), ["b"]);
         assert_eq!(s.held_ids(Kind::Tool), ["a", "c"]);
         // A rename is a new definition.
@@ -260,7 +278,10 @@ mod tests {
         assert_eq!(names(&s.admit(Kind::Tool, Some(2), renamed)), ["a"]);
         assert_eq!(s.held_ids(Kind::Tool), ["bb"]);
         // Another connection's first prompts are not trusted either.
-        let more = vec![json!({"name": "p", "description": "a prompt"}), json!({"name": "q"})];
+        let more = vec![
+            json!({"name": "p", "description": "a prompt"}),
+            json!({"name": "q"}),
+        ];
         assert_eq!(s.admit(Kind::Prompt, Some(2), more).len(), 1);
         assert_eq!(s.held_count(), 2);
     }
@@ -268,9 +289,15 @@ mod tests {
     #[test]
     fn approving_some_or_all_admits_them_from_the_last_list() {
         let mut s = PinSet::new(PinMode::Approve);
-        assert!(s.admit(Kind::Tool, Some(1), vec![tool("a", "x"), tool("b", "y")]).is_empty());
+        assert!(
+            s.admit(Kind::Tool, Some(1), vec![tool("a", "x"), tool("b", "y")])
+                .is_empty()
+        );
         assert!(s.approve(&["zzz".into()]).is_err());
-        assert_eq!(s.approve(&["a".into()]).unwrap(), BTreeSet::from([Kind::Tool]));
+        assert_eq!(
+            s.approve(&["a".into()]).unwrap(),
+            BTreeSet::from([Kind::Tool])
+        );
         assert_eq!(names(&s.readmit_or_trust(Kind::Tool).unwrap()), ["a"]);
         s.approve(&[]).unwrap();
         assert_eq!(names(&s.readmit_or_trust(Kind::Tool).unwrap()), ["a", "b"]);
@@ -281,17 +308,26 @@ mod tests {
     fn forget_makes_what_the_server_shows_a_first_listing_again() {
         let mut s = PinSet::new(PinMode::TrustFirst);
         s.admit(Kind::Tool, Some(1), vec![tool("a", "x")]);
-        assert!(s.admit(Kind::Tool, Some(1), vec![tool("a", "y")]).is_empty());
+        assert!(
+            s.admit(Kind::Tool, Some(1), vec![tool("a", "y")])
+                .is_empty()
+        );
         s.forget();
         assert_eq!(names(&s.readmit_or_trust(Kind::Tool).unwrap()), ["a"]);
         assert_eq!(s.held_count(), 0);
-        assert!(s.admit(Kind::Tool, Some(2), vec![tool("a", "z")]).is_empty());
+        assert!(
+            s.admit(Kind::Tool, Some(2), vec![tool("a", "z")])
+                .is_empty()
+        );
     }
 
     #[test]
     fn a_broken_pin_file_holds_everything_until_approved() {
         let mut s = PinSet::broken(PinMode::TrustFirst, "bad".into());
-        assert!(s.admit(Kind::Tool, Some(1), vec![tool("a", "x")]).is_empty());
+        assert!(
+            s.admit(Kind::Tool, Some(1), vec![tool("a", "x")])
+                .is_empty()
+        );
         assert!(s.admit(Kind::Tool, None, vec![tool("a", "x")]).is_empty());
         s.approve(&[]).unwrap();
         assert!(s.broken_why().is_none());
@@ -301,16 +337,29 @@ mod tests {
     #[test]
     fn a_cached_list_is_gated_and_never_trusted() {
         let mut fresh = PinSet::new(PinMode::TrustFirst);
-        assert!(fresh.admit(Kind::Tool, None, vec![tool("a", "x")]).is_empty());
+        assert!(
+            fresh
+                .admit(Kind::Tool, None, vec![tool("a", "x")])
+                .is_empty()
+        );
         assert_eq!(fresh.held_count(), 0, "waits for the server instead");
         let mut approved = BTreeMap::new();
         let p = pin(Kind::Tool, &tool("a", "x")).unwrap();
-        approved.insert((Kind::Tool, "a".to_owned()), Approved { sha256: p.sha256, definition: p.fields });
+        approved.insert(
+            (Kind::Tool, "a".to_owned()),
+            Approved {
+                sha256: p.sha256,
+                definition: p.fields,
+            },
+        );
         let mut s = PinSet::loaded(PinMode::TrustFirst, approved);
         let cached = vec![tool("a", "x"), tool("b", "poison")];
         assert_eq!(names(&s.admit(Kind::Tool, None, cached)), ["a"]);
         // A loaded set is sealed: the first connection's list is gated.
-        assert_eq!(names(&s.admit(Kind::Tool, Some(7), vec![tool("b", "poison")])), Vec::<&str>::new());
+        assert_eq!(
+            names(&s.admit(Kind::Tool, Some(7), vec![tool("b", "poison")])),
+            Vec::<&str>::new()
+        );
     }
 
     #[test]
