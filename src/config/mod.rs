@@ -171,6 +171,7 @@ impl ServerConfig {
     pub fn same_but_naming(&self, other: &ServerConfig) -> bool {
         let mut renamed = self.clone();
         renamed.naming = other.naming.clone();
+        renamed.pin = other.pin;
         renamed == *other
     }
 

@@ -177,6 +177,14 @@ impl Supervisor {
         });
     }
 
+    /// A server's pin mode changed (a reload): what it listed passes its pins again.
+    pub(super) fn repin(&mut self, server: &Arc<str>) {
+        tracing::info!(upstream = %server, mode = self.pin_mode(server).as_str(), "pin mode changed");
+        for kind in [Kind::Tool, Kind::Prompt, Kind::Resource, Kind::Template] {
+            self.readmit(server, kind);
+        }
+    }
+
     /// Lists again what `server` last sent of `kind`, through its pins now.
     fn readmit(&mut self, server: &Arc<str>, kind: Kind) {
         let mode = self.pin_mode(server);

@@ -153,6 +153,7 @@ impl Supervisor {
                 }
             }
         }
+        let mut repin = Vec::new();
         for (name, cfg) in &config.servers {
             let key: Arc<str> = Arc::from(name.as_str());
             // Before anything is listed under the new config, so no list of this
@@ -180,7 +181,16 @@ impl Supervisor {
                     }
                 }
                 Some(slot) if slot.cfg == *cfg => summary.unchanged += 1,
+                // A new pin mode needs no restart: the lists are gated again below.
                 Some(slot) if slot.cfg.same_but_naming(cfg) => {
+                    if slot.cfg.pin != cfg.pin {
+                        repin.push(key.clone());
+                    }
+                    if slot.cfg.naming == cfg.naming {
+                        summary.unchanged += 1;
+                        slot.cfg = cfg.clone();
+                        continue;
+                    }
                     summary.renamed.push(name.clone());
                     slot.cfg = cfg.clone();
                     if renamed.is_ok() {
@@ -221,6 +231,9 @@ impl Supervisor {
                     }
                 }
             }
+        }
+        for key in repin {
+            self.repin(&key);
         }
         tracing::info!(
             added = ?summary.added,

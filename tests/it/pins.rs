@@ -320,3 +320,88 @@ async fn with_pin_approve_even_the_first_definitions_wait() {
     assert_eq!(code, 0, "{err}");
     until_listed(&mut a, "approved", |t| has(t, "fx__echo")).await;
 }
+
+#[tokio::test]
+async fn in_discover_mode_a_held_tool_is_never_found_or_described_and_with_pin_off_it_is() {
+    let d = pair().daemon("tools = \"discover\"").start().await;
+    d.wait_ready().await;
+    let mut a = d.initialized_agent().await;
+    for server in ["fx", "open"] {
+        let args = json!({"tool": "add", "description": POISON});
+        let r = a.call(&format!("{server}__redefine"), args).await;
+        assert_eq!(text(&r), "ok", "{r}");
+    }
+    // Found by the poisoned text: only the unpinned server's tool, once mcpd has it.
+    let query = json!({"query": "IGNORE PREVIOUS INSTRUCTIONS evil", "limit": 50});
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let found = loop {
+        let r = a.call("mcpd__find_tools", query.clone()).await;
+        let names: Vec<String> = r["result"]["structuredContent"]["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["name"].as_str().map(str::to_owned))
+            .collect();
+        if names.iter().any(|n| n == "open__add") || std::time::Instant::now() > deadline {
+            break names;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert!(
+        found.iter().any(|n| n == "open__add"),
+        "with pin = \"off\" the changed tool is found: {found:?}"
+    );
+    let d2 = d.run_cli(&["ctl", "status", "--json"]).await.1;
+    let st: Value = serde_json::from_str(&d2).expect("status");
+    let fx = crate::projects::row(&st, "fx").expect("fx row");
+    assert_eq!(fx["pins"]["held"], 1, "add is held: {fx}");
+    assert!(
+        !found.iter().any(|n| n == "fx__add"),
+        "a held tool is never found: {found:?}"
+    );
+    let r = a
+        .call(
+            "mcpd__describe_tools",
+            json!({"names": ["fx__add", "open__add"]}),
+        )
+        .await;
+    let described = r["result"]["structuredContent"]["tools"].to_string();
+    assert!(
+        described.contains("open__add") && !described.contains("fx__add"),
+        "a held tool is never described: {r}"
+    );
+    held(&a.call("fx__add", json!({"a": 1, "b": 2})).await, "fx__add");
+}
+
+#[tokio::test]
+async fn a_reload_that_changes_only_the_pin_mode_regates_the_lists_without_a_restart() {
+    let d = DaemonBuilder::new()
+        .fixture_with("fx", &["--tools", "echo"], "pin = \"approve\"")
+        .start()
+        .await;
+    let row = d
+        .wait_server("fx", "fx's definitions held", |r| {
+            r["pins"]["held"].as_u64().is_some_and(|n| n >= 1)
+        })
+        .await;
+    let pid = status_pid(&row);
+    let config = std::fs::read_to_string(&d.config).expect("config");
+    std::fs::write(
+        &d.config,
+        config.replace("pin = \"approve\"", "pin = \"off\""),
+    )
+    .expect("config");
+    let (code, out, err) = d.run_cli(&["ctl", "reload"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !out.contains("changed fx"),
+        "not a change that restarts it: {out}"
+    );
+    let mut a = d.initialized_agent().await;
+    until_listed(&mut a, "echo passes with pin off", |t| has(t, "fx__echo")).await;
+    assert_eq!(
+        status_pid(&d.server_status("fx").await),
+        pid,
+        "the same process"
+    );
+}

@@ -345,8 +345,9 @@ async fn a_server_shared_per_agent_gives_each_agent_its_own_process_and_stops_it
 
 /// A config with these `[servers.NAME]` fixture entries (name, args), in `dir`'s state.
 fn fixture_config(dir: &std::path::Path, servers: &[(&str, &[&str])]) -> String {
+    // Unpinned, as the daemons of the tests that use it: they change servers' lists.
     let mut t = format!(
-        "[daemon]\nstate_dir = {:?}\n",
+        "[daemon]\nstate_dir = {:?}\npin = \"off\"\n",
         dir.join("state").to_string_lossy()
     );
     for (name, args) in servers {
