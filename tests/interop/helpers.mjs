@@ -1,7 +1,7 @@
 // Shared by the Node interop peers (ts*_*.mjs, everything_http.mjs): failing with a message,
 // reading options, importing the pinned SDKs from the peers install, answering elicitations,
 // exiting with the parent, killing the server (and a probe sibling) on a failure path, the
-// closing steps of a client run, and the plan runner of the
+// closing steps of a client run, printing lines of JSON, and the plan runner of the
 // discovery clients (ts*_discovery_client.mjs).
 //
 // SDK location: ESM `import` ignores NODE_PATH, so the SDKs are imported by absolute path
@@ -155,9 +155,14 @@ export async function closeWithin(client, ms = 5000) {
   }
 }
 
+// Prints `out` as one line of JSON; resolves once it is written.
+export function printLine(out) {
+  return new Promise((resolve) => process.stdout.write(JSON.stringify(out) + "\n", resolve));
+}
+
 // Prints the result as one line of JSON and exits 0 once it is written.
 export function printAndExit(out) {
-  process.stdout.write(JSON.stringify(out) + "\n", () => process.exit(0));
+  printLine(out).then(() => process.exit(0));
 }
 
 // --- The discovery clients' plans (ts*_discovery_client.mjs) ---------------------------

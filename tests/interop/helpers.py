@@ -1,6 +1,6 @@
 """Shared by the Python interop peers (py_*.py): failing with a message, argument checks,
 paging through lists, counting what the SDK reads, answering elicitations, dying with the
-parent, and running a client under a deadline that prints one line of JSON.
+parent, printing a line of JSON, and running a client under a deadline that prints one.
 
 The peers import it as `helpers` from their own directory (Python puts a script's
 directory first on sys.path). Run them with target/peers/venv/bin/python.
@@ -218,6 +218,12 @@ def terminated_with_parent(prog: str, on_term: Callable[[], None]) -> None:
         fail(prog, "parent died")
 
 
+def print_json_line(out: dict[str, Any]) -> None:
+    """`out` as one line of compact JSON on stdout, flushed."""
+    sys.stdout.write(json.dumps(out, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
 def run_and_print(
     prog: str,
     timeout: float,
@@ -255,5 +261,4 @@ def run_and_print(
             traceback.print_exception(e)
         fail(prog, f"{describe(e, codes)}{so_far()}")
     signal.alarm(0)
-    sys.stdout.write(json.dumps(out, separators=(",", ":")) + "\n")
-    sys.stdout.flush()
+    print_json_line(out)

@@ -40,6 +40,7 @@ mod interop_discovery;
 mod interop_eras;
 mod interop_http;
 mod interop_http_serve;
+mod interop_pins;
 mod interop_projects;
 mod interop_sandbox;
 mod naming;
