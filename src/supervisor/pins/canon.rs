@@ -5,6 +5,7 @@
 //! feature: one dependency doing so would change every fingerprint, and every pinned
 //! definition would wait for approval again.
 
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -64,58 +65,111 @@ pub struct Pinned {
     pub sha256: String,
 }
 
-/// The pinned form of `item`; None when it has no id (the registry refuses such an item).
+/// The id and fingerprint of `item`, without copying it; None when it has no id (the
+/// registry refuses such an item).
+pub fn fingerprint_of(kind: Kind, item: &Value) -> Option<(&str, String)> {
+    let id = item.get(kind.id_field())?.as_str()?;
+    Some((id, digest(&Fields { kind, item })))
+}
+
+/// The pinned form of `item`, copied out (the tests compare whole pins).
+#[cfg(test)]
 pub fn pin(kind: Kind, item: &Value) -> Option<Pinned> {
-    let id = item.get(kind.id_field())?.as_str()?.to_owned();
+    let (id, sha256) = fingerprint_of(kind, item)?;
+    Some(Pinned {
+        id: id.to_owned(),
+        fields: fields(kind, item),
+        sha256,
+    })
+}
+
+/// The pinned fields of `item`, copied out.
+pub fn fields(kind: Kind, item: &Value) -> Value {
     let fields: Map<String, Value> = kind
         .fields()
         .iter()
         .filter_map(|f| item.get(*f).map(|v| ((*f).to_owned(), v.clone())))
         .collect();
-    let fields = Value::Object(fields);
-    let sha256 = fingerprint(&fields);
-    Some(Pinned { id, fields, sha256 })
+    Value::Object(fields)
 }
 
-/// SHA-256 of the canonical form, in hex.
+/// SHA-256 of the canonical form of `v`, in hex.
 pub fn fingerprint(v: &Value) -> String {
-    let mut text = String::new();
-    canonical(v, &mut text);
-    let digest = Sha256::digest(text.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    digest(&Canonical(v))
 }
 
-/// Appends the canonical form of `v`: object keys sorted by their UTF-8 bytes at every
-/// depth, no insignificant whitespace, strings and numbers as serde_json writes them.
-pub fn canonical(v: &Value, out: &mut String) {
-    match v {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort_unstable();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                if let Some(v) = map.get(k) {
-                    canonical(v, out);
-                }
-            }
-            out.push('}');
+/// The canonical form of `v`: object keys sorted by their UTF-8 bytes at every depth, no
+/// insignificant whitespace, strings and numbers as serde_json writes them.
+#[cfg(test)]
+pub fn canonical(v: &Value) -> String {
+    serde_json::to_string(&Canonical(v)).unwrap_or_default()
+}
+
+/// SHA-256 of what `value` serializes to, streamed into the hash (no text is built).
+fn digest(value: &impl Serialize) -> String {
+    let mut hasher = Sha256::new();
+    // Writing into a hash cannot fail, and a Value always serializes.
+    let _ = serde_json::to_writer(&mut hasher, value);
+    let mut hex = String::with_capacity(64);
+    for b in hasher.finalize() {
+        for nibble in [b >> 4, b & 0xf] {
+            hex.push(char::from(
+                HEX.get(usize::from(nibble)).copied().unwrap_or(b'0'),
+            ));
         }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
+    }
+    hex
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// A value serialized canonically: every object's members in key order.
+struct Canonical<'a>(&'a Value);
+
+impl Serialize for Canonical<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::Object(map) => {
+                let mut members: Vec<(&String, &Value)> = map.iter().collect();
+                members.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                let mut m = s.serialize_map(Some(members.len()))?;
+                for (k, v) in members {
+                    m.serialize_entry(k, &Canonical(v))?;
                 }
-                canonical(item, out);
+                m.end()
             }
-            out.push(']');
+            Value::Array(items) => {
+                let mut seq = s.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(&Canonical(item))?;
+                }
+                seq.end()
+            }
+            scalar => scalar.serialize(s),
         }
-        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+/// An item's pinned fields, as the object they would make, serialized canonically.
+struct Fields<'a> {
+    kind: Kind,
+    item: &'a Value,
+}
+
+impl Serialize for Fields<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut present: Vec<(&str, &Value)> = self
+            .kind
+            .fields()
+            .iter()
+            .filter_map(|f| self.item.get(*f).map(|v| (*f, v)))
+            .collect();
+        present.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let mut m = s.serialize_map(Some(present.len()))?;
+        for (k, v) in present {
+            m.serialize_entry(k, &Canonical(v))?;
+        }
+        m.end()
     }
 }
 
@@ -125,9 +179,7 @@ mod tests {
     use serde_json::json;
 
     fn check(v: Value, expected: &str) {
-        let mut out = String::new();
-        canonical(&v, &mut out);
-        assert_eq!(out, expected);
+        assert_eq!(canonical(&v), expected);
     }
 
     #[test]
@@ -161,6 +213,22 @@ mod tests {
         let mut f = a.clone();
         f["_meta"] = json!({"at": 1});
         assert_eq!(pa.sha256, pin(Kind::Tool, &f).unwrap().sha256);
+    }
+
+    #[test]
+    fn a_fingerprint_is_the_hash_of_the_pinned_fields_canonical_form() {
+        let item = json!({"name": "t", "z": 1, "description": "d", "inputSchema": {"b": 1, "a": [2, {"y": 1, "x": 0}]}});
+        let p = pin(Kind::Tool, &item).unwrap();
+        assert_eq!(p.sha256, fingerprint(&p.fields));
+        assert_eq!(
+            canonical(&p.fields),
+            r#"{"description":"d","inputSchema":{"a":[2,{"x":0,"y":1}],"b":1},"name":"t"}"#
+        );
+        // SHA-256 of "{}", as any other implementation computes it.
+        assert_eq!(
+            fingerprint(&json!({})),
+            "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+        );
     }
 
     #[test]

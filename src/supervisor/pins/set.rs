@@ -1,6 +1,6 @@
 //! One server's pins: its approved definitions, the ones held for a person, and the gate every list of the server passes (no IO here).
 
-use super::canon::{Kind, Pinned, pin};
+use super::canon::{Kind, Pinned, fields, fingerprint_of};
 use crate::config::PinMode;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -127,30 +127,28 @@ impl PinSet {
         self.held.retain(|(k, _), _| *k != kind);
         let mut out = Vec::with_capacity(raw.len());
         for item in &raw {
-            let Some(p) = pin(kind, item) else {
+            // Hashed in place; copied only when kept or held.
+            let Some((id, sha256)) = fingerprint_of(kind, item) else {
                 out.push(item.clone()); // no id: the registry refuses it
                 continue;
             };
-            let key = (kind, p.id.clone());
+            let key = (kind, id.to_owned());
             let approved = self.broken.is_none()
-                && self
-                    .approved
-                    .get(&key)
-                    .is_some_and(|a| a.sha256 == p.sha256);
+                && self.approved.get(&key).is_some_and(|a| a.sha256 == sha256);
             if approved {
                 out.push(item.clone());
             } else if trusted {
-                self.approved.insert(
-                    key,
-                    Approved {
-                        sha256: p.sha256,
-                        definition: p.fields,
-                    },
-                );
+                let definition = fields(kind, item);
+                self.approved.insert(key, Approved { sha256, definition });
                 self.dirty = true;
                 out.push(item.clone());
             } else {
-                self.held.insert(key, Held { kind, pinned: p });
+                let pinned = Pinned {
+                    id: key.1.clone(),
+                    fields: fields(kind, item),
+                    sha256,
+                };
+                self.held.insert(key, Held { kind, pinned });
             }
         }
         self.last.insert(kind, raw);
@@ -344,7 +342,7 @@ mod tests {
         );
         assert_eq!(fresh.held_count(), 0, "waits for the server instead");
         let mut approved = BTreeMap::new();
-        let p = pin(Kind::Tool, &tool("a", "x")).unwrap();
+        let p = super::super::canon::pin(Kind::Tool, &tool("a", "x")).unwrap();
         approved.insert(
             (Kind::Tool, "a".to_owned()),
             Approved {
