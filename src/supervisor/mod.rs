@@ -352,6 +352,8 @@ impl Supervisor {
     }
 
     fn publish(&mut self) {
+        // First listings approved since the last publish are written now, together.
+        self.pins.save_changed();
         for slot in self.slots.values_mut() {
             slot.note_state();
         }

@@ -112,7 +112,8 @@ impl Pins {
         set
     }
 
-    /// The gate: what of `raw` agents may see; saves the pins if this approved anything.
+    /// The gate: what of `raw` agents may see (a pin set it changed is saved by
+    /// `save_changed`).
     pub fn admit(
         &mut self,
         server: &Arc<str>,
@@ -137,11 +138,22 @@ impl Pins {
                 kind.as_str(),
             );
         }
-        if self.sets.get(server).is_some_and(|s| s.dirty) {
-            // Not waited for: a failure is logged and the next change writes it again.
-            drop(self.save(server));
-        }
         out
+    }
+
+    /// Writes the pin files that changed since they were last written (first listings
+    /// approved): once per burst of lists, not once per list. Not waited for: a failure
+    /// is logged, and the next change writes the file again.
+    pub fn save_changed(&mut self) {
+        let changed: Vec<Arc<str>> = self
+            .sets
+            .iter()
+            .filter(|(_, s)| s.dirty)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for server in changed {
+            drop(self.save(&server));
+        }
     }
 
     pub fn get(&self, server: &str) -> Option<&PinSet> {
