@@ -56,6 +56,8 @@
 mod credentials;
 mod file;
 mod keyring;
+#[cfg(test)]
+mod keyring_tests;
 mod reference;
 #[cfg(test)]
 mod tests;
