@@ -28,6 +28,7 @@ pub(crate) mod private_file;
 pub(crate) mod protocol;
 pub(crate) mod reaper;
 pub(crate) mod registry;
+pub(crate) mod secrets;
 pub mod sentinel;
 pub mod stdout;
 pub(crate) mod supervisor;

@@ -1,7 +1,7 @@
-//! Files only the daemon's user may read, written whole or not at all: the supervisor's state files and the OAuth credential store both write through here.
+//! Files only the daemon's user may read, written whole or not at all: the supervisor's state files, the OAuth credential store and the secrets' file store write through here.
 //!
 //! Tool lists and descriptions may say more about a user's servers than others should
-//! read, and a credential file holds tokens.
+//! read, and a credential or secret file holds tokens.
 
 #![allow(
     clippy::disallowed_methods,
@@ -10,8 +10,8 @@
 
 use std::path::Path;
 
-/// Writes `bytes` to `path`: aside (`path` with the extension `json.tmp`, as both callers
-/// write JSON) then renamed, so a reader sees the old file or the new one, never half of
+/// Writes `bytes` to `path`: aside (`path` with the extension `json.tmp`, as every caller
+/// writes JSON) then renamed, so a reader sees the old file or the new one, never half of
 /// one; the file 0600 and a directory it creates 0700; both synced before it returns.
 pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
