@@ -46,6 +46,20 @@ pub fn report(config: &Config, socket: &Path, exists: bool) -> Result<(), Output
         if let (Some(profile), Launch::Stdio(l)) = (&s.sandbox, &s.launch) {
             sandbox_lines(&mut out, &s.name, profile, l, s.share)?;
         }
+        match s.pin {
+            crate::config::PinMode::TrustFirst => writeln!(
+                out,
+                "  pin: trust-first (its first definitions are approved; changes wait for `mcpd ctl approve`)"
+            )?,
+            crate::config::PinMode::Approve => writeln!(
+                out,
+                "  pin: approve (every definition waits for `mcpd ctl approve`, the first ones too)"
+            )?,
+            crate::config::PinMode::Off => writeln!(
+                out,
+                "  pin: off (changed definitions reach agents unchecked)"
+            )?,
+        }
         if let Some(why) = &s.unresolved {
             writeln!(out, "  warning: will not start: {why}")?;
         }

@@ -60,12 +60,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# pin = "off": the suite changes the fixture's lists and expects list_changed; with the
+# default (trust-first) mcpd holds a new tool or prompt until a person approves it, so
+# agents see no change (pinning has its own tests: tests/it/pins.rs).
 cat >"$work/mcpd.toml" <<TOML
 [daemon]
 socket = "$work/mcpd.sock"
 state_dir = "$work/state"
 http_listen = "127.0.0.1:0"
 http_auth = "none"
+pin = "off"
 
 [servers.conformance]
 command = "$upstream_command"

@@ -405,3 +405,34 @@ async fn a_reload_that_changes_only_the_pin_mode_regates_the_lists_without_a_res
         "the same process"
     );
 }
+
+#[tokio::test]
+async fn check_config_says_how_each_server_is_pinned() {
+    let b = pair().fixture_with("strict", &["--tools", "echo"], "pin = \"approve\"");
+    let config = b.dir().join("check.toml");
+    std::fs::write(&config, b.config_text()).expect("config");
+    let (code, out, err) = run_mcpd(
+        &["check-config", "--config", config.to_str().expect("utf-8")],
+        None,
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    for (server, mode) in [
+        ("fx", "trust-first"),
+        ("open", "off"),
+        ("strict", "approve"),
+    ] {
+        let section: Vec<&str> = out
+            .lines()
+            .skip_while(|l| !l.starts_with(&format!("server {server}")))
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+            .collect();
+        assert!(
+            section
+                .iter()
+                .any(|l| l.starts_with(&format!("  pin: {mode}"))),
+            "{server}: pin {mode}:\n{out}"
+        );
+    }
+}

@@ -167,6 +167,9 @@ cfg="$work/mcpd.toml"
   echo "socket = $(toml_str "$sock")"
   echo "state_dir = $(toml_str "$work/state")"
   echo 'shutdown_grace = "1s"'
+  # Unpinned: a scenario's server may change its lists, and pinning (tests/it/pins.rs)
+  # would hold the change for a person.
+  echo 'pin = "off"'
   echo
   echo "[servers.$server]"
   echo "url = $(toml_str "$url")"
