@@ -436,3 +436,73 @@ async fn check_config_says_how_each_server_is_pinned() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_remote_servers_new_tool_is_held_like_a_local_ones() {
+    use crate::http_fixture::{FixtureOptions, HttpFixture};
+    let fx = HttpFixture::start(FixtureOptions::default()).await;
+    let d = DaemonBuilder::new()
+        .remote("remote", &fx.url(), "")
+        .start()
+        .await;
+    d.wait_ready().await;
+    d.wait_server("remote", "the GET stream is open", |s| {
+        s["http"]["listen"] == "open"
+    })
+    .await;
+    let mut a = d.initialized_agent().await;
+    until_listed(&mut a, "the remote tools", |t| has(t, "remote__echo")).await;
+    // The server adds `extra_1` and tells mcpd: after its first listing, so it waits.
+    fx.notify_tools_changed().await;
+    d.wait_server("remote", "extra_1 held", |s| s["pins"]["held"] == 1)
+        .await;
+    assert!(!has(&listed(&mut a).await, "remote__extra_1"));
+    held(
+        &a.call("remote__extra_1", json!({})).await,
+        "remote__extra_1",
+    );
+    let (code, _, err) = d.run_cli(&["ctl", "approve", "remote"]).await;
+    assert_eq!(code, 0, "{err}");
+    until_listed(&mut a, "extra_1 approved", |t| has(t, "remote__extra_1")).await;
+}
+
+#[tokio::test]
+async fn one_pin_set_serves_every_project_instance_of_a_server() {
+    use crate::projects::{IN_PROJECT, agent_in, instance_ready, projects};
+    let ps = projects(2);
+    let d = DaemonBuilder::new()
+        .fixture_with("fx", &["--tools", "cwd,echo,redefine"], IN_PROJECT)
+        .start()
+        .await;
+    let mut a = agent_in(&d, &ps.dirs[0]).await;
+    let mut b = agent_in(&d, &ps.dirs[1]).await;
+    instance_ready(&d, &ps.dirs[0]).await;
+    instance_ready(&d, &ps.dirs[1]).await;
+    until_listed(&mut a, "fx's tools", |t| has(t, "fx__echo")).await;
+    // The instance in p0 changes its echo: the server's pins hold it for every agent.
+    let r = a
+        .call(
+            "fx__redefine",
+            json!({"tool": "echo", "description": POISON}),
+        )
+        .await;
+    assert_eq!(text(&r), "ok", "{r}");
+    d.wait_server("fx", "echo held", |s| s["pins"]["held"] == 1)
+        .await;
+    for agent in [&mut a, &mut b] {
+        let tools = listed(agent).await;
+        assert!(!tools.iter().any(|(_, d)| d == POISON), "{tools:?}");
+        held(
+            &agent.call("fx__echo", json!({"text": "x"})).await,
+            "fx__echo",
+        );
+    }
+    let (code, _, err) = d.run_cli(&["ctl", "approve", "fx"]).await;
+    assert_eq!(code, 0, "{err}");
+    until_listed(&mut a, "echo approved", |t| {
+        t.iter().any(|(n, d)| n == "fx__echo" && d == POISON)
+    })
+    .await;
+    let r = b.call("fx__echo", json!({"text": "from p1"})).await;
+    assert_eq!(text(&r), "from p1", "{r}");
+}

@@ -23,11 +23,10 @@ pub struct Held {
 /// Whether a first listing is trusted (`trust-first` only).
 #[derive(Debug, Clone, PartialEq)]
 enum Trust {
-    /// Nothing pinned yet: the next connection's first lists are approved as they come.
-    Open,
-    /// This connection's first list of each kind in the set was approved; any later
-    /// list (a change) and any other connection's are gated.
-    Instance(u64, BTreeSet<Kind>),
+    /// Nothing pinned yet: the first list of each kind the server sends, from whichever
+    /// of its connections (or instances) lists it first, is approved as it comes; the
+    /// kinds here have had theirs, and every later list of them is gated.
+    Open(BTreeSet<Kind>),
     /// Everything new or changed waits for a person.
     Sealed,
 }
@@ -61,7 +60,7 @@ impl PinSet {
             approved: BTreeMap::new(),
             held: BTreeMap::new(),
             last: BTreeMap::new(),
-            trust: Trust::Open,
+            trust: Trust::Open(BTreeSet::new()),
             broken: None,
             dirty: false,
         }
@@ -118,7 +117,7 @@ impl PinSet {
         }
         // A cached list of a server never pinned is not what it shows now: it waits for
         // the server.
-        if instance.is_none() && self.trust == Trust::Open {
+        if instance.is_none() && matches!(&self.trust, Trust::Open(kinds) if kinds.is_empty()) {
             return Vec::new();
         }
         let trusted = self.mode == PinMode::TrustFirst
@@ -155,22 +154,12 @@ impl PinSet {
         out
     }
 
-    /// Whether this list is a first listing trust-first approves, moving the trust on.
+    /// Whether this list is a first listing trust-first approves (the first of its kind
+    /// from a connection), marking the kind as listed.
     fn trusts(&mut self, kind: Kind, instance: Option<u64>) -> bool {
-        let Some(instance) = instance else {
-            return false;
-        };
-        match &mut self.trust {
-            Trust::Open => {
-                self.trust = Trust::Instance(instance, BTreeSet::from([kind]));
-                true
-            }
-            Trust::Instance(i, kinds) if *i == instance => kinds.insert(kind),
-            Trust::Instance(..) => {
-                self.trust = Trust::Sealed;
-                false
-            }
-            Trust::Sealed => false,
+        match (&mut self.trust, instance) {
+            (Trust::Open(kinds), Some(_)) => kinds.insert(kind),
+            _ => false,
         }
     }
 
@@ -217,8 +206,8 @@ impl PinSet {
         let raw = self.last.get(&kind)?.clone();
         // Instance 0 is no connection's (they count from 1): `forget`'s own listing.
         let instance = match &self.trust {
-            Trust::Open | Trust::Instance(0, _) => Some(0),
-            _ => None,
+            Trust::Open(_) => Some(0),
+            Trust::Sealed => None,
         };
         Some(self.admit(kind, instance, raw))
     }
@@ -260,7 +249,7 @@ mod tests {
         let first = vec![tool("a", "adds"), tool("b", "bees")];
         assert_eq!(names(&s.admit(Kind::Tool, Some(1), first)), ["a", "b"]);
         assert!(s.dirty);
-        // The same connection's prompts are a first listing too.
+        // Its first prompt list is a first listing too.
         let p = vec![json!({"name": "p", "description": "a prompt"})];
         assert_eq!(s.admit(Kind::Prompt, Some(1), p).len(), 1);
         // Its next tool list is a change.
@@ -275,13 +264,33 @@ mod tests {
         let renamed = vec![tool("a", "adds"), tool("bb", "bees")];
         assert_eq!(names(&s.admit(Kind::Tool, Some(2), renamed)), ["a"]);
         assert_eq!(s.held_ids(Kind::Tool), ["bb"]);
-        // Another connection's first prompts are not trusted either.
+        // A later prompt list, from any connection, is gated.
         let more = vec![
             json!({"name": "p", "description": "a prompt"}),
             json!({"name": "q"}),
         ];
         assert_eq!(s.admit(Kind::Prompt, Some(2), more).len(), 1);
         assert_eq!(s.held_count(), 2);
+    }
+
+    #[test]
+    fn instances_listing_at_once_each_get_the_first_listing_of_a_kind_not_yet_listed() {
+        let mut s = PinSet::new(PinMode::TrustFirst);
+        let tools = vec![tool("a", "x")];
+        assert_eq!(s.admit(Kind::Tool, Some(1), tools.clone()).len(), 1);
+        assert_eq!(
+            s.admit(Kind::Tool, Some(2), tools).len(),
+            1,
+            "the same, gated"
+        );
+        // The first instance's resources come after the second's tools: still its first.
+        let r = vec![json!({"uri": "x://a", "name": "a"})];
+        assert_eq!(s.admit(Kind::Resource, Some(1), r).len(), 1);
+        assert_eq!(s.held_count(), 0);
+        assert!(
+            s.admit(Kind::Tool, Some(2), vec![tool("a", "changed")])
+                .is_empty()
+        );
     }
 
     #[test]
