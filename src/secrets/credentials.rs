@@ -68,25 +68,9 @@ fn read_blocking(dir: &Path, name: &SecretName) -> Result<Option<SecretValue>, S
     Ok(Some(SecretValue::new(text)))
 }
 
-#[allow(clippy::disallowed_methods, reason = "runs on a blocking thread")]
 fn list_blocking(dir: &Path) -> Result<Vec<String>, SecretError> {
     let what = || format!("listing systemd credentials in {}", dir.display());
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(SecretError::io(what(), e)),
-    };
-    let mut names = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| SecretError::io(what(), e))?;
-        if let Some(name) = entry.file_name().to_str()
-            && SecretName::new(name).is_ok()
-        {
-            names.push(name.to_owned());
-        }
-    }
-    names.sort();
-    Ok(names)
+    super::value::names_in(dir, "", &what)
 }
 
 #[cfg(test)]

@@ -144,26 +144,9 @@ fn read(path: &Path, name: &SecretName) -> Result<Option<SecretValue>, SecretErr
     Ok(Some(SecretValue::new(stored.value.into_owned())))
 }
 
-#[allow(clippy::disallowed_methods, reason = "runs on a blocking thread")]
 fn list(dir: &Path) -> Result<Vec<String>, SecretError> {
     let what = || format!("listing the file store ({})", dir.display());
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(SecretError::io(what(), e)),
-    };
-    let mut names = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| SecretError::io(what(), e))?;
-        let file = entry.file_name();
-        if let Some(name) = file.to_str().and_then(|f| f.strip_suffix(SUFFIX))
-            && SecretName::new(name).is_ok()
-        {
-            names.push(name.to_owned());
-        }
-    }
-    names.sort();
-    Ok(names)
+    super::value::names_in(dir, SUFFIX, &what)
 }
 
 #[cfg(test)]

@@ -96,6 +96,33 @@ impl fmt::Display for SecretName {
     }
 }
 
+/// The secret names stored in `dir` as files named `NAME` + `suffix`, sorted; a missing
+/// directory holds none. Blocking: both stores call it on a blocking thread.
+#[allow(clippy::disallowed_methods, reason = "runs on a blocking thread")]
+pub(super) fn names_in(
+    dir: &std::path::Path,
+    suffix: &str,
+    what: &dyn Fn() -> String,
+) -> Result<Vec<String>, super::SecretError> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(super::SecretError::io(what(), e)),
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| super::SecretError::io(what(), e))?;
+        let file = entry.file_name();
+        if let Some(name) = file.to_str().and_then(|f| f.strip_suffix(suffix))
+            && SecretName::new(name).is_ok()
+        {
+            names.push(name.to_owned());
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
