@@ -14,6 +14,7 @@ mod project;
 mod raw;
 mod remote;
 mod sandbox;
+mod secrets;
 mod server;
 
 pub use crate::protocol::naming::Naming;
@@ -93,6 +94,8 @@ pub struct DaemonConfig {
     pub http: Option<HttpListen>,
     /// How agents without a profile find their tools (`tools`, `pinned`, …).
     pub discovery: Discovery,
+    /// Where `mcpd ctl secret set` stores (`secrets`).
+    pub secrets: crate::secrets::Preferred,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -125,6 +128,8 @@ pub struct ServerConfig {
     /// Why it cannot start, when a setting refers to a variable mcpd's environment lacks:
     /// the server stays `failed` with this as its error, the others run.
     pub unresolved: Option<String>,
+    /// The secrets its launch refers to (`${secret:NAME}`), looked up at each start.
+    pub secrets: Vec<String>,
 }
 
 /// Which protocol era mcpd speaks to a server.
@@ -229,6 +234,7 @@ impl Default for DaemonConfig {
                 max_active: 16,
                 ..Discovery::default()
             },
+            secrets: crate::secrets::Preferred::Auto,
         }
     }
 }
@@ -443,6 +449,7 @@ impl Validator<'_> {
                 d.discover_above,
                 d.max_active,
             )?,
+            secrets: self.secrets_store(d.secrets.as_deref())?,
         };
         let restart_default = self.restart("daemon.restart", &d.restart, None)?;
         let pin_default = self.pin_mode("daemon.pin", d.pin.as_deref().unwrap_or("trust-first"))?;

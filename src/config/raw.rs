@@ -52,6 +52,7 @@ pub(super) struct RawDaemon {
     #[serde(default)]
     pub(super) sandbox: bool,
     pub(super) pin: Option<String>,
+    pub(super) secrets: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -83,6 +84,7 @@ pub(super) struct RawServer {
     #[serde(default)]
     pub(super) headers: BTreeMap<String, String>,
     pub(super) bearer_token_env: Option<String>,
+    pub(super) bearer_token: Option<String>,
     pub(super) connect_timeout: Option<String>,
     pub(super) oauth: Option<remote::RawOAuth>,
     pub(super) protocol: Option<String>,

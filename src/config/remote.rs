@@ -144,6 +144,7 @@ pub(super) struct RawRemote<'a> {
     pub transport: Option<&'a str>,
     pub headers: &'a BTreeMap<String, String>,
     pub bearer_token_env: Option<&'a str>,
+    pub bearer_token: Option<&'a str>,
     pub connect_timeout: &'a Option<String>,
     pub oauth: Option<&'a RawOAuth>,
 }
@@ -190,28 +191,51 @@ impl Validator<'_> {
             if RESERVED_HEADERS.contains(&lower.as_str()) {
                 return Err(self.err(hkey, "mcpd sets this header itself"));
             }
-            if lower == "authorization" && raw.bearer_token_env.is_some() {
+            if lower == "authorization"
+                && (raw.bearer_token_env.is_some() || raw.bearer_token.is_some())
+            {
                 return Err(self.err(
                     hkey,
-                    "conflicts with bearer_token_env; set the token one way only",
+                    "conflicts with bearer_token or bearer_token_env; set the token one way only",
                 ));
             }
             let before = missing.len();
             let value = self.expand(&hkey, value, missing)?;
+            crate::secrets::references(value.expose()).map_err(|e| self.err(&hkey, e))?;
             // A value with a variable missing is not sent: the server does not start.
-            if missing.len() == before
-                && reqwest::header::HeaderValue::from_str(value.expose()).is_err()
-            {
+            if missing.len() == before && !valid_header(value.expose()) {
                 return Err(self.err(
                     hkey,
-                    "the value (after ${VAR} expansion) is not a valid header value",
+                    "the value (after ${VAR} expansion) is not a valid header value; a ${secret:…} reference is checked when it is put in",
                 ));
             }
             headers.push((name.clone(), value));
         }
-        let bearer = match raw.bearer_token_env {
-            None => None,
-            Some(var) => {
+        let bearer = match (raw.bearer_token, raw.bearer_token_env) {
+            (Some(_), Some(_)) => {
+                return Err(self.err(
+                    format!("{key}.bearer_token"),
+                    "conflicts with bearer_token_env; set the token one way only",
+                ));
+            }
+            (Some(token), None) => {
+                let bkey = format!("{key}.bearer_token");
+                let before = missing.len();
+                let token = self.expand(&bkey, token, missing)?;
+                let refs = crate::secrets::references(token.expose()).map_err(|e| self.err(&bkey, e))?;
+                if refs.is_empty() {
+                    return Err(self.err(
+                        bkey,
+                        "holds no ${secret:NAME}: a token written here would sit in the config in plain text; store it with `mcpd ctl secret set NAME` and write bearer_token = \"${secret:NAME}\"",
+                    ));
+                }
+                if missing.len() == before && !valid_header(&format!("Bearer {}", token.expose())) {
+                    return Err(self.err(bkey, "not a valid header value"));
+                }
+                Some(token)
+            }
+            (None, None) => None,
+            (None, Some(var)) => {
                 let bkey = format!("{key}.bearer_token_env");
                 match (self.env)(var) {
                     Some(token) if !token.trim().is_empty() => {
@@ -234,6 +258,7 @@ impl Validator<'_> {
             }
         };
         let static_auth = raw.bearer_token_env.is_some()
+            || raw.bearer_token.is_some()
             || headers
                 .iter()
                 .any(|(n, _)| n.eq_ignore_ascii_case("authorization"));
@@ -368,6 +393,13 @@ impl Validator<'_> {
                 return Err(self.err(key, "an unterminated ${ in the value"));
             };
             let var = &after[..end];
+            // A secret reference stays for the start, when its value is looked up
+            // (`config/secrets.rs`); its name is checked there.
+            if var.starts_with("secret:") {
+                out.push_str(&rest[start..start + 2 + end + 1]);
+                rest = &after[end + 1..];
+                continue;
+            }
             let valid = !var.is_empty()
                 && !var.starts_with(|c: char| c.is_ascii_digit())
                 && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
@@ -383,6 +415,13 @@ impl Validator<'_> {
         out.push_str(rest);
         Ok(Secret(out))
     }
+}
+
+/// Whether `value` can be sent as a header's value once its `${secret:…}` references are
+/// put in (checked here with a stand-in; the real values are checked at the start).
+fn valid_header(value: &str) -> bool {
+    let stand_in = crate::secrets::substitute(value, |_| Some("x"));
+    stand_in.is_ok_and(|v| reqwest::header::HeaderValue::from_str(v.expose()).is_ok())
 }
 
 /// A setting whose value comes from a variable that mcpd's environment lacks (or holds

@@ -26,6 +26,7 @@ impl Validator<'_> {
         }
         let mut missing = Vec::new();
         let launch = self.launch(&key, s, &mut missing)?;
+        let secrets = self.launch_secrets(&key, &launch)?;
         let (share, project_idle) = self.share(&key, s, &launch)?;
         let restart = match &s.restart {
             Some(r) => self.restart(&format!("{key}.restart"), r, Some(restart_default))?,
@@ -85,6 +86,7 @@ impl Validator<'_> {
             },
             name: name.to_owned(),
             unresolved: remote::Missing::explain(&missing),
+            secrets,
         };
         if server.timeout.is_zero() {
             return Err(self.err(format!("{key}.timeout"), "must be greater than zero"));
@@ -112,6 +114,7 @@ impl Validator<'_> {
                     ("transport", s.transport.is_some()),
                     ("headers", !s.headers.is_empty()),
                     ("bearer_token_env", s.bearer_token_env.is_some()),
+                    ("bearer_token", s.bearer_token.is_some()),
                     ("connect_timeout", s.connect_timeout.is_some()),
                     ("oauth", s.oauth.is_some()),
                 ];
@@ -145,6 +148,7 @@ impl Validator<'_> {
                     transport: s.transport.as_deref(),
                     headers: &s.headers,
                     bearer_token_env: s.bearer_token_env.as_deref(),
+                    bearer_token: s.bearer_token.as_deref(),
                     connect_timeout: &s.connect_timeout,
                     oauth: s.oauth.as_ref(),
                 };

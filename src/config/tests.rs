@@ -134,7 +134,7 @@ fn remote_servers_validate_and_never_show_their_secrets() {
         &format!(
             "{ok}bearer_token_env = \"TOKEN\"\nheaders = {{ Authorization = \"Bearer ${{TOKEN}}\" }}"
         ),
-        Err("conflicts with bearer_token_env"),
+        Err("conflicts with bearer_token or bearer_token_env"),
     );
     check_env(
         &format!("{ok}headers = {{ X-Key = \"a\\nb-${{TOKEN}}\" }}"),
