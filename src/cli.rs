@@ -185,6 +185,9 @@ pub enum CtlCommand {
     /// Drop a server's pins: what it shows now counts as its first listing (approved
     /// under `pin = "trust-first"`, held under `"approve"`)
     Forget { name: String },
+    /// Set, list or remove the secrets servers' settings refer to as `${secret:NAME}`
+    #[command(subcommand)]
+    Secret(SecretCommand),
     /// Restart one server now (also clears a crash loop)
     Restart { name: String },
     /// Stop one server until `mcpd ctl start`
@@ -212,6 +215,22 @@ pub enum CtlCommand {
         #[arg(long)]
         url: bool,
     },
+}
+
+/// `mcpd ctl secret …`.
+#[derive(Debug, Subcommand)]
+pub enum SecretCommand {
+    /// Store a secret: the value is typed at the terminal (not shown) or read from
+    /// standard input, never taken from the command line; servers waiting for it start
+    Set {
+        /// 1-128 of A-Z a-z 0-9 _ - . (not starting with .)
+        name: String,
+    },
+    /// The secrets there are and the store each is in; never their values
+    List,
+    /// Remove a secret from the keyring and mcpd's file store
+    #[command(alias = "remove")]
+    Rm { name: String },
 }
 
 /// The completion script for `shell`, generated from the command-line model.

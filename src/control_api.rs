@@ -105,6 +105,9 @@ pub struct ServerStatus {
     pub malformed_lines: u64,
     pub oversized_lines: u64,
     pub stderr_tail: Vec<String>,
+    /// The secrets its settings refer to (names only), looked up at each start.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
     /// Lifecycle events (state changes, exits) with times, newest last.
     #[serde(default)]
     pub history: Vec<String>,
@@ -210,12 +213,16 @@ fn shared() -> String {
     "shared".into()
 }
 
-/// The notification `mcpd connect` sends before anything else, `{"path": DIR}`: the
-/// directory it was started in (or `--project DIR`), for servers run per project.
 /// A person's look at, or answer to, a server's held definitions: params `name`, `op`
 /// (`diff`, `approve`, `forget`) and, for `approve`, `names` (all when empty).
 pub const PINS: &str = "mcpd/pins";
 
+/// `mcpd ctl secret`: params `op` (`set`, `list`, `remove`), `name`, and for `set` the
+/// `value`. Values go in, never come out.
+pub const SECRETS: &str = "mcpd/secrets";
+
+/// The notification `mcpd connect` sends before anything else, `{"path": DIR}`: the
+/// directory it was started in (or `--project DIR`), for servers run per project.
 pub const PROJECT_NOTIFICATION: &str = "notifications/mcpd/project";
 
 /// A server's pins, for `ctl status`.

@@ -61,8 +61,19 @@ pub async fn serve(
     // Servers' task statuses go from their connections to the task book, which knows
     // whose task each is.
     let (task_status, task_statuses) = crate::upstream::task_status_channel();
-    let (supervisor, catalog, supervisor_task) =
-        SupervisorHandle::spawn(&config, upstreams.clone(), sentinel, task_status);
+    // Where `${secret:NAME}` is looked up at each server's start, and `ctl secret` reads
+    // and writes. `[daemon] secrets` and the state directory take effect at a restart.
+    let secrets = crate::secrets::Secrets::new(
+        crate::supervisor::state_dir(config.daemon.state_dir.clone()).as_deref(),
+        config.daemon.secrets,
+    );
+    let (supervisor, catalog, supervisor_task) = SupervisorHandle::spawn(
+        &config,
+        upstreams.clone(),
+        sentinel,
+        task_status,
+        secrets.clone(),
+    );
     // The HTTP listener binds before anything is reported ready, so a taken port is a
     // startup error, not a surprise later.
     let http = match &config.daemon.http {
@@ -97,6 +108,7 @@ pub async fn serve(
         agents_changed: tokio::sync::Notify::new(),
         next_agent: Default::default(),
         max_agents: config.daemon.max_agents,
+        secrets,
         http: http
             .as_ref()
             .map(|(_, _, token, addr)| crate::agent::HttpInfo {

@@ -49,6 +49,9 @@ pub enum AgentError {
         "{method} is a control method, for the daemon's own user (or root) on its Unix socket without a profile; {why}"
     )]
     ControlDenied { method: String, why: ControlDenial },
+    /// `mcpd ctl secret` could not read or write a store (never a value in the message).
+    #[error("{0}")]
+    SecretStore(crate::secrets::SecretError),
 }
 
 /// Why a connection may not use mcpd's control methods (`mcpd/status`, `mcpd/reload` …).
@@ -116,6 +119,10 @@ impl AgentError {
                 ErrorObject::new(code::INVALID_PARAMS, message)
             }
             AgentError::UnknownMethod(_) => ErrorObject::new(code::METHOD_NOT_FOUND, message),
+            AgentError::SecretStore(crate::secrets::SecretError::Invalid(_)) => {
+                ErrorObject::new(code::INVALID_PARAMS, message)
+            }
+            AgentError::SecretStore(_) => ErrorObject::new(mcpd_code::SECRET_STORE, message),
             AgentError::Unavailable { server, .. } => {
                 ErrorObject::new(mcpd_code::SERVER_UNAVAILABLE, message)
                     .with_data(json!({ "server": server }))

@@ -1,7 +1,7 @@
 //! The `mcpd` binary: command-line dispatch, logging, the runtime, signals and exit codes.
 
 use clap::Parser;
-use mcpd::cli::{Cli, Command, CtlCommand, Paths};
+use mcpd::cli::{Cli, Command, CtlCommand, Paths, SecretCommand};
 use mcpd::config::{Config, ConfigError};
 use mcpd::ctl::{self, CtlError};
 use mcpd::stdout::{Out, OutputError};
@@ -139,6 +139,13 @@ async fn dispatch(command: Command) -> ExitCode {
                 CtlCommand::Diff { name } => ctl::diff(&socket, &name).await,
                 CtlCommand::Approve { name, names } => ctl::approve(&socket, &name, &names).await,
                 CtlCommand::Forget { name } => ctl::forget(&socket, &name).await,
+                CtlCommand::Secret(SecretCommand::Set { name }) => {
+                    ctl::secret::set(&socket, &name).await
+                }
+                CtlCommand::Secret(SecretCommand::List) => ctl::secret::list(&socket).await,
+                CtlCommand::Secret(SecretCommand::Rm { name }) => {
+                    ctl::secret::remove(&socket, &name).await
+                }
                 CtlCommand::Restart { name } => ctl::control(&socket, "mcpd/restart", &name).await,
                 CtlCommand::Stop { name } => ctl::control(&socket, "mcpd/stop", &name).await,
                 CtlCommand::Start { name } => ctl::control(&socket, "mcpd/start", &name).await,

@@ -52,6 +52,8 @@ pub struct DaemonInfo {
     pub max_agents: usize,
     /// The HTTP listener, when one is configured.
     pub http: Option<HttpInfo>,
+    /// The secret stores, for `mcpd ctl secret`.
+    pub secrets: crate::secrets::Secrets,
 }
 
 /// One connection's place in `DaemonInfo::agents`, held from its first request that is

@@ -222,7 +222,8 @@ impl Validator<'_> {
                 let bkey = format!("{key}.bearer_token");
                 let before = missing.len();
                 let token = self.expand(&bkey, token, missing)?;
-                let refs = crate::secrets::references(token.expose()).map_err(|e| self.err(&bkey, e))?;
+                let refs =
+                    crate::secrets::references(token.expose()).map_err(|e| self.err(&bkey, e))?;
                 if refs.is_empty() {
                     return Err(self.err(
                         bkey,

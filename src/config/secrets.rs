@@ -104,10 +104,7 @@ impl ServerConfig {
                     }
                     env.insert(var.clone(), value.into_exposed());
                 }
-                Ok(Launch::Stdio(StdioLaunch {
-                    env,
-                    ..s.clone()
-                }))
+                Ok(Launch::Stdio(StdioLaunch { env, ..s.clone() }))
             }
             Launch::Http(h) => {
                 let mut out = h.clone();
@@ -217,7 +214,10 @@ mod tests {
             "[servers.s]\ncommand = \"x\"\nbearer_token = \"${secret:t}\"",
             "`servers.s.bearer_token`: only applies to remote servers",
         );
-        refused("[daemon]\nsecrets = \"vault\"", "`daemon.secrets`: \"vault\" is not a secret store");
+        refused(
+            "[daemon]\nsecrets = \"vault\"",
+            "`daemon.secrets`: \"vault\" is not a secret store",
+        );
     }
 
     fn values(pairs: &[(&str, &str)]) -> HashMap<String, SecretValue> {
@@ -255,9 +255,17 @@ mod tests {
         let e = c.servers["web"]
             .with_secrets(&values(&[("k", "line\nbreak-SECRETVALUE"), ("tok", "T")]))
             .unwrap_err();
-        assert!(e.contains("servers.web.headers.X-Key") && !e.contains("SECRETVALUE"), "{e}");
-        let e = c.servers["local"].with_secrets(&values(&[("a", "A")])).unwrap_err();
-        assert!(e.contains("servers.local.env.B: ${secret:b} has no value"), "{e}");
+        assert!(
+            e.contains("servers.web.headers.X-Key") && !e.contains("SECRETVALUE"),
+            "{e}"
+        );
+        let e = c.servers["local"]
+            .with_secrets(&values(&[("a", "A")]))
+            .unwrap_err();
+        assert!(
+            e.contains("servers.local.env.B: ${secret:b} has no value"),
+            "{e}"
+        );
         let e = c.servers["local"]
             .with_secrets(&values(&[("a", "nul\0SECRETVALUE"), ("b", "B")]))
             .unwrap_err();
@@ -268,7 +276,9 @@ mod tests {
     fn text_from_a_project_path_cannot_name_another_secret() {
         let c = parse("[servers.p]\ncommand = \"x\"\nshare = \"project\"\nenv = { ROOT = \"${PROJECT}\", K = \"${secret:k}\" }").unwrap();
         let mut inst = c.servers["p"].clone();
-        let Launch::Stdio(l) = &inst.launch else { panic!() };
+        let Launch::Stdio(l) = &inst.launch else {
+            panic!()
+        };
         inst.launch = Launch::Stdio(l.instantiate(Path::new("/home/u/${secret:other}")));
         let e = inst
             .with_secrets(&values(&[("k", "K"), ("zzz", "Z")]))

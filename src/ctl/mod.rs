@@ -13,6 +13,7 @@ mod agents;
 mod bridge;
 mod login;
 mod pins;
+pub mod secret;
 mod status;
 mod table;
 mod tools;

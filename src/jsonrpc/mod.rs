@@ -45,6 +45,9 @@ pub mod mcpd_code {
     pub const NO_PROJECT: i64 = -32023;
     /// The definition is new or changed and waits for a person (`mcpd ctl approve`).
     pub const HELD: i64 = -32024;
+    /// A secret store could not do what was asked (the keyring locked or not answering,
+    /// the file store unwritable).
+    pub const SECRET_STORE: i64 = -32025;
 }
 
 /// A request id as the peer sent it. JSON-RPC allows strings and numbers; we keep the

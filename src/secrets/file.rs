@@ -44,6 +44,7 @@ impl FileStore {
         }
     }
 
+    #[cfg(test)]
     pub(super) fn dir(&self) -> &Path {
         &self.dir
     }

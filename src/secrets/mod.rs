@@ -51,8 +51,6 @@
 //! the crate than `private_file` and `tasks`, so it can join that list, or `ctl` can ask
 //! the daemon over the socket.
 
-#![allow(dead_code, reason = "wired into config and ctl separately")]
-
 mod credentials;
 mod file;
 mod keyring;
@@ -64,7 +62,6 @@ mod tests;
 mod value;
 
 pub use keyring::Bus;
-#[allow(unused_imports, reason = "wired into config and ctl separately")]
 pub use reference::{references, substitute};
 pub use value::{SecretName, SecretValue};
 
@@ -94,11 +91,31 @@ impl Store {
     }
 
     /// The store in a sentence.
-    fn describe(self) -> &'static str {
+    pub fn describe(self) -> &'static str {
         match self {
             Store::Credentials => "systemd credentials",
             Store::Keyring => "the keyring",
             Store::File => "mcpd's file store",
+        }
+    }
+}
+
+impl Preferred {
+    /// The store it names in a sentence ("auto" as the choice it is).
+    pub fn describe(self) -> &'static str {
+        match self {
+            Preferred::Auto => "the keyring if a Secret Service answers, else mcpd's file store",
+            Preferred::Keyring => Store::Keyring.describe(),
+            Preferred::File => Store::File.describe(),
+        }
+    }
+
+    /// As `[daemon] secrets` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Preferred::Auto => "auto",
+            Preferred::Keyring => "keyring",
+            Preferred::File => "file",
         }
     }
 }
@@ -196,18 +213,21 @@ impl Secrets {
     }
 
     /// The same with this credentials directory instead of `$CREDENTIALS_DIRECTORY`.
+    #[cfg(test)]
     pub fn with_credentials_dir(mut self, dir: Option<PathBuf>) -> Secrets {
         self.credentials = dir;
         self
     }
 
     /// The same with the Secret Service looked for on `bus`.
+    #[cfg(test)]
     pub fn with_bus(mut self, bus: Bus) -> Secrets {
         self.keyring = Keyring::new(bus);
         self
     }
 
     /// The value of `name` from the first store that has it, and that store.
+    #[allow(dead_code, reason = "TEMP until mcpd import uses it")]
     pub async fn lookup(&self, name: &str) -> Result<(SecretValue, Store), SecretError> {
         let name = checked(name)?;
         let mut keyring = KeyringOnce::default();
@@ -263,6 +283,13 @@ impl Secrets {
     /// Stores `value` under `name` in the configured store; which one it was.
     pub async fn set(&self, name: &str, value: &SecretValue) -> Result<Store, SecretError> {
         let name = checked(name)?;
+        let len = value.expose().len() as u64;
+        if len == 0 || len > credentials::MAX_BYTES {
+            return Err(SecretError::Invalid(format!(
+                "secret {name:?}: a value is 1 byte to {} KiB, not {len} bytes",
+                credentials::MAX_BYTES / 1024
+            )));
+        }
         let store = match self.preferred {
             Preferred::Auto => self.default_store().await,
             Preferred::Keyring => Store::Keyring,
@@ -328,6 +355,11 @@ impl Secrets {
                 Store::File
             }
         }
+    }
+
+    /// `[daemon] secrets`, as configured.
+    pub fn preferred(&self) -> Preferred {
+        self.preferred
     }
 
     fn file(&self) -> Result<&FileStore, SecretError> {

@@ -49,6 +49,12 @@ pub(super) enum SupervisorMsg {
         op: super::gate::PinOp,
         respond_to: oneshot::Sender<Result<serde_json::Value, super::gate::PinError>>,
     },
+    /// A secret was set: servers down for want of it start; which ones did, and which
+    /// running servers refer to it.
+    SecretSet {
+        name: String,
+        respond_to: oneshot::Sender<(Vec<String>, Vec<String>)>,
+    },
     /// Apply a new, already validated configuration's servers.
     Reload {
         config: Box<Config>,
@@ -122,6 +128,7 @@ impl SupervisorHandle {
         cancel: CancellationToken,
         sentinel: SentinelHandle,
         task_status: crate::budget::Sender<crate::upstream::TaskStatus>,
+        secrets: crate::secrets::Secrets,
     ) -> (
         SupervisorHandle,
         watch::Receiver<Arc<Catalog>>,
@@ -161,6 +168,7 @@ impl SupervisorHandle {
             cancel,
             sentinel,
             task_status,
+            secrets,
         };
         let mut sup = sup;
         // The first catalog (cached lists, servers starting) is published before this
@@ -168,6 +176,19 @@ impl SupervisorHandle {
         sup.boot();
         let task = crate::tasks::spawn(sup.run());
         (SupervisorHandle { tx }, catalog_rx, task)
+    }
+
+    /// Tells the supervisor the secret `name` was set: the servers it started because
+    /// they waited for it, and the running ones that refer to it.
+    pub async fn secret_set(&self, name: &str) -> Option<(Vec<String>, Vec<String>)> {
+        crate::ask::ask(&self.tx, STATUS_WAIT, |respond_to| {
+            SupervisorMsg::SecretSet {
+                name: name.to_owned(),
+                respond_to,
+            }
+        })
+        .await
+        .ok()
     }
 
     pub async fn status(&self) -> Option<Vec<ServerStatus>> {

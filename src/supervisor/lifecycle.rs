@@ -27,6 +27,7 @@ impl Supervisor {
             return;
         };
         slot.last_exit = exit.exit_status.clone();
+        slot.resolved = None;
         slot.stderr_tail = exit.stderr_tail;
         let how = match (&exit.exit_status, &exit.error) {
             (Some(s), Some(e)) => format!("ended ({s}): {e}"),
@@ -162,6 +163,9 @@ impl Supervisor {
             }
             (Action::Stop, None) => {
                 slot.retry_at = None;
+                // A lookup of secrets in flight: its answer starts nothing.
+                slot.resolving = None;
+                slot.resolved = None;
                 slot.state = ServerState::Stopped;
             }
             (Action::Start, Some(_)) => {}

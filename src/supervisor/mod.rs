@@ -10,24 +10,24 @@ mod handle;
 mod instances;
 mod pins;
 mod reload;
+mod secrets;
 pub(crate) mod state_file;
 
+pub use eras::state_dir;
 pub use gate::PinOp;
 pub use reload::{ReloadSummary, Reloader};
 mod lifecycle;
 mod login;
 mod probing;
 mod slot;
+mod starting;
 mod status;
 
-use crate::config::{Launch, Share};
+use crate::config::Share;
 use crate::control_api::{HttpInfo, ServerState, ServerStatus};
 use crate::registry::{Catalog, Registry};
 use crate::sentinel::SentinelHandle;
-use crate::upstream::connection;
 use crate::upstream::probe::ProbeVerdict;
-use crate::upstream::process;
-use crate::upstream::serve::{ConnectionContext, EraPlan};
 use crate::upstream::{ConnectionEvent, ConnectionExit, UpstreamHandle};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -55,6 +55,13 @@ pub(crate) enum Finished {
     Connection(ConnectionExit),
     /// A probe's verdict; None when it was cancelled.
     Probe(Option<ProbeVerdict>),
+    /// A start's secrets, looked up.
+    Secrets(
+        Result<
+            std::collections::HashMap<String, crate::secrets::SecretValue>,
+            crate::secrets::SecretError,
+        >,
+    ),
 }
 
 /// What to do when the running instance exits.
@@ -119,6 +126,8 @@ struct Supervisor {
     sentinel: SentinelHandle,
     /// Given to every connection, for its server's task statuses (to the agent side).
     task_status: crate::budget::Sender<crate::upstream::TaskStatus>,
+    /// Where `${secret:NAME}` references are looked up at each start.
+    secrets: crate::secrets::Secrets,
 }
 
 impl Supervisor {
@@ -209,93 +218,12 @@ impl Supervisor {
         self.shutdown().await;
     }
 
-    fn start(&mut self, name: &Arc<str>) {
-        // A setting that names a variable mcpd's environment lacks: this server alone
-        // stays down, saying which, and the others run.
-        if let Some(slot) = self.slots.get_mut(name)
-            && let Some(why) = &slot.cfg.unresolved
-        {
-            tracing::error!(upstream = %name, "not started: {why}");
-            slot.last_error = Some(why.clone());
-            slot.state = ServerState::Failed;
-            slot.retry_at = None;
-            self.settle_waiters(name);
-            return;
-        }
-        match self.plan(name) {
-            Some(plan) => self.start_connection(name, plan),
-            None => self.start_probe(name),
-        }
-    }
-
     fn on_finished(&mut self, name: &Arc<str>, instance: u64, finished: Finished) {
         match finished {
             Finished::Connection(exit) => self.on_exit(name, instance, exit),
             Finished::Probe(verdict) => self.on_probe(name, instance, verdict),
+            Finished::Secrets(found) => self.on_secrets(name, instance, found),
         }
-    }
-
-    fn start_connection(&mut self, name: &Arc<str>, era: EraPlan) {
-        let confined = self.confinement(name);
-        let sandbox = confined
-            .as_ref()
-            .ok()
-            .and_then(|c| c.as_ref().map(|p| p.view.clone()));
-        let Some(slot) = self.slots.get_mut(name) else {
-            return;
-        };
-        self.next_instance += 1;
-        let instance = self.next_instance;
-        let cancel = self.cancel.child_token();
-        // Spawned here, not in the connection task, so the supervisor knows every pid
-        // from the start: the sentinel watches its group and the orphan reaper leaves
-        // it to its connection.
-        let mut spawned = match &slot.cfg.launch {
-            Launch::Stdio(launch) => Some(confined.and_then(|c| process::spawn(launch, c))),
-            Launch::Http(_) => None,
-        };
-        let egress = spawned
-            .as_mut()
-            .and_then(|s| s.as_mut().ok())
-            .and_then(|s| confine::serve_egress(name, s));
-        let pid = spawned
-            .as_ref()
-            .and_then(|s| s.as_ref().ok())
-            .map(|s| s.pid);
-        if let Some(pid) = pid {
-            self.sentinel.watch(pid);
-        }
-        let ctx = ConnectionContext {
-            spawned,
-            config: slot.cfg.clone(),
-            instance,
-            max_line: self.max_line,
-            queue_bytes: self.queue_bytes,
-            events: self.events_tx.clone(),
-            cancel: cancel.clone(),
-            era,
-            login: slot.login.clone(),
-            task_status: self.task_status.clone(),
-        };
-        slot.running = Some(Running {
-            instance,
-            pid,
-            cancel,
-            started: Instant::now(),
-            handle: None,
-            http: None,
-            probing: false,
-            sandbox,
-            _egress: egress,
-        });
-        slot.state = ServerState::Starting;
-        slot.retry_at = None;
-        slot.after_exit = AfterExit::Recover;
-        let name = name.clone();
-        self.conns.spawn(async move {
-            let exit = connection::run(ctx).await;
-            (name, instance, Finished::Connection(exit))
-        });
     }
 
     /// The slot of `server` if `instance` is still its running instance.
@@ -344,6 +272,9 @@ impl Supervisor {
                 op,
                 respond_to,
             } => self.on_pins(&name, op, respond_to),
+            SupervisorMsg::SecretSet { name, respond_to } => {
+                let _ = respond_to.send(self.on_secret_set(&name));
+            }
             SupervisorMsg::Reload { config, respond_to } => {
                 let summary = self.reload(&config);
                 let _ = respond_to.send(summary); // the asker may have left

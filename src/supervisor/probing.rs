@@ -61,10 +61,13 @@ impl Supervisor {
         let Some(slot) = self.slots.get_mut(name) else {
             return;
         };
-        let Launch::Stdio(launch) = &slot.cfg.launch else {
-            return;
+        // The probe gets this start's secrets too; the connection after it takes them.
+        let launch = match super::secrets::launch(&slot.cfg, slot.resolved.as_ref()) {
+            Ok(Launch::Stdio(launch)) => launch,
+            Ok(Launch::Http(_)) => return,
+            Err(_) => return self.start_connection(name, EraPlan::Legacy),
         };
-        let mut spawned = match process::spawn(launch, confined) {
+        let mut spawned = match process::spawn(&launch, confined) {
             Ok(s) => s,
             Err(_) => return self.start_connection(name, EraPlan::Legacy),
         };
@@ -138,6 +141,7 @@ impl Supervisor {
             (AfterExit::Stay, _) | (_, None) => {
                 if let Some(slot) = self.slots.get_mut(name) {
                     slot.state = ServerState::Stopped;
+                    slot.resolved = None;
                 }
                 self.publish();
             }

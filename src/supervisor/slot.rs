@@ -45,6 +45,12 @@ pub(super) struct Slot {
     pub(super) history: std::collections::VecDeque<String>,
     /// The state the history last recorded.
     pub(super) noted: Option<ServerState>,
+    /// The lookup of this start's secrets in flight (its id), if one is.
+    pub(super) resolving: Option<u64>,
+    /// This start's secrets, once looked up; taken by the connection that uses them.
+    pub(super) resolved: Option<super::secrets::Resolved>,
+    /// The secret whose absence keeps the server down, until `ctl secret set` sets it.
+    pub(super) missing_secret: Option<String>,
 }
 
 /// Lifecycle events kept per server.
@@ -114,6 +120,9 @@ impl Slot {
             noted: None,
             login: None,
             more_scope: false,
+            resolving: None,
+            resolved: None,
+            missing_secret: None,
             cfg,
         }
     }

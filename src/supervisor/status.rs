@@ -97,6 +97,7 @@ impl Slot {
             malformed_lines: 0,
             oversized_lines: 0,
             stderr_tail: self.stderr_tail.clone(),
+            secrets: self.cfg.secrets.clone(),
             history: self.history.iter().cloned().collect(),
         }
     }

@@ -55,6 +55,7 @@ mod projects_surface;
 mod sandbox;
 mod sandbox_hosts;
 mod sandbox_net;
+mod secrets;
 mod server_hygiene;
 mod surface;
 mod systemd;

@@ -1,6 +1,7 @@
 //! mcpd's own methods on an agent's connection that show or change the daemon (status, metrics, agents, reload, a server's start, stop and restart, the HTTP token), and who may use them; `login.rs` has the login methods, handed to a server's credential.
 
 pub(super) mod login;
+pub(super) mod secrets;
 
 use super::reply::{Handled, Step};
 use super::session::Session;
@@ -106,7 +107,19 @@ pub(super) fn status(req: Request, ctx: &AgentContext) -> Handled {
     let supervisor = ctx.supervisor.clone();
     let daemon = ctx.daemon.clone();
     later(req.id, |id| async move {
-        let servers = supervisor.status().await.unwrap_or_default();
+        // Where `mcpd ctl secret set` would store now: the configured store, or under
+        // "auto" whether a Secret Service answers (a bounded probe, usually at once).
+        let store = async {
+            match daemon.secrets.preferred() {
+                crate::secrets::Preferred::Auto => format!(
+                    "{} ([daemon] secrets = \"auto\")",
+                    daemon.secrets.default_store().await.describe()
+                ),
+                p => format!("{} ([daemon] secrets = \"{}\")", p.describe(), p.as_str()),
+            }
+        };
+        let (servers, secrets) = tokio::join!(supervisor.status(), store);
+        let servers = servers.unwrap_or_default();
         let result = json!({
             "daemon": {
                 "pid": std::process::id(),
@@ -116,6 +129,7 @@ pub(super) fn status(req: Request, ctx: &AgentContext) -> Handled {
                 "config": daemon.config,
                 "agents": daemon.agents.load(Ordering::Relaxed),
                 "http": daemon.http.as_ref().map(|h| &h.url),
+                "secrets": secrets,
             },
             "servers": servers,
         });
@@ -183,7 +197,7 @@ pub(super) fn pins(req: Request, ctx: &AgentContext) -> Handled {
 
 /// The answer to request `id` that `answer` writes, once it is ready: the connection goes
 /// on meanwhile.
-fn later<F: std::future::Future<Output = String> + Send + 'static>(
+pub(super) fn later<F: std::future::Future<Output = String> + Send + 'static>(
     id: Id,
     answer: impl FnOnce(Id) -> F,
 ) -> Handled {

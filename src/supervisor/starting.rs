@@ -1,0 +1,114 @@
+//! Starting a server: what must hold first (its variables set, its secrets looked up), its era's plan, and the connection, spawned by the supervisor so it knows every pid from the start.
+
+use super::{AfterExit, Finished, Running, ServerState, Supervisor, confine, secrets};
+use crate::config::Launch;
+use crate::upstream::connection;
+use crate::upstream::process;
+use crate::upstream::serve::{ConnectionContext, EraPlan};
+use std::sync::Arc;
+use tokio::time::Instant;
+
+impl Supervisor {
+    pub(super) fn start(&mut self, name: &Arc<str>) {
+        // A setting that names a variable mcpd's environment lacks: this server alone
+        // stays down, saying which, and the others run.
+        if let Some(why) = self.slots.get(name).and_then(|s| s.cfg.unresolved.clone()) {
+            return self.not_started(name, why);
+        }
+        if !self.secrets_ready(name) {
+            return;
+        }
+        match self.plan(name) {
+            Some(plan) => self.start_connection(name, plan),
+            None => self.start_probe(name),
+        }
+    }
+
+    /// `name` cannot start until a person acts (`why` says how): it stays failed, and
+    /// agents waiting for it hear so.
+    pub(super) fn not_started(&mut self, name: &Arc<str>, why: String) {
+        let Some(slot) = self.slots.get_mut(name) else {
+            return;
+        };
+        tracing::error!(upstream = %name, "{why}");
+        slot.last_error = Some(why);
+        slot.state = ServerState::Failed;
+        slot.retry_at = None;
+        self.settle_waiters(name);
+        self.publish();
+    }
+
+    pub(super) fn start_connection(&mut self, name: &Arc<str>, era: EraPlan) {
+        let confined = self.confinement(name);
+        let sandbox = confined
+            .as_ref()
+            .ok()
+            .and_then(|c| c.as_ref().map(|p| p.view.clone()));
+        let Some(slot) = self.slots.get_mut(name) else {
+            return;
+        };
+        self.next_instance += 1;
+        let instance = self.next_instance;
+        let cancel = self.cancel.child_token();
+        // This start's secrets are put in here and used once: the next start looks
+        // them up again.
+        let mut config = slot.cfg.clone();
+        let launch = match secrets::launch(&config, slot.resolved.take().as_ref()) {
+            Ok(launch) => launch,
+            Err(why) => return self.not_started(name, format!("not started: {why}")),
+        };
+        // Spawned here, not in the connection task, so the supervisor knows every pid
+        // from the start: the sentinel watches its group and the orphan reaper leaves
+        // it to its connection.
+        let mut spawned = match &launch {
+            Launch::Stdio(launch) => Some(confined.and_then(|c| process::spawn(launch, c))),
+            Launch::Http(_) => None,
+        };
+        if let Launch::Http(h) = launch {
+            config.launch = Launch::Http(h);
+        }
+        let egress = spawned
+            .as_mut()
+            .and_then(|s| s.as_mut().ok())
+            .and_then(|s| confine::serve_egress(name, s));
+        let pid = spawned
+            .as_ref()
+            .and_then(|s| s.as_ref().ok())
+            .map(|s| s.pid);
+        if let Some(pid) = pid {
+            self.sentinel.watch(pid);
+        }
+        let ctx = ConnectionContext {
+            spawned,
+            config,
+            instance,
+            max_line: self.max_line,
+            queue_bytes: self.queue_bytes,
+            events: self.events_tx.clone(),
+            cancel: cancel.clone(),
+            era,
+            login: slot.login.clone(),
+            task_status: self.task_status.clone(),
+        };
+        slot.running = Some(Running {
+            instance,
+            pid,
+            cancel,
+            started: Instant::now(),
+            handle: None,
+            http: None,
+            probing: false,
+            sandbox,
+            _egress: egress,
+        });
+        slot.state = ServerState::Starting;
+        slot.retry_at = None;
+        slot.after_exit = AfterExit::Recover;
+        let name = name.clone();
+        self.conns.spawn(async move {
+            let exit = connection::run(ctx).await;
+            (name, instance, Finished::Connection(exit))
+        });
+    }
+
+}

@@ -1,0 +1,170 @@
+//! Secrets through the real daemon: `${secret:NAME}` in a server's env put in at each start from the first store that has it (systemd credentials, then mcpd's file store here; the keyring in `keyring_secrets.rs`), `mcpd ctl secret` storing from standard input, a missing secret keeping that server alone down, no Secret Service meaning the file store and never a hang, and the value in none of mcpd's outputs.
+
+use crate::support::*;
+use serde_json::{Value, json};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Stdio;
+use tokio::io::AsyncWriteExt;
+
+/// `mcpd ctl ARGS` against `socket`, with `input` on its standard input (a pipe, as
+/// `mcpd ctl secret set NAME < file` gives it); (code, stdout, stderr).
+pub async fn ctl_with_input(socket: &Path, args: &[&str], input: &str) -> (i32, String, String) {
+    let mut cmd = tokio::process::Command::new(mcpd_bin());
+    cmd.arg("ctl")
+        .args(args)
+        .arg("--socket")
+        .arg(socket)
+        .env_remove("MCPD_SOCKET")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("run mcpd ctl");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin
+        .write_all(input.as_bytes())
+        .await
+        .expect("write stdin");
+    drop(stdin);
+    let out = within("mcpd ctl", child.wait_with_output())
+        .await
+        .expect("mcpd ctl output");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The fixture's environment as the server sees it.
+pub async fn server_env(d: &Daemon, server: &str) -> Value {
+    let mut agent = d.initialized_agent().await;
+    let r = agent.call(&format!("{server}__env_json"), json!({})).await;
+    serde_json::from_str(text(&r)).unwrap_or_else(|e| panic!("{e}: {r}"))
+}
+
+/// A daemon with one fixture server `s` whose `TOKEN` is `pre-${secret:api-token}`.
+fn with_secret_env() -> DaemonBuilder {
+    DaemonBuilder::new()
+        .daemon("secrets = \"file\"")
+        // No Secret Service here: the tests own every store they use.
+        .env("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/bus")
+        .fixture_with(
+            "s",
+            &["--tools", "env_json"],
+            "env = { TOKEN = \"pre-${secret:api-token}\" }",
+        )
+}
+
+#[tokio::test]
+async fn a_missing_secret_stops_its_server_alone_until_ctl_secret_set_gives_it() {
+    let d = with_secret_env().fixture("other", &[]).start().await;
+    let s = d
+        .wait_server("s", "s failed for want of its secret", |s| {
+            s["state"] == "failed"
+        })
+        .await;
+    let why = s["last_error"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("secret \"api-token\" is not set")
+            && why.contains("mcpd ctl secret set api-token")
+            && why.contains("LoadCredential=api-token:"),
+        "{s}"
+    );
+    assert_eq!(s["secrets"], json!(["api-token"]), "{s}");
+    d.wait_server("other", "the other server runs", |s| s["state"] == "ready")
+        .await;
+
+    let value = "s3cr3t-from-stdin";
+    let (code, out, err) = ctl_with_input(
+        &d.socket,
+        &["secret", "set", "api-token"],
+        &format!("{value}\n"),
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        err.contains("stored secret api-token in mcpd's file store"),
+        "{err}"
+    );
+    assert!(err.contains("starting s, which waited for it"), "{err}");
+    d.wait_server("s", "s starts once the secret is set", |s| {
+        s["state"] == "ready"
+    })
+    .await;
+    assert_eq!(server_env(&d, "s").await["TOKEN"], format!("pre-{value}"));
+
+    // Kept privately, by name, in the state directory.
+    let file = d.dir().join("state/secrets/api-token.json");
+    let mode = std::fs::metadata(&file)
+        .expect("the file store's file")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+
+    // A new value reaches the server at its next start, as ctl says.
+    let (code, _, err) =
+        ctl_with_input(&d.socket, &["secret", "set", "api-token"], "second-value").await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("s is running with the value it started with"),
+        "{err}"
+    );
+    assert_eq!(server_env(&d, "s").await["TOKEN"], format!("pre-{value}"));
+    let (code, _, err) = d.run_cli(&["ctl", "restart", "s"]).await;
+    assert_eq!(code, 0, "{err}");
+    d.wait_server("s", "s restarted", |s| {
+        s["state"] == "ready" && s["restarts"] == 1
+    })
+    .await;
+    assert_eq!(server_env(&d, "s").await["TOKEN"], "pre-second-value");
+
+    // Listed by name and store, never by value; removed on request.
+    let (code, out, err) = d.run_cli(&["ctl", "secret", "list"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("api-token") && out.contains("file"), "{out}");
+    assert!(
+        !out.contains("second-value") && !out.contains(value),
+        "{out}"
+    );
+    let (code, _, err) = d.run_cli(&["ctl", "secret", "rm", "api-token"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(!file.exists());
+    let (code, _, err) = d.run_cli(&["ctl", "secret", "rm", "api-token"]).await;
+    assert_ne!(code, 0);
+    assert!(err.contains("no secret \"api-token\""), "{err}");
+}
+
+#[tokio::test]
+async fn systemd_credentials_come_before_the_file_store() {
+    let b = with_secret_env();
+    let creds = b.dir().join("creds");
+    std::fs::create_dir(&creds).unwrap();
+    std::fs::write(creds.join("api-token"), "from-credentials").unwrap();
+    let d = b
+        .env("CREDENTIALS_DIRECTORY", &creds.to_string_lossy())
+        .start()
+        .await;
+    d.wait_ready().await;
+    assert_eq!(server_env(&d, "s").await["TOKEN"], "pre-from-credentials");
+    // The file store has one too: the credential still wins.
+    let (code, _, err) =
+        ctl_with_input(&d.socket, &["secret", "set", "api-token"], "from-file").await;
+    assert_eq!(code, 0, "{err}");
+    d.run_cli(&["ctl", "restart", "s"]).await;
+    d.wait_server("s", "s restarted", |s| {
+        s["state"] == "ready" && s["restarts"] == 1
+    })
+    .await;
+    assert_eq!(server_env(&d, "s").await["TOKEN"], "pre-from-credentials");
+    let (_, out, _) = d.run_cli(&["ctl", "secret", "list"]).await;
+    assert!(out.contains("credentials") && out.contains("file"), "{out}");
+    // Without the credential, the next start finds the file store's.
+    std::fs::remove_file(creds.join("api-token")).unwrap();
+    d.run_cli(&["ctl", "restart", "s"]).await;
+    d.wait_server("s", "s restarted again", |s| {
+        s["state"] == "ready" && s["restarts"] == 2
+    })
+    .await;
+    assert_eq!(server_env(&d, "s").await["TOKEN"], "pre-from-file");
+}
