@@ -348,7 +348,13 @@ impl Secrets {
     /// The store `set` uses under `Preferred::Auto`: the keyring when a Secret Service
     /// with a default collection answers within 2 s, else the file store.
     pub async fn default_store(&self) -> Store {
-        match self.keyring.answers(PROBE_DEADLINE).await {
+        self.default_store_within(PROBE_DEADLINE).await
+    }
+
+    /// `default_store` waiting at most `deadline` for the Secret Service: for a status
+    /// that must not wait on a bus that hangs.
+    pub async fn default_store_within(&self, deadline: std::time::Duration) -> Store {
+        match self.keyring.answers(deadline).await {
             Ok(()) => Store::Keyring,
             Err(Unavailable(why)) => {
                 tracing::debug!("secrets go to the file store: {why}");

@@ -110,5 +110,4 @@ impl Supervisor {
             (name, instance, Finished::Connection(exit))
         });
     }
-
 }

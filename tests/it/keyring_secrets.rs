@@ -36,35 +36,55 @@ async fn ctl_secret_set_stores_in_the_keyring_and_the_server_gets_it_again_after
         .start()
         .await;
     let s = d
-        .wait_server("s", "s failed for want of its secret", |s| s["state"] == "failed")
+        .wait_server("s", "s failed for want of its secret", |s| {
+            s["state"] == "failed"
+        })
         .await;
     let why = s["last_error"].as_str().unwrap_or_default();
-    assert!(why.contains("looked in: the keyring, mcpd's file store"), "{s}");
+    assert!(
+        why.contains("looked in: the keyring, mcpd's file store"),
+        "{s}"
+    );
     let (_, out, _) = d.run_cli(&["ctl", "status"]).await;
     assert!(out.contains("new secrets go to the keyring"), "{out}");
 
     let value = "from-the-keyring-42";
     let (code, out, err) = ctl_with_input(&d.socket, &["secret", "set", &name], value).await;
     assert_eq!(code, 0, "{out}{err}");
-    assert!(err.contains(&format!("stored secret {name} in the keyring")), "{err}");
+    assert!(
+        err.contains(&format!("stored secret {name} in the keyring")),
+        "{err}"
+    );
     d.wait_server("s", "s starts with its secret", |s| s["state"] == "ready")
         .await;
     assert_eq!(server_env(&d, "s").await["TOKEN"], value);
     assert!(
-        !d.dir().join("state/secrets").join(format!("{name}.json")).exists(),
+        !d.dir()
+            .join("state/secrets")
+            .join(format!("{name}.json"))
+            .exists(),
         "the value went to the keyring, not the file store"
     );
     let (_, out, _) = d.run_cli(&["ctl", "secret", "list"]).await;
-    assert!(out.lines().any(|l| l.starts_with(&name) && l.ends_with("keyring")), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with(&name) && l.ends_with("keyring")),
+        "{out}"
+    );
     assert!(!out.contains(value), "{out}");
 
     // A new daemon finds it in the keyring.
     d.restart_daemon().await;
-    d.wait_server("s", "s starts after a daemon restart", |s| s["state"] == "ready")
-        .await;
+    d.wait_server("s", "s starts after a daemon restart", |s| {
+        s["state"] == "ready"
+    })
+    .await;
     assert_eq!(server_env(&d, "s").await["TOKEN"], value);
 
     let (code, _, err) = d.run_cli(&["ctl", "secret", "rm", &name]).await;
     assert_eq!(code, 0, "{err}");
-    assert!(err.contains("removed secret") && err.contains("the keyring"), "{err}");
+    assert!(
+        err.contains("removed secret") && err.contains("the keyring"),
+        "{err}"
+    );
 }

@@ -57,6 +57,7 @@ mod sandbox;
 mod sandbox_hosts;
 mod sandbox_net;
 mod secrets;
+mod secrets_leak;
 mod server_hygiene;
 mod surface;
 mod systemd;

@@ -168,3 +168,73 @@ async fn systemd_credentials_come_before_the_file_store() {
     .await;
     assert_eq!(server_env(&d, "s").await["TOKEN"], "pre-from-file");
 }
+
+/// A Unix socket that accepts connections and never answers: a session bus that hangs.
+fn hanging_bus(dir: &Path) -> (String, tokio::task::JoinHandle<()>) {
+    let path = dir.join("hanging-bus");
+    let listener = tokio::net::UnixListener::bind(&path).expect("bind the hanging bus");
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((conn, _)) = listener.accept().await {
+            held.push(conn);
+        }
+    });
+    (format!("unix:path={}", path.display()), task)
+}
+
+#[tokio::test]
+async fn a_session_bus_that_never_answers_costs_a_bounded_wait_then_the_file_store() {
+    let b = DaemonBuilder::new().fixture_with(
+        "s",
+        &["--tools", "env_json"],
+        "env = { TOKEN = \"${secret:api-token}\" }",
+    );
+    let (address, _bus) = hanging_bus(b.dir());
+    let d = b.env("DBUS_SESSION_BUS_ADDRESS", &address).start().await;
+    d.wait_server("s", "s failed for want of its secret", |s| {
+        s["state"] == "failed"
+    })
+    .await;
+    // "auto" settles on the file store once the probe's deadline passes.
+    let (code, out, err) = d.run_cli(&["ctl", "status"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("new secrets go to mcpd's file store ([daemon] secrets = \"auto\")"),
+        "{out}"
+    );
+    let (code, _, err) = ctl_with_input(&d.socket, &["secret", "set", "api-token"], "v").await;
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("in mcpd's file store"), "{err}");
+    // The start waits for the keyring's deadline, then finds the file store's value.
+    d.wait_server("s", "s starts from the file store", |s| {
+        s["state"] == "ready"
+    })
+    .await;
+    assert_eq!(server_env(&d, "s").await["TOKEN"], "v");
+}
+
+#[tokio::test]
+async fn a_configured_keyring_that_cannot_be_reached_is_an_error_that_says_what_to_do() {
+    let d = DaemonBuilder::new()
+        .daemon("secrets = \"keyring\"")
+        .env("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/bus")
+        .fixture("other", &[])
+        .start()
+        .await;
+    let (code, _, err) = ctl_with_input(&d.socket, &["secret", "set", "tok"], "v").await;
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("the keyring: cannot connect to the session bus")
+            && err.contains("set [daemon] secrets = \"file\"")
+            && err.contains("-32025"),
+        "{err}"
+    );
+    // Bad input is refused the same way, and the daemon runs on.
+    let (code, _, err) = ctl_with_input(&d.socket, &["secret", "set", "a/b"], "v").await;
+    assert_ne!(code, 0);
+    assert!(err.contains("secret name \"a/b\" has '/'"), "{err}");
+    let (code, _, err) = ctl_with_input(&d.socket, &["secret", "set", "tok"], "").await;
+    assert_ne!(code, 0);
+    assert!(err.contains("no value given for secret tok"), "{err}");
+    d.wait_ready().await;
+}

@@ -103,17 +103,24 @@ fn gauges(out: &mut String, servers: &[crate::control_api::ServerStatus], agents
     }
 }
 
+/// How long `mcpd/status` waits for a Secret Service to say where new secrets go.
+const STORE_PROBE: std::time::Duration = std::time::Duration::from_millis(300);
+
 pub(super) fn status(req: Request, ctx: &AgentContext) -> Handled {
     let supervisor = ctx.supervisor.clone();
     let daemon = ctx.daemon.clone();
     later(req.id, |id| async move {
         // Where `mcpd ctl secret set` would store now: the configured store, or under
-        // "auto" whether a Secret Service answers (a bounded probe, usually at once).
+        // "auto" whether a Secret Service answers (at once, or it counts as absent).
         let store = async {
             match daemon.secrets.preferred() {
                 crate::secrets::Preferred::Auto => format!(
                     "{} ([daemon] secrets = \"auto\")",
-                    daemon.secrets.default_store().await.describe()
+                    daemon
+                        .secrets
+                        .default_store_within(STORE_PROBE)
+                        .await
+                        .describe()
                 ),
                 p => format!("{} ([daemon] secrets = \"{}\")", p.describe(), p.as_str()),
             }
