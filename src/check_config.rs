@@ -6,7 +6,12 @@ use std::path::{Path, PathBuf};
 
 /// Prints the report. `exists`: the config file is there (else the daemon would start
 /// with no servers and read it on `mcpd ctl reload`).
-pub fn report(config: &Config, socket: &Path, exists: bool) -> Result<(), OutputError> {
+pub fn report(
+    config: &Config,
+    socket: &Path,
+    exists: bool,
+    secrets: &Found,
+) -> Result<(), OutputError> {
     let mut out = Out::lock();
     match (&config.source, exists) {
         (Some(p), true) => writeln!(out, "{}: OK", p.display())?,
@@ -63,6 +68,13 @@ pub fn report(config: &Config, socket: &Path, exists: bool) -> Result<(), Output
         if let Some(why) = &s.unresolved {
             writeln!(out, "  warning: will not start: {why}")?;
         }
+        for name in &s.secrets {
+            match secrets.get(name) {
+                Some(Ok(store)) => writeln!(out, "  secret {name}: in {}", store.describe())?,
+                Some(Err(why)) => writeln!(out, "  warning: will not start: {why}")?,
+                None => {}
+            }
+        }
         if let Launch::Stdio(l) = &s.launch
             && let Some(warning) = command_warning(l, &path)
         {
@@ -70,6 +82,32 @@ pub fn report(config: &Config, socket: &Path, exists: bool) -> Result<(), Output
         }
     }
     out.flush()
+}
+
+/// Where each secret the servers refer to is, or why it cannot be found: by name, never
+/// a value.
+pub type Found = std::collections::BTreeMap<String, Result<crate::secrets::Store, String>>;
+
+/// Looks up every secret the config's servers refer to, as mcpd would at their start,
+/// from this process's view of the stores (its `$CREDENTIALS_DIRECTORY` and session bus,
+/// which a service's may differ from). Only where each is found is kept.
+pub async fn find_secrets(config: &Config) -> Found {
+    let mut names: Vec<&String> = config.servers.values().flat_map(|s| &s.secrets).collect();
+    names.sort();
+    names.dedup();
+    let mut found = Found::new();
+    if names.is_empty() {
+        return found;
+    }
+    let stores = crate::secrets::Secrets::new(
+        crate::supervisor::state_dir(config.daemon.state_dir.clone()).as_deref(),
+        config.daemon.secrets,
+    );
+    for name in names {
+        let at = stores.lookup(name).await.map(|(_, store)| store);
+        found.insert(name.clone(), at.map_err(|e| e.to_string()));
+    }
+    found
 }
 
 /// How the server is reached, on one line.

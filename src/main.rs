@@ -63,7 +63,7 @@ async fn dispatch(command: Command) -> ExitCode {
             mcpd::logging::init(log_level.as_deref(), "info");
             serve(paths).await
         }
-        Command::CheckConfig { paths } => check_config(paths),
+        Command::CheckConfig { paths } => check_config(paths).await,
         Command::Sentinel => mcpd::sentinel::run(),
         Command::Completions { shell } => completions(shell),
         Command::Man { dir } => man(dir.as_deref()),
@@ -270,14 +270,17 @@ async fn signals(shutdown: CancellationToken) -> std::convert::Infallible {
     std::process::exit(exit::RUNTIME.into());
 }
 
-fn check_config(paths: Paths) -> ExitCode {
+async fn check_config(paths: Paths) -> ExitCode {
     let config = match load_config(&paths) {
         Ok(c) => c,
         Err(e) => return fail(exit::CONFIG, &e),
     };
     let exists = config.source.as_ref().is_some_and(|p| p.exists());
     let socket = mcpd::paths::socket_path(paths.socket, config.daemon.socket.clone());
-    printed(mcpd::check_config::report(&config, &socket, exists))
+    let secrets = mcpd::check_config::find_secrets(&config).await;
+    printed(mcpd::check_config::report(
+        &config, &socket, exists, &secrets,
+    ))
 }
 
 fn completions(shell: clap_complete::Shell) -> ExitCode {

@@ -227,7 +227,6 @@ impl Secrets {
     }
 
     /// The value of `name` from the first store that has it, and that store.
-    #[allow(dead_code, reason = "TEMP until mcpd import uses it")]
     pub async fn lookup(&self, name: &str) -> Result<(SecretValue, Store), SecretError> {
         let name = checked(name)?;
         let mut keyring = KeyringOnce::default();
