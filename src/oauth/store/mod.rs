@@ -1,14 +1,24 @@
-//! The credential store: one file per server under `state_dir/credentials/` (directory 0700, files 0600), written atomically and synced before a rotated refresh token is used, read back at start so a restarted daemon needs no new login.
+//! The credential store: where one server's login is kept (`Place`: a file under `state_dir/credentials/`, or one item in the desktop keyring), written whole before a rotated refresh token is used, read back at start so a restarted daemon needs no new login.
+//!
+//! `[servers.NAME.oauth] store` picks the place. Either way a login is one unit written in
+//! one step: the file is written aside, synced and renamed (`file.rs`); the keyring item
+//! is replaced in one `CreateItem` call (`crate::secrets::CredentialItems`). A keyring
+//! that cannot be reached is an error, never a reason to write the file instead.
 
 use super::discovery::ServerMetadata;
 use super::registration::{AuthMethod, Client, Source};
-use crate::config::Secret;
+use crate::config::{CredentialStore, Secret};
+use crate::secrets::{CredentialItems, SecretError, SecretValue};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+mod file;
+#[cfg(test)]
+mod tests;
+
 /// What is kept of one server's login. Tokens are in plain text in a file only its owner
-/// can read (OAuth 2.1 §7.1); nothing else ever prints them.
+/// can read (OAuth 2.1 §7.1), or in the keyring; nothing else ever prints them.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Stored {
     /// The server's configured URL when it logged in: a login is used only for that URL.
@@ -85,95 +95,122 @@ pub fn from_epoch(secs: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(secs)
 }
 
-/// Where one server's credentials live.
+/// Where one server's credentials live in the file store.
 pub fn path(state_dir: &Path, server: &str) -> PathBuf {
     state_dir.join("credentials").join(format!("{server}.json"))
 }
 
-/// Reads a server's stored login; None when there is none or it cannot be read (then a
-/// new login is needed, which the status says).
-pub async fn load(file: PathBuf) -> Option<Stored> {
-    let text = tokio::fs::read(&file).await.ok()?;
-    match serde_json::from_slice(&text) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            tracing::warn!(path = %file.display(), "ignoring stored credentials that cannot be read: {e}");
-            None
+/// Where one server's login is kept.
+#[derive(Debug, Clone)]
+pub enum Place {
+    /// `state_dir/credentials/SERVER.json`.
+    File(PathBuf),
+    /// The item of `server` in the desktop keyring.
+    Keyring {
+        server: String,
+        items: CredentialItems,
+    },
+}
+
+impl Place {
+    /// Where `store` keeps `server`'s login: None for the file store without a state
+    /// directory (then a login lasts until mcpd stops).
+    pub fn of(state_dir: Option<&Path>, server: &str, store: CredentialStore) -> Option<Place> {
+        match store {
+            CredentialStore::File => state_dir.map(|d| Place::File(path(d, server))),
+            CredentialStore::Keyring => Some(Place::Keyring {
+                server: server.to_owned(),
+                items: CredentialItems::new(),
+            }),
+        }
+    }
+
+    pub fn is_keyring(&self) -> bool {
+        matches!(self, Place::Keyring { .. })
+    }
+}
+
+impl std::fmt::Display for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Place::File(p) => write!(f, "{}", p.display()),
+            Place::Keyring { server, .. } => write!(f, "the keyring (the item of {server:?})"),
         }
     }
 }
 
-/// Writes a server's login atomically and durably (the file and its directory are
-/// synced before this returns), on a blocking thread.
-pub async fn save(file: PathBuf, stored: &Stored) -> std::io::Result<()> {
-    let bytes = serde_json::to_vec_pretty(stored).map_err(std::io::Error::other)?;
-    crate::tasks::spawn_blocking(move || {
-        crate::private_file::write(&file, &bytes)?;
-        sync_dir(&file)
+/// Why a login could not be read, kept or removed, by cause.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Reading or writing the file failed.
+    #[error("{}: {source}", path.display())]
+    File {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// What is stored is no login mcpd can read (damaged, or from another program).
+    #[error("the stored login in {place} cannot be read: {why}")]
+    Unreadable { place: String, why: String },
+    /// The keyring cannot be reached, or failed (locked and not unlocked, no answer in
+    /// time). The message says what to do.
+    #[error(
+        "{0}; or keep logins in state_dir/credentials with [servers.NAME.oauth] store = \"file\""
+    )]
+    Keyring(SecretError),
+}
+
+/// Whether the place can be written now: the keyring answers and has a collection to
+/// write to. A login checks it before the browser is involved.
+pub async fn reachable(place: &Place) -> Result<(), StoreError> {
+    match place {
+        Place::File(_) => Ok(()),
+        Place::Keyring { items, .. } => items.answers().await.map_err(StoreError::Keyring),
+    }
+}
+
+/// Reads a server's stored login: None when there is none; an error when one may be
+/// there but cannot be read (then a new login is needed, and the status says why).
+pub async fn load(place: &Place) -> Result<Option<Stored>, StoreError> {
+    let parsed = match place {
+        Place::File(path) => match file::read(path).await? {
+            Some(bytes) => serde_json::from_slice(&bytes),
+            None => return Ok(None),
+        },
+        Place::Keyring { server, items } => match items.get(server).await {
+            Ok(Some(text)) => serde_json::from_str(text.expose()),
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(StoreError::Keyring(e)),
+        },
+    };
+    parsed.map(Some).map_err(|e| StoreError::Unreadable {
+        place: place.to_string(),
+        why: e.to_string(),
     })
-    .await
-    .map_err(std::io::Error::other)?
 }
 
-/// Forgets a server's login.
-pub async fn remove(file: PathBuf) -> std::io::Result<()> {
-    match tokio::fs::remove_file(&file).await {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
+/// Writes a server's login whole: a file atomically and durably (it and its directory
+/// synced before this returns), a keyring item in one call. Done when this returns.
+pub async fn save(place: &Place, stored: &Stored) -> Result<(), StoreError> {
+    let encode = |e: serde_json::Error| StoreError::Unreadable {
+        place: place.to_string(),
+        why: e.to_string(),
+    };
+    match place {
+        Place::File(path) => {
+            let bytes = serde_json::to_vec_pretty(stored).map_err(encode)?;
+            file::write(path, bytes).await
+        }
+        Place::Keyring { server, items } => {
+            let text = SecretValue::new(serde_json::to_string(stored).map_err(encode)?);
+            items.set(server, &text).await.map_err(StoreError::Keyring)
+        }
     }
 }
 
-/// Syncs the directory holding `file`, so its rename survives a crash.
-#[allow(clippy::disallowed_methods, reason = "called on a blocking thread")]
-fn sync_dir(file: &Path) -> std::io::Result<()> {
-    match file.parent() {
-        Some(dir) => std::fs::File::open(dir)?.sync_all(),
-        None => Ok(()),
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::disallowed_methods, reason = "tests may block")]
-mod tests {
-    use super::*;
-    use std::os::unix::fs::PermissionsExt;
-
-    #[tokio::test]
-    async fn a_login_is_kept_privately_and_read_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = path(dir.path(), "remote");
-        let stored = Stored {
-            server_url: "https://mcp.example.com/mcp".into(),
-            resource: "https://mcp.example.com/mcp".into(),
-            metadata: ServerMetadata {
-                issuer: "https://auth.example.com".into(),
-                ..ServerMetadata::default()
-            },
-            client: StoredClient {
-                client_id: "c".into(),
-                client_secret: None,
-                method: AuthMethod::None,
-                source: Source::Dynamic,
-                redirect_uri: None,
-            },
-            requested_scopes: vec!["mcp:basic".into()],
-            tokens: StoredTokens {
-                access_token: "a".into(),
-                expires_at: Some(epoch_secs(SystemTime::now()) + 60),
-                lifetime: Some(60),
-                refresh_token: Some("r".into()),
-                scope: Some("mcp:basic".into()),
-            },
-        };
-        save(file.clone(), &stored).await.unwrap();
-        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode(&file), 0o600);
-        assert_eq!(mode(file.parent().unwrap()), 0o700);
-        let back = load(file.clone()).await.unwrap();
-        assert_eq!(back.tokens.refresh_token.as_deref(), Some("r"));
-        assert_eq!(back.metadata.issuer, "https://auth.example.com");
-        remove(file.clone()).await.unwrap();
-        assert!(load(file.clone()).await.is_none());
-        remove(file).await.unwrap();
+/// Forgets a server's login; whether one was stored.
+pub async fn remove(place: &Place) -> Result<bool, StoreError> {
+    match place {
+        Place::File(path) => file::remove(path).await,
+        Place::Keyring { server, items } => items.remove(server).await.map_err(StoreError::Keyring),
     }
 }
