@@ -117,7 +117,10 @@ async fn a_login_kept_in_the_keyring_is_refreshed_there_and_survives_a_restart()
     assert_eq!(fx.handle().token_requests("refresh_token"), 1);
     let second = refresh_token(&kept(&bus, server).await.expect("still kept"));
     assert_ne!(first, second, "the keyring holds the rotated refresh token");
-    assert_eq!(fx.handle().valid_refresh_tokens(), [second.clone()]);
+    assert_eq!(
+        fx.handle().valid_refresh_tokens(),
+        std::slice::from_ref(&second)
+    );
 
     // A restarted daemon reads the login back from the keyring: no new login.
     d.restart_daemon().await;
