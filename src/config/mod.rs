@@ -24,7 +24,7 @@ pub use http::{HttpAuth, HttpListen};
 pub use naming::valid_server_name;
 pub use pin::PinMode;
 pub use project::{PROJECT, PROJECT_NAME, Share};
-pub use remote::{HttpLaunch, HttpTransport, OAuthConfig, Secret, display_url};
+pub use remote::{CredentialStore, HttpLaunch, HttpTransport, OAuthConfig, Secret, display_url};
 pub use sandbox::{Network, SandboxProfile};
 
 use raw::{RawFile, RawHealth, RawRestart, RawServer};

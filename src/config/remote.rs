@@ -94,6 +94,19 @@ pub struct OAuthConfig {
     pub redirect_port: Option<u16>,
     /// A client ID metadata document URL, used when the authorization server supports them.
     pub client_metadata_url: Option<String>,
+    /// Where the login (tokens, client, metadata) is kept across restarts.
+    pub store: CredentialStore,
+}
+
+/// `[servers.NAME.oauth] store`: where a server's login is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CredentialStore {
+    /// `state_dir/credentials/NAME.json`, 0600 (the default: it needs no desktop session).
+    #[default]
+    File,
+    /// One item in the desktop keyring, through the Secret Service on the session bus; a
+    /// keyring that cannot be reached is an error, never a fall back to the file.
+    Keyring,
 }
 
 /// The raw `[servers.NAME.oauth]` table, or `oauth = false`.
@@ -302,21 +315,16 @@ impl Validator<'_> {
                 "conflicts with bearer_token_env or an Authorization header; log in one way only",
             ));
         }
-        match table.store.as_deref() {
-            None | Some("file") => {}
-            Some("keyring") => {
-                return Err(self.err(
-                    format!("{okey}.store"),
-                    "\"keyring\" is not available in this build; use \"file\" (state_dir/credentials, mode 0600)",
-                ));
-            }
+        let store = match table.store.as_deref() {
+            None | Some("file") => CredentialStore::File,
+            Some("keyring") => CredentialStore::Keyring,
             Some(other) => {
                 return Err(self.err(
                     format!("{okey}.store"),
-                    format!("{other:?} is not a credential store; use \"file\""),
+                    format!("{other:?} is not a credential store; use \"file\" or \"keyring\""),
                 ));
             }
-        }
+        };
         if table
             .client_id
             .as_deref()
@@ -373,6 +381,7 @@ impl Validator<'_> {
             scopes: table.scopes,
             redirect_port: table.redirect_port,
             client_metadata_url: table.client_metadata_url,
+            store,
         }))
     }
 

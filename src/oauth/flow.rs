@@ -48,6 +48,9 @@ pub enum LoginError {
     LoggedOut,
     #[error("could not remove the stored login: {0}")]
     Store(String),
+    /// The configured store (the keyring) cannot keep a login: it was not used.
+    #[error("the login cannot be stored: {0}")]
+    NotStored(String),
     #[error("the login is not available: {0}")]
     Gone(#[from] crate::ask::AskError),
     #[error("{0}")]

@@ -1,4 +1,4 @@
-//! The desktop keyring through the freedesktop Secret Service (GNOME Keyring, KWallet, KeePassXC) on the session bus: one item per secret, with the attributes `{"application": "mcpd", "name": NAME}` and the label `mcpd: NAME`, created in the default collection; every call bounded in time.
+//! The desktop keyring through the freedesktop Secret Service (GNOME Keyring, KWallet, KeePassXC) on the session bus: one item per secret, with the attributes `{"application": "mcpd", "name": NAME}` and the label `mcpd: NAME`, created in the default collection (and the same for a server's OAuth login, keyed `credential`: `logins.rs`); every call bounded in time.
 //!
 //! Every call to the Secret Service has a deadline (`DEADLINE`; an unlock prompt, which
 //! waits for the person at the desktop, `UNLOCK_DEADLINE`): a bus or a service that stops
@@ -29,6 +29,8 @@ pub const PROBE_DEADLINE: Duration = Duration::from_secs(2);
 const APPLICATION: (&str, &str) = ("application", "mcpd");
 /// The attribute that holds a secret's name.
 const NAME: &str = "name";
+/// The attribute that holds the server whose OAuth login an item is (`logins.rs`).
+pub(super) const CREDENTIAL: &str = "credential";
 
 /// Which D-Bus bus to look for the Secret Service on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,31 +145,46 @@ async fn prompted(
     )))
 }
 
+/// The items one operation is about: mcpd's items with this one more attribute (a
+/// secret's `name`, a login's `credential`), and how its errors name them.
+pub(super) struct Key<'a> {
+    pub attribute: (&'a str, &'a str),
+    /// `secret "NAME"`, `the login of "SERVER"`: begins an error about a locked item.
+    pub what: String,
+}
+
+impl<'a> Key<'a> {
+    /// The item of the secret `name`.
+    pub(super) fn secret(name: &'a SecretName) -> Key<'a> {
+        Key {
+            attribute: (NAME, name.as_str()),
+            what: format!("secret {:?}", name.as_str()),
+        }
+    }
+}
+
 impl Open {
     /// Unlocks `items` if there are any, which may show the person at the desktop a
     /// prompt; the error says what to do when that does not happen.
-    async fn unlock(
-        &self,
-        items: &[&Item<'_>],
-        name: Option<&SecretName>,
-    ) -> Result<(), SecretError> {
+    async fn unlock(&self, items: &[&Item<'_>], key: Option<&Key<'_>>) -> Result<(), SecretError> {
         if items.is_empty() {
             return Ok(());
         }
-        let whose = match name {
-            Some(n) => format!("secret {:?} is in a locked keyring", n.as_str()),
+        let whose = match key {
+            Some(k) => format!("{} is in a locked keyring", k.what),
             None => "some of mcpd's secrets are in a locked keyring".to_owned(),
         };
         prompted(whose, self.service.unlock_all(items)).await
     }
-    /// The items holding `name` (or, without a name, every mcpd item).
+
+    /// The items of `key` (or, without one, every mcpd item).
     async fn search(
         &self,
-        name: Option<&SecretName>,
+        key: Option<&Key<'_>>,
     ) -> Result<SearchItemsResult<Item<'_>>, SecretError> {
         let mut attributes = HashMap::from([APPLICATION]);
-        if let Some(n) = name {
-            attributes.insert(NAME, n.as_str());
+        if let Some(k) = key {
+            attributes.insert(k.attribute.0, k.attribute.1);
         }
         timed(
             "searching the keyring",
@@ -177,46 +194,44 @@ impl Open {
         .await
     }
 
-    /// The items holding `name`, every one unlocked.
-    async fn unlocked(&self, name: &SecretName) -> Result<Vec<Item<'_>>, SecretError> {
-        let found = self.search(Some(name)).await?;
+    /// The items of `key`, every one unlocked.
+    async fn unlocked(&self, key: &Key<'_>) -> Result<Vec<Item<'_>>, SecretError> {
+        let found = self.search(Some(key)).await?;
         let locked: Vec<&Item<'_>> = found.locked.iter().collect();
-        self.unlock(&locked, Some(name)).await?;
+        self.unlock(&locked, Some(key)).await?;
         let mut items = found.unlocked;
         items.extend(found.locked);
         Ok(items)
     }
 
-    /// The value stored under `name`, None when the keyring has none. An unlocked item is
-    /// read as it is; only when every item of the name is locked is one unlocked.
-    pub(super) async fn get(&self, name: &SecretName) -> Result<Option<SecretValue>, SecretError> {
-        let found = self.search(Some(name)).await?;
+    /// The bytes stored under `key`, None when the keyring has no such item. An unlocked
+    /// item is read as it is; only when every item of the key is locked is one unlocked.
+    pub(super) async fn get_item(
+        &self,
+        key: &Key<'_>,
+    ) -> Result<Option<Zeroizing<Vec<u8>>>, SecretError> {
+        let found = self.search(Some(key)).await?;
         let item = match (found.unlocked.first(), found.locked.first()) {
             (Some(item), _) => item,
             (None, Some(item)) => {
-                self.unlock(&[item], Some(name)).await?;
+                self.unlock(&[item], Some(key)).await?;
                 item
             }
             (None, None) => return Ok(None),
         };
-        let bytes =
-            Zeroizing::new(timed("reading from the keyring", DEADLINE, item.get_secret()).await?);
-        match std::str::from_utf8(&bytes) {
-            Ok(text) => Ok(Some(SecretValue::new(text.to_owned()))),
-            Err(_) => Err(SecretError::Invalid(format!(
-                "secret {:?} in the keyring is not UTF-8 text (a secret mcpd passes on must be)",
-                name.as_str()
-            ))),
-        }
+        let bytes = timed("reading from the keyring", DEADLINE, item.get_secret()).await?;
+        Ok(Some(Zeroizing::new(bytes)))
     }
 
-    /// Stores `value` under `name` in the default collection, replacing what was there,
-    /// and removes any other item of that name (from another collection), so a lookup
-    /// finds this one.
-    pub(super) async fn set(
+    /// Stores `bytes` under `key` in the default collection as one item, replacing the
+    /// one there in the same call (`CreateItem` with `replace`), and then removes any
+    /// other item of the key (from another collection), so a lookup finds this one.
+    pub(super) async fn set_item(
         &self,
-        name: &SecretName,
-        value: &SecretValue,
+        key: &Key<'_>,
+        label: &str,
+        bytes: &[u8],
+        content_type: &str,
     ) -> Result<(), SecretError> {
         let collection =
             match tokio::time::timeout(DEADLINE, self.service.get_default_collection()).await {
@@ -239,21 +254,14 @@ impl Open {
             let whose = "the keyring's default collection is locked".to_owned();
             prompted(whose, collection.unlock()).await?;
         }
-        let label = format!("mcpd: {name}");
-        let attributes = HashMap::from([APPLICATION, (NAME, name.as_str())]);
+        let attributes = HashMap::from([APPLICATION, key.attribute]);
         let created = timed(
             "writing to the keyring",
             DEADLINE,
-            collection.create_item(
-                &label,
-                attributes,
-                value.expose().as_bytes(),
-                true,
-                "text/plain",
-            ),
+            collection.create_item(label, attributes, bytes, true, content_type),
         )
         .await?;
-        for item in self.unlocked(name).await? {
+        for item in self.unlocked(key).await? {
             if item.item_path != created.item_path {
                 timed(
                     "removing an older copy from the keyring",
@@ -266,17 +274,49 @@ impl Open {
         Ok(())
     }
 
-    /// Removes every item of `name`; whether there was one.
-    pub(super) async fn remove(&self, name: &SecretName) -> Result<bool, SecretError> {
-        let items = self.unlocked(name).await?;
+    /// Removes every item of `key`; whether there was one.
+    pub(super) async fn remove_item(&self, key: &Key<'_>) -> Result<bool, SecretError> {
+        let items = self.unlocked(key).await?;
         for item in &items {
             timed("removing from the keyring", DEADLINE, item.delete()).await?;
         }
         Ok(!items.is_empty())
     }
 
-    /// The names of every mcpd item. A locked item's attributes are read without unlocking
-    /// it where the Secret Service allows (GNOME Keyring does); the others are unlocked.
+    /// The value stored under `name`, None when the keyring has none.
+    pub(super) async fn get(&self, name: &SecretName) -> Result<Option<SecretValue>, SecretError> {
+        let Some(bytes) = self.get_item(&Key::secret(name)).await? else {
+            return Ok(None);
+        };
+        match std::str::from_utf8(&bytes) {
+            Ok(text) => Ok(Some(SecretValue::new(text.to_owned()))),
+            Err(_) => Err(SecretError::Invalid(format!(
+                "secret {:?} in the keyring is not UTF-8 text (a secret mcpd passes on must be)",
+                name.as_str()
+            ))),
+        }
+    }
+
+    /// Stores `value` under `name`, replacing what was there: one item of that name.
+    pub(super) async fn set(
+        &self,
+        name: &SecretName,
+        value: &SecretValue,
+    ) -> Result<(), SecretError> {
+        let label = format!("mcpd: {name}");
+        let bytes = value.expose().as_bytes();
+        self.set_item(&Key::secret(name), &label, bytes, "text/plain")
+            .await
+    }
+
+    /// Removes every item of `name`; whether there was one.
+    pub(super) async fn remove(&self, name: &SecretName) -> Result<bool, SecretError> {
+        self.remove_item(&Key::secret(name)).await
+    }
+
+    /// The names of every mcpd secret (never a login's item). A locked item's attributes
+    /// are read without unlocking it where the Secret Service allows (GNOME Keyring
+    /// does); the others are unlocked.
     pub(super) async fn list(&self) -> Result<Vec<String>, SecretError> {
         let found = self.search(None).await?;
         let mut names = Vec::new();
@@ -309,8 +349,12 @@ impl Open {
     }
 }
 
-/// The secret name an item's attributes hold, if it is one.
+/// The secret name an item's attributes hold, if it is one. A login's item (it has a
+/// `credential` attribute, and never a `name`) is no secret, whatever else it carries.
 fn valid_name(attributes: &HashMap<String, String>) -> Option<String> {
+    if attributes.contains_key(CREDENTIAL) {
+        return None;
+    }
     attributes
         .get(NAME)
         .filter(|n| SecretName::new(n).is_ok())

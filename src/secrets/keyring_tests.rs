@@ -12,6 +12,8 @@
 
 use super::*;
 use secret_service::{EncryptionType, SecretService};
+
+mod logins;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 

@@ -38,6 +38,11 @@
 //! - [`Secrets::default_store`]`()` → `Keyring` when a Secret Service with a default
 //!   collection answers within 2 s, else `File`.
 //!
+//! Remote servers' OAuth logins (`[servers.NAME.oauth] store = "keyring"`) are items of
+//! their own ([`CredentialItems`]: `get`, `set`, `remove` of one server's login, keyed by
+//! a `credential` attribute where a secret has its `name`): no lookup or listing of
+//! secrets ever sees one, and no login is ever a secret.
+//!
 //! Every keyring call is bounded (5 s; an unlock prompt 30 s); a keyring that cannot be
 //! reached is passed over by lookups, listings and removals, and is an error for `set`
 //! only when it is the configured store. Errors ([`SecretError`]) name secrets and files,
@@ -56,12 +61,14 @@ mod file;
 mod keyring;
 #[cfg(test)]
 mod keyring_tests;
+mod logins;
 mod reference;
 #[cfg(test)]
 mod tests;
 mod value;
 
 pub use keyring::Bus;
+pub use logins::CredentialItems;
 pub use reference::{references, substitute};
 pub use value::{SecretName, SecretValue};
 

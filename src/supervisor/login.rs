@@ -31,11 +31,9 @@ impl Supervisor {
             oauth,
             http,
         });
-        let file = self
-            .state_dir
-            .as_ref()
-            .map(|d| crate::oauth::store::path(d, &cfg.name));
-        if file.is_none() {
+        let place =
+            crate::oauth::store::Place::of(self.state_dir.as_deref(), &cfg.name, setup.oauth.store);
+        if place.is_none() {
             tracing::warn!(upstream = %cfg.name, "no state_dir (nor HOME): a login lasts until mcpd stops");
         }
         let events = self.events_tx.clone();
@@ -50,7 +48,7 @@ impl Supervisor {
                     .await;
             });
         });
-        Some(CredentialHandle::spawn(setup, file, notify))
+        Some(CredentialHandle::spawn(setup, place, notify))
     }
 
     /// A login ended well (start the server if it waited for it) or was logged out

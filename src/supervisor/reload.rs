@@ -142,6 +142,11 @@ impl Supervisor {
                 self.registry.forget_server(&key);
                 self.catalog_cache.forget(&key);
                 self.eras.forget(&key);
+                // Its stored login (file or keyring item) goes too, by its owner, after
+                // any write it has begun; instances share the server's login.
+                if let Some(login) = &slot.login {
+                    login.forget();
+                }
             }
             slot.removing = true;
             slot.retry_at = None;

@@ -43,6 +43,7 @@ mod interop_http_serve;
 mod interop_pins;
 mod interop_projects;
 mod interop_sandbox;
+mod keyring_oauth;
 mod keyring_secrets;
 mod naming;
 mod oauth;

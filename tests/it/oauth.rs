@@ -56,7 +56,7 @@ async fn authorize(url: &str) -> String {
 }
 
 /// The whole login through the loopback listener: exit 0, and the page says so.
-async fn log_in(d: &Daemon, name: &str) {
+pub(crate) async fn log_in(d: &Daemon, name: &str) {
     let (child, url) = start_login(d, name, &[]).await;
     let location = authorize(&url).await;
     assert!(

@@ -77,7 +77,10 @@ async fn a_missing_secret_stops_its_server_alone_until_ctl_secret_set_gives_it()
     let config = d.config.to_string_lossy().into_owned();
     let (code, out, _) = run_mcpd(&["check-config", "--config", &config], None).await;
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("warning: will not start: secret \"api-token\" is not set"), "{out}");
+    assert!(
+        out.contains("warning: will not start: secret \"api-token\" is not set"),
+        "{out}"
+    );
 
     let value = "s3cr3t-from-stdin";
     let (code, out, err) = ctl_with_input(
@@ -98,7 +101,10 @@ async fn a_missing_secret_stops_its_server_alone_until_ctl_secret_set_gives_it()
     .await;
     assert_eq!(server_env(&d, "s").await["TOKEN"], format!("pre-{value}"));
     let (_, out, _) = run_mcpd(&["check-config", "--config", &config], None).await;
-    assert!(out.contains("secret api-token: in mcpd's file store"), "{out}");
+    assert!(
+        out.contains("secret api-token: in mcpd's file store"),
+        "{out}"
+    );
 
     // Kept privately, by name, in the state directory.
     let file = d.dir().join("state/secrets/api-token.json");

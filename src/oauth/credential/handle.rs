@@ -5,8 +5,8 @@ use crate::config::Secret;
 use crate::control_api::{AuthState, AuthView};
 use crate::oauth::challenge::Bearer;
 use crate::oauth::flow::{LoginError, Setup};
+use crate::oauth::store::Place;
 use reqwest::Url;
-use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -46,6 +46,8 @@ pub(super) enum Msg {
     },
     /// The server refused a token that was just renewed: the login is over.
     Spent { token: Arc<Secret>, why: String },
+    /// The server left the config: remove its stored login and store nothing again.
+    Forget,
 }
 
 /// The cloneable way to a server's login.
@@ -65,10 +67,11 @@ impl std::fmt::Debug for CredentialHandle {
 }
 
 impl CredentialHandle {
-    /// Starts the owner of a server's login, which reads `file` (the stored login, if
+    /// Starts the owner of a server's login, which reads `place` (the stored login, if
     /// any) first and writes every change to it.
-    /// Without a file (no state directory), a login lasts until mcpd stops.
-    pub fn spawn(setup: Arc<Setup>, file: Option<PathBuf>, notify: Notify) -> CredentialHandle {
+    /// Without a place (the file store and no state directory), a login lasts until mcpd
+    /// stops.
+    pub fn spawn(setup: Arc<Setup>, place: Option<Place>, notify: Notify) -> CredentialHandle {
         let (tx, rx) = mpsc::channel(64);
         let (token_tx, token) = watch::channel(None);
         let (view_tx, view) = watch::channel(AuthView {
@@ -81,7 +84,8 @@ impl CredentialHandle {
         let (loaded_tx, loaded) = watch::channel(false);
         let actor = Credential {
             setup,
-            file,
+            place,
+            unread: None,
             notify,
             rx,
             stored: None,
@@ -194,6 +198,17 @@ impl CredentialHandle {
             Ok(Err(_)) => Err(crate::ask::AskError::Gone.into()),
             Err(_) => Err(crate::ask::AskError::Timeout(LOGIN_TIMEOUT + ASK_TIMEOUT).into()),
         }
+    }
+
+    /// The server is no longer configured: its stored login (file or keyring item) is
+    /// removed, after any write the owner has begun, and none is written again. Returns
+    /// at once; the owner logs what it removed.
+    pub fn forget(&self) {
+        let tx = self.tx.clone();
+        crate::tasks::spawn(async move {
+            // If the owner is gone, the daemon is stopping; the login stays stored.
+            let _ = tx.send(Msg::Forget).await;
+        });
     }
 
     /// Forgets the login (revoking its tokens where the server offers revocation).

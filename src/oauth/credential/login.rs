@@ -6,7 +6,7 @@ use super::{
 use crate::config::Secret;
 use crate::oauth::authorize::{self, TokenError, Tokens};
 use crate::oauth::flow::{self, LoginError, Prepared};
-use crate::oauth::store::{self, Stored, StoredClient, StoredTokens};
+use crate::oauth::store::{self, Place, Stored, StoredClient, StoredTokens};
 use futures::FutureExt;
 use reqwest::Url;
 use std::sync::Arc;
@@ -43,13 +43,24 @@ impl Credential {
             }
         }
         tracing::info!(upstream = %self.setup.server, "starting a login");
+        let prepare = flow::prepare(
+            self.setup.clone(),
+            self.challenge.clone(),
+            wanted,
+            self.registered.clone(),
+        );
+        // A keyring that cannot take the login is found out before the browser is
+        // involved; the login never falls back to a file.
+        let place = self.place.clone();
         self.preparing = Some(
-            flow::prepare(
-                self.setup.clone(),
-                self.challenge.clone(),
-                wanted,
-                self.registered.clone(),
-            )
+            async move {
+                if let Some(place) = &place {
+                    store::reachable(place)
+                        .await
+                        .map_err(|e| LoginError::NotStored(e.to_string()))?;
+                }
+                prepare.await
+            }
             .boxed(),
         );
     }
@@ -80,6 +91,10 @@ impl Credential {
             }
             Err(e) => {
                 tracing::warn!(upstream = %self.setup.server, "the login could not start: {e}");
+                if matches!(e, LoginError::NotStored(_)) && self.stored.is_none() {
+                    self.view
+                        .send_modify(|v| v.state = AuthState::NeedsLogin(e.to_string()));
+                }
                 for s in self.starters.drain(..) {
                     let _ = s.send(Err(e.clone())); // the caller may have gone
                 }
@@ -160,10 +175,14 @@ impl Credential {
                     requested_scopes: ex.pending.scopes.clone(),
                     tokens: kept,
                 };
-                if let Some(file) = &self.file
-                    && let Err(e) = store::save(file.clone(), &stored).await
-                {
-                    tracing::warn!(path = %file.display(), "could not store the login (it works until mcpd restarts): {e}");
+                if let Err(e) = keep(self.place.as_ref(), &self.setup.server, &stored).await {
+                    self.refuse_unkept(stored, &e);
+                    let _ = ex.respond_to.send(Err(e.clone())); // the browser may have gone
+                    ex.listening.cancel();
+                    for f in self.finishers.drain(..) {
+                        let _ = f.send(Err(e.clone())); // the caller may have gone
+                    }
+                    return;
                 }
                 tracing::info!(upstream = %self.setup.server, issuer = %stored.metadata.issuer, "logged in");
                 self.registered = Some((stored.metadata.issuer.clone(), stored.client.clone()));
@@ -210,6 +229,43 @@ impl Credential {
         }
     }
 
+    /// A new login the keyring would not take: its tokens are revoked, not used, and the
+    /// status says why (the login in force before, if any, stays).
+    fn refuse_unkept(&mut self, unkept: Stored, why: &LoginError) {
+        tracing::warn!(upstream = %self.setup.server, "the login failed: {why}");
+        if self.stored.is_none() {
+            let why = why.to_string();
+            self.view
+                .send_modify(|v| v.state = AuthState::NeedsLogin(why));
+        }
+        let http = self.setup.http.clone();
+        let server = self.setup.server.clone();
+        crate::tasks::spawn(async move {
+            let what = revoke(&http, &unkept).await;
+            tracing::debug!(upstream = %server, "the login that could not be stored: {what}");
+        });
+    }
+
+    /// The server left the config: its stored login is removed, and nothing is stored
+    /// for it again (a connection still stopping keeps its tokens in memory until then).
+    pub(super) fn forget(&mut self) {
+        let Some(place) = self.place.take() else {
+            return;
+        };
+        let server = self.setup.server.clone();
+        crate::tasks::spawn(async move {
+            match store::remove(&place).await {
+                Ok(true) => {
+                    tracing::info!(upstream = %server, "removed the stored login of {server} (no longer configured)");
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(upstream = %server, "could not remove the stored login of {server} (no longer configured): {e}");
+                }
+            }
+        });
+    }
+
     pub(super) fn logout(&mut self, respond_to: oneshot::Sender<Result<String, LoginError>>) {
         if let Some(p) = self.pending.take() {
             p.listening.cancel();
@@ -232,12 +288,12 @@ impl Credential {
             let _ = w.send(Err(NoToken("logged out".into()))); // the caller may have gone
         }
         (self.notify)(false);
-        let file = self.file.clone();
+        let place = self.place.clone();
         let http = self.setup.http.clone();
         let server = self.setup.server.clone();
         crate::tasks::spawn(async move {
-            let removed = match file {
-                Some(f) => store::remove(f).await,
+            let removed = match &place {
+                Some(p) => store::remove(p).await.map(|_| ()),
                 None => Ok(()),
             };
             let revoked = match &stored {
@@ -251,6 +307,23 @@ impl Credential {
             };
             let _ = respond_to.send(answer); // the caller may have gone
         });
+    }
+}
+
+/// Stores a new login. A file that cannot be written costs the login at the next restart
+/// only (it is logged); a keyring that cannot take it fails the login, so no token is
+/// held that the configured store does not have.
+async fn keep(place: Option<&Place>, server: &str, stored: &Stored) -> Result<(), LoginError> {
+    let Some(place) = place else {
+        return Ok(());
+    };
+    match store::save(place, stored).await {
+        Ok(()) => Ok(()),
+        Err(e) if place.is_keyring() => Err(LoginError::NotStored(e.to_string())),
+        Err(e) => {
+            tracing::warn!(upstream = %server, "could not store the login (it works until mcpd restarts): {e}");
+            Ok(())
+        }
     }
 }
 

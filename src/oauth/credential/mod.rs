@@ -3,12 +3,11 @@
 use super::authorize::{self, PendingAuthorization, TokenError, Tokens};
 use super::challenge::Bearer;
 use super::flow::{Arrived, LoginError, Prepared, Setup};
-use super::store::{self, Stored, StoredClient, StoredTokens};
+use super::store::{self, Place, Stored, StoredClient, StoredTokens};
 use crate::config::Secret;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use reqwest::Url;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -57,7 +56,12 @@ struct Exchange {
 
 struct Credential {
     setup: Arc<Setup>,
-    file: Option<PathBuf>,
+    /// Where the login is kept; None without one (no state directory for the file
+    /// store), and after the server left the config (nothing is written again).
+    place: Option<Place>,
+    /// Why the stored login could not be read at start (a keyring that cannot be
+    /// reached, a damaged file): said when the server asks for a login.
+    unread: Option<String>,
     notify: Notify,
     rx: mpsc::Receiver<Msg>,
     stored: Option<Stored>,
@@ -125,13 +129,20 @@ impl Credential {
         }
     }
 
-    /// Reads the stored login, if it is this server's.
+    /// Reads the stored login, if it is this server's. One that cannot be read counts as
+    /// none, and the reason is kept for the status.
     async fn load(&mut self) {
-        let Some(file) = self.file.clone() else {
+        let Some(place) = self.place.clone() else {
             return;
         };
-        let Some(stored) = store::load(file).await else {
-            return;
+        let stored = match store::load(&place).await {
+            Ok(Some(stored)) => stored,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(upstream = %self.setup.server, "the stored login cannot be used; a new login is needed: {e}");
+                self.unread = Some(format!("the stored login cannot be used: {e}"));
+                return;
+            }
         };
         if stored.server_url != self.setup.url.as_str() {
             tracing::info!(upstream = %self.setup.server, "the stored login is for another URL; a new login is needed");
@@ -198,6 +209,7 @@ impl Credential {
                 }
             }
             Msg::Logout { respond_to } => self.logout(respond_to),
+            Msg::Forget => self.forget(),
             Msg::Spent { token, why } => {
                 let current = self.token.borrow().clone();
                 if current.is_some_and(|c| c.expose() == token.expose()) {
@@ -238,8 +250,9 @@ impl Credential {
         respond_to: oneshot::Sender<Result<Arc<Secret>, NoToken>>,
     ) {
         if self.stored.is_none() {
-            let why = match &self.view.borrow().state {
-                AuthState::NeedsLogin(why) => why.clone(),
+            let why = match (&self.view.borrow().state, &self.unread) {
+                (AuthState::NeedsLogin(why), _) => why.clone(),
+                (_, Some(unread)) => format!("the server asks for a login, and {unread}"),
                 _ => "the server asks for a login".to_owned(),
             };
             if matches!(self.view.borrow().state, AuthState::None) {
@@ -312,12 +325,14 @@ impl Credential {
             Ok(tokens) => {
                 apply(&mut stored.tokens, &tokens);
                 self.expires = tokens.expires_at;
-                // Stored (and synced) before anything uses the new tokens: a crash now
-                // must not leave only the spent refresh token on disk.
-                if let Some(file) = &self.file
-                    && let Err(e) = store::save(file.clone(), stored).await
+                // Stored (the file synced, the keyring item replaced) before anything
+                // uses the new tokens: a crash now must not leave only the spent
+                // refresh token kept. If it cannot be, the tokens still work until mcpd
+                // stops; the old refresh token is spent either way.
+                if let Some(place) = &self.place
+                    && let Err(e) = store::save(place, stored).await
                 {
-                    tracing::warn!(path = %file.display(), "could not store refreshed credentials: {e}");
+                    tracing::warn!(upstream = %self.setup.server, "could not store the refreshed login (it works until mcpd restarts): {e}");
                 }
                 tracing::debug!(upstream = %self.setup.server, "refreshed the access token");
                 let access = Arc::new(tokens.access);
@@ -343,10 +358,11 @@ impl Credential {
     fn needs_login(&mut self, why: String) {
         tracing::warn!(upstream = %self.setup.server, "the login ended: {why}; run `mcpd ctl login {}`", self.setup.server);
         self.stored = None;
-        if let Some(file) = self.file.clone() {
+        if let Some(place) = self.place.clone() {
+            let server = self.setup.server.clone();
             crate::tasks::spawn(async move {
-                if let Err(e) = store::remove(file.clone()).await {
-                    tracing::warn!(path = %file.display(), "could not remove the spent credentials: {e}");
+                if let Err(e) = store::remove(&place).await {
+                    tracing::warn!(upstream = %server, "could not remove the spent login: {e}");
                 }
             });
         }

@@ -7,6 +7,7 @@ use crate::oauth::registration::{AuthMethod, Source};
 use crate::oauth::store::StoredClient;
 use axum::{Form, Json, Router, http::StatusCode, response::IntoResponse, routing::post};
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Mutex;
 
 /// A token endpoint with rotating refresh tokens: the current one works once; any
@@ -84,16 +85,22 @@ fn http() -> reqwest::Client {
 
 /// A credential whose store holds `stored`, as after a login.
 async fn spawn(stored: Stored, file: PathBuf) -> CredentialHandle {
-    store::save(file.clone(), &stored).await.unwrap();
+    let place = Place::File(file);
+    store::save(&place, &stored).await.unwrap();
+    let cred = spawn_at(Some(place));
+    assert!(cred.current().await.is_some(), "the stored login is used");
+    cred
+}
+
+/// A credential kept at `place`, whatever it holds.
+fn spawn_at(place: Option<Place>) -> CredentialHandle {
     let setup = Arc::new(Setup {
         server: "x".into(),
         url: Url::parse(SERVER).unwrap(),
         oauth: crate::config::OAuthConfig::default(),
         http: http(),
     });
-    let cred = CredentialHandle::spawn(setup, Some(file), Box::new(|_| {}));
-    assert!(cred.current().await.is_some(), "the stored login is used");
-    cred
+    CredentialHandle::spawn(setup, place, Box::new(|_| {}))
 }
 
 #[tokio::test]
@@ -119,7 +126,7 @@ async fn many_refused_callers_share_one_refresh_and_the_rotated_token_is_stored_
         assert_eq!(c.await.unwrap().unwrap().expose(), "a1");
     }
     assert_eq!(endpoint.lock().unwrap().refreshes, 1, "one refresh for all");
-    let kept = store::load(file).await.unwrap();
+    let kept = store::load(&Place::File(file)).await.unwrap().unwrap();
     assert_eq!(kept.tokens.refresh_token.as_deref(), Some("r1"));
     assert_eq!(cred.token().unwrap().expose(), "a1");
     // A caller still holding the old token gets the new one without a refresh.
@@ -178,4 +185,47 @@ async fn tokens_are_refreshed_ahead_of_expiry_and_a_refused_grant_needs_a_login(
         refreshes,
         "no retry storm"
     );
+}
+
+#[tokio::test]
+async fn a_forgotten_login_is_removed_and_never_stored_again() {
+    let endpoint = Arc::new(Mutex::new(Endpoint {
+        current: "r0".into(),
+        lifetime: 3600,
+        ..Endpoint::default()
+    }));
+    let url = serve(endpoint.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("credentials/x.json");
+    let cred = spawn(stored(url, 3600), file.clone()).await;
+    cred.forget();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while file.exists() {
+        assert!(std::time::Instant::now() < deadline, "the file stays");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // A connection still stopping may refresh: the tokens work, and no file comes back.
+    let old = cred.token().unwrap();
+    assert_eq!(cred.refused(Some(old), None).await.unwrap().expose(), "a1");
+    assert!(!file.exists());
+}
+
+#[tokio::test]
+async fn a_keyring_that_cannot_be_reached_means_a_login_is_needed_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let bus = format!("unix:path={}", dir.path().join("no-bus").display());
+    let place = Place::Keyring {
+        server: "x".into(),
+        items: crate::secrets::CredentialItems::with_bus(crate::secrets::Bus::Address(bus)),
+    };
+    let cred = spawn_at(Some(place));
+    assert!(cred.current().await.is_none());
+    let NoToken(why) = cred.refused(None, None).await.unwrap_err();
+    assert!(why.contains("the stored login cannot be used"), "{why}");
+    assert!(why.contains("session bus"), "{why}");
+    assert_eq!(cred.needs_login(), Some(why));
+    // A login fails before any browser is involved, and never writes a file.
+    let e = cred.login().await.unwrap_err();
+    assert!(matches!(e, LoginError::NotStored(_)), "{e:?}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
