@@ -266,16 +266,22 @@ pub(super) async fn store(
 ) -> Result<Vec<String>, ImportError> {
     let mut lines = Vec::new();
     let mut stored: Vec<(&str, Store)> = Vec::new();
+    let mut into = None;
     for server in servers {
         for m in &server.moves {
             let what = format!("[servers.{}] {}", server.name, m.place.describe());
             let store = match m.fate {
                 Fate::Store => {
+                    let s = match into {
+                        Some(s) => s,
+                        None => *into.insert(target.store().await),
+                    };
                     let store = target.secrets.set(&m.name, &m.value).await.map_err(|source| {
                         ImportError::Secret {
                             message: format!(
-                                "cannot store secret {:?} (for {what}), so the config was not written",
-                                m.name
+                                "cannot store secret {:?} (for {what}) in {}, so the config was not written",
+                                m.name,
+                                describe(s)
                             ),
                             source,
                         }
@@ -289,7 +295,16 @@ pub(super) async fn store(
                     None => continue,
                 },
             };
-            lines.push(format!("{what}: secret {} in {}", m.name, describe(store)));
+            let again = if matches!(m.fate, Fate::Reuse(_)) {
+                " (already there with the same value)"
+            } else {
+                ""
+            };
+            lines.push(format!(
+                "{what}: secret {} in {}{again}",
+                m.name,
+                describe(store)
+            ));
         }
     }
     Ok(lines)
