@@ -201,3 +201,55 @@ fn is_mcpd(command: &str) -> bool {
     let this = std::env::current_exe().ok().and_then(|p| canonical(&p));
     this.is_some() && canonical(path) == this
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::store;
+    use super::*;
+    use serde_json::json;
+
+    fn entry(def: Value) -> Entry {
+        Entry {
+            source: "test.json".into(),
+            original: "gh".into(),
+            dialect: Dialect::Json,
+            def: def.as_object().cloned().unwrap_or_default(),
+        }
+    }
+
+    #[test]
+    fn literal_secrets_become_references_and_their_values_appear_nowhere_in_the_table() {
+        let canary = "ghp_CANARY0123456789abcdef";
+        let mut notes = Notes::default();
+        let remote = entry(json!({"url": "https://x.example/mcp", "headers": {
+            "Authorization": format!("Bearer {canary}"), "X-Team": "acme", "X-Ref": "${TEAM}"}}));
+        let t = convert(&remote, "gh", &mut notes).unwrap();
+        let text = toml::to_string(&t).unwrap();
+        assert!(!text.contains(canary), "{text}");
+        assert_eq!(
+            t["headers"]["Authorization"].as_str(),
+            Some("Bearer ${secret:gh-Authorization}")
+        );
+        assert_eq!(t["headers"]["X-Team"].as_str(), Some("acme"));
+        assert_eq!(t["headers"]["X-Ref"].as_str(), Some("${TEAM}"));
+
+        let local = entry(json!({"command": "srv", "env": {
+            "GITHUB_TOKEN": canary, "LOG_LEVEL": "debug"}}));
+        let t = convert(&local, "gh", &mut notes).unwrap();
+        let text = toml::to_string(&t).unwrap();
+        assert!(!text.contains(canary), "{text}");
+        assert_eq!(
+            t["env"]["GITHUB_TOKEN"].as_str(),
+            Some("${secret:gh-GITHUB_TOKEN}")
+        );
+        assert_eq!(t["env"]["LOG_LEVEL"].as_str(), Some("debug"));
+        let places: Vec<&store::Place> = notes.moves.iter().map(|m| &m.place).collect();
+        assert_eq!(
+            places,
+            [
+                &store::Place::Header("Authorization".into()),
+                &store::Place::Env("GITHUB_TOKEN".into())
+            ]
+        );
+    }
+}
