@@ -77,7 +77,7 @@ async fn dispatch(command: Command) -> ExitCode {
                 config,
                 dry_run,
             };
-            match mcpd::import::run(&opts) {
+            match mcpd::import::run(&opts).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(mcpd::import::ImportError::Output(e)) => printed(Err(e)),
                 Err(e) => fail(e.exit_code(), &e),

@@ -1,4 +1,4 @@
-//! Where the socket and the config file live when the command line does not say, and where `connect` and `ctl` look for a running daemon.
+//! Where the socket, the config file and the state directory live when the command line or the config does not say, and where `connect` and `ctl` look for a running daemon.
 
 use std::path::PathBuf;
 
@@ -106,4 +106,19 @@ pub fn config_path(explicit: Option<PathBuf>) -> Option<(PathBuf, bool)> {
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
     Some((base.join("mcpd").join("mcpd.toml"), false))
+}
+
+/// The state directory: the config's `daemon.state_dir`, else `$XDG_STATE_HOME/mcpd`,
+/// else `~/.local/state/mcpd`; None without any of them. The same rule as the daemon's
+/// (`supervisor::eras::state_dir`), for commands that find its files without it
+/// (`mcpd import`, storing secrets in its file store).
+pub fn state_dir(configured: Option<PathBuf>) -> Option<PathBuf> {
+    if configured.is_some() {
+        return configured;
+    }
+    std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .map(|d| d.join("mcpd"))
 }

@@ -2,6 +2,7 @@
 
 use super::notes::Notes;
 use super::policy::{duration, number, tools_table};
+use super::store::{Move, Place};
 use super::values::{is_var_name, strings};
 use super::{Dialect, Entry, ImportError};
 use serde_json::{Map, Value};
@@ -146,10 +147,7 @@ pub(super) fn extra(
         bearer(def, t, name, what, notes);
     }
     if def.contains_key("bearer_token") {
-        notes.warn(format!(
-            "{what}: bearer_token not copied (Codex refuses it too): put the token in a variable of mcpd's \
-             environment and set bearer_token_env in [servers.{name}]"
-        ));
+        literal_bearer(def, t, name, what, notes);
     }
     timeouts(def, t, what, notes);
     let allow = def.get("enabled_tools").map(|v| ("enabled_tools", v));
@@ -259,6 +257,49 @@ fn bearer(
     }
     notes.need(name, var, "bearer token");
     t.insert("bearer_token_env".into(), var.into());
+}
+
+/// A literal `bearer_token` (which Codex itself refuses now) as mcpd's `bearer_token =
+/// "${secret:NAME}"`, its value noted to be moved into the secret store; not when the
+/// token is given another way too.
+fn literal_bearer(
+    def: &Map<String, Value>,
+    t: &mut toml::Table,
+    name: &str,
+    what: &str,
+    notes: &mut Notes,
+) {
+    let token = def
+        .get("bearer_token")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
+    let auth_header = t
+        .get("headers")
+        .and_then(toml::Value::as_table)
+        .is_some_and(|h| h.keys().any(|k| k.eq_ignore_ascii_case("authorization")));
+    let why_not = if !t.contains_key("url") {
+        Some("it applies to remote servers only")
+    } else if token.is_none() {
+        Some("it is not a token (a non-empty string)")
+    } else if auth_header || t.contains_key("bearer_token_env") {
+        Some("the token is also given another way, and mcpd takes it one way only")
+    } else {
+        None
+    };
+    let (Some(token), None) = (token, why_not) else {
+        let why = why_not.unwrap_or_default();
+        notes.warn(format!("{what}: bearer_token not copied: {why}"));
+        return;
+    };
+    if t.remove("oauth").is_some() {
+        notes.warn(format!(
+            "{what}: its OAuth settings were not copied: a bearer token turns mcpd's OAuth login off"
+        ));
+    }
+    let m = Move::new(name, Place::Bearer, "", token);
+    t.insert("bearer_token".into(), m.reference().into());
+    notes.moves.push(m);
 }
 
 /// `startup_timeout_sec` (or `_ms`) as `[servers.NAME.health] startup_timeout`, and

@@ -1,8 +1,10 @@
-//! One client entry to the body of a `[servers.NAME]` table: a remote server's url, transport, headers and OAuth client, or a local server's command, args, env and cwd; then the keys only Gemini CLI or Codex have.
+//! One client entry to the body of a `[servers.NAME]` table: a remote server's url, transport, headers and OAuth client, or a local server's command, args, env and cwd; then the keys only Gemini CLI or Codex have. Literal secrets in headers and env become `${secret:NAME}` references, their values noted to be moved into the secret store.
 
 use super::notes::Notes;
 use super::oauth::{OAUTH_FIELDS, oauth_table};
-use super::values::{Ref, has_reference, imported_var, reference, strings, vars_in};
+use super::secret_like::secret_part;
+use super::store::{Move, Place};
+use super::values::{Ref, has_reference, reference, strings, vars_in};
 use super::{Dialect, Entry, codex, gemini};
 use serde_json::Value;
 use std::path::Path;
@@ -50,11 +52,16 @@ fn remote(entry: &Entry, url: &str, name: &str, what: &str, notes: &mut Notes) -
     let mut headers = toml::Table::new();
     for (key, value) in strings(def.get("headers"), what, "headers", notes) {
         match reference(&value, entry.dialect) {
-            Ref::Literal => {
-                let var = imported_var(name, &key);
-                notes.need(name, &var, format!("header {key}"));
-                headers.insert(key, format!("${{{var}}}").into());
-            }
+            Ref::Literal => match secret_part(&key, &value) {
+                Some((prefix, secret)) => {
+                    let m = Move::new(name, Place::Header(key.clone()), prefix, secret);
+                    headers.insert(key, m.reference().into());
+                    notes.moves.push(m);
+                }
+                None => {
+                    headers.insert(key, value.into());
+                }
+            },
             Ref::Vars(v) => {
                 for var in vars_in(&v) {
                     notes.need(name, &var, format!("header {key}"));
@@ -136,7 +143,6 @@ fn local(
     }
     let env = local_env(entry, name, what, notes);
     if !env.is_empty() {
-        notes.literal_env.push(name.to_owned());
         t.insert("env".into(), env.into());
     }
     if let Some(cwd) = def.get("cwd").and_then(Value::as_str) {
@@ -149,11 +155,13 @@ fn local(
     Some(t)
 }
 
-/// A local server's literal env values. One that refers to a variable is left out: mcpd
-/// does not expand variables there, and the server inherits mcpd's environment, so the
-/// user is told to set the key there.
+/// A local server's literal env values: a secret as a `${secret:NAME}` reference (its
+/// value noted to be moved), anything else as it is. One that refers to a variable is
+/// left out: mcpd does not expand variables there, and the server inherits mcpd's
+/// environment, so the user is told to set the key there.
 fn local_env(entry: &Entry, name: &str, what: &str, notes: &mut Notes) -> toml::Table {
     let mut env = toml::Table::new();
+    let mut copied = false;
     for (key, value) in strings(entry.def.get("env"), what, "env", notes) {
         if has_reference(&value, entry.dialect) {
             notes.warn(format!(
@@ -167,7 +175,17 @@ fn local_env(entry: &Entry, name: &str, what: &str, notes: &mut Notes) -> toml::
             );
             continue;
         }
-        env.insert(key, value.into());
+        if let Some((prefix, secret)) = secret_part(&key, &value) {
+            let m = Move::new(name, Place::Env(key.clone()), prefix, secret);
+            env.insert(key, m.reference().into());
+            notes.moves.push(m);
+        } else {
+            copied = true;
+            env.insert(key, value.into());
+        }
+    }
+    if copied {
+        notes.literal_env.push(name.to_owned());
     }
     env
 }
@@ -182,4 +200,56 @@ fn is_mcpd(command: &str) -> bool {
     let canonical = |p: &Path| std::fs::canonicalize(p).ok();
     let this = std::env::current_exe().ok().and_then(|p| canonical(&p));
     this.is_some() && canonical(path) == this
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::store;
+    use super::*;
+    use serde_json::json;
+
+    fn entry(def: Value) -> Entry {
+        Entry {
+            source: "test.json".into(),
+            original: "gh".into(),
+            dialect: Dialect::Json,
+            def: def.as_object().cloned().unwrap_or_default(),
+        }
+    }
+
+    #[test]
+    fn literal_secrets_become_references_and_their_values_appear_nowhere_in_the_table() {
+        let canary = "ghp_CANARY0123456789abcdef";
+        let mut notes = Notes::default();
+        let remote = entry(json!({"url": "https://x.example/mcp", "headers": {
+            "Authorization": format!("Bearer {canary}"), "X-Team": "acme", "X-Ref": "${TEAM}"}}));
+        let t = convert(&remote, "gh", &mut notes).unwrap();
+        let text = toml::to_string(&t).unwrap();
+        assert!(!text.contains(canary), "{text}");
+        assert_eq!(
+            t["headers"]["Authorization"].as_str(),
+            Some("Bearer ${secret:gh-Authorization}")
+        );
+        assert_eq!(t["headers"]["X-Team"].as_str(), Some("acme"));
+        assert_eq!(t["headers"]["X-Ref"].as_str(), Some("${TEAM}"));
+
+        let local = entry(json!({"command": "srv", "env": {
+            "GITHUB_TOKEN": canary, "LOG_LEVEL": "debug"}}));
+        let t = convert(&local, "gh", &mut notes).unwrap();
+        let text = toml::to_string(&t).unwrap();
+        assert!(!text.contains(canary), "{text}");
+        assert_eq!(
+            t["env"]["GITHUB_TOKEN"].as_str(),
+            Some("${secret:gh-GITHUB_TOKEN}")
+        );
+        assert_eq!(t["env"]["LOG_LEVEL"].as_str(), Some("debug"));
+        let places: Vec<&store::Place> = notes.moves.iter().map(|m| &m.place).collect();
+        assert_eq!(
+            places,
+            [
+                &store::Place::Header("Authorization".into()),
+                &store::Place::Env("GITHUB_TOKEN".into())
+            ]
+        );
+    }
 }

@@ -6,9 +6,14 @@
 //! [`codex`]'s own keys); [`render`] writes the appended text. [`notes`] collects what the
 //! user is told, ending with the variables each server still needs.
 //!
+//! Literal secrets in a client's `env` and `headers` ([`secret_like`] tells which) are
+//! moved, not copied: [`store`] puts each into mcpd's secret store under a name made from
+//! the server and key, and the config gets `${secret:NAME}`. No value is ever printed.
+//!
 //! The existing config file is only ever appended to, so its comments and formatting stay;
 //! a server whose name is already configured is never overwritten. The merged text is
-//! validated with [`Config::parse`] before anything is written.
+//! validated with [`Config::parse`] before anything is stored or written, and the secrets
+//! are stored before the config is written, so a failure leaves the config as it was.
 
 #![allow(
     clippy::disallowed_methods,
@@ -24,7 +29,9 @@ mod notes;
 mod oauth;
 mod policy;
 mod render;
+mod secret_like;
 mod sources;
+mod store;
 mod values;
 
 pub use names::sanitize_name;
@@ -50,6 +57,14 @@ pub enum ImportError {
     /// Anything else, e.g. the config file cannot be written (exit 1).
     #[error("{0}")]
     Runtime(String),
+    /// A secret store could not be searched or written (exit 1): the message names the
+    /// secret and the setting it is for, never its value; nothing was written.
+    #[error("{message}")]
+    Secret {
+        message: String,
+        #[source]
+        source: crate::secrets::SecretError,
+    },
     /// Standard output could not be written. When its reader left (`mcpd import --dry-run |
     /// head`), what was printed was all it wanted: exit 0, saying nothing.
     #[error(transparent)]
@@ -61,7 +76,7 @@ impl ImportError {
         match self {
             ImportError::Usage(_) => 64,
             ImportError::Invalid(_) => 78,
-            ImportError::Runtime(_) => 1,
+            ImportError::Runtime(_) | ImportError::Secret { .. } => 1,
             ImportError::Output(e) if e.reader_left() => 0,
             ImportError::Output(_) => 1,
         }
@@ -110,11 +125,13 @@ struct Converted {
     /// The client's description of the server, written as a comment.
     description: Option<String>,
     table: toml::Table,
+    /// Its literal secrets, moving into the secret store; `table` refers to them.
+    moves: Vec<store::Move>,
 }
 
 /// Runs the import, printing progress and notes to stderr and the appended text (with
 /// `--dry-run`) to stdout; the last lines name the variables imported servers still need.
-pub fn run(opts: &Options) -> Result<(), ImportError> {
+pub async fn run(opts: &Options) -> Result<(), ImportError> {
     let files = sources::source_files(&opts.from)?;
     if files.is_empty() {
         crate::errln!(
@@ -134,31 +151,35 @@ pub fn run(opts: &Options) -> Result<(), ImportError> {
         )
     })?;
     let (existing, existing_servers) = read_config(&config_path)?;
-    let (accepted, notes) = accept(entries, &existing_servers, &config_path);
+    let (mut accepted, notes) = accept(entries, &existing_servers, &config_path);
     notes.print();
     if accepted.is_empty() {
         crate::errln!("mcpd import: nothing new to import");
         return Ok(());
     }
+    // Checked before any store is searched; its `[daemon]` says which stores to use.
+    let config = validated(&existing, &accepted, &config_path)?;
+    let target = store::Target::new(config.daemon.state_dir.clone(), config.daemon.secrets);
+    store::plan(&target, &mut accepted).await?;
     let appended = render::render(&accepted);
     let merged = merge(&existing, &appended);
-    // Validated as `mcpd check-config` would: a variable not set yet only keeps its server
-    // from starting (the daemon says so), and the user is told to set it at the end.
-    if let Err(e) = Config::parse(&merged, &config_path) {
-        return Err(ImportError::Invalid(format!(
-            "the merged config would be invalid, so nothing was written: {e}"
-        )));
-    }
+    // The picked names may have a `-N` suffix: the text that is written is checked too.
+    validated(&existing, &accepted, &config_path)?;
     let mut out = Out::lock();
     if opts.dry_run {
         write!(out, "{appended}")?;
         out.flush()?;
+        for line in store::would(&target, &accepted).await {
+            crate::errln!("{line}");
+        }
         crate::errln!(
-            "mcpd import: --dry-run: would append {} server(s) to {}; nothing written",
+            "mcpd import: --dry-run: would append {} server(s) to {}; nothing stored or written",
             accepted.len(),
             config_path.display()
         );
     } else {
+        // Secrets first: a config that names a secret no store has would lose its value.
+        let moved = store::store(&target, &accepted).await?;
         write_config(&config_path, &merged)?;
         let names: Vec<&str> = accepted.iter().map(|c| c.name.as_str()).collect();
         writeln!(
@@ -168,6 +189,16 @@ pub fn run(opts: &Options) -> Result<(), ImportError> {
             config_path.display(),
             names.join(", ")
         )?;
+        if !moved.is_empty() {
+            writeln!(
+                out,
+                "moved {} literal secret(s) from the client configs into mcpd's secret store:",
+                moved.len()
+            )?;
+            for line in &moved {
+                writeln!(out, "  {line}")?;
+            }
+        }
         writeln!(
             out,
             "run `mcpd check-config` to review, then `mcpd ctl reload` if the daemon is running"
@@ -176,6 +207,22 @@ pub fn run(opts: &Options) -> Result<(), ImportError> {
     }
     notes.print_needs();
     Ok(())
+}
+
+/// The existing config with `accepted` appended, parsed as `mcpd check-config` would: a
+/// variable not set yet only keeps its server from starting (the daemon says so), and the
+/// user is told to set it at the end.
+fn validated(
+    existing: &str,
+    accepted: &[Converted],
+    config_path: &Path,
+) -> Result<Config, ImportError> {
+    let merged = merge(existing, &render::render(accepted));
+    Config::parse(&merged, config_path).map_err(|e| {
+        ImportError::Invalid(format!(
+            "the merged config would be invalid, so nothing was written and no secret stored: {e}"
+        ))
+    })
 }
 
 /// The config file's text and its `[servers]` table; a missing file is empty.
@@ -237,7 +284,11 @@ fn accept(
             }
             continue;
         }
-        if accepted.iter().any(|c| c.table == table) {
+        let moves = std::mem::take(&mut scratch.moves);
+        if accepted
+            .iter()
+            .any(|c| c.table == table && same_moves(&c.moves, &moves))
+        {
             crate::errln!("{what} is the same as one imported already; skipped");
             continue;
         }
@@ -250,15 +301,20 @@ fn accept(
             continue;
         };
         taken.insert(name.clone());
-        let table = if name == base {
+        let (table, moves) = if name == base {
             notes.absorb(scratch);
-            table
+            (table, moves)
         } else {
-            // The IMPORTED_ variables carry the name: convert again under the final one.
+            // Secret names and IMPORTED_ variables carry the server's name: convert again
+            // under the final one.
             let mut renamed = Notes::default();
-            let t = convert::convert(&entry, &name, &mut renamed).unwrap_or(table);
+            let again = convert::convert(&entry, &name, &mut renamed);
+            let moves = std::mem::take(&mut renamed.moves);
             notes.absorb(renamed);
-            t
+            match again {
+                Some(t) => (t, moves),
+                None => (table, moves),
+            }
         };
         if name != entry.original {
             crate::errln!("{what} becomes [servers.{name}]");
@@ -274,9 +330,15 @@ fn accept(
             name,
             description,
             table,
+            moves,
         });
     }
     (accepted, notes)
+}
+
+/// Whether two entries' literal secrets are the same, setting by setting.
+fn same_moves(a: &[store::Move], b: &[store::Move]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same(y))
 }
 
 /// The existing text with the appended text after a blank line.

@@ -1,4 +1,6 @@
-//! What the user is told about an import: warnings per entry as they come, notes once, and at the very end one line per server that still needs a variable set in mcpd's environment.
+//! What the user is told about an import: warnings per entry as they come, notes once, and at the very end one line per server that still needs a variable set in mcpd's environment. It also carries the secrets an entry's conversion found, until they join their server.
+
+use super::store::Move;
 
 /// A variable an imported server needs from mcpd's environment.
 struct Need {
@@ -15,7 +17,10 @@ struct Need {
 #[derive(Default)]
 pub(super) struct Notes {
     needs: Vec<Need>,
-    /// Servers whose literal env values were copied.
+    /// Literal secrets found in the entry being converted, to be moved into the secret
+    /// store; `accept` hands them to their server before absorbing these notes.
+    pub(super) moves: Vec<Move>,
+    /// Servers with literal env values copied as they are (none looked like a secret).
     pub(super) literal_env: Vec<String>,
     /// Servers given an OAuth `client_id`, whose app must allow mcpd's redirect.
     pub(super) oauth_clients: Vec<String>,
@@ -59,6 +64,8 @@ impl Notes {
     pub(super) fn absorb(&mut self, other: Notes) {
         let Notes {
             needs,
+            // Taken by `accept` for the server they belong to; an entry's are never merged.
+            moves: _,
             literal_env,
             oauth_clients,
             oauth_without_secret,
@@ -83,8 +90,8 @@ impl Notes {
     pub(super) fn print(&self) {
         if !self.literal_env.is_empty() {
             crate::errln!(
-                "note: env values of {} were copied as they are (mcpd does not expand ${{VAR}} in a local server's env; \
-                 they were already stored in plain text in the client's config). Keep mcpd.toml private (chmod 600).",
+                "note: env values of {} that do not look like secrets were copied as they are; if one is a secret, \
+                 store it with `mcpd ctl secret set NAME` and write \"${{secret:NAME}}\" in its place",
                 self.literal_env.join(", ")
             );
         }
@@ -142,8 +149,8 @@ impl Notes {
         }
         if self.needs.iter().any(|n| n.var.starts_with("IMPORTED_")) {
             out.push(
-                "an IMPORTED_… variable stands for a literal value in the client's config (a header value or an \
-                 OAuth client secret), which mcpd import does not copy: give it that value"
+                "an IMPORTED_… variable stands for a literal OAuth client secret in the client's config, which \
+                 mcpd's config takes only from a variable (client_secret_env): give it that value"
                     .into(),
             );
         }
@@ -183,8 +190,8 @@ mod tests {
         let mut notes = Notes::default();
         notes.need(
             "gh-remote",
-            "IMPORTED_GH_REMOTE_AUTHORIZATION",
-            "header Authorization",
+            "IMPORTED_GH_REMOTE_OAUTH_CLIENT_SECRET",
+            "OAuth client secret",
         );
         notes.need("events", "EVENTS_KEY", "header X-Api-Key");
         notes.need("events", "TEAM", "header X-Team");
@@ -193,8 +200,8 @@ mod tests {
         let lines = notes.need_lines();
         assert_eq!(
             lines[0],
-            "[servers.gh-remote] will not start until IMPORTED_GH_REMOTE_AUTHORIZATION is set in mcpd's \
-             environment (header Authorization)"
+            "[servers.gh-remote] will not start until IMPORTED_GH_REMOTE_OAUTH_CLIENT_SECRET is set in mcpd's \
+             environment (OAuth client secret)"
         );
         assert_eq!(
             lines[1],

@@ -4,7 +4,7 @@ use super::Converted;
 use std::fmt::Write as _;
 
 /// The keys of `[servers.NAME]` in the order they are written.
-const SERVER_KEYS: [&str; 10] = [
+const SERVER_KEYS: [&str; 11] = [
     "command",
     "args",
     "env",
@@ -13,6 +13,7 @@ const SERVER_KEYS: [&str; 10] = [
     "transport",
     "headers",
     "bearer_token_env",
+    "bearer_token",
     "timeout",
     "enabled",
 ];

@@ -1,4 +1,4 @@
-//! How a client's values refer to environment variables (`${VAR}`, VS Code's `${env:VAR}`, Gemini's `$VAR`), rewritten as mcpd's `${VAR}`; the `IMPORTED_…` variables that stand in for literal secrets; and reading plain values out of an entry.
+//! How a client's values refer to environment variables (`${VAR}`, VS Code's `${env:VAR}`, Gemini's `$VAR`), rewritten as mcpd's `${VAR}`; the `IMPORTED_…` variables that stand in for literal OAuth client secrets; and reading plain values out of an entry.
 
 use super::Dialect;
 use super::notes::Notes;

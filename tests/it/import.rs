@@ -1,7 +1,8 @@
 //! `mcpd import`: client config fixtures in `import_fixtures/` merged into a temp config by the real binary.
 
-use crate::support::{mcpd_bin, run_mcpd};
+use crate::support::{mcpd_bin, within};
 use std::path::{Path, PathBuf};
+use tokio::process::Command;
 
 fn fixture(name: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -18,17 +19,51 @@ fn temp() -> tempfile::TempDir {
         .expect("temp dir")
 }
 
-/// Runs `mcpd import --from FIXTURE... --config CONFIG EXTRA...`.
+/// Keeps an `mcpd` child away from the user's secret stores: no session bus (so no
+/// keyring; `$XDG_RUNTIME_DIR/bus` is looked for under `root`), no systemd credentials,
+/// and the default state directory `root/state/mcpd`, where the file store is
+/// `root/state/mcpd/secrets`.
+pub fn isolate(cmd: &mut Command, root: &Path) {
+    cmd.env_remove("MCPD_CONFIG")
+        .env_remove("MCPD_SOCKET")
+        .env_remove("DBUS_SESSION_BUS_ADDRESS")
+        .env_remove("CREDENTIALS_DIRECTORY")
+        .env("XDG_RUNTIME_DIR", root)
+        .env("XDG_STATE_HOME", root.join("state"));
+}
+
+/// Runs `mcpd ARGS` kept away from the user's secret stores ([`isolate`], under `root`).
+pub async fn mcpd_in(root: &Path, args: &[&str]) -> (i32, String, String) {
+    let mut cmd = Command::new(mcpd_bin());
+    cmd.args(args);
+    isolate(&mut cmd, root);
+    let out = within("mcpd command", cmd.output())
+        .await
+        .expect("run mcpd");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The directory a test's isolated state is kept under: the config's.
+fn root_of(config: &Path) -> &Path {
+    config.parent().expect("a config in a directory")
+}
+
+/// Runs `mcpd import --from FIXTURE... --config CONFIG EXTRA...`, isolated under the
+/// config's directory.
 async fn import(fixtures: &[&str], config: &Path, extra: &[&str]) -> (i32, String, String) {
     let paths: Vec<String> = fixtures.iter().map(|f| fixture(f)).collect();
     let mut args = vec!["import"];
     for p in &paths {
         args.extend(["--from", p.as_str()]);
     }
-    let config = config.display().to_string();
-    args.extend(["--config", config.as_str()]);
+    let c = config.display().to_string();
+    args.extend(["--config", c.as_str()]);
     args.extend(extra);
-    run_mcpd(&args, None).await
+    mcpd_in(root_of(config), &args).await
 }
 
 /// `mcpd check-config --config F` with the variables imported headers refer to set.
@@ -45,7 +80,6 @@ async fn check_config_with(config: &Path, vars: &[(&str, &str)]) -> (i32, String
         .env_remove("MCPD_CONFIG")
         .env("SENTRY_TOKEN", "t")
         .env("TEAM_ID", "t")
-        .env("IMPORTED_LEGACY_EVENTS_X_API_KEY", "t")
         .envs(vars.iter().copied())
         .output()
         .await
@@ -100,7 +134,7 @@ async fn every_format_imports_into_a_valid_config() {
         );
     }
     assert!(text.contains("# imported from "), "{text}");
-    // Remote entries: transport, references copied, literal header values referenced.
+    // Remote entries: transport, references copied, literal secrets moved to the store.
     assert!(text.contains("transport = \"sse\""), "{text}");
     assert!(
         text.contains("Authorization = \"Bearer ${SENTRY_TOKEN}\""),
@@ -112,16 +146,28 @@ async fn every_format_imports_into_a_valid_config() {
         "a literal header value leaked:\n{text}"
     );
     assert!(
-        text.contains("X-Api-Key = \"${IMPORTED_LEGACY_EVENTS_X_API_KEY}\""),
+        text.contains("X-Api-Key = \"${secret:legacy-events-X-Api-Key}\""),
         "{text}"
     );
-    assert!(err.contains("IMPORTED_LEGACY_EVENTS_X_API_KEY"), "{err}");
+    assert!(
+        !err.contains("IMPORTED_") && !out.contains("literal-key-123"),
+        "{out}{err}"
+    );
     // VS Code inputs cannot be resolved: skipped with a warning.
     assert!(!text.contains("input:"), "{text}");
     assert!(err.contains("X-Key skipped"), "{err}");
-    // stdio env values are copied as they are, with a note.
-    assert!(text.contains("GITHUB_PERSONAL_ACCESS_TOKEN = \"ghp_literal_secret\""));
-    assert!(err.contains("copied as they are"), "{err}");
+    // A stdio server's literal token moves too.
+    assert!(
+        text.contains(
+            "GITHUB_PERSONAL_ACCESS_TOKEN = \"${secret:github-tools-GITHUB_PERSONAL_ACCESS_TOKEN}\""
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("ghp_literal_secret") && !err.contains("ghp_literal_secret"));
+    assert!(
+        out.contains("[servers.github-tools] env GITHUB_PERSONAL_ACCESS_TOKEN: secret github-tools-GITHUB_PERSONAL_ACCESS_TOKEN in the file store"),
+        "{out}"
+    );
 
     let (code, out, err) = check_config(&config).await;
     assert_eq!(code, 0, "check-config: {out}{err}\n{text}");
@@ -231,12 +277,12 @@ async fn usage_errors_exit_64() {
     let dir = temp();
     let config = dir.path().join("mcpd.toml");
     let c = config.display().to_string();
-    let (code, _, err) = run_mcpd(&["import", "--from", "emacs", "--config", &c], None).await;
+    let (code, _, err) = mcpd_in(dir.path(), &["import", "--from", "emacs", "--config", &c]).await;
     assert_eq!(code, 64, "{err}");
     assert!(err.contains("claude-desktop"), "{err}");
-    let (code, _, _) = run_mcpd(&["import", "--bogus"], None).await;
+    let (code, _, _) = mcpd_in(dir.path(), &["import", "--bogus"]).await;
     assert_eq!(code, 64);
-    let (code, out, _) = run_mcpd(&["import", "--help"], None).await;
+    let (code, out, _) = mcpd_in(dir.path(), &["import", "--help"]).await;
     assert_eq!(code, 0);
     assert!(
         out.contains("Exit codes") && out.contains("--dry-run"),
@@ -260,9 +306,9 @@ async fn entries_that_run_mcpd_itself_are_skipped_with_a_note() {
     let config = dir.path().join("mcpd.toml");
     let client = client.display().to_string();
     let config_arg = config.display().to_string();
-    let (code, _, err) = run_mcpd(
+    let (code, _, err) = mcpd_in(
+        dir.path(),
         &["import", "--from", &client, "--config", &config_arg],
-        None,
     )
     .await;
     assert_eq!(code, 0, "{err}");
@@ -519,11 +565,12 @@ async fn import_as_user(
     vars: &[(&str, &Path)],
 ) -> (i32, String, String) {
     let cwd = tempfile::tempdir_in(home).expect("working dir");
-    let out = tokio::process::Command::new(mcpd_bin())
+    let mut cmd = Command::new(mcpd_bin());
+    isolate(&mut cmd, home);
+    let out = cmd
         .arg("import")
         .args(args)
         .current_dir(cwd.path())
-        .env_remove("MCPD_CONFIG")
         .env_remove("CODEX_HOME")
         .env_remove("GEMINI_CLI_HOME")
         .env("HOME", home)
@@ -611,12 +658,13 @@ async fn gemini_cli_settings_import_with_their_keys_mapped() {
         Some("${EVENTS_KEY}")
     );
     assert_eq!(strs(&events["tools"]["deny"]), ["delete_event"]);
-    // http: `"type": "http"` is left to mcpd's auto; the literal header becomes a variable.
+    // http: `"type": "http"` is left to mcpd's auto; the literal token moves to the secret
+    // store, its scheme stays.
     let remote = server(&parsed, "gh-remote");
     assert!(!remote.contains_key("transport"), "{remote:?}");
     assert_eq!(
         remote["headers"]["Authorization"].as_str(),
-        Some("${IMPORTED_GH_REMOTE_AUTHORIZATION}")
+        Some("Bearer ${secret:gh-remote-Authorization}")
     );
     // httpUrl (Streamable HTTP) is the url; Gemini's oauth carries over.
     let docs = server(&parsed, "legacy-docs");
@@ -640,7 +688,6 @@ async fn gemini_cli_settings_import_with_their_keys_mapped() {
     let closing = closing_lines(&err);
     for line in [
         "[servers.events] will not start until EVENTS_KEY is set in mcpd's environment (header X-Api-Key)",
-        "[servers.gh-remote] will not start until IMPORTED_GH_REMOTE_AUTHORIZATION is set in mcpd's environment (header Authorization)",
         "[servers.legacy-docs] will not start until IMPORTED_LEGACY_DOCS_OAUTH_CLIENT_SECRET is set in mcpd's environment (OAuth client secret)",
     ] {
         assert!(closing.contains(&line), "{line:?} missing in:\n{err}");
@@ -656,13 +703,12 @@ async fn gemini_cli_settings_import_with_their_keys_mapped() {
             .iter()
             .filter(|l| l.starts_with("[servers."))
             .count(),
-        4,
+        3,
         "{err}"
     );
 
     let vars = [
         ("EVENTS_KEY", "k"),
-        ("IMPORTED_GH_REMOTE_AUTHORIZATION", "Bearer t"),
         ("IMPORTED_LEGACY_DOCS_OAUTH_CLIENT_SECRET", "s"),
     ];
     let (code, out, cerr) = check_config_with(&config, &vars).await;
@@ -674,7 +720,7 @@ async fn gemini_cli_settings_import_with_their_keys_mapped() {
 #[tokio::test]
 async fn codex_config_toml_imports_with_its_keys_mapped() {
     let (_dir, config, text, parsed, (_out, err)) = imported_without(
-        &["literal-codex-secret", "mcpd-import-test"],
+        &["literal-codex-secret", "ghp_codex_literal"],
         "codex_config.toml",
     )
     .await;
@@ -688,8 +734,9 @@ async fn codex_config_toml_imports_with_its_keys_mapped() {
     );
     assert_eq!(
         github["env"]["GITHUB_PERSONAL_ACCESS_TOKEN"].as_str(),
-        Some("ghp_codex_literal")
+        Some("${secret:github-GITHUB_PERSONAL_ACCESS_TOKEN}")
     );
+    assert_eq!(github["env"]["LOG_LEVEL"].as_str(), Some("debug"));
     assert_eq!(github["cwd"].as_str(), Some("/home/me/work"));
     assert_eq!(github["timeout"].as_str(), Some("120s"));
     assert_eq!(github["health"]["startup_timeout"].as_str(), Some("20s"));
@@ -706,14 +753,15 @@ async fn codex_config_toml_imports_with_its_keys_mapped() {
         ]
     );
 
-    // Streamable HTTP: bearer_token_env_var, literal http_headers, env_http_headers.
+    // Streamable HTTP: bearer_token_env_var, literal http_headers (one that is no secret
+    // copied as it is), env_http_headers.
     let remote = server(&parsed, "remote");
     assert_eq!(remote["url"].as_str(), Some("https://mcp.example.com/mcp"));
     assert!(!remote.contains_key("transport"), "{remote:?}");
     assert_eq!(remote["bearer_token_env"].as_str(), Some("EXAMPLE_TOKEN"));
     assert_eq!(
         remote["headers"]["X-Client"].as_str(),
-        Some("${IMPORTED_REMOTE_X_CLIENT}")
+        Some("mcpd-import-test")
     );
     assert_eq!(
         remote["headers"]["X-Team"].as_str(),
@@ -732,7 +780,7 @@ async fn codex_config_toml_imports_with_its_keys_mapped() {
 
     let closing = closing_lines(&err);
     for line in [
-        "[servers.remote] will not start until IMPORTED_REMOTE_X_CLIENT, EXAMPLE_TEAM and EXAMPLE_TOKEN are set in mcpd's environment (header X-Client; header X-Team; bearer token)",
+        "[servers.remote] will not start until EXAMPLE_TEAM and EXAMPLE_TOKEN are set in mcpd's environment (header X-Team; bearer token)",
         "[servers.linear] will not start until IMPORTED_LINEAR_OAUTH_CLIENT_SECRET is set in mcpd's environment (OAuth client secret)",
     ] {
         assert!(closing.contains(&line), "{line:?} missing in:\n{err}");
@@ -747,7 +795,6 @@ async fn codex_config_toml_imports_with_its_keys_mapped() {
     let vars = [
         ("EXAMPLE_TOKEN", "t"),
         ("EXAMPLE_TEAM", "team"),
-        ("IMPORTED_REMOTE_X_CLIENT", "c"),
         ("IMPORTED_LINEAR_OAUTH_CLIENT_SECRET", "s"),
     ];
     let (code, out, cerr) = check_config_with(&config, &vars).await;
@@ -769,7 +816,7 @@ async fn a_codex_file_is_read_as_toml_whatever_its_name() {
     std::fs::copy(fixture("codex_config.toml"), &renamed).unwrap();
     let from = renamed.display().to_string();
     let c = config.display().to_string();
-    let (code, out, err) = run_mcpd(&["import", "--from", &from, "--config", &c], None).await;
+    let (code, out, err) = mcpd_in(dir.path(), &["import", "--from", &from, "--config", &c]).await;
     assert_eq!(code, 0, "stdout {out}\nstderr {err}");
     assert!(read(&config).contains("[servers.remote]\n"));
 
@@ -778,7 +825,7 @@ async fn a_codex_file_is_read_as_toml_whatever_its_name() {
     std::fs::write(&broken, "[mcp_servers.x\ncommand = \"y\"\n").unwrap();
     let before = read(&config);
     let from = broken.display().to_string();
-    let (code, _, err) = run_mcpd(&["import", "--from", &from, "--config", &c], None).await;
+    let (code, _, err) = mcpd_in(dir.path(), &["import", "--from", &from, "--config", &c]).await;
     assert_eq!(code, 78, "{err}");
     assert!(err.contains("config.toml is not valid TOML"), "{err}");
     assert!(!err.contains("JSON"), "{err}");
@@ -885,7 +932,9 @@ async fn a_closed_standard_output_ends_the_import_without_a_panic() {
     let (reader, writer) = std::io::pipe().expect("pipe");
     drop(reader);
     // Not `output()`: tokio's pipes standard output whatever was set.
-    let child = tokio::process::Command::new(mcpd_bin())
+    let mut cmd = Command::new(mcpd_bin());
+    isolate(&mut cmd, dir.path());
+    let child = cmd
         .args([
             "import",
             "--from",
@@ -894,7 +943,6 @@ async fn a_closed_standard_output_ends_the_import_without_a_panic() {
             "--config",
         ])
         .arg(&config)
-        .env_remove("MCPD_CONFIG")
         .stdout(writer)
         .stderr(std::process::Stdio::piped())
         .spawn()

@@ -35,6 +35,7 @@ mod http_modern;
 mod http_redirects;
 mod http_serve;
 mod import;
+mod import_secrets;
 mod interop;
 mod interop_discovery;
 mod interop_eras;
