@@ -100,7 +100,7 @@ pub async fn find_secrets(config: &Config) -> Found {
         return found;
     }
     let stores = crate::secrets::Secrets::new(
-        crate::supervisor::state_dir(config.daemon.state_dir.clone()).as_deref(),
+        crate::paths::state_dir(config.daemon.state_dir.clone()).as_deref(),
         config.daemon.secrets,
     );
     for name in names {

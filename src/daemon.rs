@@ -64,7 +64,7 @@ pub async fn serve(
     // Where `${secret:NAME}` is looked up at each server's start, and `ctl secret` reads
     // and writes. `[daemon] secrets` and the state directory take effect at a restart.
     let secrets = crate::secrets::Secrets::new(
-        crate::supervisor::state_dir(config.daemon.state_dir.clone()).as_deref(),
+        crate::paths::state_dir(config.daemon.state_dir.clone()).as_deref(),
         config.daemon.secrets,
     );
     let (supervisor, catalog, supervisor_task) = SupervisorHandle::spawn(

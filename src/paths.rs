@@ -109,9 +109,9 @@ pub fn config_path(explicit: Option<PathBuf>) -> Option<(PathBuf, bool)> {
 }
 
 /// The state directory: the config's `daemon.state_dir`, else `$XDG_STATE_HOME/mcpd`,
-/// else `~/.local/state/mcpd`; None without any of them. The same rule as the daemon's
-/// (`supervisor::eras::state_dir`), for commands that find its files without it
-/// (`mcpd import`, storing secrets in its file store).
+/// else `~/.local/state/mcpd`; None without any of them. The daemon's, and that of the
+/// commands that find its files without it (`mcpd import` and `check-config`, for the
+/// secrets' file store).
 pub fn state_dir(configured: Option<PathBuf>) -> Option<PathBuf> {
     if configured.is_some() {
         return configured;

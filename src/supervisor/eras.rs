@@ -125,16 +125,3 @@ pub fn fingerprint(cfg: &ServerConfig) -> String {
     }
     format!("{hash:016x}")
 }
-
-/// The state directory: the config's `daemon.state_dir`, else `$XDG_STATE_HOME/mcpd`,
-/// else `~/.local/state/mcpd`.
-pub fn state_dir(configured: Option<PathBuf>) -> Option<PathBuf> {
-    if configured.is_some() {
-        return configured;
-    }
-    std::env::var_os("XDG_STATE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
-        .map(|d| d.join("mcpd"))
-}

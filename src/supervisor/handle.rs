@@ -143,7 +143,7 @@ impl SupervisorHandle {
             .map(|cfg| (Arc::from(cfg.name.as_str()), Slot::new(cfg.clone())))
             .collect();
         let writer = state_file::StateWriter::spawn();
-        let state_dir = eras::state_dir(config.daemon.state_dir.clone());
+        let state_dir = crate::paths::state_dir(config.daemon.state_dir.clone());
         let credentials_dir = state_dir.clone();
         let configured = &|name: &str| config.servers.contains_key(name);
         let sup = Supervisor {

@@ -13,7 +13,6 @@ mod reload;
 mod secrets;
 pub(crate) mod state_file;
 
-pub use eras::state_dir;
 pub use gate::PinOp;
 pub use reload::{ReloadSummary, Reloader};
 mod lifecycle;

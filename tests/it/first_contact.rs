@@ -593,12 +593,22 @@ async fn import_from_every_client_then_serve_runs_every_server_and_the_unresolva
     })
     .await;
     assert_eq!(rows.len(), servers.len() + 1, "{rows:#?}");
-    let gh = rows.iter().find(|r| r["name"] == "gh-remote").unwrap();
-    // Not started without its secret (failed), or, where no secret is looked up, refused
-    // by a port nothing listens on (backoff): either way it alone is not ready.
-    assert_ne!(gh["state"], "ready", "{gh}");
+    // Not started without its secret, which the error names with how to set it.
+    let gh = eventually("gh-remote failed for want of its secret", WAIT, || async {
+        let (_, out, _) = run_mcpd(&["ctl", "status", "--json"], Some(&socket)).await;
+        let v: Value = serde_json::from_str(&out).ok()?;
+        let gh = v["servers"]
+            .as_array()?
+            .iter()
+            .find(|r| r["name"] == "gh-remote")?
+            .clone();
+        (gh["state"] == "failed").then_some(gh)
+    })
+    .await;
+    let why = gh["last_error"].as_str().unwrap_or_default();
     assert!(
-        !gh["last_error"].as_str().unwrap_or_default().is_empty(),
+        why.contains("secret \"gh-remote-Authorization\" is not set")
+            && why.contains("mcpd ctl secret set gh-remote-Authorization"),
         "{gh}"
     );
     let _ = daemon.start_kill();
