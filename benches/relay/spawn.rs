@@ -42,6 +42,8 @@ struct Target {
     arguments: Value,
     /// The confined copy's `sandbox` value, when it is not `true` (the default profile).
     profile: Option<&'static str>,
+    /// Its `env` table, when it has one.
+    env: Option<&'static str>,
 }
 
 pub struct Variant {
@@ -84,12 +86,21 @@ fn targets() -> (Vec<Target>, Option<String>) {
         tool: "echo",
         arguments: json!({"text": "spawn"}),
         profile: None,
+        env: None,
     }];
     // The same, confined with a host list: its own user and network namespace, and the
     // proxy's listener sent back to mcpd before exec.
     out.push(Target {
         name: "fxhosts",
         profile: Some(r#"{ network = ["127.0.0.1:9"] }"#),
+        ..out[0].clone()
+    });
+    // The fixture with a `${secret:…}` in its environment, looked up at each start (a
+    // systemd credential, the first store; no session bus, as under most services).
+    out.push(Target {
+        name: "fxsecret",
+        what: format!("{} --tools echo, env from ${{secret:…}}", fixture_bin()),
+        env: Some(r#"{ BENCH_TOKEN = "${secret:bench-token}" }"#),
         ..out[0].clone()
     });
     let peers = peers_dir();
@@ -118,6 +129,7 @@ fn targets() -> (Vec<Target>, Option<String>) {
         tool: "get_current_time",
         arguments: json!({"timezone": "UTC"}),
         profile: None,
+        env: None,
     });
     out.push(Target {
         name: "everything",
@@ -127,6 +139,7 @@ fn targets() -> (Vec<Target>, Option<String>) {
         tool: "echo",
         arguments: json!({"message": "spawn"}),
         profile: None,
+        env: None,
     });
     (out, None)
 }
@@ -204,6 +217,9 @@ pub async fn measure_spawn(iterations: usize) -> Result<SpawnReport, String> {
                 t.name.to_owned()
             };
             let mut def = ServerDef::command(&name, &t.command, t.args.clone());
+            if let Some(env) = t.env {
+                def.lines.push(format!("env = {env}"));
+            }
             if !confined {
                 def.lines.push("sandbox = false".into());
             } else if let Some(profile) = t.profile {
@@ -225,9 +241,16 @@ pub async fn measure_spawn(iterations: usize) -> Result<SpawnReport, String> {
             });
         }
     }
-    let env: Vec<(String, String)> = std::env::vars()
+    let mut env: Vec<(String, String)> = std::env::vars()
         .filter(|(k, _)| KEPT.contains(&k.as_str()) || k.starts_with("LC_"))
         .collect();
+    let credentials = tempfile::tempdir().map_err(|e| format!("a credentials directory: {e}"))?;
+    std::fs::write(credentials.path().join("bench-token"), "bench-value")
+        .map_err(|e| format!("a credential: {e}"))?;
+    env.push((
+        "CREDENTIALS_DIRECTORY".into(),
+        credentials.path().display().to_string(),
+    ));
     let lines = ["sandbox = true".to_owned()];
     let daemon = Daemon::start_with_env(&servers, &lines, Some(&env))?;
     daemon.wait_ready().await?;
@@ -348,6 +371,18 @@ pub fn print_spawn(r: &Result<SpawnReport, String>) -> bool {
                 off.what
             );
         }
+    }
+    let median = |name: &str| {
+        r.variants
+            .iter()
+            .find(|v| v.server == name)
+            .map(|v| pct(&v.ms, 0.5))
+    };
+    if let (Some(plain), Some(secret)) = (median("fx"), median("fxsecret")) {
+        println!(
+            "  fxsecret: looking its secret up adds {:+.1} ms at the median (unconfined, against fx)",
+            secret - plain
+        );
     }
     if let Err(e) = &r.shutdown {
         ok = false;

@@ -73,11 +73,11 @@ async fn check_config(config: &Path) -> (i32, String, String) {
 
 /// `check_config` with more variables set in mcpd's environment.
 async fn check_config_with(config: &Path, vars: &[(&str, &str)]) -> (i32, String, String) {
-    let out = tokio::process::Command::new(mcpd_bin())
-        .arg("check-config")
-        .arg("--config")
-        .arg(config)
-        .env_remove("MCPD_CONFIG")
+    let mut cmd = tokio::process::Command::new(mcpd_bin());
+    cmd.arg("check-config").arg("--config").arg(config);
+    // The stores the import wrote to, beside the config: check-config looks secrets up.
+    isolate(&mut cmd, config.parent().expect("the config's directory"));
+    let out = cmd
         .env("SENTRY_TOKEN", "t")
         .env("TEAM_ID", "t")
         .envs(vars.iter().copied())
