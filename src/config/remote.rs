@@ -86,7 +86,8 @@ pub struct HttpLaunch {
 pub struct OAuthConfig {
     /// A client registered with the authorization server beforehand.
     pub client_id: Option<String>,
-    /// Its secret, from the variable `client_secret_env` names.
+    /// Its secret, from the variable `client_secret_env` names, or `client_secret`'s text
+    /// with its `${secret:NAME}` references, put in when a login needs it.
     pub client_secret: Option<Secret>,
     /// Scopes to ask for, beyond what the server's challenge and metadata name.
     pub scopes: Vec<String>,
@@ -122,6 +123,7 @@ pub(super) enum RawOAuth {
 pub(super) struct RawOAuthTable {
     client_id: Option<String>,
     client_secret_env: Option<String>,
+    client_secret: Option<String>,
     #[serde(default)]
     scopes: Vec<String>,
     redirect_port: Option<u16>,
@@ -332,9 +334,30 @@ impl Validator<'_> {
         {
             return Err(self.err(format!("{okey}.client_id"), "is empty"));
         }
-        let client_secret = match &table.client_secret_env {
-            None => None,
-            Some(var) => {
+        let client_secret = match (&table.client_secret, &table.client_secret_env) {
+            (Some(_), Some(_)) => {
+                return Err(self.err(
+                    format!("{okey}.client_secret"),
+                    "conflicts with client_secret_env; set the client secret one way only",
+                ));
+            }
+            (Some(text), None) => {
+                let skey = format!("{okey}.client_secret");
+                if table.client_id.is_none() {
+                    return Err(self.err(skey, "a client secret needs its client_id"));
+                }
+                let refs = crate::secrets::references(text).map_err(|e| self.err(&skey, e))?;
+                if refs.is_empty() {
+                    return Err(self.err(
+                        skey,
+                        "holds no ${secret:NAME}: a client secret written here would sit in the config in plain text; store it with `mcpd ctl secret set NAME` and write client_secret = \"${secret:NAME}\"",
+                    ));
+                }
+                // Put in when a login or a refresh needs it (`oauth::flow`).
+                Some(Secret(text.clone()))
+            }
+            (None, None) => None,
+            (None, Some(var)) => {
                 let skey = format!("{okey}.client_secret_env");
                 if table.client_id.is_none() {
                     return Err(self.err(skey, "a client secret needs its client_id"));

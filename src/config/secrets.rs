@@ -72,6 +72,11 @@ impl Validator<'_> {
                 if let Some(b) = &h.bearer {
                     add(self.secret_refs(&format!("{key}.bearer_token"), b.expose())?);
                 }
+                // Looked up at each start too, so a missing one keeps the server down
+                // with the same message; the login itself looks it up when it needs it.
+                if let Some(c) = h.oauth.as_ref().and_then(|o| o.client_secret.as_ref()) {
+                    add(references(c.expose()).unwrap_or_default());
+                }
             }
         }
         Ok(names)
@@ -218,6 +223,26 @@ mod tests {
             "[daemon]\nsecrets = \"vault\"",
             "`daemon.secrets`: \"vault\" is not a secret store",
         );
+        let oauth = "[servers.r]\nurl = \"https://h/mcp\"\n[servers.r.oauth]\n";
+        refused(
+            &format!("{oauth}client_id = \"c\"\nclient_secret = \"plain\""),
+            "`servers.r.oauth.client_secret`: holds no ${secret:NAME}",
+        );
+        refused(
+            &format!("{oauth}client_secret = \"${{secret:c}}\""),
+            "a client secret needs its client_id",
+        );
+        refused(
+            &format!(
+                "{oauth}client_id = \"c\"\nclient_secret = \"${{secret:c}}\"\nclient_secret_env = \"C\""
+            ),
+            "conflicts with client_secret_env",
+        );
+        let c = parse(&format!(
+            "{oauth}client_id = \"c\"\nclient_secret = \"${{secret:oauth-c}}\""
+        ))
+        .unwrap();
+        assert_eq!(c.servers["r"].secrets, ["oauth-c"]);
     }
 
     fn values(pairs: &[(&str, &str)]) -> HashMap<String, SecretValue> {

@@ -20,6 +20,8 @@ pub struct Setup {
     pub oauth: OAuthConfig,
     /// For metadata, registration and token requests: never carries a server credential.
     pub http: reqwest::Client,
+    /// Where a `client_secret = "${secret:NAME}"` is looked up, when a login needs it.
+    pub secrets: crate::secrets::Secrets,
 }
 
 /// Why a login could not start or finish.
@@ -55,6 +57,9 @@ pub enum LoginError {
     Gone(#[from] crate::ask::AskError),
     #[error("{0}")]
     Other(String),
+    /// The configured client secret names a secret that cannot be looked up.
+    #[error("the client secret: {0}")]
+    Secret(String),
 }
 
 /// A login ready for the browser.
@@ -151,7 +156,7 @@ pub async fn prepare(
     let redirect_uri = format!("http://127.0.0.1:{bound}/callback");
     let configured = Configured {
         client_id: setup.oauth.client_id.clone(),
-        client_secret: setup.oauth.client_secret.clone(),
+        client_secret: client_secret(&setup).await?,
         metadata_url: setup.oauth.client_metadata_url.clone(),
     };
     let client = match reused {
@@ -325,4 +330,29 @@ mod tests {
             ["mcp:basic", "mcp:write", "offline_access"]
         );
     }
+}
+
+/// The configured client secret, its `${secret:NAME}` references put in (looked up now,
+/// as at a server's start); a variable's value as it is.
+async fn client_secret(setup: &Setup) -> Result<Option<crate::config::Secret>, LoginError> {
+    let Some(text) = &setup.oauth.client_secret else {
+        return Ok(None);
+    };
+    let names = crate::secrets::references(text.expose()).map_err(LoginError::Secret)?;
+    if names.is_empty() {
+        return Ok(Some(text.clone()));
+    }
+    let found = setup
+        .secrets
+        .lookup_all(&names)
+        .await
+        .map_err(|e| LoginError::Secret(e.to_string()))?;
+    let value = crate::secrets::substitute(text.expose(), |n| {
+        found
+            .iter()
+            .find(|(name, _, _)| name == n)
+            .map(|(_, v, _)| v.expose())
+    })
+    .map_err(LoginError::Secret)?;
+    Ok(Some(crate::config::Secret::new(value.into_exposed())))
 }

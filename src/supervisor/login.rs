@@ -30,6 +30,7 @@ impl Supervisor {
             url: launch.url.clone(),
             oauth,
             http,
+            secrets: self.secrets.clone(),
         });
         let place =
             crate::oauth::store::Place::of(self.state_dir.as_deref(), &cfg.name, setup.oauth.store);

@@ -99,6 +99,7 @@ fn spawn_at(place: Option<Place>) -> CredentialHandle {
         url: Url::parse(SERVER).unwrap(),
         oauth: crate::config::OAuthConfig::default(),
         http: http(),
+        secrets: crate::secrets::Secrets::new(None, crate::secrets::Preferred::File),
     });
     CredentialHandle::spawn(setup, place, Box::new(|_| {}))
 }

@@ -179,12 +179,16 @@ cfg="$work/mcpd.toml"
   echo "client_metadata_url = $(toml_str "$cimd_url")"
   if [[ -n "$client_id" ]]; then
     echo "client_id = $(toml_str "$client_id")"
-    [[ -n "$client_secret" ]] && echo 'client_secret_env = "MCPD_CONFORMANCE_CLIENT_SECRET"'
+    # The secret as a user keeps one: a systemd credential, looked up by name.
+    [[ -n "$client_secret" ]] && echo 'client_secret = "${secret:conformance-client}"'
   fi
 } >"$cfg"
+mkdir -p "$work/credentials"
+printf '%s' "$client_secret" >"$work/credentials/conformance-client"
+chmod 600 "$work/credentials/conformance-client"
 
 say "scenario ${scenario:-?} at $version: server $url, protocol $protocol${client_id:+, pre-registered client $client_id}"
-MCPD_CONFORMANCE_CLIENT_SECRET="$client_secret" \
+CREDENTIALS_DIRECTORY="$work/credentials" \
   "$mcpd" serve --config "$cfg" --socket "$sock" --log-level "$log_level" </dev/null >"$work/mcpd.log" 2>&1 &
 mcpd_pid=$!
 
