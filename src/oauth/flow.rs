@@ -289,6 +289,31 @@ async fn on_callback(
     }
 }
 
+/// The configured client secret, its `${secret:NAME}` references put in (looked up now,
+/// as at a server's start); a variable's value as it is.
+async fn client_secret(setup: &Setup) -> Result<Option<crate::config::Secret>, LoginError> {
+    let Some(text) = &setup.oauth.client_secret else {
+        return Ok(None);
+    };
+    let names = crate::secrets::references(text.expose()).map_err(LoginError::Secret)?;
+    if names.is_empty() {
+        return Ok(Some(text.clone()));
+    }
+    let found = setup
+        .secrets
+        .lookup_all(&names)
+        .await
+        .map_err(|e| LoginError::Secret(e.to_string()))?;
+    let value = crate::secrets::substitute(text.expose(), |n| {
+        found
+            .iter()
+            .find(|(name, _, _)| name == n)
+            .map(|(_, v, _)| v.expose())
+    })
+    .map_err(LoginError::Secret)?;
+    Ok(Some(crate::config::Secret::new(value.into_exposed())))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -330,29 +355,4 @@ mod tests {
             ["mcp:basic", "mcp:write", "offline_access"]
         );
     }
-}
-
-/// The configured client secret, its `${secret:NAME}` references put in (looked up now,
-/// as at a server's start); a variable's value as it is.
-async fn client_secret(setup: &Setup) -> Result<Option<crate::config::Secret>, LoginError> {
-    let Some(text) = &setup.oauth.client_secret else {
-        return Ok(None);
-    };
-    let names = crate::secrets::references(text.expose()).map_err(LoginError::Secret)?;
-    if names.is_empty() {
-        return Ok(Some(text.clone()));
-    }
-    let found = setup
-        .secrets
-        .lookup_all(&names)
-        .await
-        .map_err(|e| LoginError::Secret(e.to_string()))?;
-    let value = crate::secrets::substitute(text.expose(), |n| {
-        found
-            .iter()
-            .find(|(name, _, _)| name == n)
-            .map(|(_, v, _)| v.expose())
-    })
-    .map_err(LoginError::Secret)?;
-    Ok(Some(crate::config::Secret::new(value.into_exposed())))
 }
