@@ -147,13 +147,6 @@ impl Notes {
         if out.is_empty() {
             return out;
         }
-        if self.needs.iter().any(|n| n.var.starts_with("IMPORTED_")) {
-            out.push(
-                "an IMPORTED_… variable stands for a literal OAuth client secret in the client's config, which \
-                 mcpd's config takes only from a variable (client_secret_env): give it that value"
-                    .into(),
-            );
-        }
         out.push(
             "set them where `mcpd serve` runs: for the systemd unit, `systemctl --user edit mcpd` and add \
              `Environment=NAME=value` lines (or `EnvironmentFile=` naming a file only you can read) under \
@@ -188,11 +181,7 @@ mod tests {
     #[test]
     fn each_server_gets_one_line_naming_what_to_set() {
         let mut notes = Notes::default();
-        notes.need(
-            "gh-remote",
-            "IMPORTED_GH_REMOTE_OAUTH_CLIENT_SECRET",
-            "OAuth client secret",
-        );
+        notes.need("gh-remote", "GH_CLIENT_SECRET", "OAuth client secret");
         notes.need("events", "EVENTS_KEY", "header X-Api-Key");
         notes.need("events", "TEAM", "header X-Team");
         notes.need("events", "EVENTS_KEY", "header X-Other");
@@ -200,7 +189,7 @@ mod tests {
         let lines = notes.need_lines();
         assert_eq!(
             lines[0],
-            "[servers.gh-remote] will not start until IMPORTED_GH_REMOTE_OAUTH_CLIENT_SECRET is set in mcpd's \
+            "[servers.gh-remote] will not start until GH_CLIENT_SECRET is set in mcpd's \
              environment (OAuth client secret)"
         );
         assert_eq!(
@@ -209,9 +198,8 @@ mod tests {
              (header X-Api-Key; header X-Team)"
         );
         assert!(lines[2].starts_with("[servers.github] will not get GITHUB_HOST until it is set"));
-        assert!(lines[3].starts_with("an IMPORTED_"));
-        assert!(lines[4].contains("Environment=") && lines[4].contains("EnvironmentFile="));
-        assert_eq!(lines.len(), 5);
+        assert!(lines[3].contains("Environment=") && lines[3].contains("EnvironmentFile="));
+        assert_eq!(lines.len(), 4);
         assert_eq!(and_list(vec!["A", "B", "C"]), "A, B and C");
         assert!(Notes::default().need_lines().is_empty());
     }

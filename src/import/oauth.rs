@@ -2,7 +2,8 @@
 
 use super::Dialect;
 use super::notes::Notes;
-use super::values::{Ref, has_reference, imported_var, reference, whole_var};
+use super::store::{Move, Place};
+use super::values::{Ref, has_reference, reference, whole_var};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -16,6 +17,8 @@ struct Found {
     client_id: Option<String>,
     /// The variable holding the client secret.
     secret: Option<String>,
+    /// A literal client secret, moved into the secret store.
+    literal: Option<String>,
     scopes: Vec<String>,
     port: Option<u16>,
 }
@@ -33,9 +36,9 @@ struct Found {
 /// - Codex (config.toml): `[mcp_servers.NAME.oauth]` `client_id`, `client_secret`,
 ///   `callback_url`, with the server's `scopes` (moved in here by its reader).
 ///
-/// A client secret becomes `client_secret_env`, following the headers' convention: a
-/// reference names the variable, a literal is replaced by an `IMPORTED_…` variable the
-/// user is told to set. Everything left out gets a note.
+/// A client secret that refers to a variable becomes `client_secret_env`; a literal one is
+/// moved into the secret store, and `client_secret = "${secret:NAME}"` written. Everything
+/// left out gets a note.
 pub(super) fn oauth_table(
     def: &serde_json::Map<String, Value>,
     name: &str,
@@ -99,9 +102,7 @@ fn setting(found: &mut Found, ctx: &Ctx<'_>, k: &str, value: &Value, notes: &mut
             Some(Ref::Literal) if value.as_str() == Some("") => {
                 notes.warn(format!("{what}: {k} is empty; ignored"));
             }
-            Some(Ref::Literal) => {
-                found.secret = Some(imported_var(name, "OAUTH_CLIENT_SECRET"));
-            }
+            Some(Ref::Literal) => found.literal = value.as_str().map(str::to_owned),
             Some(Ref::Vars(v)) => match whole_var(&v) {
                 Some(var) => found.secret = Some(var.to_owned()),
                 None => notes.warn(format!(
@@ -147,23 +148,29 @@ fn setting(found: &mut Found, ctx: &Ctx<'_>, k: &str, value: &Value, notes: &mut
 
 /// The `[servers.NAME.oauth]` body of what was found; None when it is empty.
 fn table(mut found: Found, name: &str, what: &str, notes: &mut Notes) -> Option<toml::Table> {
-    if found.secret.is_some() && found.client_id.is_none() {
+    if (found.secret.is_some() || found.literal.is_some()) && found.client_id.is_none() {
         notes.warn(format!(
             "{what}: its OAuth client secret was not copied: mcpd uses a client secret only with its client_id"
         ));
         found.secret = None;
+        found.literal = None;
     }
     let mut t = toml::Table::new();
     if let Some(id) = found.client_id {
         t.insert("client_id".into(), id.into());
         notes.oauth_clients.push(name.to_owned());
-        if found.secret.is_none() {
+        if found.secret.is_none() && found.literal.is_none() {
             notes.oauth_without_secret.push(name.to_owned());
         }
     }
     if let Some(var) = found.secret {
         notes.need(name, &var, "OAuth client secret");
         t.insert("client_secret_env".into(), var.into());
+    }
+    if let Some(literal) = found.literal {
+        let m = Move::new(name, Place::ClientSecret, "", &literal);
+        t.insert("client_secret".into(), m.reference().into());
+        notes.moves.push(m);
     }
     let mut seen = BTreeSet::new();
     found.scopes.retain(|s| seen.insert(s.clone()));

@@ -24,7 +24,13 @@ const SUB_TABLES: [(&str, &[&str]); 3] = [
     ("health", &["startup_timeout"]),
     (
         "oauth",
-        &["client_id", "client_secret_env", "scopes", "redirect_port"],
+        &[
+            "client_id",
+            "client_secret",
+            "client_secret_env",
+            "scopes",
+            "redirect_port",
+        ],
     ),
 ];
 

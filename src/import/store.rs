@@ -12,6 +12,8 @@ pub(super) enum Place {
     Header(String),
     /// A remote server's `bearer_token`.
     Bearer,
+    /// A remote server's `[oauth] client_secret`.
+    ClientSecret,
 }
 
 impl Place {
@@ -21,6 +23,7 @@ impl Place {
             Place::Env(k) => format!("env {k}"),
             Place::Header(k) => format!("header {k}"),
             Place::Bearer => "bearer token".to_owned(),
+            Place::ClientSecret => "OAuth client secret".to_owned(),
         }
     }
 
@@ -29,6 +32,7 @@ impl Place {
         match self {
             Place::Env(k) | Place::Header(k) => k,
             Place::Bearer => "bearer_token",
+            Place::ClientSecret => "oauth_client_secret",
         }
     }
 }
@@ -213,6 +217,7 @@ fn set_reference(table: &mut toml::Table, place: &Place, reference: String) {
         Place::Env(k) => (Some("env"), k.as_str()),
         Place::Header(k) => (Some("headers"), k.as_str()),
         Place::Bearer => (None, "bearer_token"),
+        Place::ClientSecret => (Some("oauth"), "client_secret"),
     };
     let table = match section {
         None => Some(table),

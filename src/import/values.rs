@@ -1,4 +1,4 @@
-//! How a client's values refer to environment variables (`${VAR}`, VS Code's `${env:VAR}`, Gemini's `$VAR`), rewritten as mcpd's `${VAR}`; the `IMPORTED_…` variables that stand in for literal OAuth client secrets; and reading plain values out of an entry.
+//! How a client's values refer to environment variables (`${VAR}`, VS Code's `${env:VAR}`, Gemini's `$VAR`), rewritten as mcpd's `${VAR}`; and reading plain values out of an entry.
 
 use super::Dialect;
 use super::notes::Notes;
@@ -139,22 +139,6 @@ pub(super) fn whole_var(value: &str) -> Option<&str> {
     (!var.contains(['$', '{', '}'])).then_some(var)
 }
 
-/// `IMPORTED_<NAME>_<KEY>`, uppercase, other characters to `_`.
-pub(super) fn imported_var(name: &str, key: &str) -> String {
-    let clean = |s: &str| {
-        s.chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() {
-                    c.to_ascii_uppercase()
-                } else {
-                    '_'
-                }
-            })
-            .collect::<String>()
-    };
-    format!("IMPORTED_{}_{}", clean(name), clean(key))
-}
-
 /// The string values of a JSON object field; other values are reported and left out.
 pub(super) fn strings(
     v: Option<&Value>,
@@ -241,9 +225,5 @@ mod tests {
         assert_eq!(vars_in("${A} and ${B}, ${A}"), ["A", "B"]);
         assert_eq!(whole_var("${A}"), Some("A"));
         assert_eq!(whole_var("x${A}"), None);
-        assert_eq!(
-            imported_var("gh-remote", "Authorization"),
-            "IMPORTED_GH_REMOTE_AUTHORIZATION"
-        );
     }
 }

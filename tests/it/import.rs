@@ -342,8 +342,7 @@ fn strs(v: &toml::Value) -> Vec<&str> {
 }
 
 /// The variables the imported OAuth tables name, set for `check-config`.
-const OAUTH_VARS: [(&str, &str); 4] = [
-    ("IMPORTED_LINEAR_OAUTH_CLIENT_SECRET", "s1"),
+const OAUTH_VARS: [(&str, &str); 3] = [
     ("NOTION_CLIENT_SECRET", "s2"),
     ("PIPES_CLIENT_SECRET", "s3"),
     ("STATIC_TOKEN", "t"),
@@ -394,21 +393,19 @@ async fn oauth_settings_of_remote_servers_are_carried_over() {
     assert_eq!(slack["client_id"].as_str(), Some("1234.5678"));
     assert_eq!(slack["redirect_port"].as_integer(), Some(3118));
     assert_eq!(slack.len(), 2, "{slack:?}");
-    // A literal clientSecret becomes a variable the user is told to set; scopes are
-    // split and deduplicated.
+    // A literal clientSecret is moved into the secret store; scopes are split and
+    // deduplicated.
     let linear = oauth(&parsed, "linear").expect("linear oauth");
     assert_eq!(linear["client_id"].as_str(), Some("lin-client"));
     assert_eq!(
-        linear["client_secret_env"].as_str(),
-        Some("IMPORTED_LINEAR_OAUTH_CLIENT_SECRET")
+        linear["client_secret"].as_str(),
+        Some("${secret:linear-oauth_client_secret}")
     );
     assert_eq!(strs(&linear["scopes"]), ["read", "write"]);
+    let said = format!("{out}{err}");
     assert!(
-        err.contains(
-            "[servers.linear] will not start until IMPORTED_LINEAR_OAUTH_CLIENT_SECRET is set in mcpd's \
-             environment (OAuth client secret)"
-        ),
-        "{err}"
+        said.contains("[servers.linear] OAuth client secret: secret linear-oauth_client_secret in the file store"),
+        "{said}"
     );
     // A ${VAR} secret is kept as the variable; settings mcpd has none of get a note.
     let notion = oauth(&parsed, "notion").expect("notion oauth");
@@ -524,8 +521,7 @@ async fn oauth_settings_of_remote_servers_are_carried_over() {
         .collect::<Vec<_>>();
     assert_eq!(waiting.len(), 1, "{out}");
     assert!(
-        waiting[0].contains("IMPORTED_LINEAR_OAUTH_CLIENT_SECRET")
-            && waiting[0].contains("client_secret_env"),
+        waiting[0].contains("NOTION_CLIENT_SECRET") && waiting[0].contains("client_secret_env"),
         "{out}"
     );
 
@@ -672,8 +668,8 @@ async fn gemini_cli_settings_import_with_their_keys_mapped() {
     let oauth = oauth(&parsed, "legacy-docs").expect("legacy-docs oauth");
     assert_eq!(oauth["client_id"].as_str(), Some("gemini-docs-client"));
     assert_eq!(
-        oauth["client_secret_env"].as_str(),
-        Some("IMPORTED_LEGACY_DOCS_OAUTH_CLIENT_SECRET")
+        oauth["client_secret"].as_str(),
+        Some("${secret:legacy-docs-oauth_client_secret}")
     );
     assert_eq!(strs(&oauth["scopes"]), ["docs.read", "offline_access"]);
     assert!(err.contains("oauth.redirectUri not copied"), "{err}");
@@ -688,7 +684,6 @@ async fn gemini_cli_settings_import_with_their_keys_mapped() {
     let closing = closing_lines(&err);
     for line in [
         "[servers.events] will not start until EVENTS_KEY is set in mcpd's environment (header X-Api-Key)",
-        "[servers.legacy-docs] will not start until IMPORTED_LEGACY_DOCS_OAUTH_CLIENT_SECRET is set in mcpd's environment (OAuth client secret)",
     ] {
         assert!(closing.contains(&line), "{line:?} missing in:\n{err}");
     }
@@ -703,14 +698,11 @@ async fn gemini_cli_settings_import_with_their_keys_mapped() {
             .iter()
             .filter(|l| l.starts_with("[servers."))
             .count(),
-        3,
+        2,
         "{err}"
     );
 
-    let vars = [
-        ("EVENTS_KEY", "k"),
-        ("IMPORTED_LEGACY_DOCS_OAUTH_CLIENT_SECRET", "s"),
-    ];
+    let vars = [("EVENTS_KEY", "k")];
     let (code, out, cerr) = check_config_with(&config, &vars).await;
     assert_eq!(code, 0, "check-config: {out}{cerr}\n{text}");
     assert!(!out.contains("will not start"), "{out}");
@@ -773,15 +765,14 @@ async fn codex_config_toml_imports_with_its_keys_mapped() {
     let linear = oauth(&parsed, "linear").expect("linear oauth");
     assert_eq!(linear["client_id"].as_str(), Some("lin-codex"));
     assert_eq!(
-        linear["client_secret_env"].as_str(),
-        Some("IMPORTED_LINEAR_OAUTH_CLIENT_SECRET")
+        linear["client_secret"].as_str(),
+        Some("${secret:linear-oauth_client_secret}")
     );
     assert!(err.contains("oauth.callback_url not copied"), "{err}");
 
     let closing = closing_lines(&err);
     for line in [
         "[servers.remote] will not start until EXAMPLE_TEAM and EXAMPLE_TOKEN are set in mcpd's environment (header X-Team; bearer token)",
-        "[servers.linear] will not start until IMPORTED_LINEAR_OAUTH_CLIENT_SECRET is set in mcpd's environment (OAuth client secret)",
     ] {
         assert!(closing.contains(&line), "{line:?} missing in:\n{err}");
     }
@@ -792,11 +783,7 @@ async fn codex_config_toml_imports_with_its_keys_mapped() {
         "{err}"
     );
 
-    let vars = [
-        ("EXAMPLE_TOKEN", "t"),
-        ("EXAMPLE_TEAM", "team"),
-        ("IMPORTED_LINEAR_OAUTH_CLIENT_SECRET", "s"),
-    ];
+    let vars = [("EXAMPLE_TOKEN", "t"), ("EXAMPLE_TEAM", "team")];
     let (code, out, cerr) = check_config_with(&config, &vars).await;
     assert_eq!(code, 0, "check-config: {out}{cerr}\n{text}");
     assert!(!out.contains("will not start"), "{out}");
