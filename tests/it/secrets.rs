@@ -250,3 +250,59 @@ async fn a_configured_keyring_that_cannot_be_reached_is_an_error_that_says_what_
     assert!(err.contains("no value given for secret tok"), "{err}");
     d.wait_ready().await;
 }
+
+#[tokio::test]
+async fn a_value_typed_at_a_terminal_is_not_echoed() {
+    let d = with_secret_env().start().await;
+    d.wait_server("s", "s waits for its secret", |s| s["state"] == "failed")
+        .await;
+    // `script` gives `mcpd ctl` a terminal (a pseudo-terminal whose input is this pipe):
+    // what the terminal shows comes back on script's output.
+    let command = format!(
+        "{} ctl --socket {} secret set api-token",
+        mcpd_bin(),
+        d.socket.display()
+    );
+    let mut child = tokio::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env_remove("MCPD_SOCKET")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run script (bsdutils)");
+    let mut stdin = child.stdin.take().expect("stdin");
+    // Typed once the prompt is up: the terminal's echo is off by then.
+    let mut out = child.stdout.take().expect("stdout");
+    let mut shown = Vec::new();
+    within("the prompt", async {
+        let mut buf = [0u8; 256];
+        while !String::from_utf8_lossy(&shown).contains("(not shown): ") {
+            let n = tokio::io::AsyncReadExt::read(&mut out, &mut buf)
+                .await
+                .expect("read the terminal");
+            assert!(n > 0, "the terminal closed before the prompt: {shown:?}");
+            shown.extend_from_slice(&buf[..n]);
+        }
+    })
+    .await;
+    stdin.write_all(b"typed-VALUE-9\n").await.expect("type");
+    let status = within("mcpd ctl secret set", child.wait())
+        .await
+        .expect("wait");
+    let mut rest = Vec::new();
+    tokio::io::AsyncReadExt::read_to_end(&mut out, &mut rest)
+        .await
+        .expect("the rest of the terminal");
+    shown.extend_from_slice(&rest);
+    let shown = String::from_utf8_lossy(&shown);
+    assert!(status.success(), "{shown}");
+    assert!(shown.contains("stored secret api-token"), "{shown}");
+    assert!(
+        !shown.contains("typed-VALUE-9"),
+        "the value was echoed: {shown}"
+    );
+    d.wait_server("s", "s starts", |s| s["state"] == "ready")
+        .await;
+    assert_eq!(server_env(&d, "s").await["TOKEN"], "pre-typed-VALUE-9");
+}
