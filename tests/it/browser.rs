@@ -127,6 +127,11 @@ impl Browser {
         self.driver.pid
     }
 
+    /// The directory holding the profile, HOME and chromedriver's log while the browser runs.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
     /// Opens `url` and waits for it to load.
     pub async fn goto(&self, url: &str) {
         step(&format!("open {url}"), self.client.goto(url)).await;
@@ -191,8 +196,15 @@ impl Driver {
         let log = dir.join("chromedriver.log");
         let stderr = std::fs::File::create(dir.join("chromedriver.stderr"))
             .map_err(|e| format!("chromedriver's stderr file: {e}"))?;
+        // Chromium writes crash reports and caches under HOME and the XDG directories:
+        // point them into the test's directory, never at the user's own.
+        let home = dir.join("home");
+        std::fs::create_dir(&home).map_err(|e| format!("{}: {e}", home.display()))?;
         let mut cmd = Command::new(CHROMEDRIVER);
         cmd.arg("--port=0")
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .env("XDG_CACHE_HOME", home.join(".cache"))
             .arg(format!("--log-path={}", log.display()))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
