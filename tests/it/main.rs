@@ -10,6 +10,7 @@
     clippy::disallowed_macros
 )]
 
+mod browser;
 mod failure_support;
 mod support;
 
@@ -17,6 +18,7 @@ mod http_fixture;
 mod oauth_fixture;
 
 mod adversarial;
+mod browser_smoke;
 mod cli;
 mod discovery;
 mod eras;
