@@ -68,7 +68,8 @@ pub fn report(
         if let Some(why) = &s.unresolved {
             writeln!(out, "  warning: will not start: {why}")?;
         }
-        for name in &s.secrets {
+        // A disabled server is not started: its secrets are not looked for.
+        for name in s.secrets.iter().filter(|_| s.enabled) {
             match secrets.get(name) {
                 Some(Ok(store)) => writeln!(out, "  secret {name}: in {}", store.describe())?,
                 Some(Err(why)) => writeln!(out, "  warning: will not start: {why}")?,
@@ -90,9 +91,14 @@ pub type Found = std::collections::BTreeMap<String, Result<crate::secrets::Store
 
 /// Looks up every secret the config's servers refer to, as mcpd would at their start,
 /// from this process's view of the stores (its `$CREDENTIALS_DIRECTORY` and session bus,
-/// which a service's may differ from). Only where each is found is kept.
+/// which a service's may differ from); those of disabled servers are not looked for.
 pub async fn find_secrets(config: &Config) -> Found {
-    let mut names: Vec<&String> = config.servers.values().flat_map(|s| &s.secrets).collect();
+    let mut names: Vec<&String> = config
+        .servers
+        .values()
+        .filter(|s| s.enabled)
+        .flat_map(|s| &s.secrets)
+        .collect();
     names.sort();
     names.dedup();
     let mut found = Found::new();

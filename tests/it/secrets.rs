@@ -81,6 +81,8 @@ async fn a_missing_secret_stops_its_server_alone_until_ctl_secret_set_gives_it()
         out.contains("warning: will not start: secret \"api-token\" is not set"),
         "{out}"
     );
+    // A disabled server's secrets are not looked for.
+    assert!(!out.contains("never-set"), "{out}");
 
     let value = "s3cr3t-from-stdin";
     let (code, out, err) = ctl_with_input(
