@@ -106,11 +106,51 @@ fn describe(store: &str) -> &str {
     }
 }
 
+/// A line typed at the controlling terminal, not echoed. Echo is turned off before the
+/// prompt is shown, so nothing typed after the prompt can appear (a password reader that
+/// prompts first leaves a moment in which a fast typist's, or a script's, input is
+/// echoed: the reason this is not `rpassword`). The terminal's settings are restored
+/// however the read ends.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "a command of its own, not the daemon: nothing else runs on its runtime while a person types"
+)]
+fn read_hidden(prompt: &str) -> Result<String, CtlError> {
+    use nix::sys::termios::{LocalFlags, SetArg, tcgetattr, tcsetattr};
+    use std::io::{BufRead, Write};
+    let tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")?;
+    let saved = tcgetattr(&tty).map_err(std::io::Error::from)?;
+    let mut hidden = saved.clone();
+    hidden.local_flags.remove(LocalFlags::ECHO);
+    // The Enter that ends the line still moves to the next one.
+    hidden.local_flags.insert(LocalFlags::ECHONL);
+    tcsetattr(&tty, SetArg::TCSANOW, &hidden).map_err(std::io::Error::from)?;
+    struct Restore<'a>(&'a std::fs::File, nix::sys::termios::Termios);
+    impl Drop for Restore<'_> {
+        fn drop(&mut self) {
+            let _ = tcsetattr(self.0, SetArg::TCSANOW, &self.1);
+        }
+    }
+    let _restore = Restore(&tty, saved);
+    (&tty).write_all(prompt.as_bytes())?;
+    let mut line = String::new();
+    std::io::BufReader::new(&tty)
+        .take(MAX_VALUE as u64 + 2)
+        .read_line(&mut line)?;
+    while line.ends_with(['\n', '\r']) {
+        line.pop();
+    }
+    Ok(line)
+}
+
 /// The value: typed at the terminal without echo, or read from standard input when it
 /// is not a terminal (one trailing newline dropped).
 fn read_value(name: &str) -> Result<String, CtlError> {
     let value = if std::io::stdin().is_terminal() {
-        rpassword::prompt_password(format!("value of secret {name} (not shown): "))?
+        read_hidden(&format!("value of secret {name} (not shown): "))?
     } else {
         let mut bytes = Vec::new();
         std::io::stdin()
