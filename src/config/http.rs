@@ -60,6 +60,20 @@ pub(super) struct RawHttp<'a> {
     pub header_timeout: &'a Option<String>,
 }
 
+impl<'a> RawHttp<'a> {
+    pub(super) fn of(d: &'a super::raw::RawDaemon) -> RawHttp<'a> {
+        RawHttp {
+            listen: d.http_listen.as_deref(),
+            allow_remote: d.http_allow_remote,
+            auth: d.http_auth.as_deref(),
+            token_env: d.http_token_env.as_deref(),
+            allowed_hosts: &d.http_allowed_hosts,
+            max_connections: d.http_max_connections,
+            header_timeout: &d.http_header_timeout,
+        }
+    }
+}
+
 impl Validator<'_> {
     pub(super) fn http(&self, raw: RawHttp<'_>) -> Result<Option<HttpListen>, ConfigError> {
         let Some(listen) = raw.listen else {
@@ -194,7 +208,7 @@ impl Validator<'_> {
 }
 
 /// `IP:PORT`, `[IPv6]:PORT` or `localhost:PORT`.
-fn parse_addr(s: &str) -> Option<SocketAddr> {
+pub(super) fn parse_addr(s: &str) -> Option<SocketAddr> {
     if let Ok(a) = s.parse::<SocketAddr>() {
         return Some(a);
     }

@@ -16,6 +16,7 @@ mod remote;
 mod sandbox;
 mod secrets;
 mod server;
+mod ui;
 
 pub use crate::protocol::naming::Naming;
 pub use discovery::{Discovery, RESERVED, ToolMode};
@@ -26,6 +27,7 @@ pub use pin::PinMode;
 pub use project::{PROJECT, PROJECT_NAME, Share};
 pub use remote::{CredentialStore, HttpLaunch, HttpTransport, OAuthConfig, Secret, display_url};
 pub use sandbox::{Network, SandboxProfile};
+pub use ui::UiListen;
 
 use raw::{RawFile, RawHealth, RawRestart, RawServer};
 use serde::Deserialize;
@@ -92,6 +94,8 @@ pub struct DaemonConfig {
     pub shutdown_grace: Duration,
     /// The optional Streamable HTTP listener (`http_listen`).
     pub http: Option<HttpListen>,
+    /// The dashboard's loopback listener (`ui`, `ui_listen`); None when `ui = false`.
+    pub ui: Option<UiListen>,
     /// How agents without a profile find their tools (`tools`, `pinned`, …).
     pub discovery: Discovery,
     /// Where `mcpd ctl secret set` stores (`secrets`).
@@ -230,6 +234,7 @@ impl Default for DaemonConfig {
             queue_bytes: defaults::queue_bytes(defaults::MAX_MESSAGE_BYTES),
             shutdown_grace: defaults::SHUTDOWN_GRACE,
             http: None,
+            ui: Some(UiListen::default()),
             discovery: Discovery {
                 max_active: 16,
                 ..Discovery::default()
@@ -434,15 +439,8 @@ impl Validator<'_> {
                 &d.shutdown_grace,
                 defaults::SHUTDOWN_GRACE,
             )?,
-            http: self.http(http::RawHttp {
-                listen: d.http_listen.as_deref(),
-                allow_remote: d.http_allow_remote,
-                auth: d.http_auth.as_deref(),
-                token_env: d.http_token_env.as_deref(),
-                allowed_hosts: &d.http_allowed_hosts,
-                max_connections: d.http_max_connections,
-                header_timeout: &d.http_header_timeout,
-            })?,
+            http: self.http(http::RawHttp::of(d))?,
+            ui: self.ui(d.ui, d.ui_listen.as_deref())?,
             discovery: self.discovery(
                 d.tools.as_deref(),
                 &d.pinned,

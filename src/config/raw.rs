@@ -40,6 +40,8 @@ pub(super) struct RawDaemon {
     pub(super) http_allowed_hosts: Vec<String>,
     pub(super) http_max_connections: Option<usize>,
     pub(super) http_header_timeout: Option<String>,
+    pub(super) ui: Option<bool>,
+    pub(super) ui_listen: Option<String>,
     pub(super) tools: Option<String>,
     #[serde(default)]
     pub(super) pinned: Vec<String>,
