@@ -215,6 +215,13 @@ pub enum CtlCommand {
         #[arg(long)]
         url: bool,
     },
+    /// Open the dashboard: prints a loopback address that logs one browser in (once,
+    /// within two minutes), and opens it with xdg-open when there is a display
+    Ui {
+        /// Do not open a browser; only print the address
+        #[arg(long)]
+        no_browser: bool,
+    },
 }
 
 /// `mcpd ctl secret …`.

@@ -217,6 +217,10 @@ fn shared() -> String {
 /// (`diff`, `approve`, `forget`) and, for `approve`, `names` (all when empty).
 pub const PINS: &str = "mcpd/pins";
 
+/// `mcpd ctl ui`: a fresh launch URL for the dashboard, `{"url": …, "expires_secs": …}`;
+/// the URL holds a token that logs one browser in, once.
+pub const UI: &str = "mcpd/ui";
+
 /// `mcpd ctl secret`: params `op` (`set`, `list`, `remove`), `name`, and for `set` the
 /// `value`. Values go in, never come out.
 pub const SECRETS: &str = "mcpd/secrets";

@@ -51,6 +51,12 @@ pub async fn serve(
                 .map_or_else(|| "the config file".into(), |p| p.display().to_string())
         );
     }
+    // The dashboard's port too is taken before anything starts: a taken port is a
+    // startup error that names daemon.ui_listen.
+    let ui = match &config.daemon.ui {
+        None => None,
+        Some(cfg) => Some(crate::dashboard::bind(cfg).await?),
+    };
     // Upstreams have their own token: they stop only after the agents have drained.
     let upstreams = CancellationToken::new();
     crate::reaper::become_subreaper();
@@ -100,6 +106,14 @@ pub async fn serve(
             Some((tcp, cfg.clone(), token, addr))
         }
     };
+    let (ui, ui_task) = match ui {
+        None => (None, None),
+        Some(bound) => {
+            let (handle, task) =
+                crate::dashboard::start(bound, supervisor.clone(), shutdown.clone());
+            (Some(handle), Some(task))
+        }
+    };
     let daemon = Arc::new(DaemonInfo {
         started: Instant::now(),
         socket: socket.clone(),
@@ -115,6 +129,7 @@ pub async fn serve(
                 url: format!("http://{addr}{}", crate::agent::http::PATH),
                 token: token.clone(),
             }),
+        ui,
     });
     let reloader = crate::supervisor::Reloader::spawn(
         config.source.clone(),
@@ -200,6 +215,10 @@ pub async fn serve(
         // Ends by the token too, once open responses finish; the agents' drain bounds that.
         let _ =
             tokio::time::timeout(config.daemon.shutdown_grace + Duration::from_secs(5), t).await;
+    }
+    if let Some(t) = ui_task {
+        // Stops accepting at once; open page loads get a moment to finish.
+        let _ = tokio::time::timeout(Duration::from_secs(3), t).await;
     }
     agents.close();
     let agent_deadline = config.daemon.shutdown_grace + Duration::from_secs(5);

@@ -9,6 +9,7 @@ pub mod config;
 pub(crate) mod control_api;
 pub mod ctl;
 pub mod daemon;
+pub(crate) mod dashboard;
 pub mod discovery;
 pub(crate) mod egress;
 pub(crate) mod errors;

@@ -108,6 +108,7 @@ async fn dispatch(command: Command) -> ExitCode {
                 CtlCommand::Agents { json } => ctl::agents(&socket, json).await,
                 CtlCommand::Metrics => ctl::metrics(&socket).await,
                 CtlCommand::HttpToken { url } => ctl::http_token(&socket, url).await,
+                CtlCommand::Ui { no_browser } => ctl::ui(&socket, !no_browser).await,
                 CtlCommand::Logs {
                     name,
                     lines,

@@ -54,6 +54,8 @@ pub struct DaemonInfo {
     pub http: Option<HttpInfo>,
     /// The secret stores, for `mcpd ctl secret`.
     pub secrets: crate::secrets::Secrets,
+    /// The dashboard, unless `daemon.ui = false`: its address and launch tokens.
+    pub ui: Option<crate::dashboard::DashboardHandle>,
 }
 
 /// One connection's place in `DaemonInfo::agents`, held from its first request that is

@@ -67,17 +67,26 @@ pub async fn login(socket: &Path, name: &str, browser: bool, paste: bool) -> Res
     Ok(())
 }
 
+/// Whether there is a display a browser could open on.
+pub(super) fn has_display() -> bool {
+    ["DISPLAY", "WAYLAND_DISPLAY"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
+}
+
 /// Opens a URL with `xdg-open` when there is a display; says so when it cannot.
 fn open_browser(url: &str) {
-    let display = ["DISPLAY", "WAYLAND_DISPLAY"]
-        .iter()
-        .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()));
-    if !display {
+    if !has_display() {
         crate::errln!(
             "(no display here: open it on any machine, or use --paste if this host's loopback is out of the browser's reach)"
         );
         return;
     }
+    xdg_open(url);
+}
+
+/// Starts `xdg-open URL` without waiting for it; says so when it cannot be started.
+pub(super) fn xdg_open(url: &str) {
     // The URL is one argument, never a shell word.
     let spawned = std::process::Command::new("xdg-open")
         .arg(url)

@@ -17,6 +17,7 @@ pub mod secret;
 mod status;
 mod table;
 mod tools;
+mod ui;
 
 pub use agents::agents;
 pub use bridge::bridge;
@@ -24,6 +25,7 @@ pub use login::{login, logout};
 pub use pins::{approve, diff, forget};
 pub use status::status;
 pub use tools::{search, tools};
+pub use ui::ui;
 
 /// Member `key` of a JSON object, or null: reading a field of the daemon's answer
 /// never fails, whatever it sent.

@@ -1,4 +1,4 @@
-//! mcpd's own methods on an agent's connection that show or change the daemon (status, metrics, agents, reload, a server's start, stop and restart, the HTTP token), and who may use them; `login.rs` has the login methods, handed to a server's credential.
+//! mcpd's own methods on an agent's connection that show or change the daemon (status, metrics, agents, reload, a server's start, stop and restart, the HTTP token, the dashboard's launch URL), and who may use them; `login.rs` has the login methods, handed to a server's credential.
 
 pub(super) mod login;
 pub(super) mod secrets;
@@ -136,6 +136,7 @@ pub(super) fn status(req: Request, ctx: &AgentContext) -> Handled {
                 "config": daemon.config,
                 "agents": daemon.agents.load(Ordering::Relaxed),
                 "http": daemon.http.as_ref().map(|h| &h.url),
+                "ui": daemon.ui.as_ref().map(crate::dashboard::DashboardHandle::url),
                 "secrets": secrets,
             },
             "servers": servers,
@@ -242,4 +243,23 @@ pub(super) fn http_token(id: &jsonrpc::Id, ctx: &AgentContext) -> String {
             Some(t) => jsonrpc::result_line(id, &json!({ "url": h.url, "token": t.expose() })),
         },
     }
+}
+
+/// `mcpd/ui`: a fresh launch URL for the dashboard (its token works once, for two minutes).
+pub(super) fn ui(req: Request, ctx: &AgentContext) -> Handled {
+    let ui = ctx.daemon.ui.clone();
+    later(req.id, |id| async move {
+        let launch = match ui {
+            None => Err(
+                "the dashboard is off (daemon.ui = false); set daemon.ui = true and restart mcpd"
+                    .to_owned(),
+            ),
+            Some(ui) => ui
+                .launch_url()
+                .await
+                .map(|(url, ttl)| json!({ "url": url, "expires_secs": ttl.as_secs() }))
+                .map_err(|e| format!("the dashboard did not answer: {e}")),
+        };
+        outcome(&id, launch)
+    })
 }

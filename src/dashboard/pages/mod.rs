@@ -1,0 +1,165 @@
+//! The dashboard's pages: the login exchange, logging out, the overview, the stylesheet, and the pages that say why a request was refused. Rendered on the server by askama templates compiled into the binary, every value HTML-escaped; no script.
+
+mod overview;
+
+use super::actor::DashboardHandle;
+use super::auth::{COOKIE, Key, SessionId};
+use crate::supervisor::SupervisorHandle;
+use askama::Template;
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Router};
+
+/// What the pages need.
+#[derive(Clone)]
+pub(super) struct Pages {
+    pub(super) supervisor: SupervisorHandle,
+    pub(super) keys: DashboardHandle,
+}
+
+/// The routes (the guard is layered on by the caller).
+pub(super) fn routes(pages: Pages) -> Router {
+    use axum::routing::{get, post};
+    Router::new()
+        .route("/", get(overview::page))
+        .route("/login", get(login))
+        .route("/logout", post(logout))
+        .route("/static/style.css", get(style))
+        .fallback(not_found)
+        .with_state(pages)
+}
+
+/// A page that says one thing: why the request got no further, and what to do.
+#[derive(Template)]
+#[template(path = "dashboard/message.html")]
+struct Message<'a> {
+    title: &'a str,
+    text: &'a str,
+    hint: &'a str,
+}
+
+/// A rendered template as an HTML response.
+fn html(status: StatusCode, page: &impl Template) -> Response {
+    match page.render() {
+        Ok(body) => (
+            status,
+            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+            body,
+        )
+            .into_response(),
+        Err(e) => {
+            tracing::error!("dashboard page failed to render: {e}");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the page failed to render",
+            )
+                .into_response()
+        }
+    }
+}
+
+fn message(status: StatusCode, title: &str, text: &str, hint: &str) -> Response {
+    html(status, &Message { title, text, hint })
+}
+
+const RUN_CTL_UI: &str = "Run mcpd ctl ui on this machine: it prints (and with a display, opens) an address that logs this browser in.";
+
+/// No open session: the login page, which says how to get one.
+pub(super) fn login_needed() -> Response {
+    message(
+        StatusCode::UNAUTHORIZED,
+        "Log in to mcpd",
+        "This page shows the mcpd daemon's servers to the person running it.",
+        RUN_CTL_UI,
+    )
+}
+
+/// A request whose `Host` is not this listener's.
+pub(super) fn foreign_host() -> Response {
+    message(
+        StatusCode::FORBIDDEN,
+        "Refused",
+        "This request names a host other than the mcpd dashboard's loopback address \
+         (a defence against DNS rebinding).",
+        "Open the address mcpd ctl ui prints, as it is printed.",
+    )
+}
+
+/// A state-changing request from another origin.
+pub(super) fn cross_site() -> Response {
+    message(
+        StatusCode::FORBIDDEN,
+        "Refused",
+        "This request did not come from the dashboard's own page.",
+        "Use the dashboard's own buttons.",
+    )
+}
+
+async fn not_found() -> Response {
+    message(
+        StatusCode::NOT_FOUND,
+        "Not found",
+        "The dashboard has no such page.",
+        "",
+    )
+}
+
+/// `GET /login?token=T`: a valid launch token becomes a session cookie and a redirect to
+/// `/`, so the token leaves the address bar (and the history entry is the plain page).
+async fn login(State(pages): State<Pages>, uri: Uri) -> Response {
+    let token = uri.query().and_then(|q| {
+        url::form_urlencoded::parse(q.as_bytes())
+            .find(|(k, _)| k == "token")
+            .and_then(|(_, v)| Key::parse(&v))
+    });
+    let session = match token {
+        Some(token) => pages.keys.redeem(token).await,
+        None => None,
+    };
+    let Some(session) = session else {
+        return message(
+            StatusCode::FORBIDDEN,
+            "This login address is used up",
+            "A login address works once, within two minutes of mcpd ctl ui printing it.",
+            "Run mcpd ctl ui again for a new one.",
+        );
+    };
+    let cookie = format!(
+        "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
+        session.hex()
+    );
+    redirect_home(&cookie)
+}
+
+/// `POST /logout`: ends the session and clears the cookie.
+async fn logout(State(pages): State<Pages>, Extension(session): Extension<SessionId>) -> Response {
+    pages.keys.end(session.0).await;
+    redirect_home(&format!(
+        "{COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"
+    ))
+}
+
+/// `303 See Other` to `/`, setting `cookie`.
+fn redirect_home(cookie: &str) -> Response {
+    let mut r = StatusCode::SEE_OTHER.into_response();
+    r.headers_mut()
+        .insert(header::LOCATION, HeaderValue::from_static("/"));
+    match HeaderValue::from_str(cookie) {
+        Ok(v) => {
+            r.headers_mut().insert(header::SET_COOKIE, v);
+        }
+        // Hex digits and fixed text: always a valid header value.
+        Err(e) => tracing::error!("dashboard cookie: {e}"),
+    }
+    r
+}
+
+/// The stylesheet, compiled into the binary.
+async fn style() -> Response {
+    const CSS: &str = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/templates/dashboard/style.css"
+    ));
+    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], CSS).into_response()
+}
