@@ -20,6 +20,7 @@ mod oauth_fixture;
 mod adversarial;
 mod browser_smoke;
 mod cli;
+mod dashboard;
 mod discovery;
 mod eras;
 mod failure_calls;

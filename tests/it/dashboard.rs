@@ -1,0 +1,308 @@
+//! The dashboard against the real daemon and a real Chromium: `mcpd ctl ui`'s token logs a browser in once and leaves the address bar, a request without the cookie gets the login page, hostile server text is shown as text, a rebound host name and a cross-origin POST get 403; and each check's counterpart, where the same request gets through once the one thing it lacked is right.
+
+use crate::browser::{Browser, step};
+use crate::support::{Daemon, DaemonBuilder, WAIT, http_client, run_mcpd, within};
+use fantoccini::Locator;
+use reqwest::StatusCode;
+use reqwest::header::{HOST, HeaderMap, ORIGIN};
+
+/// The dashboard's origin (`http://127.0.0.1:PORT`), from `mcpd/status`.
+async fn origin(d: &Daemon) -> String {
+    let status = d.status().await;
+    let ui = status["daemon"]["ui"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no dashboard address in {status}"));
+    ui.strip_suffix('/')
+        .expect("the address ends in /")
+        .to_owned()
+}
+
+/// A fresh launch URL from `mcpd ctl ui` (which must not try to open a browser here).
+async fn launch_url(d: &Daemon) -> String {
+    let (code, out, err) = d.run_cli(&["ctl", "ui", "--no-browser"]).await;
+    assert_eq!(code, 0, "mcpd ctl ui: {err}");
+    assert!(err.contains("works once"), "{err}");
+    let url = out.trim().to_owned();
+    assert_eq!(out.lines().count(), 1, "the URL alone on stdout: {out:?}");
+    url
+}
+
+/// An HTTP client that shows redirects instead of following them and keeps no cookies.
+fn plain() -> reqwest::Client {
+    let _ = http_client(); // installs the TLS provider reqwest needs
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(WAIT)
+        .build()
+        .expect("client")
+}
+
+/// Logs in with a token over plain HTTP; returns the `Cookie` header value.
+async fn cookie_for(url: &str) -> String {
+    let r = plain().get(url).send().await.expect("login");
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let set = r.headers()["set-cookie"]
+        .to_str()
+        .expect("ascii")
+        .to_owned();
+    for attr in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(set.contains(attr), "{set}");
+    }
+    set.split(';').next().expect("name=value").to_owned()
+}
+
+fn assert_hardened(headers: &HeaderMap) {
+    assert_eq!(
+        headers["content-security-policy"],
+        "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+    );
+    assert_eq!(headers["x-content-type-options"], "nosniff");
+    assert_eq!(headers["referrer-policy"], "no-referrer");
+    assert_eq!(headers["cache-control"], "no-store");
+}
+
+#[tokio::test]
+async fn a_launch_token_logs_a_browser_in_once_and_leaves_the_address_bar() {
+    let d = DaemonBuilder::new().fixture("alpha", &[]).start().await;
+    let status = d.wait_ready().await;
+    let pid = status["servers"][0]["pid"]
+        .as_u64()
+        .expect("pid")
+        .to_string();
+    let origin = origin(&d).await;
+    let url = launch_url(&d).await;
+    assert!(url.starts_with(&format!("{origin}/login?token=")), "{url}");
+
+    // Without the cookie: the login page, no server data.
+    let r = plain()
+        .get(format!("{origin}/"))
+        .send()
+        .await
+        .expect("get /");
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert_hardened(r.headers());
+    let body = r.text().await.expect("body");
+    assert!(body.contains("mcpd ctl ui"), "{body}");
+    assert!(!body.contains("alpha") && !body.contains(&pid), "{body}");
+
+    let Some(browser) = Browser::start("dashboard::login").await else {
+        return;
+    };
+    browser.goto(&url).await;
+    browser
+        .wait_for_text("tr[data-server=alpha] td.state", "ready")
+        .await;
+    browser
+        .wait_for_text("tr[data-server=alpha] td.pid", &pid)
+        .await;
+    let now = step("current URL", browser.client().current_url()).await;
+    assert_eq!(
+        now.as_str(),
+        format!("{origin}/"),
+        "the token left the address bar"
+    );
+
+    // The same token a second time: refused, in the browser and over plain HTTP.
+    browser.goto(&url).await;
+    browser
+        .wait_for_text("h1", "This login address is used up")
+        .await;
+    let r = plain().get(&url).send().await.expect("reuse");
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert_hardened(r.headers());
+
+    // The session still works, and the page's own button (a same-origin POST) ends it.
+    browser.goto(&format!("{origin}/")).await;
+    let logout = browser.wait_for("#logout").await;
+    step("click Log out", logout.click()).await;
+    browser.wait_for_text("h1", "Log in to mcpd").await;
+    browser.close().await;
+}
+
+#[tokio::test]
+async fn hostile_text_from_servers_is_shown_as_text_and_runs_nothing() {
+    let img = "/nonexistent/<img src=x onerror=\"document.title='pwned'\">";
+    let script = "/nonexistent/<script>document.title='pwned'</script>";
+    // Within the shell's single quotes: no single quote.
+    let stderr =
+        "<script>document.title=\"pwned\"</script><img src=x onerror=\"document.title=1\">";
+    let d = DaemonBuilder::new()
+        .fixture("alpha", &[])
+        .server("img", img, &[], "")
+        .server("script", script, &[], "")
+        .server(
+            "loud",
+            "sh",
+            &["-c", &format!("echo '{stderr}' >&2; exit 1")],
+            "",
+        )
+        .start()
+        .await;
+    for name in ["img", "script"] {
+        d.wait_server(name, "a last error", |s| s["last_error"].is_string())
+            .await;
+    }
+    d.wait_server("loud", "a stderr line", |s| {
+        s["stderr_tail"].as_array().is_some_and(|t| !t.is_empty())
+    })
+    .await;
+    let url = launch_url(&d).await;
+    let Some(browser) = Browser::start("dashboard::hostile").await else {
+        return;
+    };
+    browser.goto(&url).await;
+    browser.wait_for("tr[data-server=alpha]").await;
+    let cell = |name: &str| format!("tr[data-server={name}] td.error");
+    for (name, payload) in [("img", img), ("script", script), ("loud", stderr)] {
+        let text = step("error text", browser.wait_for(&cell(name)).await.text()).await;
+        assert!(text.contains(payload), "{name}: {text:?} lacks {payload:?}");
+    }
+    let client = browser.client().clone();
+    let found = |css: &'static str| {
+        let client = client.clone();
+        async move { step(css, client.find_all(Locator::Css(css))).await.len() }
+    };
+    assert_eq!(
+        found("#servers img").await,
+        0,
+        "no element made of server text"
+    );
+    assert_eq!(found("#servers script").await, 0);
+    assert_eq!(found("script").await, 0, "the page has no script at all");
+    let title = step("title", browser.client().title()).await;
+    assert_eq!(title, "mcpd");
+
+    // The counterpart: the same text put into the page as markup is found by the checks
+    // above, so they would see an escaping hole.
+    let js = "document.querySelector(arguments[0]).innerHTML = arguments[1];";
+    let args = vec![cell("img").into(), img.into()];
+    step("inject", browser.client().execute(js, args)).await;
+    assert_eq!(
+        found("#servers img").await,
+        1,
+        "the check sees unescaped markup"
+    );
+    browser.close().await;
+}
+
+#[tokio::test]
+async fn a_rebound_host_name_gets_403_and_the_token_it_carried_still_works() {
+    let d = DaemonBuilder::new().fixture("alpha", &[]).start().await;
+    d.wait_ready().await;
+    let origin = origin(&d).await;
+    let port = origin.rsplit(':').next().expect("port").to_owned();
+    let url = launch_url(&d).await;
+    let rebound = url.replace("127.0.0.1", "evil.test");
+
+    // Plain HTTP with the foreign Host: refused before the token is looked at.
+    let r = plain()
+        .get(&url)
+        .header(HOST, format!("evil.test:{port}"))
+        .send()
+        .await
+        .expect("rebound request");
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert_hardened(r.headers());
+
+    let rule = "--host-resolver-rules=MAP evil.test 127.0.0.1";
+    let Some(browser) = Browser::start_with_args("dashboard::rebinding", &[rule]).await else {
+        return;
+    };
+    browser.goto(&rebound).await;
+    browser.wait_for_text("h1", "Refused").await;
+    let text = step("text", browser.wait_for("#text").await.text()).await;
+    assert!(text.contains("DNS rebinding"), "{text}");
+    browser.goto(&format!("http://evil.test:{port}/")).await;
+    browser.wait_for_text("h1", "Refused").await;
+
+    // The counterpart: the same browser and the same token, with the page's own host.
+    browser.goto(&url).await;
+    browser
+        .wait_for_text("tr[data-server=alpha] td.state", "ready")
+        .await;
+    browser.close().await;
+}
+
+#[tokio::test]
+async fn a_cross_origin_post_gets_403_and_a_same_origin_one_is_served() {
+    let d = DaemonBuilder::new().fixture("alpha", &[]).start().await;
+    d.wait_ready().await;
+    let origin = origin(&d).await;
+    let cookie = cookie_for(&launch_url(&d).await).await;
+    let http = plain();
+    let get_home = || async {
+        http.get(format!("{origin}/"))
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .expect("get /")
+            .status()
+    };
+    assert_eq!(get_home().await, StatusCode::OK);
+    let logout = |origin_header: Option<&str>, site: Option<&str>| {
+        let mut r = http
+            .post(format!("{origin}/logout"))
+            .header("cookie", &cookie);
+        if let Some(o) = origin_header {
+            r = r.header(ORIGIN, o);
+        }
+        if let Some(s) = site {
+            r = r.header("sec-fetch-site", s);
+        }
+        async move { r.send().await.expect("post") }
+    };
+    for (o, site) in [
+        (Some("http://evil.test"), None),
+        (Some("http://evil.test"), Some("cross-site")),
+        (None, Some("same-site")),
+        (None, None),
+    ] {
+        let r = logout(o, site).await;
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "{o:?} {site:?}");
+        assert_hardened(r.headers());
+        assert_eq!(get_home().await, StatusCode::OK, "the session survived");
+    }
+    // The counterpart: the page's own origin gets through, and logs out.
+    let r = logout(Some(&origin), Some("same-origin")).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(get_home().await, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn ctl_ui_says_why_when_the_dashboard_is_off() {
+    let d = DaemonBuilder::new().daemon("ui = false").start().await;
+    assert!(d.status().await["daemon"]["ui"].is_null());
+    let (code, out, err) = d.run_cli(&["ctl", "ui", "--no-browser"]).await;
+    assert_ne!(code, 0);
+    assert!(out.is_empty(), "{out}");
+    assert!(err.contains("daemon.ui = false"), "{err}");
+    let (code, help, _) = run_mcpd(&["ctl", "ui", "--help"], None).await;
+    assert_eq!(code, 0);
+    assert!(
+        help.contains("dashboard") && help.contains("--no-browser"),
+        "{help}"
+    );
+}
+
+#[tokio::test]
+async fn a_taken_ui_port_stops_the_daemon_at_start_with_an_error_naming_the_key() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().expect("addr");
+    let dir = tempfile::tempdir().expect("dir");
+    let config = dir.path().join("mcpd.toml");
+    std::fs::write(&config, format!("[daemon]\nui_listen = \"{addr}\"\n")).expect("config");
+    let socket = dir.path().join("s.sock");
+    let config = config.to_string_lossy().into_owned();
+    let (code, _, err) = within(
+        "mcpd serve fails",
+        run_mcpd(&["serve", "--config", &config], Some(&socket)),
+    )
+    .await;
+    assert_ne!(code, 0);
+    assert!(
+        err.contains(&format!("cannot listen for the dashboard on {addr}"))
+            && err.contains("daemon.ui_listen"),
+        "{err}"
+    );
+    drop(taken);
+}
