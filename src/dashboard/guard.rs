@@ -62,23 +62,30 @@ pub(super) enum Need {
     Session,
 }
 
-/// The checks, made once for the bound port.
+/// The checks, made once for the bound address.
 #[derive(Debug)]
 pub(super) struct Policy {
-    /// `Host` values a request may carry: the loopback names with the bound port.
-    hosts: [String; 3],
+    /// `Host` values a request may carry: the loopback names with the bound port, and
+    /// the bound address itself (`127.0.0.2:PORT` is loopback too).
+    hosts: Vec<String>,
     pub(super) host_check: Check,
     pub(super) origin_check: Check,
 }
 
 impl Policy {
-    pub(super) fn new(port: u16) -> Policy {
+    pub(super) fn new(addr: std::net::SocketAddr) -> Policy {
+        let port = addr.port();
+        let mut hosts = vec![
+            format!("127.0.0.1:{port}"),
+            format!("localhost:{port}"),
+            format!("[::1]:{port}"),
+        ];
+        let own = addr.to_string();
+        if !hosts.contains(&own) {
+            hosts.push(own);
+        }
         Policy {
-            hosts: [
-                format!("127.0.0.1:{port}"),
-                format!("localhost:{port}"),
-                format!("[::1]:{port}"),
-            ],
+            hosts,
             host_check: Check::On,
             origin_check: Check::On,
         }
@@ -176,7 +183,8 @@ pub(super) async fn guard(State(g): State<Guard>, mut req: Request, next: Next) 
 mod tests {
     use super::*;
 
-    const PORT: u16 = 8766;
+    const PORT: std::net::SocketAddr =
+        std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8766);
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
@@ -225,6 +233,19 @@ mod tests {
             assert_eq!(
                 check(&p, Method::GET, "/login", &[("host", host)]),
                 Err(Refusal::ForeignHost),
+                "{host}"
+            );
+        }
+        // Bound to another loopback address: that address is its name too.
+        let other = Policy::new("127.0.0.2:8766".parse().unwrap());
+        for (host, want) in [
+            ("127.0.0.2:8766", Ok(Need::Session)),
+            ("127.0.0.1:8766", Ok(Need::Session)),
+            ("127.0.0.3:8766", Err(Refusal::ForeignHost)),
+        ] {
+            assert_eq!(
+                check(&other, Method::GET, "/", &[("host", host)]),
+                want,
                 "{host}"
             );
         }

@@ -60,7 +60,7 @@ pub fn start(
 ) -> (DashboardHandle, tokio::task::JoinHandle<()>) {
     let (handle, mailbox) = actor::channel(bound.addr);
     let guard = guard::Guard {
-        policy: Arc::new(guard::Policy::new(bound.addr.port())),
+        policy: Arc::new(guard::Policy::new(bound.addr)),
         keys: handle.clone(),
     };
     let pages = pages::Pages {
