@@ -156,6 +156,14 @@ pub enum CtlCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Cancel an agent's request in flight (the server is told to stop it; the agent gets
+    /// an error saying so). `mcpd ctl agents` lists agents and their requests
+    Cancel {
+        /// The agent's number, from `mcpd ctl agents`
+        agent: u64,
+        /// The request's id as `mcpd ctl agents` shows it (a number, or a quoted string)
+        id: String,
+    },
     /// Counters in Prometheus text format: calls, errors and latency per server and method,
     /// restarts, in-flight requests, agents, bytes to and from agents
     Metrics,

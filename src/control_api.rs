@@ -203,10 +203,30 @@ pub struct AgentInfo {
     /// gets control methods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_pid: Option<u32>,
+    /// Its requests in flight, longest running first (at most `CALLS_SHOWN`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<CallInfo>,
     /// The connection has sent only control methods (`mcpd ctl`): no agent, not listed.
     /// The roster's own flag, never sent.
     #[serde(skip)]
     pub control_only: bool,
+}
+
+/// The most requests in flight one agent's entry lists.
+pub const CALLS_SHOWN: usize = 32;
+
+/// One request in flight of an agent's.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CallInfo {
+    /// The request's id as the agent sent it, as JSON text (`7`, `"a"`): what
+    /// `mcpd/cancel` takes.
+    pub id: String,
+    pub method: String,
+    /// The tool, for `tools/call`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// How long it has been running.
+    pub secs: f64,
 }
 
 fn shared() -> String {
@@ -220,6 +240,8 @@ pub const PINS: &str = "mcpd/pins";
 /// `mcpd ctl ui`: a fresh launch URL for the dashboard, `{"url": …, "expires_secs": …}`;
 /// the URL holds a token that logs one browser in, once.
 pub const UI: &str = "mcpd/ui";
+/// Cancels an agent's request in flight: `{"agent": N, "id": "<the id as JSON text>"}`.
+pub const CANCEL: &str = "mcpd/cancel";
 
 /// `mcpd ctl secret`: params `op` (`set`, `list`, `remove`), `name`, and for `set` the
 /// `value`. Values go in, never come out.

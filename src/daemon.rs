@@ -21,7 +21,7 @@ pub async fn serve(
     socket: PathBuf,
     shutdown: CancellationToken,
     mut reloads: tokio::sync::mpsc::Receiver<()>,
-) -> Result<(), listener::BindError> {
+) -> Result<(), StartError> {
     // Before any child is started: none may inherit what mcpd inherited, and each gets
     // back the open-files limit mcpd started with.
     crate::inherit::close_inherited_on_exec();
@@ -106,13 +106,12 @@ pub async fn serve(
             Some((tcp, cfg.clone(), token, addr))
         }
     };
-    let (ui, ui_task) = match ui {
+    let (ui, ui_pending) = match ui.map(crate::dashboard::prepare) {
         None => (None, None),
-        Some(bound) => {
-            let (handle, task) =
-                crate::dashboard::start(bound, supervisor.clone(), shutdown.clone());
-            (Some(handle), Some(task))
-        }
+        Some((handle, pending)) => (
+            Some(Arc::new(handle) as Arc<dyn crate::agent::UiLink>),
+            Some(pending),
+        ),
     };
     let daemon = Arc::new(DaemonInfo {
         started: Instant::now(),
@@ -179,6 +178,7 @@ pub async fn serve(
         task_book: crate::agent::TaskBook::spawn(task_statuses, config.daemon.max_message_bytes),
         discovery: config.daemon.discovery.clone(),
     };
+    let ui_task = ui_pending.map(|ui| ui.start(ctx.clone(), shutdown.clone()));
     let agents = TaskTracker::new();
     let status = (ctx.catalog.clone(), ctx.daemon.clone());
     let http_task = http.map(|(tcp, cfg, token, _)| {
@@ -264,6 +264,17 @@ pub async fn serve(
     }
     tracing::info!("mcpd stopped");
     Ok(())
+}
+
+/// Why the daemon could not start serving.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Listen(#[from] listener::BindError),
+    #[error(transparent)]
+    Http(#[from] crate::agent::http::HttpError),
+    #[error(transparent)]
+    Dashboard(#[from] crate::dashboard::DashboardError),
 }
 
 /// The one-line summary systemd shows (`STATUS=`).

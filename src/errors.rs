@@ -41,6 +41,10 @@ pub enum AgentError {
     TooManyInFlight(usize),
     #[error("mcpd is shutting down; reconnect once it is back")]
     ShuttingDown,
+    #[error(
+        "the daemon's user cancelled this request (mcpd's dashboard or mcpd ctl cancel); the server was told to stop it"
+    )]
+    CancelledByOperator,
     #[error("a message exceeded the limit of {0} bytes and was discarded")]
     MessageTooLarge(usize),
     #[error("a message was not valid UTF-8 and was discarded")]
@@ -152,6 +156,7 @@ impl AgentError {
             }
             AgentError::TooManyInFlight(_) => ErrorObject::new(mcpd_code::BUSY, message),
             AgentError::ShuttingDown => ErrorObject::new(mcpd_code::SHUTTING_DOWN, message),
+            AgentError::CancelledByOperator => ErrorObject::new(mcpd_code::CANCELLED, message),
             AgentError::MessageTooLarge(_) | AgentError::NotUtf8 => {
                 ErrorObject::new(code::INVALID_REQUEST, message)
             }

@@ -106,6 +106,7 @@ async fn dispatch(command: Command) -> ExitCode {
                 CtlCommand::Tools { server, .. } => ctl::tools(&socket, server.as_deref()).await,
                 CtlCommand::Reload => ctl::reload(&socket).await,
                 CtlCommand::Agents { json } => ctl::agents(&socket, json).await,
+                CtlCommand::Cancel { agent, id } => ctl::cancel(&socket, agent, &id).await,
                 CtlCommand::Metrics => ctl::metrics(&socket).await,
                 CtlCommand::HttpToken { url } => ctl::http_token(&socket, url).await,
                 CtlCommand::Ui { no_browser } => ctl::ui(&socket, !no_browser).await,

@@ -2,6 +2,7 @@
 
 use super::AgentContext;
 use super::handlers;
+use super::in_flight::{Ended, InFlight};
 use super::input::{self, Inputs, Resumed};
 use super::params::PlainArguments;
 use super::project;
@@ -21,7 +22,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::UnixStream;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -94,7 +95,7 @@ struct Conn {
     session: Session,
     inputs: Inputs,
     /// Requests in flight, by the agent's id, with what cancels them.
-    in_flight: HashMap<Id, CancellationToken>,
+    in_flight: InFlight,
     calls: FuturesUnordered<ReplyFuture>,
     max_in_flight: usize,
     /// Set once shutdown began: the calls in flight may finish until then.
@@ -150,7 +151,7 @@ impl Conn {
             outbox,
             session,
             inputs: Inputs::new(agent),
-            in_flight: HashMap::new(),
+            in_flight: InFlight::default(),
             calls: FuturesUnordered::new(),
             drain_deadline: None,
             held: Held::default(),
@@ -170,7 +171,7 @@ impl Conn {
         shutdown: CancellationToken,
         asks: mpsc::Receiver<Box<ServerAsk>>,
         (describes, projects): (
-            mpsc::Receiver<oneshot::Sender<crate::control_api::AgentInfo>>,
+            mpsc::Receiver<super::roster::RosterAsk>,
             mpsc::Receiver<super::project::News>,
         ),
     ) -> impl Future<Output = ()>
@@ -211,10 +212,7 @@ impl Conn {
                             break Close::Gone;
                         }
                         Rare::Ask(ask) => self.inputs.ask(&self.session, &self.outbox, *ask),
-                        Rare::Describe(respond_to) => {
-                            let about = self.session.describe(self.in_flight.len());
-                            let _ = respond_to.send(about); // the asker may have left
-                        }
+                        Rare::Roster(ask) => self.on_roster(ask),
                         Rare::Catalog => self.on_catalog(),
                         Rare::Project(news) => project::on_news(&self.ctx, &mut self.session, news),
                     },
@@ -242,7 +240,7 @@ impl Conn {
 
     /// A request in flight ended, or paused for the agent's input.
     fn on_step(&mut self, id: Id, step: Step) {
-        self.in_flight.remove(&id);
+        let ended = self.in_flight.remove(&id);
         match step {
             Step::Reply(line) => self.held.reply(
                 &self.outbox,
@@ -251,9 +249,39 @@ impl Conn {
                     about: Some(id),
                 },
             ),
-            Step::Cancelled => {}
+            Step::Cancelled => {
+                if let Ended::ByOperator = ended {
+                    let e = AgentError::CancelledByOperator.to_error_object();
+                    let line = jsonrpc::error_line(Some(&id), &e);
+                    self.held.reply(
+                        &self.outbox,
+                        Out {
+                            line,
+                            about: Some(id),
+                        },
+                    );
+                }
+            }
             Step::Park { ask, call } => {
                 self.inputs.park(&self.outbox, &mut self.held, ask, *call);
+            }
+        }
+    }
+
+    /// The roster asks: for `ctl agents`, or to cancel a request for the daemon's user.
+    fn on_roster(&mut self, ask: super::roster::RosterAsk) {
+        use super::roster::RosterAsk;
+        // The asker may have left; nothing is owed to it then.
+        match ask {
+            RosterAsk::Describe(respond_to) => {
+                let _ = respond_to.send(self.session.describe(&self.in_flight));
+            }
+            RosterAsk::Cancel { id, respond_to } => {
+                let found = self.in_flight.cancel_by_operator(&id);
+                if found {
+                    tracing::info!(agent = self.agent, rpc_id = %id, "request cancelled by the daemon's user");
+                }
+                let _ = respond_to.send(found);
             }
         }
     }
@@ -334,7 +362,7 @@ impl Conn {
                 &AgentError::ShuttingDown.to_error_object(),
             ));
         }
-        if self.in_flight.contains_key(&req.id) {
+        if self.in_flight.contains(&req.id) {
             let e = jsonrpc::ErrorObject::new(
                 jsonrpc::code::INVALID_REQUEST,
                 format!(
@@ -356,20 +384,28 @@ impl Conn {
                 Resumed::Refused(line) => return unowned(line),
                 Resumed::Resume(call) => {
                     let cancel = CancellationToken::new();
-                    self.in_flight.insert(req.id.clone(), cancel.clone());
+                    let tool = req.params.as_ref().and_then(|p| p.get("name"));
+                    let tool = tool.and_then(serde_json::Value::as_str);
+                    self.in_flight
+                        .insert(req.id.clone(), cancel.clone(), &req.method, tool);
                     self.calls.push(input::resume(call, req.id, cancel));
                     return None;
                 }
             }
         }
         let id = req.id.clone();
+        // What `ctl agents` and the dashboard show of it while it runs.
+        let method: Box<str> = req.method.as_str().into();
+        let tool: Option<Box<str>> = (req.method == method::TOOLS_CALL)
+            .then(|| req.params.as_ref()?.get("name")?.as_str().map(Into::into))
+            .flatten();
         match handlers::handle(req, plain, &self.ctx, &self.outbox, &mut self.session) {
             Handled::Now(line) => Some(Out {
                 line,
                 about: Some(id),
             }),
             Handled::Later { id, cancel, fut } => {
-                self.in_flight.insert(id, cancel);
+                self.in_flight.insert(id, cancel, &method, tool.as_deref());
                 self.calls.push(fut);
                 None
             }
@@ -403,9 +439,7 @@ impl Conn {
                     .and_then(|p| p.get("requestId"))
                     .and_then(Id::from_value);
                 if let Some(id) = id {
-                    if let Some(token) = self.in_flight.get(&id) {
-                        token.cancel();
-                    }
+                    self.in_flight.cancel(&id);
                     // Ending a subscription is silent: no response is due.
                     self.session.listens.remove(&id);
                 }
@@ -426,9 +460,7 @@ impl Conn {
                 None => self.outbox.send(line),
             };
         }
-        for token in self.in_flight.values() {
-            token.cancel();
-        }
+        self.in_flight.cancel_all();
         self.ctx.agents.leave(agent);
         // Its own server instances (`share = "agent"`) go after a grace period.
         self.ctx.supervisor.agent_gone(agent);

@@ -123,6 +123,7 @@ pub fn handle(
         "mcpd/agents" => control::agents(req, ctx),
         "mcpd/http-token" => Handled::Now(control::http_token(&req.id, ctx)),
         crate::control_api::UI => control::ui(req, ctx),
+        crate::control_api::CANCEL => control::cancel(req, ctx),
         crate::control_api::PINS => control::pins(req, ctx),
         crate::control_api::SECRETS => control::secrets::handle(req, ctx),
         "mcpd/restart" => control::control(req, ctx, Action::Restart),

@@ -34,8 +34,6 @@ pub enum BindError {
     Activation(String),
     #[error(transparent)]
     Http(#[from] super::http::HttpError),
-    #[error(transparent)]
-    Dashboard(#[from] crate::dashboard::DashboardError),
 }
 
 /// Binds the agent socket: its directory is created 0700, the socket made 0600. A socket

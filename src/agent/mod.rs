@@ -7,6 +7,7 @@ mod discover;
 mod forward;
 mod handlers;
 pub mod http;
+mod in_flight;
 mod input;
 mod legacy_call;
 mod lineage;
@@ -55,7 +56,19 @@ pub struct DaemonInfo {
     /// The secret stores, for `mcpd ctl secret`.
     pub secrets: crate::secrets::Secrets,
     /// The dashboard, unless `daemon.ui = false`: its address and launch tokens.
-    pub ui: Option<crate::dashboard::DashboardHandle>,
+    pub ui: Option<Arc<dyn UiLink>>,
+}
+
+/// The dashboard as `mcpd/status` and `mcpd/ui` reach it. The dashboard implements it:
+/// it is built on this module (an agent connection of its own, the roster), which
+/// therefore does not name it.
+pub trait UiLink: Send + Sync + std::fmt::Debug {
+    /// The page's address (no token).
+    fn url(&self) -> String;
+    /// A fresh launch URL, valid once for the duration returned.
+    fn launch_url(
+        &self,
+    ) -> futures::future::BoxFuture<'_, Result<(String, Duration), crate::ask::AskError>>;
 }
 
 /// One connection's place in `DaemonInfo::agents`, held from its first request that is

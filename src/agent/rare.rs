@@ -1,13 +1,13 @@
-//! What wakes an agent connection rarely (shutdown, an overflowed queue, a server's question, `ctl agents`, a changed catalog, a checked project claim), as one stream polled only when one of them fires.
+//! What wakes an agent connection rarely (shutdown, an overflowed queue, a server's question, the roster (`ctl agents`, a cancel), a changed catalog, a checked project claim), as one stream polled only when one of them fires.
 
-use crate::control_api::AgentInfo;
+use super::roster::RosterAsk;
 use crate::outbox::Outbox;
 use crate::registry::Catalog;
 use crate::upstream::ServerAsk;
 use futures::StreamExt;
 use futures::stream::{BoxStream, SelectAll};
 use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 /// What wakes a connection rarely: shutdown, an overflowed queue, a server's question for
@@ -16,7 +16,7 @@ pub enum Rare {
     Stopping,
     Overflowed,
     Ask(Box<ServerAsk>),
-    Describe(oneshot::Sender<AgentInfo>),
+    Roster(RosterAsk),
     Catalog,
     /// A claim about the agent's project, checked.
     Project(super::project::claim::News),
@@ -33,7 +33,7 @@ impl Rare {
         outbox: &Outbox,
         catalog: &watch::Receiver<Arc<Catalog>>,
         asks: mpsc::Receiver<Box<ServerAsk>>,
-        describes: mpsc::Receiver<oneshot::Sender<AgentInfo>>,
+        describes: mpsc::Receiver<RosterAsk>,
         projects: mpsc::Receiver<super::project::claim::News>,
     ) -> SelectAll<BoxStream<'static, Rare>> {
         use futures::stream::{once, unfold};
@@ -44,7 +44,7 @@ impl Rare {
             Some((Rare::Ask(rx.recv().await?), rx))
         });
         let describes = unfold(describes, |mut rx| async move {
-            Some((Rare::Describe(rx.recv().await?), rx))
+            Some((Rare::Roster(rx.recv().await?), rx))
         });
         let projects = unfold(projects, |mut rx| async move {
             Some((Rare::Project(rx.recv().await?), rx))

@@ -61,8 +61,30 @@ fn parent_of(pid: i32) -> Option<i32> {
     i32::try_from(ppid).ok().filter(|p| *p > 1)
 }
 
-/// How a connection is asked for its live details.
-pub type Asker = mpsc::Sender<oneshot::Sender<AgentInfo>>;
+/// What the roster asks a connection.
+pub enum RosterAsk {
+    /// Its live details, for `ctl agents` and the dashboard.
+    Describe(oneshot::Sender<AgentInfo>),
+    /// To cancel a request in flight for the daemon's user; answers whether it was.
+    Cancel {
+        id: crate::jsonrpc::Id,
+        respond_to: oneshot::Sender<bool>,
+    },
+}
+
+/// How a connection is asked.
+pub type Asker = mpsc::Sender<RosterAsk>;
+
+/// Why a request could not be cancelled.
+#[derive(Debug, thiserror::Error)]
+pub enum CancelError {
+    #[error("no agent {0} is connected")]
+    NoAgent(u64),
+    #[error("agent {agent} has no request {id} in flight (it may have just finished)")]
+    NoRequest { agent: u64, id: String },
+    #[error("agent {0} did not answer in time")]
+    Busy(u64),
+}
 
 enum Msg {
     Join {
@@ -75,6 +97,10 @@ enum Msg {
     },
     List {
         respond_to: oneshot::Sender<Vec<AgentInfo>>,
+    },
+    Find {
+        agent: u64,
+        respond_to: oneshot::Sender<Option<Asker>>,
     },
 }
 
@@ -105,6 +131,39 @@ impl AgentRoster {
 
     pub fn leave(&self, agent: u64) {
         let _ = self.tx.try_send(Msg::Leave { agent });
+    }
+
+    /// Cancels agent `agent`'s request `id` (an id as JSON text) for the daemon's user:
+    /// cancelled upstream as if the agent had, and the agent answered with an error.
+    pub async fn cancel(&self, agent: u64, id: &str) -> Result<(), CancelError> {
+        let no_request = || CancelError::NoRequest {
+            agent,
+            id: id.to_owned(),
+        };
+        let parsed = serde_json::from_str(id).ok();
+        let parsed = parsed.as_ref().and_then(crate::jsonrpc::Id::from_value);
+        let Some(parsed) = parsed else {
+            return Err(no_request());
+        };
+        let found = crate::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Find {
+            agent,
+            respond_to,
+        })
+        .await;
+        let Ok(Some(ask)) = found else {
+            return Err(CancelError::NoAgent(agent));
+        };
+        let asked = crate::ask::ask(&ask, ASK_TIMEOUT, |respond_to| RosterAsk::Cancel {
+            id: parsed,
+            respond_to,
+        })
+        .await;
+        match asked {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(no_request()),
+            Err(crate::ask::AskError::Gone) => Err(CancelError::NoAgent(agent)),
+            Err(_) => Err(CancelError::Busy(agent)),
+        }
     }
 
     pub async fn list(&self) -> Vec<AgentInfo> {
@@ -140,6 +199,10 @@ impl Roster {
             Msg::Leave { agent } => {
                 self.agents.remove(&agent);
             }
+            Msg::Find { agent, respond_to } => {
+                let ask = self.agents.get(&agent).map(|(_, ask)| ask.clone());
+                let _ = respond_to.send(ask); // the asker may have left
+            }
             Msg::List { respond_to } => {
                 // Asked from a task of its own, so a slow agent never holds up joins and
                 // leaves.
@@ -158,7 +221,7 @@ impl Roster {
 /// What an agent says about itself, on top of what was known when it connected.
 async fn describe(base: AgentInfo, ask: Asker) -> AgentInfo {
     let (respond_to, rx) = oneshot::channel();
-    if ask.try_send(respond_to).is_err() {
+    if ask.try_send(RosterAsk::Describe(respond_to)).is_err() {
         return base;
     }
     match tokio::time::timeout(ASK_TIMEOUT, rx).await {

@@ -48,13 +48,17 @@ pub struct Session {
 
 impl Session {
     /// What this connection says about itself for `mcpd ctl agents`.
-    pub fn describe(&self, in_flight: usize) -> crate::control_api::AgentInfo {
+    pub fn describe(
+        &self,
+        in_flight: &super::in_flight::InFlight,
+    ) -> crate::control_api::AgentInfo {
         crate::control_api::AgentInfo {
             agent: self.agent,
             client: self.client_name.clone(),
             client_version: self.client_version.clone(),
             era: self.era.map(|e| e.as_str().to_owned()),
-            in_flight,
+            in_flight: in_flight.len(),
+            calls: in_flight.describe(crate::control_api::CALLS_SHOWN),
             profile: self.profile.as_ref().map(|p| p.name.clone()),
             project: self
                 .project

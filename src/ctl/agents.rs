@@ -65,5 +65,47 @@ pub async fn agents(socket: &Path, as_json: bool) -> Result<(), CtlError> {
         &[Right, Right, Left, Left, Left, Right, Left],
         &rows,
     )?;
+    let calls: Vec<_> = agents
+        .iter()
+        .flat_map(|a| a.calls.iter().map(move |c| (a.agent, c)))
+        .collect();
+    if !calls.is_empty() {
+        let mut rows = vec![
+            ["AGENT", "ID", "REQUEST", "RUNNING"]
+                .map(str::to_owned)
+                .to_vec(),
+        ];
+        for (agent, c) in calls {
+            let what = match &c.tool {
+                Some(tool) => format!("{} {tool}", c.method),
+                None => c.method.clone(),
+            };
+            rows.push(vec![
+                agent.to_string(),
+                c.id.clone(),
+                what,
+                format!("{:.1}s", c.secs),
+            ]);
+        }
+        writeln!(out)?;
+        table::print(&mut out, &[Right, Left, Left, Right], &rows)?;
+    }
+    Ok(())
+}
+
+/// `mcpd ctl cancel AGENT ID`: cancels an agent's request in flight.
+pub async fn cancel(socket: &Path, agent: u64, id: &str) -> Result<(), CtlError> {
+    // An id typed bare (`7`, `abc`) is taken as the agent sent it: a number as a
+    // number, anything else as a string.
+    let id = if serde_json::from_str::<serde_json::Value>(id)
+        .is_ok_and(|v| v.is_number() || v.is_string())
+    {
+        id.to_owned()
+    } else {
+        serde_json::Value::from(id).to_string()
+    };
+    let params = serde_json::json!({ "agent": agent, "id": id });
+    request(socket, crate::control_api::CANCEL, Some(params)).await?;
+    writeln!(Out::lock(), "cancelled agent {agent}'s request {id}")?;
     Ok(())
 }

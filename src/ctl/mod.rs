@@ -19,7 +19,7 @@ mod table;
 mod tools;
 mod ui;
 
-pub use agents::agents;
+pub use agents::{agents, cancel};
 pub use bridge::bridge;
 pub use login::{login, logout};
 pub use pins::{approve, diff, forget};

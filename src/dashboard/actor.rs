@@ -105,6 +105,16 @@ impl DashboardHandle {
     }
 }
 
+impl crate::agent::UiLink for DashboardHandle {
+    fn url(&self) -> String {
+        DashboardHandle::url(self)
+    }
+
+    fn launch_url(&self) -> futures::future::BoxFuture<'_, Result<(String, Duration), AskError>> {
+        Box::pin(DashboardHandle::launch_url(self))
+    }
+}
+
 /// The mailbox of a dashboard not yet started, and the handle that sends to it: the
 /// router is built with the handle before the actor gets its router.
 pub struct Mailbox(mpsc::Receiver<DashboardMsg>);

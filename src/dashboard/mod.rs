@@ -14,8 +14,8 @@ mod pages;
 
 pub use actor::DashboardHandle;
 
+use crate::agent::AgentContext;
 use crate::config::UiListen;
-use crate::supervisor::SupervisorHandle;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::TcpListener;
@@ -51,25 +51,54 @@ pub async fn bind(cfg: &UiListen) -> Result<Bound, DashboardError> {
     Ok(Bound { listener, addr })
 }
 
-/// Starts serving on `bound` until `shutdown` fires: returns the handle (for `mcpd/ui`
-/// and status) and the task to wait for at shutdown.
-pub fn start(
+/// A dashboard bound and reachable through its handle, not yet serving: the handle goes
+/// into the daemon's facts (`mcpd/ui`, status) before the agent context the pages use is
+/// made from them.
+pub struct Pending {
     bound: Bound,
-    supervisor: SupervisorHandle,
-    shutdown: CancellationToken,
-) -> (DashboardHandle, tokio::task::JoinHandle<()>) {
+    handle: DashboardHandle,
+    mailbox: actor::Mailbox,
+}
+
+/// The handle of a dashboard bound at `bound`, and the dashboard to start.
+pub fn prepare(bound: Bound) -> (DashboardHandle, Pending) {
     let (handle, mailbox) = actor::channel(bound.addr);
-    let guard = guard::Guard {
-        policy: Arc::new(guard::Policy::new(bound.addr)),
-        keys: handle.clone(),
+    let pending = Pending {
+        bound,
+        handle: handle.clone(),
+        mailbox,
     };
-    let pages = pages::Pages {
-        supervisor,
-        keys: handle.clone(),
-    };
-    // The guard is outermost: every route and the fallback are behind it.
-    let app = pages::routes(pages).layer(axum::middleware::from_fn_with_state(guard, guard::guard));
-    let actor = actor::DashboardActor::new(bound.listener, mailbox, app, shutdown);
-    tracing::info!(url = %handle.url(), "serving the dashboard (`mcpd ctl ui` opens it)");
-    (handle, crate::tasks::spawn(actor.run()))
+    (handle, pending)
+}
+
+impl Pending {
+    /// Starts serving until `shutdown` fires; returns the task to wait for at shutdown.
+    /// `ctx` is the daemon's agent context: the pages read the supervisor, the roster and
+    /// the metrics through it, and call tools through an agent connection of their own.
+    pub fn start(
+        self,
+        ctx: AgentContext,
+        shutdown: CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        let Pending {
+            bound,
+            handle,
+            mailbox,
+        } = self;
+        let guard = guard::Guard {
+            policy: Arc::new(guard::Policy::new(bound.addr)),
+            keys: handle.clone(),
+        };
+        let pages = pages::Pages {
+            supervisor: ctx.supervisor.clone(),
+            keys: handle.clone(),
+            ctx,
+        };
+        // The guard is outermost: every route and the fallback are behind it.
+        let app =
+            pages::routes(pages).layer(axum::middleware::from_fn_with_state(guard, guard::guard));
+        let actor = actor::DashboardActor::new(bound.listener, mailbox, app, shutdown);
+        tracing::info!(url = %handle.url(), "serving the dashboard (`mcpd ctl ui` opens it)");
+        crate::tasks::spawn(actor.run())
+    }
 }

@@ -48,6 +48,8 @@ pub mod mcpd_code {
     /// A secret store could not do what was asked (the keyring locked or not answering,
     /// the file store unwritable).
     pub const SECRET_STORE: i64 = -32025;
+    /// The daemon's user cancelled the request (`mcpd ctl cancel`, the dashboard).
+    pub const CANCELLED: i64 = -32026;
 }
 
 /// A request id as the peer sent it. JSON-RPC allows strings and numbers; we keep the

@@ -141,3 +141,49 @@ async fn ctl_status_counts_the_connected_agents_but_not_the_ctl_connection_askin
     assert_eq!(code, 0, "{err}");
     assert!(metrics.contains("\nmcpd_agents 1\n"), "{metrics}");
 }
+
+#[tokio::test]
+async fn ctl_agents_lists_a_call_in_flight_and_ctl_cancel_cancels_it_upstream_and_tells_the_agent()
+{
+    let d = DaemonBuilder::new();
+    let rec = d.dir().join("rec");
+    let d = d
+        .fixture(
+            "s",
+            &["--tools", "hang,pid", "--record", rec.to_str().unwrap()],
+        )
+        .start()
+        .await;
+    d.wait_ready().await;
+    let mut a = d.initialized_agent().await;
+    let pid = text(&a.call("s__pid", json!({})).await).to_owned();
+    let id = a.start_call("s__hang", json!({})).await;
+    let log = rec.join(format!("received-{pid}.log"));
+    wait_for_line(&log, "\"hang\"").await;
+    let (code, out, err) = d.run_cli(&["ctl", "agents", "--json"]).await;
+    assert_eq!(code, 0, "{err}");
+    let agents: Value = serde_json::from_str(&out).unwrap();
+    let agent = &agents["agents"][0];
+    let call = &agent["calls"][0];
+    assert_eq!(call["method"], "tools/call", "{agents}");
+    assert_eq!(call["tool"], "s__hang", "{agents}");
+    assert_eq!(call["id"], id.to_string(), "{agents}");
+    let number = agent["agent"].as_u64().unwrap().to_string();
+    let (code, table, err) = d.run_cli(&["ctl", "agents"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(table.contains("tools/call s__hang"), "{table}");
+    // An unknown id is a clear error, and nothing is cancelled.
+    let (code, _, err) = d.run_cli(&["ctl", "cancel", &number, "999"]).await;
+    assert_ne!(code, 0);
+    assert!(err.contains("no request 999 in flight"), "{err}");
+    let (code, out, err) = d
+        .run_cli(&["ctl", "cancel", &number, &id.to_string()])
+        .await;
+    assert_eq!(code, 0, "{out}{err}");
+    wait_for_line(&log, "notifications/cancelled").await;
+    let answer = a.response(&id).await;
+    assert_eq!(error_code(&answer), Some(-32026), "{answer}");
+    assert!(error_message(&answer).contains("cancelled"), "{answer}");
+    // The connection keeps working.
+    assert_eq!(a.request("ping", None).await["result"], json!({}));
+}

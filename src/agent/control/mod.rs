@@ -64,6 +64,25 @@ pub(super) fn agents(req: Request, ctx: &AgentContext) -> Handled {
     })
 }
 
+/// `mcpd/cancel`: cancels an agent's request in flight, as the agent could have.
+pub(super) fn cancel(req: Request, ctx: &AgentContext) -> Handled {
+    let params = req.params.as_ref();
+    let agent = params.and_then(|p| p.get("agent")).and_then(Value::as_u64);
+    let id = params.and_then(|p| p.get("id")).and_then(Value::as_str);
+    let (Some(agent), Some(id)) = (agent, id.map(str::to_owned)) else {
+        let e = AgentError::InvalidParams {
+            method: req.method,
+            reason: "\"agent\" (a number) and \"id\" (the request's id as JSON text, as mcpd ctl agents --json shows it) are required".into(),
+        };
+        return Handled::Now(jsonrpc::error_line(Some(&req.id), &e.to_error_object()));
+    };
+    let agents = ctx.agents.clone();
+    later(req.id, |reply| async move {
+        let done = agents.cancel(agent, &id).await.map(|()| json!({}));
+        outcome(&reply, done.map_err(|why| why.to_string()))
+    })
+}
+
 /// The metrics that are states rather than counts, from the supervisor and the daemon.
 fn gauges(out: &mut String, servers: &[crate::control_api::ServerStatus], agents: usize) {
     use std::fmt::Write as _;
@@ -136,7 +155,7 @@ pub(super) fn status(req: Request, ctx: &AgentContext) -> Handled {
                 "config": daemon.config,
                 "agents": daemon.agents.load(Ordering::Relaxed),
                 "http": daemon.http.as_ref().map(|h| &h.url),
-                "ui": daemon.ui.as_ref().map(crate::dashboard::DashboardHandle::url),
+                "ui": daemon.ui.as_ref().map(|ui| ui.url()),
                 "secrets": secrets,
             },
             "servers": servers,

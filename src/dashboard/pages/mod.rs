@@ -16,6 +16,9 @@ use axum::{Extension, Router};
 pub(super) struct Pages {
     pub(super) supervisor: SupervisorHandle,
     pub(super) keys: DashboardHandle,
+    /// The daemon's agent context: the roster, metrics, and what an agent connection of
+    /// the page's own needs.
+    pub(super) ctx: crate::agent::AgentContext,
 }
 
 /// The routes (the guard is layered on by the caller).
