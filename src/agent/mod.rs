@@ -10,6 +10,7 @@ pub mod http;
 mod in_flight;
 mod input;
 mod legacy_call;
+pub mod local;
 mod lineage;
 pub mod listener;
 mod modern;

@@ -16,7 +16,7 @@ use std::sync::Arc;
 const HARDENING: &[(header::HeaderName, &str)] = &[
     (
         header::CONTENT_SECURITY_POLICY,
-        "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+        "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
     ),
     (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
     (header::REFERRER_POLICY, "no-referrer"),

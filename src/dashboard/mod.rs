@@ -93,6 +93,7 @@ impl Pending {
             supervisor: ctx.supervisor.clone(),
             keys: handle.clone(),
             ctx,
+            shutdown: shutdown.clone(),
         };
         // The guard is outermost: every route and the fallback are behind it.
         let app =

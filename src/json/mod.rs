@@ -1,4 +1,5 @@
 //! JSON text without serde values: whether text is one JSON value (`check`), and the members and elements of text already found valid (`scan`). Neither knows JSON-RPC or MCP, so both `jsonrpc` and `protocol` build on them.
 
 pub mod check;
+pub mod diff;
 pub mod scan;

@@ -158,6 +158,23 @@ impl Browser {
         .await;
     }
 
+    /// Waits until the first element matching `css` has a text `ok` accepts; returns it.
+    pub async fn wait_for_text_like(
+        &self,
+        css: &str,
+        what: &str,
+        ok: impl Fn(&str) -> bool + Clone,
+    ) -> String {
+        self.wait_until(&format!("{css} to read {what}"), STEP, |c| {
+            let (css, ok) = (css.to_owned(), ok.clone());
+            async move {
+                let text = c.find(Locator::Css(&css)).await.ok()?.text().await.ok()?;
+                ok(&text).then_some(text)
+            }
+        })
+        .await
+    }
+
     /// Polls `check` with a clone of the client until it returns Some, for up to
     /// `deadline`; each poll is bounded by `STEP` too, so a hung command cannot outlast it.
     pub async fn wait_until<T, F, Fut>(&self, what: &str, deadline: Duration, mut check: F) -> T

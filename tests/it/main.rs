@@ -21,6 +21,7 @@ mod adversarial;
 mod browser_smoke;
 mod cli;
 mod dashboard;
+mod dashboard_live;
 mod discovery;
 mod eras;
 mod failure_calls;

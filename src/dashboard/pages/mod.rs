@@ -1,6 +1,9 @@
-//! The dashboard's pages: the login exchange, logging out, the overview, the stylesheet, and the pages that say why a request was refused. Rendered on the server by askama templates compiled into the binary, every value HTML-escaped; no script.
+//! The dashboard's pages: the login exchange, logging out, the overview and its event stream, a server's page, the log, cancelling a call, the stylesheet and script, and the pages that say why a request was refused. Rendered on the server by askama templates compiled into the binary, every value HTML-escaped; the one script only puts server-rendered fragments in place.
 
+mod events;
 mod overview;
+mod server;
+mod tryit;
 
 use super::actor::DashboardHandle;
 use super::auth::{COOKIE, Key, SessionId};
@@ -19,17 +22,29 @@ pub(super) struct Pages {
     /// The daemon's agent context: the roster, metrics, and what an agent connection of
     /// the page's own needs.
     pub(super) ctx: crate::agent::AgentContext,
+    /// Ends the event streams and the page's own calls at shutdown.
+    pub(super) shutdown: tokio_util::sync::CancellationToken,
 }
+
+/// The largest form a page posts (a try-it form's arguments).
+const MAX_FORM: usize = 256 * 1024;
 
 /// The routes (the guard is layered on by the caller).
 pub(super) fn routes(pages: Pages) -> Router {
     use axum::routing::{get, post};
     Router::new()
         .route("/", get(overview::page))
+        .route("/events", get(events::overview))
+        .route("/servers/{name}", get(server::page))
+        .route("/servers/{name}/latency.svg", get(server::latency))
+        .route("/servers/{name}/{verb}", post(server::act))
+        .route("/agents/{agent}/cancel", post(cancel))
         .route("/login", get(login))
         .route("/logout", post(logout))
         .route("/static/style.css", get(style))
-        .fallback(not_found)
+        .route("/static/live.js", get(script))
+        .fallback(not_found_page)
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_FORM))
         .with_state(pages)
 }
 
@@ -99,7 +114,11 @@ pub(super) fn cross_site() -> Response {
     )
 }
 
-async fn not_found() -> Response {
+async fn not_found_page() -> Response {
+    not_found().await
+}
+
+pub(super) async fn not_found() -> Response {
     message(
         StatusCode::NOT_FOUND,
         "Not found",
@@ -156,6 +175,61 @@ fn redirect_home(cookie: &str) -> Response {
         Err(e) => tracing::error!("dashboard cookie: {e}"),
     }
     r
+}
+
+/// A name as one path segment (percent-encoded).
+pub(super) fn segment(name: &str) -> String {
+    url::form_urlencoded::byte_serialize(name.as_bytes())
+        .collect::<String>()
+        .replace('+', "%20")
+}
+
+/// A query parameter of `uri`.
+pub(super) fn query(uri: &Uri, key: &str) -> Option<String> {
+    let q = uri.query()?;
+    url::form_urlencoded::parse(q.as_bytes())
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.into_owned())
+}
+
+/// `POST /agents/N/cancel` (form: `id`): cancels that agent's request, then shows the
+/// overview again.
+async fn cancel(
+    State(pages): State<Pages>,
+    axum::extract::Path(agent): axum::extract::Path<u64>,
+    body: axum::body::Bytes,
+) -> Response {
+    let id = url::form_urlencoded::parse(&body)
+        .find(|(k, _)| k == "id")
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default();
+    match pages.ctx.agents.cancel(agent, &id).await {
+        Ok(()) => {
+            let mut r = StatusCode::SEE_OTHER.into_response();
+            r.headers_mut()
+                .insert(header::LOCATION, HeaderValue::from_static("/"));
+            r
+        }
+        Err(why) => message(
+            StatusCode::CONFLICT,
+            "Not cancelled",
+            &why.to_string(),
+            "Go back to the overview: the call may have finished meanwhile.",
+        ),
+    }
+}
+
+/// The script, compiled into the binary.
+async fn script() -> Response {
+    const JS: &str = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/templates/dashboard/live.js"
+    ));
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        JS,
+    )
+        .into_response()
 }
 
 /// The stylesheet, compiled into the binary.
