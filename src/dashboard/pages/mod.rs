@@ -1,5 +1,6 @@
 //! The dashboard's pages: the login exchange, logging out, the overview, the stylesheet, and the pages that say why a request was refused. Rendered on the server by askama templates compiled into the binary, every value HTML-escaped; no script.
 
+pub(super) mod chart;
 mod overview;
 
 use super::actor::DashboardHandle;
