@@ -1,5 +1,6 @@
 //! The dashboard's pages: the login exchange, logging out, the overview and its event stream, a server's page, the log, cancelling a call, the stylesheet and script, and the pages that say why a request was refused. Rendered on the server by askama templates compiled into the binary, every value HTML-escaped; the one script only puts server-rendered fragments in place.
 
+mod chart;
 mod events;
 mod overview;
 mod server;

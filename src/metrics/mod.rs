@@ -1,9 +1,17 @@
-//! Counters for `mcpd ctl metrics`: calls, errors and latency per server and method, bytes to and from agents. An actor owns them; the call path only does a `try_send`.
+//! Counters for `mcpd ctl metrics` (calls, errors and latency per server and method, bytes to and from agents) and each server's last hour for the dashboard (`history.rs`). An actor owns them; the call path only does a `try_send`.
 
+mod history;
+#[cfg(test)]
+mod tests;
+
+pub use history::{History, MINUTES, Minute};
+
+use history::Histories;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 
 /// Latency histogram bucket bounds, in seconds.
 const BUCKETS: [f64; 14] = [
@@ -24,6 +32,10 @@ enum Msg {
     },
     Render {
         respond_to: oneshot::Sender<String>,
+    },
+    History {
+        server: String,
+        respond_to: oneshot::Sender<Option<History>>,
     },
 }
 
@@ -49,6 +61,7 @@ impl Metrics {
             series: BTreeMap::new(),
             received: 0,
             sent: 0,
+            history: Histories::new(Instant::now()),
             rx,
         };
         crate::tasks::spawn(counters.run());
@@ -80,16 +93,42 @@ impl Metrics {
         .await
         .unwrap_or_default()
     }
+
+    /// `server`'s calls, errors and latency in each of the last `MINUTES` minutes; None
+    /// if it has had no call since the daemon started (or is beyond the servers kept),
+    /// or the counters did not answer.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "the dashboard's chart asks next; remove this then"
+        )
+    )]
+    pub async fn history(&self, server: &str) -> Option<History> {
+        crate::ask::ask(&self.tx, HISTORY_TIMEOUT, |respond_to| Msg::History {
+            server: server.to_owned(),
+            respond_to,
+        })
+        .await
+        .ok()
+        .flatten()
+    }
 }
 
 /// How long `ctl metrics` waits for the counters.
 const RENDER_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The actor behind `Metrics`: every series, and the byte totals.
+/// How long a dashboard page waits for a history: a chart missing is better than a page
+/// that hangs.
+const HISTORY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The actor behind `Metrics`: every series, the byte totals, each server's last hour.
 struct Counters {
     series: BTreeMap<(String, &'static str), Series>,
     received: u64,
     sent: u64,
+    /// Per server, not per method: what the dashboard charts.
+    history: Histories,
     rx: mpsc::Receiver<Msg>,
 }
 
@@ -108,6 +147,9 @@ impl Counters {
                 took,
                 error,
             } => {
+                // The time of receipt stands for the time the call ended: the queue in
+                // between is short, and a minute is coarse.
+                self.history.record(&server, Instant::now(), took, error);
                 let s = self.series.entry((server, method)).or_default();
                 s.calls += 1;
                 s.errors += u64::from(error);
@@ -128,6 +170,9 @@ impl Counters {
             }
             Msg::Render { respond_to } => {
                 let _ = respond_to.send(render(&self.series, self.received, self.sent)); // the asker may have left
+            }
+            Msg::History { server, respond_to } => {
+                let _ = respond_to.send(self.history.read(&server, Instant::now())); // the asker may have left
             }
         }
     }
