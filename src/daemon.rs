@@ -21,6 +21,7 @@ pub async fn serve(
     socket: PathBuf,
     shutdown: CancellationToken,
     mut reloads: tokio::sync::mpsc::Receiver<()>,
+    tap: crate::logging::LogTap,
 ) -> Result<(), listener::BindError> {
     // Before any child is started: none may inherit what mcpd inherited, and each gets
     // back the open-files limit mcpd started with.
@@ -106,6 +107,11 @@ pub async fn serve(
             Some((tcp, cfg.clone(), token, addr))
         }
     };
+    // Started once nothing can fail any more; what was logged before waits in the tap.
+    // It stops with the shutdown token, which closes any page still following it.
+    let logs: crate::logging::LogBook = crate::logging::LogBook::spawn(tap, shutdown.clone());
+    // The dashboard's log page reads the book (wired in by the dashboard).
+    let _ = &logs;
     let (ui, ui_task) = match ui {
         None => (None, None),
         Some(bound) => {
