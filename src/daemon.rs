@@ -21,6 +21,7 @@ pub async fn serve(
     socket: PathBuf,
     shutdown: CancellationToken,
     mut reloads: tokio::sync::mpsc::Receiver<()>,
+    tap: crate::logging::LogTap,
 ) -> Result<(), StartError> {
     // Before any child is started: none may inherit what mcpd inherited, and each gets
     // back the open-files limit mcpd started with.
@@ -106,6 +107,9 @@ pub async fn serve(
             Some((tcp, cfg.clone(), token, addr))
         }
     };
+    // Started once nothing can fail any more; what was logged before waits in the tap.
+    // It stops with the shutdown token, which closes any page still following it.
+    let logs = crate::logging::LogBook::spawn(tap, shutdown.clone());
     let (ui, ui_pending) = match ui.map(crate::dashboard::prepare) {
         None => (None, None),
         Some((handle, pending)) => (
@@ -178,7 +182,7 @@ pub async fn serve(
         task_book: crate::agent::TaskBook::spawn(task_statuses, config.daemon.max_message_bytes),
         discovery: config.daemon.discovery.clone(),
     };
-    let ui_task = ui_pending.map(|ui| ui.start(ctx.clone(), shutdown.clone()));
+    let ui_task = ui_pending.map(|ui| ui.start(ctx.clone(), logs, shutdown.clone()));
     let agents = TaskTracker::new();
     let status = (ctx.catalog.clone(), ctx.daemon.clone());
     let http_task = http.map(|(tcp, cfg, token, _)| {

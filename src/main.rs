@@ -60,8 +60,8 @@ fn main() -> ExitCode {
 async fn dispatch(command: Command) -> ExitCode {
     match command {
         Command::Serve { paths, log_level } => {
-            mcpd::logging::init(log_level.as_deref(), "info");
-            serve(paths).await
+            let tap = mcpd::logging::init(log_level.as_deref(), "info");
+            serve(paths, tap).await
         }
         Command::CheckConfig { paths } => check_config(paths).await,
         Command::Sentinel => mcpd::sentinel::run(),
@@ -91,7 +91,8 @@ async fn dispatch(command: Command) -> ExitCode {
             no_project,
         } => connect(&paths, profile.as_deref(), project, no_project),
         Command::Ctl { paths, command } => {
-            mcpd::logging::init(None, "warn");
+            // Only the daemon keeps a log book.
+            drop(mcpd::logging::init(None, "warn"));
             let socket = match socket(&paths) {
                 Ok(s) => s,
                 Err(e) => return ctl_result(Err(e)),
@@ -181,7 +182,8 @@ fn connect(
     project: Option<std::path::PathBuf>,
     no_project: bool,
 ) -> ExitCode {
-    mcpd::logging::init(None, "warn");
+    // Only the daemon keeps a log book.
+    drop(mcpd::logging::init(None, "warn"));
     // Most clients start their stdio servers in the project they work in.
     let project = match (project, no_project) {
         (_, true) => None,
@@ -212,7 +214,7 @@ fn socket(paths: &Paths) -> Result<std::path::PathBuf, CtlError> {
     ))
 }
 
-async fn serve(paths: Paths) -> ExitCode {
+async fn serve(paths: Paths, tap: mcpd::logging::LogTap) -> ExitCode {
     let config = match load_config(&paths) {
         Ok(c) => c,
         Err(e) => return fail(exit::CONFIG, &e),
@@ -223,7 +225,7 @@ async fn serve(paths: Paths) -> ExitCode {
     // The signal handlers run beside the daemon, not as tasks of their own: they must
     // outlive its drain (a second signal exits at once) and end with it.
     let served = tokio::select! {
-        r = mcpd::daemon::serve(config, socket, shutdown.clone(), reload_rx) => r,
+        r = mcpd::daemon::serve(config, socket, shutdown.clone(), reload_rx, tap) => r,
         never = signals(shutdown) => match never {},
         never = hangups(reload_tx) => match never {},
     };

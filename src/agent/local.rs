@@ -69,7 +69,9 @@ pub async fn call_tool(
         transport: Some("dashboard".into()),
         ..Default::default()
     };
-    crate::tasks::spawn(super::conn::run(frames, outbox, writer, seed, ctx, shutdown));
+    crate::tasks::spawn(super::conn::run(
+        frames, outbox, writer, seed, ctx, shutdown,
+    ));
     let init = json!({
         "protocolVersion": crate::protocol::LATEST_LEGACY,
         "capabilities": {},
@@ -77,9 +79,17 @@ pub async fn call_tool(
     });
     let call = json!({"name": tool, "arguments": arguments});
     let lines = [
-        jsonrpc::request_line(&Id::from(0), crate::protocol::method::INITIALIZE, Some(&init)),
+        jsonrpc::request_line(
+            &Id::from(0),
+            crate::protocol::method::INITIALIZE,
+            Some(&init),
+        ),
         jsonrpc::notification_line(crate::protocol::method::INITIALIZED, None),
-        jsonrpc::request_line(&Id::from(CALL), crate::protocol::method::TOOLS_CALL, Some(&call)),
+        jsonrpc::request_line(
+            &Id::from(CALL),
+            crate::protocol::method::TOOLS_CALL,
+            Some(&call),
+        ),
     ];
     for line in lines {
         frames_tx

@@ -1,8 +1,8 @@
 //! `mcpd ctl diff`, `approve` and `forget`: a person's look at a server's held definitions (each beside its approved version, as a line diff) and answer to them.
 
 use super::{CtlError, Out, at, request_within};
-use crate::json::diff::{fields, line_diff};
 use crate::control_api::PINS;
+use crate::json::diff::{fields, line_diff};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;

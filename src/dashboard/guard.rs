@@ -372,7 +372,7 @@ mod tests {
         harden(&mut h);
         assert_eq!(
             h[header::CONTENT_SECURITY_POLICY],
-            "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+            "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
         );
         assert_eq!(h[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
         assert_eq!(h[header::REFERRER_POLICY], "no-referrer");

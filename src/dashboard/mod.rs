@@ -78,6 +78,7 @@ impl Pending {
     pub fn start(
         self,
         ctx: AgentContext,
+        logs: crate::logging::LogBook,
         shutdown: CancellationToken,
     ) -> tokio::task::JoinHandle<()> {
         let Pending {
@@ -93,6 +94,7 @@ impl Pending {
             supervisor: ctx.supervisor.clone(),
             keys: handle.clone(),
             ctx,
+            logs,
             shutdown: shutdown.clone(),
         };
         // The guard is outermost: every route and the fallback are behind it.

@@ -97,13 +97,6 @@ impl Metrics {
     /// `server`'s calls, errors and latency in each of the last `MINUTES` minutes; None
     /// if it has had no call since the daemon started (or is beyond the servers kept),
     /// or the counters did not answer.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "the dashboard's chart asks next; remove this then"
-        )
-    )]
     pub async fn history(&self, server: &str) -> Option<History> {
         crate::ask::ask(&self.tx, HISTORY_TIMEOUT, |respond_to| Msg::History {
             server: server.to_owned(),

@@ -154,7 +154,10 @@ async fn hostile_text_from_servers_is_shown_as_text_and_runs_nothing() {
     browser.wait_for("tr[data-server=alpha]").await;
     // The rows as the event stream put them in place, not only as first served.
     browser
-        .wait_for_text("#freshness", "Live: this page follows the daemon as it changes.")
+        .wait_for_text(
+            "#freshness",
+            "Live: this page follows the daemon as it changes.",
+        )
         .await;
     let cell = |name: &str| format!("tr[data-server={name}] td.error");
     for (name, payload) in [("img", img), ("script", script), ("loud", stderr)] {

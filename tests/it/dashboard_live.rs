@@ -13,7 +13,10 @@ async fn open(d: &Daemon, test: &str) -> Option<Browser> {
     let browser = Browser::start(test).await?;
     browser.goto(&url).await;
     browser
-        .wait_for_text("#freshness", "Live: this page follows the daemon as it changes.")
+        .wait_for_text(
+            "#freshness",
+            "Live: this page follows the daemon as it changes.",
+        )
         .await;
     Some(browser)
 }
@@ -27,7 +30,7 @@ async fn click(browser: &Browser, css: &str) {
 #[tokio::test]
 async fn a_killed_server_goes_to_backoff_and_back_to_ready_on_the_open_page_without_a_reload() {
     let d = DaemonBuilder::new()
-        .fixture_with("alpha", &[], "backoff_initial = \"3s\"")
+        .fixture_with("alpha", &[], "restart = { backoff_initial = \"3s\" }")
         .start()
         .await;
     let status = d.wait_ready().await;
@@ -149,7 +152,8 @@ async fn cancel_on_a_call_in_flight_cancels_it_upstream_and_tells_the_agent() {
 
 #[tokio::test]
 async fn a_tools_hostile_description_and_result_are_shown_as_text_and_run_nothing() {
-    let payload = "<img src=x onerror=\"document.title='pwned'\"><script>document.title='pwned'</script>";
+    let payload =
+        "<img src=x onerror=\"document.title='pwned'\"><script>document.title='pwned'</script>";
     let describe = format!("echo={payload}");
     let d = DaemonBuilder::new()
         .fixture("alpha", &["--tools", "echo", "--describe", &describe])
@@ -161,9 +165,7 @@ async fn a_tools_hostile_description_and_result_are_shown_as_text_and_run_nothin
     };
     click(&browser, "tr[data-server=alpha] td.name a").await;
     let tool = "details.tool[data-tool=alpha__echo]";
-    let description = browser
-        .wait_for(&format!("{tool} .description"))
-        .await;
+    let description = browser.wait_for(&format!("{tool} .description")).await;
     let shown = step("description", description.text()).await;
     assert_eq!(shown, payload, "the description, as text");
     click(&browser, &format!("{tool} > summary")).await;
@@ -178,14 +180,22 @@ async fn a_tools_hostile_description_and_result_are_shown_as_text_and_run_nothin
         let client = client.clone();
         async move { step(css, client.find_all(Locator::Css(css))).await.len() }
     };
-    assert_eq!(count("main img[src=x]").await, 0, "no element made of server text");
+    assert_eq!(
+        count("main img[src=x]").await,
+        0,
+        "no element made of server text"
+    );
     assert_eq!(count("script").await, 1, "the page's own script alone");
     let title = step("title", browser.client().title()).await;
     assert_eq!(title, "alpha · mcpd");
     // The counterpart: the same text as markup is found by the checks above.
     let js = "document.querySelector('#result-text-1').innerHTML = arguments[0];";
     step("inject", browser.client().execute(js, vec![payload.into()])).await;
-    assert_eq!(count("main img[src=x]").await, 1, "the check sees unescaped markup");
+    assert_eq!(
+        count("main img[src=x]").await,
+        1,
+        "the check sees unescaped markup"
+    );
     browser.close().await;
 }
 
@@ -208,16 +218,22 @@ async fn approve_on_the_server_page_releases_a_held_tool() {
     };
     click(&browser, "tr[data-server=fx] td.name a").await;
     let held = browser.wait_for("#held .held").await;
-    let text = step("held text", held.text()).await;
-    assert!(text.contains("new tool"), "{text}");
-    assert!(text.contains("Echoes the text argument"), "the diff shows the description: {text}");
+    let shown = step("held text", held.text()).await;
+    assert!(shown.contains("new tool"), "{shown}");
+    assert!(
+        shown.contains("Echoes the text argument"),
+        "the diff shows the description: {shown}"
+    );
     click(&browser, "#held button.approve").await;
     browser
         .wait_for_text("#notice", "Approved; agents were told its lists changed.")
         .await;
     eventually("fx__echo listed", WAIT, || async {
         let mut a = d.initialized_agent().await;
-        a.tool_names().await.contains(&"fx__echo".to_owned()).then_some(())
+        a.tool_names()
+            .await
+            .contains(&"fx__echo".to_owned())
+            .then_some(())
     })
     .await;
     let r = a.call("fx__echo", json!({"text": "released"})).await;
@@ -239,7 +255,9 @@ async fn log_in_on_the_server_page_completes_an_oauth_login() {
     };
     click(&browser, "tr[data-server=r] td.name a").await;
     browser
-        .wait_for_text_like("#server-auth", "needs login", |t| t.starts_with("needs login"))
+        .wait_for_text_like("#server-auth", "needs login", |t| {
+            t.starts_with("needs login")
+        })
         .await;
     click(&browser, "#login").await;
     click(&browser, "#continue").await;
@@ -248,7 +266,8 @@ async fn log_in_on_the_server_page_completes_an_oauth_login() {
     browser
         .wait_for_text_like("body", "the login's end page", |t| t.contains("logged in"))
         .await;
-    d.wait_server("r", "r ready", |s| s["state"] == "ready").await;
+    d.wait_server("r", "r ready", |s| s["state"] == "ready")
+        .await;
     let mut a = d.initialized_agent().await;
     let r = a.call("r__echo", json!({"text": "hi"})).await;
     assert_eq!(text(&r), "hi", "{r}");

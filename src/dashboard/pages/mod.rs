@@ -2,6 +2,7 @@
 
 mod chart;
 mod events;
+mod logs;
 mod overview;
 mod server;
 mod tryit;
@@ -23,6 +24,8 @@ pub(super) struct Pages {
     /// The daemon's agent context: the roster, metrics, and what an agent connection of
     /// the page's own needs.
     pub(super) ctx: crate::agent::AgentContext,
+    /// The daemon's recent log, for the log page.
+    pub(super) logs: crate::logging::LogBook,
     /// Ends the event streams and the page's own calls at shutdown.
     pub(super) shutdown: tokio_util::sync::CancellationToken,
 }
@@ -40,6 +43,8 @@ pub(super) fn routes(pages: Pages) -> Router {
         .route("/servers/{name}/latency.svg", get(server::latency))
         .route("/servers/{name}/{verb}", post(server::act))
         .route("/agents/{agent}/cancel", post(cancel))
+        .route("/logs", get(logs::page))
+        .route("/logs/events", get(logs::events))
         .route("/login", get(login))
         .route("/logout", post(logout))
         .route("/static/style.css", get(style))

@@ -117,7 +117,10 @@ pub(super) fn auth(s: &ServerStatus) -> String {
                 let now = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_secs());
-                format!("logged in, expires in {}", duration(at.saturating_sub(now) as f64))
+                format!(
+                    "logged in, expires in {}",
+                    duration(at.saturating_sub(now) as f64)
+                )
             }
             None => "logged in".to_owned(),
         },
@@ -207,7 +210,10 @@ impl AgentRow {
 
 /// The command line of process `pid`, its arguments joined by spaces, at most 1 KiB.
 fn command_line(pid: i32) -> Option<String> {
-    #[allow(clippy::disallowed_methods, reason = "a procfs file, which never waits")]
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "a procfs file, which never waits"
+    )]
     let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
     let mut text: String = String::from_utf8_lossy(&raw)
         .split('\0')

@@ -190,7 +190,12 @@ async fn held(pages: &Pages, name: &str, s: &ServerStatus) -> (Vec<Held>, String
     }
     let diff = match pages.supervisor.pins(name, PinOp::Diff).await {
         Ok(d) => d,
-        Err(why) => return (Vec::new(), format!("The held definitions could not be read: {why}")),
+        Err(why) => {
+            return (
+                Vec::new(),
+                format!("The held definitions could not be read: {why}"),
+            );
+        }
     };
     let note = diff
         .get("broken")
@@ -357,7 +362,10 @@ async fn call(pages: &Pages, name: &str, form: &[(String, String)]) -> Response 
             None => None,
             Some(t) => {
                 let def: Value = serde_json::from_str(t.definition.get()).unwrap_or_default();
-                Some(tryit::fields(def.get("inputSchema").unwrap_or(&Value::Null)).unwrap_or_default())
+                Some(
+                    tryit::fields(def.get("inputSchema").unwrap_or(&Value::Null))
+                        .unwrap_or_default(),
+                )
             }
         }
     };
@@ -380,7 +388,15 @@ async fn call(pages: &Pages, name: &str, form: &[(String, String)]) -> Response 
         }
     };
     let shutdown = pages.shutdown.clone();
-    let answer = crate::agent::local::call_tool(&pages.ctx, CLIENT, &tool, arguments.clone(), CALL_WAIT, shutdown).await;
+    let answer = crate::agent::local::call_tool(
+        &pages.ctx,
+        CLIENT,
+        &tool,
+        arguments.clone(),
+        CALL_WAIT,
+        shutdown,
+    )
+    .await;
     let answer = match answer {
         Ok(v) => Answer::of(&tool, &arguments, &v),
         Err(e) => Answer {

@@ -23,7 +23,9 @@ pub(super) struct Field {
 pub(super) enum Kind {
     Text,
     /// `integer` when whole numbers only.
-    Number { integer: bool },
+    Number {
+        integer: bool,
+    },
     /// A choice of `true` / `false` (or left out).
     Boolean,
     /// One of the listed strings.
@@ -93,8 +95,10 @@ pub(super) fn fields(schema: &Value) -> Option<Vec<Field>> {
 
 fn kind(p: &Value) -> Kind {
     if let Some(Value::Array(options)) = p.get("enum") {
-        let strings: Option<Vec<String>> =
-            options.iter().map(|o| o.as_str().map(str::to_owned)).collect();
+        let strings: Option<Vec<String>> = options
+            .iter()
+            .map(|o| o.as_str().map(str::to_owned))
+            .collect();
         if let Some(s) = strings.filter(|s| !s.is_empty()) {
             return Kind::Choice(s);
         }
@@ -148,8 +152,9 @@ pub(super) fn arguments(form: &[(String, String)], fields: &[Field]) -> Result<V
                 "false" => Value::Bool(false),
                 _ => return Err(format!("{} must be true or false", f.name)),
             },
-            Kind::Json => serde_json::from_str(text)
-                .map_err(|e| format!("{} is not JSON: {e}", f.name))?,
+            Kind::Json => {
+                serde_json::from_str(text).map_err(|e| format!("{} is not JSON: {e}", f.name))?
+            }
         };
         out.insert(f.name.clone(), v);
     }
@@ -200,9 +205,13 @@ impl Answer {
         let blocks = result.get("content").and_then(Value::as_array);
         for block in blocks.into_iter().flatten() {
             match block.get("type").and_then(Value::as_str) {
-                Some("text") => a
-                    .texts
-                    .push(block.get("text").and_then(Value::as_str).unwrap_or_default().to_owned()),
+                Some("text") => a.texts.push(
+                    block
+                        .get("text")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                ),
                 Some("image") => match image_url(block) {
                     Some(url) => a.images.push(url),
                     None => a.other.push(pretty(block)),
@@ -233,7 +242,10 @@ mod tests {
     use serde_json::json;
 
     fn form(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect()
     }
 
     #[test]
@@ -249,13 +261,27 @@ mod tests {
         assert!(text.required);
         assert_eq!(text.kind, Kind::Text);
         let args = arguments(
-            &form(&[("arg:text", "hi"), ("arg:times", "3"), ("arg:ratio", "0.5"), ("arg:loud", "true"), ("arg:mode", "b"), ("arg:extra", "{\"k\":1}"), ("arg:unknown", "x")]),
+            &form(&[
+                ("arg:text", "hi"),
+                ("arg:times", "3"),
+                ("arg:ratio", "0.5"),
+                ("arg:loud", "true"),
+                ("arg:mode", "b"),
+                ("arg:extra", "{\"k\":1}"),
+                ("arg:unknown", "x"),
+            ]),
             &f,
         )
         .unwrap();
-        assert_eq!(args, json!({"text": "hi", "times": 3, "ratio": 0.5, "loud": true, "mode": "b", "extra": {"k": 1}}));
+        assert_eq!(
+            args,
+            json!({"text": "hi", "times": 3, "ratio": 0.5, "loud": true, "mode": "b", "extra": {"k": 1}})
+        );
         // Empty fields are left out; the whole-JSON field wins when filled in.
-        assert_eq!(arguments(&form(&[("arg:text", "")]), &f).unwrap(), json!({}));
+        assert_eq!(
+            arguments(&form(&[("arg:text", "")]), &f).unwrap(),
+            json!({})
+        );
         assert_eq!(
             arguments(&form(&[("arg:text", "x"), ("json", "{\"a\": 1}")]), &f).unwrap(),
             json!({"a": 1})
@@ -284,17 +310,31 @@ mod tests {
         let a = Answer::of("t", &json!({}), &ok);
         assert_eq!(a.texts, vec!["hello"]);
         assert_eq!(a.images, vec!["data:image/png;base64,iVBORw0KGgo="]);
-        assert_eq!(a.other.len(), 2, "svg and a malformed payload are shown as JSON");
+        assert_eq!(
+            a.other.len(),
+            2,
+            "svg and a malformed payload are shown as JSON"
+        );
         assert!(a.structured.contains("\"n\": 1"));
-        let err = Answer::of("t", &json!({}), &json!({"error": {"code": -32026, "message": "cancelled"}}));
+        let err = Answer::of(
+            "t",
+            &json!({}),
+            &json!({"error": {"code": -32026, "message": "cancelled"}}),
+        );
         assert_eq!(err.failure, "error -32026: cancelled");
-        let failed = Answer::of("t", &json!({}), &json!({"result": {"isError": true, "content": []}}));
+        let failed = Answer::of(
+            "t",
+            &json!({}),
+            &json!({"result": {"isError": true, "content": []}}),
+        );
         assert!(failed.is_error);
     }
 
     #[test]
     fn a_huge_schema_is_filled_in_as_json() {
-        let props: Map<String, Value> = (0..100).map(|i| (format!("p{i}"), json!({"type": "string"}))).collect();
+        let props: Map<String, Value> = (0..100)
+            .map(|i| (format!("p{i}"), json!({"type": "string"})))
+            .collect();
         assert!(fields(&json!({"properties": props})).is_none());
     }
 }

@@ -1,4 +1,12 @@
-//! Logging setup: journald when running under systemd's journal, stderr otherwise.
+//! Logging setup: journald when running under systemd's journal, stderr otherwise, and beside either a tap into the log book the dashboard reads.
+
+mod book;
+mod line;
+mod tap;
+
+pub use book::LogBook;
+pub use line::{LogFilter, LogLine};
+pub use tap::{LogTap, MAX_TEXT};
 
 use std::io::IsTerminal;
 use tracing_subscriber::filter::Targets;
@@ -9,7 +17,12 @@ use tracing_subscriber::prelude::*;
 /// commas (`info,mcpd::upstream=debug`). `Targets` parses these without the regex engine
 /// `EnvFilter` compiles at start, which a daemon's idle memory does not need; a filter
 /// that does not parse falls back to `default`, with a warning.
-pub fn init(filter: Option<&str>, default: &str) {
+///
+/// Every event the filter lets through also goes to the tap; the returned `LogTap` is
+/// where it comes out, for `LogBook::spawn`. A command that keeps no book drops it, and
+/// the tap then does nothing.
+#[must_use = "the daemon starts its log book with the tap; other commands drop it"]
+pub fn init(filter: Option<&str>, default: &str) -> LogTap {
     let given = filter.map(str::to_owned).or_else(|| {
         std::env::var("RUST_LOG")
             .ok()
@@ -21,7 +34,9 @@ pub fn init(filter: Option<&str>, default: &str) {
         Some(Ok(t)) => t,
         _ => default.parse().unwrap_or_default(),
     };
-    let registry = tracing_subscriber::registry().with(filter);
+    let (tap, logs) = tap::channel(tap::CAPACITY);
+    // The tap sits above the filter, so it sees exactly what is logged.
+    let registry = tracing_subscriber::registry().with(filter).with(tap);
     if std::env::var_os("JOURNAL_STREAM").is_some()
         && let Ok(journald) = tracing_journald::layer()
     {
@@ -29,7 +44,7 @@ pub fn init(filter: Option<&str>, default: &str) {
             .with(journald.with_syslog_identifier("mcpd".into()))
             .init();
         warn_bad(bad, given.as_deref());
-        return;
+        return logs;
     }
     registry
         .with(
@@ -40,6 +55,7 @@ pub fn init(filter: Option<&str>, default: &str) {
         )
         .init();
     warn_bad(bad, given.as_deref());
+    logs
 }
 
 fn warn_bad(bad: bool, given: Option<&str>) {
