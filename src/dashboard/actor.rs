@@ -137,6 +137,10 @@ pub struct DashboardActor {
     connections: TaskTracker,
     http: hyper::server::conn::http1::Builder,
     shutdown: CancellationToken,
+    /// The listener's address and the daemon's user: a connection is served only when
+    /// that user (or root) owns its client end.
+    addr: SocketAddr,
+    own_uid: u32,
 }
 
 impl DashboardActor {
@@ -146,6 +150,9 @@ impl DashboardActor {
         app: Router,
         shutdown: CancellationToken,
     ) -> DashboardActor {
+        let addr = listener
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
         let mut http = hyper::server::conn::http1::Builder::new();
         http.timer(TokioTimer::new())
             .header_read_timeout(HEADER_TIMEOUT)
@@ -160,6 +167,8 @@ impl DashboardActor {
             connections: TaskTracker::new(),
             http,
             shutdown,
+            addr,
+            own_uid: nix::unistd::getuid().as_raw(),
         }
     }
 
@@ -230,6 +239,12 @@ impl DashboardActor {
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(%remote, "cannot set TCP_NODELAY: {e}");
         }
+        let uid = super::peer::uid_of(remote, self.addr);
+        if !super::peer::allowed(uid, self.own_uid) {
+            tracing::warn!(%remote, uid, "refused a dashboard connection from another user (or one whose user could not be told)");
+            self.connections.spawn(refuse(stream, permit));
+            return;
+        }
         self.connections.spawn(connection(
             stream,
             remote,
@@ -239,6 +254,15 @@ impl DashboardActor {
             self.shutdown.clone(),
         ));
     }
+}
+
+/// Tells another user's connection why it gets nothing, and closes it.
+async fn refuse(mut stream: TcpStream, permit: OwnedSemaphorePermit) {
+    use tokio::io::AsyncWriteExt as _;
+    const ANSWER: &[u8] = b"HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 64\r\nConnection: close\r\n\r\nThis mcpd dashboard is for the user who runs the daemon, only.\n\n";
+    // A peer that does not read gets nothing after a moment; it is closed either way.
+    let _ = tokio::time::timeout(HEADER_TIMEOUT, stream.write_all(ANSWER)).await;
+    drop(permit);
 }
 
 /// Serves one connection until it closes, times out, or shutdown lets it finish.

@@ -11,6 +11,7 @@ mod actor;
 mod auth;
 mod guard;
 mod pages;
+mod peer;
 
 pub use actor::DashboardHandle;
 

@@ -314,3 +314,57 @@ async fn a_taken_ui_port_stops_the_daemon_at_start_with_an_error_naming_the_key(
     );
     drop(taken);
 }
+
+/// `GET url` with `cookie` from a Python process running as `uid`: (status, body).
+async fn get_as(uid: u32, url: &str, cookie: &str) -> (String, String) {
+    const SCRIPT: &str = "import sys, urllib.request as u
+req = u.Request(sys.argv[1], headers={'Cookie': sys.argv[2]})
+try:
+    r = u.urlopen(req, timeout=10)
+    print(r.status); print(r.read().decode())
+except u.HTTPError as e:
+    print(e.code); print(e.read().decode())
+";
+    let out = tokio::process::Command::new("/usr/bin/python3")
+        .args(["-c", SCRIPT, url, cookie])
+        .uid(uid)
+        .gid(uid)
+        .current_dir("/")
+        .stdin(std::process::Stdio::null())
+        .output();
+    let out = within("python as another user", out)
+        .await
+        .expect("python3");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (status, body) = text.split_once('\n').unwrap_or((&text, ""));
+    (status.to_owned(), body.to_owned())
+}
+
+#[tokio::test]
+async fn another_users_connection_with_a_valid_cookie_gets_403_and_the_daemons_user_is_served() {
+    if !nix::unistd::getuid().is_root() {
+        eprintln!("skipped: switching users needs root (CI runs as root)");
+        return;
+    }
+    let d = DaemonBuilder::new().fixture("alpha", &[]).start().await;
+    d.wait_ready().await;
+    let origin = origin(&d).await;
+    let cookie = cookie_for(&launch_url(&d).await).await;
+    let page = format!("{origin}/");
+    // The daemon's user (root here, as CI runs), with this cookie: the overview.
+    let (status, body) = get_as(0, &page, &cookie).await;
+    assert_eq!(status, "200", "{body}");
+    assert!(body.contains("data-server=\"alpha\""), "{body}");
+    // Another user with the very same cookie: refused before any page is looked at.
+    let (status, body) = get_as(65534, &page, &cookie).await;
+    assert_eq!(status, "403", "{body}");
+    assert!(body.contains("for the user who runs the daemon"), "{body}");
+    assert!(!body.contains("alpha"), "{body}");
+    assert!(
+        d.log_text()
+            .contains("refused a dashboard connection from another user")
+    );
+    // A fresh launch token is as useless to that user.
+    let (status, _) = get_as(65534, &launch_url(&d).await, "").await;
+    assert_eq!(status, "403");
+}
