@@ -28,6 +28,9 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
     if let Some(url) = at(d, "http").as_str() {
         writeln!(out, "serving HTTP at {url}")?;
     }
+    if let Some(url) = at(d, "ui").as_str() {
+        writeln!(out, "dashboard at {url} (log in with mcpd ctl ui)")?;
+    }
     if let Some(store) = at(d, "secrets").as_str() {
         writeln!(out, "new secrets go to {store}")?;
     }

@@ -38,7 +38,7 @@ fn plain() -> reqwest::Client {
 }
 
 /// Logs in with a token over plain HTTP; returns the `Cookie` header value.
-async fn cookie_for(url: &str) -> String {
+pub(crate) async fn cookie_for(url: &str) -> String {
     let r = plain().get(url).send().await.expect("login");
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     let set = r.headers()["set-cookie"]
@@ -70,6 +70,11 @@ async fn a_launch_token_logs_a_browser_in_once_and_leaves_the_address_bar() {
         .expect("pid")
         .to_string();
     let origin = origin(&d).await;
+    let (_, text, _) = d.run_cli(&["ctl", "status"]).await;
+    assert!(
+        text.contains(&format!("dashboard at {origin}/ (log in with mcpd ctl ui)")),
+        "{text}"
+    );
     let url = launch_url(&d).await;
     assert!(url.starts_with(&format!("{origin}/login?token=")), "{url}");
 

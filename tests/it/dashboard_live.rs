@@ -21,6 +21,20 @@ async fn open(d: &Daemon, test: &str) -> Option<Browser> {
     Some(browser)
 }
 
+/// A page's body over plain HTTP, logged in with a fresh token of its own.
+async fn plain_get(d: &Daemon, path: &str) -> String {
+    let cookie = crate::dashboard::cookie_for(&launch_url(d).await).await;
+    let origin = crate::dashboard::origin(d).await;
+    let r = http_client()
+        .get(format!("{origin}{path}"))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .expect("get");
+    assert!(r.status().is_success(), "{path}: {}", r.status());
+    r.text().await.expect("body")
+}
+
 /// Clicks the first element matching `css`.
 async fn click(browser: &Browser, css: &str) {
     let el = browser.wait_for(css).await;
@@ -110,6 +124,23 @@ async fn the_try_it_form_calls_a_tool_through_mcpd_and_shows_the_answer() {
     }
     click(&browser, &format!("{add} button.call")).await;
     browser.wait_for_text("#result-text-1", "42").await;
+    // The latency chart, drawn on the server, shows those calls.
+    browser
+        .goto(&format!(
+            "{}/servers/alpha",
+            crate::dashboard::origin(&d).await
+        ))
+        .await;
+    let drawn = browser
+        .wait_until("the chart to load", WAIT, |c| async move {
+            let js = "const i = document.querySelector('#latency img'); return i && i.complete ? i.naturalWidth : 0;";
+            let w = c.execute(js, vec![]).await.ok()?;
+            w.as_u64().filter(|w| *w > 0)
+        })
+        .await;
+    assert_eq!(drawn, 640);
+    let svg = plain_get(&d, "/servers/alpha/latency.svg").await;
+    assert!(svg.contains("2 calls, 0 errors"), "{svg}");
     // The call went through mcpd as an agent's does: it is counted.
     let (_, metrics, _) = d.run_cli(&["ctl", "metrics"]).await;
     assert!(
@@ -196,6 +227,61 @@ async fn a_tools_hostile_description_and_result_are_shown_as_text_and_run_nothin
         1,
         "the check sees unescaped markup"
     );
+    browser.close().await;
+}
+
+#[tokio::test]
+async fn the_log_page_shows_a_servers_lines_and_follows_new_ones_live() {
+    let d = DaemonBuilder::new()
+        .fixture("alpha", &[])
+        .fixture("beta", &[])
+        .start()
+        .await;
+    d.wait_ready().await;
+    let Some(browser) = open(&d, "dashboard_live::logs").await else {
+        return;
+    };
+    let origin = crate::dashboard::origin(&d).await;
+    browser
+        .goto(&format!("{origin}/logs?server=alpha&level=info"))
+        .await;
+    browser
+        .wait_for_text("#freshness", "Live: new lines appear as they are logged.")
+        .await;
+    let rows = "#log-lines tr";
+    let servers = |c: fantoccini::Client| async move {
+        let cells = c
+            .find_all(Locator::Css("#log-lines td.server"))
+            .await
+            .ok()?;
+        let mut names = Vec::new();
+        for cell in cells {
+            names.push(cell.text().await.ok()?);
+        }
+        Some(names)
+    };
+    let before = browser
+        .wait_until("alpha's lines", WAIT, |c| async move {
+            servers(c).await.filter(|n| !n.is_empty())
+        })
+        .await;
+    assert!(before.iter().all(|n| n == "alpha"), "{before:?}");
+    let count = step("rows", browser.client().find_all(Locator::Css(rows)))
+        .await
+        .len();
+    // A restart of each server: alpha's lines appear without a reload, beta's never.
+    for name in ["beta", "alpha"] {
+        let (code, _, err) = d.run_cli(&["ctl", "restart", name]).await;
+        assert_eq!(code, 0, "{err}");
+    }
+    let after = browser
+        .wait_until("new lines of alpha's", WAIT, |c| async move {
+            servers(c).await.filter(|n| n.len() > count)
+        })
+        .await;
+    assert!(after.iter().all(|n| n == "alpha"), "{after:?}");
+    let text = step("log text", browser.wait_for("#log-lines").await.text()).await;
+    assert!(text.contains("control request"), "{text}");
     browser.close().await;
 }
 
