@@ -1,5 +1,7 @@
 //! One agent connection as an actor: the `Conn` owns the session, the calls in flight and the cross-era input state, reads the agent's frames, and sends every answer through the outbox.
 
+mod finish;
+
 use super::AgentContext;
 use super::handlers;
 use super::in_flight::{Ended, InFlight};
@@ -446,74 +448,6 @@ impl Conn {
             }
             other => tracing::debug!(agent = self.agent, method = other, "ignored a notification"),
         }
-    }
-
-    /// The connection's end: queued replies go out as far as they can, calls in flight
-    /// are cancelled upstream (on shutdown their callers are told), the agent leaves
-    /// its instances and subscriptions, and the writer gets a last deadline.
-    async fn finish(mut self, close: Close, mut writer: JoinHandle<std::io::Result<u64>>) {
-        let agent = self.agent;
-        for Out { line, about } in self.held.drain() {
-            // Best effort: an agent that is gone or not reading gets no more.
-            let _ = match about {
-                Some(id) => self.outbox.send_about(&id, line),
-                None => self.outbox.send(line),
-            };
-        }
-        self.in_flight.cancel_all();
-        self.ctx.agents.leave(agent);
-        // Its own server instances (`share = "agent"`) go after a grace period.
-        self.ctx.supervisor.agent_gone(agent);
-        // Its resource subscriptions end with it.
-        {
-            let catalog = self.ctx.catalog.borrow();
-            for server in &self.session.subscribed {
-                if let Ok(h) = super::reach::now(&catalog, &self.session, server) {
-                    h.forget(agent);
-                }
-            }
-        }
-        self.inputs.cancel_parked(&mut self.calls);
-        let (calls, outbox) = (&mut self.calls, &self.outbox);
-        let flush = tokio::time::timeout(CANCEL_FLUSH, async {
-            while let Some((id, step)) = calls.next().await {
-                match step {
-                    Step::Reply(line) => {
-                        outbox.send(line);
-                    }
-                    Step::Cancelled if close == Close::Shutdown => {
-                        let e = AgentError::ShuttingDown.to_error_object();
-                        outbox.send(jsonrpc::error_line(Some(&id), &e));
-                    }
-                    Step::Cancelled | Step::Park { .. } => {}
-                }
-            }
-        });
-        if flush.await.is_err() {
-            tracing::warn!(
-                agent,
-                "some cancellations did not reach their servers in time"
-            );
-        }
-        let Conn {
-            ctx,
-            outbox,
-            received,
-            ..
-        } = self;
-        drop(outbox);
-        let sent = match tokio::time::timeout(WRITE_FLUSH, &mut writer).await {
-            Ok(Ok(Ok(n))) => n,
-            Ok(_) => 0,
-            Err(_) => {
-                // A writer blocked on an agent that does not read would hold the connection
-                // open for as long as the agent likes: end it, which closes the socket.
-                writer.abort();
-                tracing::debug!(agent, "dropped replies to an agent that stopped reading");
-                0
-            }
-        };
-        ctx.metrics.bytes(received, sent);
     }
 }
 
