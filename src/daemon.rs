@@ -52,11 +52,18 @@ pub async fn serve(
                 .map_or_else(|| "the config file".into(), |p| p.display().to_string())
         );
     }
-    // The dashboard's port too is taken before anything starts: a taken port is a
-    // startup error that names daemon.ui_listen.
+    // The dashboard's own port too is taken before anything starts: a taken port is a
+    // startup error that names daemon.ui_listen. Without a `ui_listen` of its own, it
+    // shares the HTTP listener's port when that listens on loopback.
+    let ui_on_http = config.daemon.ui.as_ref().is_some_and(|u| !u.explicit)
+        && config
+            .daemon
+            .http
+            .as_ref()
+            .is_some_and(|h| h.addr.ip().is_loopback());
     let ui = match &config.daemon.ui {
-        None => None,
-        Some(cfg) => Some(crate::dashboard::bind(cfg).await?),
+        Some(cfg) if !ui_on_http => Some(crate::dashboard::bind(cfg).await?),
+        _ => None,
     };
     // Upstreams have their own token: they stop only after the agents have drained.
     let upstreams = CancellationToken::new();
@@ -110,6 +117,10 @@ pub async fn serve(
     // Started once nothing can fail any more; what was logged before waits in the tap.
     // It stops with the shutdown token, which closes any page still following it.
     let logs = crate::logging::LogBook::spawn(tap, shutdown.clone());
+    let ui = match &http {
+        Some((_, _, _, addr)) if ui_on_http => Some(crate::dashboard::Place::Http(*addr)),
+        _ => ui,
+    };
     let (ui, ui_pending) = match ui.map(crate::dashboard::prepare) {
         None => (None, None),
         Some((handle, pending)) => (
@@ -182,7 +193,11 @@ pub async fn serve(
         task_book: crate::agent::TaskBook::spawn(task_statuses, config.daemon.max_message_bytes),
         discovery: config.daemon.discovery.clone(),
     };
-    let ui_task = ui_pending.map(|ui| ui.start(ctx.clone(), logs, shutdown.clone()));
+    let ui = ui_pending.map(|ui| ui.start(ctx.clone(), logs, shutdown.clone()));
+    let (ui_tasks, ui_routes) = match ui {
+        Some(started) => (started.tasks, started.routes),
+        None => (Vec::new(), None),
+    };
     let agents = TaskTracker::new();
     let status = (ctx.catalog.clone(), ctx.daemon.clone());
     let http_task = http.map(|(tcp, cfg, token, _)| {
@@ -190,7 +205,7 @@ pub async fn serve(
             tcp,
             cfg,
             token,
-            ctx.clone(),
+            (ctx.clone(), ui_routes),
             agents.clone(),
             shutdown.clone(),
         ))
@@ -220,10 +235,8 @@ pub async fn serve(
         let _ =
             tokio::time::timeout(config.daemon.shutdown_grace + Duration::from_secs(5), t).await;
     }
-    if let Some(t) = ui_task {
-        // Stops accepting at once; open page loads get a moment to finish.
-        let _ = tokio::time::timeout(Duration::from_secs(3), t).await;
-    }
+    // The dashboard stops accepting at once; open page loads get a moment to finish.
+    let _ = tokio::time::timeout(Duration::from_secs(3), futures::future::join_all(ui_tasks)).await;
     agents.close();
     let agent_deadline = config.daemon.shutdown_grace + Duration::from_secs(5);
     if tokio::time::timeout(agent_deadline, agents.wait())

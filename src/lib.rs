@@ -16,6 +16,7 @@ pub(crate) mod errors;
 pub(crate) mod framing;
 #[doc(hidden)]
 pub mod fuzzing;
+pub(crate) mod http_accept;
 pub mod import;
 pub(crate) mod inherit;
 pub(crate) mod json;

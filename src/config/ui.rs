@@ -9,6 +9,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 pub struct UiListen {
     /// Port 0 lets the kernel choose a free port at each start.
     pub addr: SocketAddr,
+    /// `ui_listen` was given. Without it the dashboard shares the HTTP listener's port
+    /// when that listens on loopback, and has `addr` of its own otherwise.
+    pub explicit: bool,
 }
 
 impl Default for UiListen {
@@ -16,6 +19,7 @@ impl Default for UiListen {
     fn default() -> Self {
         UiListen {
             addr: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
+            explicit: false,
         }
     }
 }
@@ -52,7 +56,10 @@ impl Validator<'_> {
                 ),
             ));
         }
-        Ok(Some(UiListen { addr }))
+        Ok(Some(UiListen {
+            addr,
+            explicit: true,
+        }))
     }
 }
 

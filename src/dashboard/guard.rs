@@ -9,6 +9,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, header};
 use axum::middleware::Next;
 use axum::response::Response;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// The headers every response carries: no script, style, frame or form target from
@@ -70,6 +71,8 @@ pub(super) struct Policy {
     hosts: Vec<String>,
     pub(super) host_check: Check,
     pub(super) origin_check: Check,
+    /// The daemon's user: only its connections (and root's) are served.
+    own_uid: u32,
 }
 
 impl Policy {
@@ -88,7 +91,32 @@ impl Policy {
             hosts,
             host_check: Check::On,
             origin_check: Check::On,
+            own_uid: nix::unistd::getuid().as_raw(),
         }
+    }
+
+    /// Whether the request's connection is the daemon's user's (or root's), as the
+    /// kernel's socket table says; a connection it does not show is refused.
+    fn is_own_users(&self, req: &Request) -> bool {
+        let ends = (
+            req.extensions()
+                .get::<axum::extract::ConnectInfo<SocketAddr>>(),
+            req.extensions().get::<crate::http_accept::LocalAddr>(),
+        );
+        let uid = match ends {
+            (Some(remote), Some(local)) => super::peer::uid_of(remote.0, local.0),
+            _ => None,
+        };
+        let allowed = super::peer::allowed(uid, self.own_uid);
+        if !allowed {
+            let remote = ends.0.map(|r| r.0);
+            tracing::warn!(
+                ?remote,
+                uid,
+                "refused a dashboard request from another user (or one whose user could not be told)"
+            );
+        }
+        allowed
     }
 
     /// The head checks of one request.
@@ -159,11 +187,22 @@ pub(super) struct Guard {
 
 /// The layer: refuses what the policy refuses, sends a request without an open session
 /// to the login page, and hardens every response.
-pub(super) async fn guard(State(g): State<Guard>, mut req: Request, next: Next) -> Response {
+pub(super) async fn guard(State(g): State<Guard>, req: Request, next: Next) -> Response {
+    let mut response = if g.policy.is_own_users(&req) {
+        checked(&g, req, next).await
+    } else {
+        pages::other_user()
+    };
+    harden(response.headers_mut());
+    response
+}
+
+/// The head checks and the session, for a connection of the daemon's own user.
+async fn checked(g: &Guard, mut req: Request, next: Next) -> Response {
     let checked = g
         .policy
         .check(req.method(), req.uri().path(), req.headers());
-    let mut response = match checked {
+    match checked {
         Err(Refusal::ForeignHost) => pages::foreign_host(),
         Err(Refusal::CrossSite) => pages::cross_site(),
         Ok(Need::Nothing) => next.run(req).await,
@@ -174,9 +213,7 @@ pub(super) async fn guard(State(g): State<Guard>, mut req: Request, next: Next) 
             }
             _ => pages::login_needed(),
         },
-    };
-    harden(response.headers_mut());
-    response
+    }
 }
 
 #[cfg(test)]

@@ -1,11 +1,13 @@
-//! The dashboard: a read-only page of the daemon's servers, served on its own loopback TCP listener (`[daemon] ui`, `ui_listen`) to a browser logged in through `mcpd ctl ui`.
+//! The dashboard: every server, agent and call of the daemon live, a page per server to try its tools and act on it, and the daemon's log, served on loopback (its own listener, `[daemon] ui_listen`, or the HTTP listener's when that runs on loopback) to a browser logged in through `mcpd ctl ui`.
 //!
-//! - `actor.rs` is the one task: the accept loop, which also owns the launch tokens and
-//!   sessions (`auth.rs`); pages and `mcpd/ui` reach it through a `DashboardHandle`.
-//! - `guard.rs` is the layer in front of every route (Host, Origin, the session cookie,
-//!   the security headers); `pages/` renders the pages with askama.
-//! - While no page is open nothing runs but that task, asleep in `accept`: no timer,
-//!   no per-page task; keys expire when they are next looked at.
+//! - `actor.rs` owns the launch tokens and sessions (`auth.rs`); pages and `mcpd/ui`
+//!   reach it through a `DashboardHandle`.
+//! - `guard.rs` is the layer in front of every route (the connecting user, Host, Origin,
+//!   the session cookie, the security headers; `peer.rs` tells the user); `pages/`
+//!   renders the pages with askama.
+//! - While no page is open nothing runs but the keys' owner, asleep in its mailbox, and
+//!   the accept loop (`http_accept`), asleep in `accept`: no timer, no per-page task;
+//!   keys expire when they are next looked at.
 
 mod actor;
 mod auth;
@@ -19,8 +21,14 @@ use crate::agent::AgentContext;
 use crate::config::UiListen;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+
+/// Connections served at once on the dashboard's own listener; a browser opens six.
+const MAX_CONNECTIONS: usize = 32;
+/// How long a request head may take, which is also how long an idle connection stays.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why the dashboard could not start.
 #[derive(Debug, thiserror::Error)]
@@ -34,61 +42,85 @@ pub enum DashboardError {
     },
 }
 
-/// The bound listener, before the daemon reports ready (a taken port is a startup error).
-pub struct Bound {
-    listener: TcpListener,
-    /// The address bound (with the kernel's port when `ui_listen` asked for port 0).
-    pub addr: SocketAddr,
+/// Where the dashboard is served, decided before the daemon reports ready.
+pub enum Place {
+    /// Its own listener, bound (a taken port is a startup error).
+    Own(TcpListener),
+    /// The HTTP listener's port, at this address: the dashboard's routes are the
+    /// HTTP listener's fallback.
+    Http(SocketAddr),
 }
 
-/// Binds the dashboard's loopback address.
-pub async fn bind(cfg: &UiListen) -> Result<Bound, DashboardError> {
+impl Place {
+    fn addr(&self) -> Option<SocketAddr> {
+        match self {
+            Place::Own(l) => l.local_addr().ok(),
+            Place::Http(a) => Some(*a),
+        }
+    }
+}
+
+/// Binds the dashboard's own loopback address.
+pub async fn bind(cfg: &UiListen) -> Result<Place, DashboardError> {
     let bind_err = |source| DashboardError::Bind {
         addr: cfg.addr,
         source,
     };
     let listener = TcpListener::bind(cfg.addr).await.map_err(bind_err)?;
-    let addr = listener.local_addr().map_err(bind_err)?;
-    Ok(Bound { listener, addr })
+    listener.local_addr().map_err(bind_err)?;
+    Ok(Place::Own(listener))
 }
 
-/// A dashboard bound and reachable through its handle, not yet serving: the handle goes
+/// A dashboard placed and reachable through its handle, not yet serving: the handle goes
 /// into the daemon's facts (`mcpd/ui`, status) before the agent context the pages use is
 /// made from them.
 pub struct Pending {
-    bound: Bound,
+    place: Place,
+    addr: SocketAddr,
     handle: DashboardHandle,
     mailbox: actor::Mailbox,
 }
 
-/// The handle of a dashboard bound at `bound`, and the dashboard to start.
-pub fn prepare(bound: Bound) -> (DashboardHandle, Pending) {
-    let (handle, mailbox) = actor::channel(bound.addr);
+/// The handle of a dashboard served at `place`, and the dashboard to start.
+pub fn prepare(place: Place) -> (DashboardHandle, Pending) {
+    let addr = place
+        .addr()
+        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
+    let (handle, mailbox) = actor::channel(addr);
     let pending = Pending {
-        bound,
+        place,
+        addr,
         handle: handle.clone(),
         mailbox,
     };
     (handle, pending)
 }
 
+/// A started dashboard: the tasks to wait for at shutdown and, when it shares the HTTP
+/// listener's port, the routes that listener serves besides MCP.
+pub struct Started {
+    pub tasks: Vec<tokio::task::JoinHandle<()>>,
+    pub routes: Option<axum::Router>,
+}
+
 impl Pending {
-    /// Starts serving until `shutdown` fires; returns the task to wait for at shutdown.
-    /// `ctx` is the daemon's agent context: the pages read the supervisor, the roster and
-    /// the metrics through it, and call tools through an agent connection of their own.
+    /// Starts serving until `shutdown` fires. `ctx` is the daemon's agent context: the
+    /// pages read the supervisor, the roster and the metrics through it, and call tools
+    /// through an agent connection of their own; `logs` is the daemon's recent log.
     pub fn start(
         self,
         ctx: AgentContext,
         logs: crate::logging::LogBook,
         shutdown: CancellationToken,
-    ) -> tokio::task::JoinHandle<()> {
+    ) -> Started {
         let Pending {
-            bound,
+            place,
+            addr,
             handle,
             mailbox,
         } = self;
         let guard = guard::Guard {
-            policy: Arc::new(guard::Policy::new(bound.addr)),
+            policy: Arc::new(guard::Policy::new(addr)),
             keys: handle.clone(),
         };
         let pages = pages::Pages {
@@ -101,8 +133,27 @@ impl Pending {
         // The guard is outermost: every route and the fallback are behind it.
         let app =
             pages::routes(pages).layer(axum::middleware::from_fn_with_state(guard, guard::guard));
-        let actor = actor::DashboardActor::new(bound.listener, mailbox, app, shutdown);
+        let keys = crate::tasks::spawn(actor::DashboardActor::new(mailbox).run(shutdown.clone()));
+        let mut started = Started {
+            tasks: vec![keys],
+            routes: None,
+        };
+        match place {
+            Place::Own(listener) => {
+                let limits = crate::http_accept::Limits {
+                    name: "dashboard",
+                    max_connections: MAX_CONNECTIONS,
+                    header_timeout: HEADER_TIMEOUT,
+                };
+                started
+                    .tasks
+                    .push(crate::tasks::spawn(crate::http_accept::serve(
+                        listener, app, limits, shutdown,
+                    )));
+            }
+            Place::Http(_) => started.routes = Some(app),
+        }
         tracing::info!(url = %handle.url(), "serving the dashboard (`mcpd ctl ui` opens it)");
-        crate::tasks::spawn(actor.run())
+        started
     }
 }

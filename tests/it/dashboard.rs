@@ -367,9 +367,94 @@ async fn another_users_connection_with_a_valid_cookie_gets_403_and_the_daemons_u
     assert!(!body.contains("alpha"), "{body}");
     assert!(
         d.log_text()
-            .contains("refused a dashboard connection from another user")
+            .contains("refused a dashboard request from another user")
     );
     // A fresh launch token is as useless to that user.
     let (status, _) = get_as(65534, &launch_url(&d).await, "").await;
     assert_eq!(status, "403");
+}
+
+#[tokio::test]
+async fn without_ui_listen_the_page_shares_the_http_listeners_port_and_mcp_keeps_its_token() {
+    let d = DaemonBuilder::new()
+        .daemon("http_listen = \"127.0.0.1:0\"")
+        .fixture("alpha", &[])
+        .start()
+        .await;
+    d.wait_ready().await;
+    let status = d.status().await;
+    let http = status["daemon"]["http"]
+        .as_str()
+        .expect("http url")
+        .to_owned();
+    let origin = origin(&d).await;
+    assert_eq!(format!("{origin}/mcp"), http, "one port for both");
+    // The page without a cookie: its login page, not the MCP token's refusal.
+    let r = plain()
+        .get(format!("{origin}/"))
+        .send()
+        .await
+        .expect("get /");
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert_hardened(r.headers());
+    assert!(r.text().await.unwrap_or_default().contains("mcpd ctl ui"));
+    // A login works on that port, and the overview shows the servers.
+    let cookie = cookie_for(&launch_url(&d).await).await;
+    let r = plain()
+        .get(format!("{origin}/"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .expect("overview");
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(
+        r.text()
+            .await
+            .unwrap_or_default()
+            .contains("data-server=\"alpha\"")
+    );
+    // MCP still needs its bearer token; the dashboard's cookie is no substitute.
+    let r = plain()
+        .post(&http)
+        .header("cookie", &cookie)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+        .send()
+        .await
+        .expect("post /mcp");
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert!(
+        r.headers().get("content-security-policy").is_none(),
+        "not a dashboard answer"
+    );
+}
+
+#[tokio::test]
+async fn a_ui_listen_of_its_own_keeps_the_page_off_the_http_port() {
+    let d = DaemonBuilder::new()
+        .daemon("http_listen = \"127.0.0.1:0\"\nui_listen = \"127.0.0.1:0\"")
+        .fixture("alpha", &[])
+        .start()
+        .await;
+    d.wait_ready().await;
+    let status = d.status().await;
+    let http = status["daemon"]["http"]
+        .as_str()
+        .expect("http url")
+        .to_owned();
+    let origin = origin(&d).await;
+    assert_ne!(format!("{origin}/mcp"), http);
+    let http_origin = http.strip_suffix("/mcp").expect("/mcp");
+    let r = plain()
+        .get(format!("{http_origin}/"))
+        .send()
+        .await
+        .expect("get /");
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let body = r.text().await.unwrap_or_default();
+    assert!(
+        !body.contains("mcpd ctl ui"),
+        "the HTTP port serves no page: {body}"
+    );
 }

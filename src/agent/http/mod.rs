@@ -14,7 +14,6 @@
 //!   SSE stream of the messages about the request followed by the reply. A client that
 //!   closes the response cancels the request upstream.
 
-mod accept;
 mod modern;
 mod relay;
 mod security;
@@ -81,18 +80,20 @@ pub async fn bind(cfg: &HttpListen) -> Result<TcpListener, HttpError> {
 }
 
 /// Serves HTTP agents until `shutdown` fires. Agent connections run in `tracker`, like
-/// socket agents, and drain the same way.
+/// socket agents, and drain the same way. `also` serves every other path (the
+/// dashboard's pages, behind their own guard) instead of a 404.
 pub async fn run(
     listener: TcpListener,
     cfg: HttpListen,
     token: Option<crate::config::Secret>,
-    ctx: AgentContext,
+    (ctx, also): (AgentContext, Option<Router>),
     tracker: TaskTracker,
     shutdown: CancellationToken,
 ) {
     let max_body = ctx.max_line;
     let max_sessions = ctx.daemon.max_agents;
-    let limits = accept::Limits {
+    let limits = crate::http_accept::Limits {
+        name: "HTTP listener (daemon.http_max_connections)",
         max_connections: cfg.max_connections,
         header_timeout: cfg.header_timeout,
     };
@@ -102,9 +103,8 @@ pub async fn run(
         sessions: Sessions::spawn(ctx, tracker, shutdown.clone(), max_sessions),
         max_body,
     });
-    let app = Router::new()
+    let mcp = Router::new()
         .route(PATH, axum::routing::post(post).get(get).delete(delete))
-        .fallback(not_found)
         .with_state(shared)
         // Outermost first. The gate sees only the head; the body limit is mcpd's own
         // message limit (checked again in `post` with a JSON-RPC error), not axum's
@@ -116,7 +116,13 @@ pub async fn run(
                     max_body.saturating_add(1),
                 )),
         );
-    accept::serve(listener, app, limits, shutdown).await;
+    // Layered before the fallback is set, so the token and the limits above are the MCP
+    // path's alone, and the fallback has only its own.
+    let app = match also {
+        Some(pages) => mcp.fallback_service(pages),
+        None => mcp.fallback(not_found),
+    };
+    crate::http_accept::serve(listener, app, limits, shutdown).await;
 }
 
 async fn not_found() -> Response {

@@ -110,6 +110,16 @@ pub(super) fn foreign_host() -> Response {
     )
 }
 
+/// A connection of another user than the daemon's.
+pub(super) fn other_user() -> Response {
+    message(
+        StatusCode::FORBIDDEN,
+        "Refused",
+        "This mcpd dashboard is for the user who runs the daemon, only.",
+        "Run mcpd ctl ui as that user.",
+    )
+}
+
 /// A state-changing request from another origin.
 pub(super) fn cross_site() -> Response {
     message(

@@ -1,4 +1,4 @@
-//! The HTTP listener's accept loop: a cap on TCP connections, `TCP_NODELAY`, the header and idle timeouts, and graceful shutdown of every connection.
+//! The accept loop of mcpd's two TCP listeners, the HTTP listener's and the dashboard's: a cap on connections, `TCP_NODELAY`, the header and idle timeouts, each request told its peer's and its own address, and graceful shutdown of every connection.
 //!
 //! axum's `serve` offers none of the limits, so mcpd runs the loop itself, as mini-redis
 //! does: a permit of a semaphore is taken *before* each accept, so beyond the cap new
@@ -26,15 +26,22 @@ const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// The warning that the cap is reached is repeated at most this often.
 const SATURATION_WARNING_EVERY: Duration = Duration::from_secs(60);
 
-/// The limits of the accept loop, from `[daemon]`.
+/// The limits of the accept loop (the HTTP listener's from `[daemon]`).
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
+    /// What the listener is called in the warning that the cap is reached.
+    pub name: &'static str,
     /// TCP connections served at once.
     pub max_connections: usize,
     /// How long a connection may take to send a request's head, from when it opens or its
     /// previous response ended.
     pub header_timeout: Duration,
 }
+
+/// The listener's own address, in each request's extensions (the dashboard looks up who
+/// owns a connection by both its ends).
+#[derive(Clone, Copy, Debug)]
+pub struct LocalAddr(pub SocketAddr);
 
 /// Serves `app` on `listener` until `shutdown` fires, then asks every connection to
 /// finish (idle ones close at once, open responses run to their end) and waits for them.
@@ -56,6 +63,8 @@ pub async fn serve(
         .max_header_size(MAX_HEAD_BYTES)
         .keep_alive(true);
     let mut warned: Option<Instant> = None;
+    // The address connections arrive at: a request's `LocalAddr`.
+    let local = listener.local_addr().ok();
     loop {
         let Some(permit) = permit(&permits, limits, &mut warned, &shutdown).await else {
             break;
@@ -65,7 +74,7 @@ pub async fn serve(
         };
         connections.spawn(connection(
             stream,
-            remote,
+            (remote, local),
             http.clone(),
             app.clone(),
             permit,
@@ -90,8 +99,8 @@ async fn permit(
         *warned = Some(Instant::now());
         tracing::warn!(
             max = limits.max_connections,
-            "the HTTP listener serves as many connections as daemon.http_max_connections allows; \
-             new ones wait until one closes"
+            "the {} serves as many connections as it may; new ones wait until one closes",
+            limits.name
         );
     }
     tokio::select! {
@@ -122,7 +131,7 @@ async fn accept(
             }
             Err(e) => {
                 // Usually out of file descriptors: back off rather than spin.
-                tracing::error!("HTTP accept failed: {e}");
+                tracing::error!("accepting a TCP connection failed: {e}");
                 tokio::select! {
                     () = shutdown.cancelled() => return None,
                     () = tokio::time::sleep(Duration::from_millis(100)) => {}
@@ -136,7 +145,7 @@ async fn accept(
 /// its permit to the end.
 async fn connection(
     stream: TcpStream,
-    remote: SocketAddr,
+    (remote, local): (SocketAddr, Option<SocketAddr>),
     http: hyper::server::conn::http1::Builder,
     app: Router,
     permit: OwnedSemaphorePermit,
@@ -145,6 +154,9 @@ async fn connection(
     let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
         // What `ConnectInfo<SocketAddr>` extracts: sessions are named by their address.
         req.extensions_mut().insert(ConnectInfo(remote));
+        if let Some(local) = local {
+            req.extensions_mut().insert(LocalAddr(local));
+        }
         app.clone().oneshot(req)
     });
     let conn = http.serve_connection(TokioIo::new(stream), service);
@@ -158,7 +170,7 @@ async fn connection(
     };
     // Timeouts, resets and malformed requests end a connection; none concerns anyone else.
     if let Err(e) = served {
-        tracing::debug!(%remote, "HTTP connection ended: {e}");
+        tracing::debug!(%remote, "connection ended: {e}");
     }
     drop(permit);
 }
