@@ -28,28 +28,13 @@ impl Key {
 
     /// The key as 64 lowercase hex digits, as URLs and cookies carry it.
     pub fn hex(&self) -> String {
-        use std::fmt::Write as _;
-        self.0.iter().fold(String::with_capacity(64), |mut s, b| {
-            let _ = write!(s, "{b:02x}"); // writing to a String cannot fail
-            s
-        })
+        hex::encode(self.0)
     }
 
     /// A key written as 64 hex digits; anything else is no key.
     pub fn parse(text: &str) -> Option<Key> {
-        let text = text.as_bytes();
-        if text.len() != 64 {
-            return None;
-        }
         let mut bytes = [0u8; 32];
-        for (out, pair) in bytes.iter_mut().zip(text.chunks_exact(2)) {
-            let digit = |c: u8| (c as char).to_digit(16);
-            let (hi, lo) = match pair {
-                [hi, lo] => (digit(*hi)?, digit(*lo)?),
-                _ => return None,
-            };
-            *out = u8::try_from(hi * 16 + lo).ok()?;
-        }
+        hex::decode_to_slice(text, &mut bytes).ok()?;
         Some(Key(bytes))
     }
 
