@@ -5,6 +5,7 @@
     reason = "the daemon reads its config before the runtime serves anyone, and on reload from a blocking thread"
 )]
 
+mod bool_or_table;
 mod discovery;
 mod filter;
 mod http;

@@ -177,12 +177,13 @@ fn every_key_in_the_reference_is_accepted() {
                 "{REFERENCE} documents {path}.{key}, which the config does not accept"
             );
             // The real parser, at the real path: a known key with a value no key takes
-            // (a datetime) fails as a type error, an unknown one as "unknown field". Inside
-            // `oauth`, a boolean or a table, serde reports any mismatch as "did not match
-            // any variant"; there `fields_of` alone vouches for the key.
+            // (a datetime) fails as a type error, an unknown one as "unknown field". A
+            // setting that is a boolean or a table (`oauth`, `sandbox`) reads the datetime
+            // as the table the toml crate makes of it, whose one key is its own marker.
             let err = probe(&path.replace("NAME", "x"), &key);
             assert!(
-                !err.contains("unknown field"),
+                !err.contains("unknown field")
+                    || err.contains("unknown field `$__toml_private_datetime`"),
                 "{path}.{key} is refused as unknown: {err}"
             );
         }

@@ -111,11 +111,16 @@ pub enum CredentialStore {
 }
 
 /// The raw `[servers.NAME.oauth]` table, or `oauth = false`.
-#[derive(Debug, Clone, serde::Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone)]
 pub(super) enum RawOAuth {
     Enabled(bool),
     Table(RawOAuthTable),
+}
+
+impl<'de> serde::Deserialize<'de> for RawOAuth {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        super::bool_or_table::read(d, RawOAuth::Enabled, RawOAuth::Table)
+    }
 }
 
 #[derive(Debug, Clone, Default, serde::Deserialize)]

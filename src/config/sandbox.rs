@@ -4,11 +4,16 @@ use super::{ConfigError, Validator};
 pub use crate::egress::HostRule;
 
 /// `sandbox = true | false` or a table.
-#[derive(Debug, Clone, serde::Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone)]
 pub(super) enum RawSandbox {
     Enabled(bool),
     Table(RawSandboxTable),
+}
+
+impl<'de> serde::Deserialize<'de> for RawSandbox {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        super::bool_or_table::read(d, RawSandbox::Enabled, RawSandbox::Table)
+    }
 }
 
 #[derive(Debug, Clone, Default, serde::Deserialize)]
