@@ -7,9 +7,11 @@
 
 mod bool_or_table;
 mod discovery;
+mod error;
 mod filter;
 mod http;
 mod naming;
+mod oauth;
 mod pin;
 mod project;
 mod raw;
@@ -18,15 +20,18 @@ mod sandbox;
 mod secrets;
 mod server;
 mod ui;
+mod value;
 
 pub use crate::protocol::naming::Naming;
 pub use discovery::{Discovery, RESERVED, ToolMode};
+pub use error::ConfigError;
 pub use filter::{Profile, ToolFilter, glob};
 pub use http::{HttpAuth, HttpListen};
 pub use naming::valid_server_name;
+pub use oauth::{CredentialStore, OAuthConfig};
 pub use pin::PinMode;
 pub use project::{PROJECT, PROJECT_NAME, Share};
-pub use remote::{CredentialStore, HttpLaunch, HttpTransport, OAuthConfig, Secret, display_url};
+pub use remote::{HttpLaunch, HttpTransport, Secret, display_url};
 pub use sandbox::{Network, SandboxProfile};
 pub use ui::UiListen;
 
@@ -35,24 +40,6 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// Why a configuration cannot be used. Every variant names the file.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("{path}: cannot read the config file: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{path}: {message}")]
-    Syntax { path: PathBuf, message: String },
-    #[error("{path}: `{key}`: {message}")]
-    Invalid {
-        path: PathBuf,
-        key: String,
-        message: String,
-    },
-}
 
 pub mod defaults;
 

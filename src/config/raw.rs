@@ -1,6 +1,6 @@
 //! The config file as serde reads it: every table with `deny_unknown_fields`, so a misspelt key is an error naming it. Nothing here is validated; `mod.rs` and its siblings make these into `Config`.
 
-use super::{filter, naming, remote};
+use super::{filter, naming};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -88,7 +88,7 @@ pub(super) struct RawServer {
     pub(super) bearer_token_env: Option<String>,
     pub(super) bearer_token: Option<String>,
     pub(super) connect_timeout: Option<String>,
-    pub(super) oauth: Option<remote::RawOAuth>,
+    pub(super) oauth: Option<super::oauth::RawOAuth>,
     pub(super) protocol: Option<String>,
     #[serde(default)]
     pub(super) args: Vec<String>,

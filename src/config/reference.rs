@@ -23,7 +23,10 @@ fn tables() -> Vec<(&'static str, &'static [&'static str])> {
         ("servers.NAME.prompts", fields_of::<naming::RawPrompts>()),
         ("servers.NAME.restart", fields_of::<RawRestart>()),
         ("servers.NAME.health", fields_of::<RawHealth>()),
-        ("servers.NAME.oauth", fields_of::<remote::RawOAuthTable>()),
+        (
+            "servers.NAME.oauth",
+            fields_of::<super::oauth::RawOAuthTable>(),
+        ),
         (
             "servers.NAME.sandbox",
             fields_of::<sandbox::RawSandboxTable>(),

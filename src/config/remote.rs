@@ -1,5 +1,7 @@
 //! Remote (HTTP) server settings: the URL, the transport, headers and secrets taken from the daemon's environment.
 
+use super::oauth::{OAuthConfig, RawOAuth};
+pub use super::value::{Missing, Secret};
 use super::{ConfigError, Validator};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -21,28 +23,6 @@ const RESERVED_HEADERS: &[&str] = &[
     "mcp-method",
     "mcp-name",
 ];
-
-/// A value that must never be shown: header values and bearer tokens. `Debug` prints a
-/// placeholder, and there is deliberately no `Display`, so a secret cannot slip into a
-/// log line, a status row or an error message by formatting.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: String) -> Secret {
-        Secret(value)
-    }
-
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
 
 /// Which HTTP transport to speak to a remote server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,62 +58,6 @@ pub struct HttpLaunch {
     /// How mcpd logs in when the server asks for OAuth; None when a static credential
     /// (`bearer_token_env`, or an `Authorization` header) is configured, or `oauth = false`.
     pub oauth: Option<OAuthConfig>,
-}
-
-/// `[servers.NAME.oauth]`: everything optional; without the table mcpd still logs in
-/// (discovery and dynamic registration) when the server asks.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OAuthConfig {
-    /// A client registered with the authorization server beforehand.
-    pub client_id: Option<String>,
-    /// Its secret, from the variable `client_secret_env` names, or `client_secret`'s text
-    /// with its `${secret:NAME}` references, put in when a login needs it.
-    pub client_secret: Option<Secret>,
-    /// Scopes to ask for, beyond what the server's challenge and metadata name.
-    pub scopes: Vec<String>,
-    /// The loopback port of the redirect (`http://127.0.0.1:PORT/callback`); random if unset.
-    pub redirect_port: Option<u16>,
-    /// A client ID metadata document URL, used when the authorization server supports them.
-    pub client_metadata_url: Option<String>,
-    /// Where the login (tokens, client, metadata) is kept across restarts.
-    pub store: CredentialStore,
-}
-
-/// `[servers.NAME.oauth] store`: where a server's login is kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum CredentialStore {
-    /// `state_dir/credentials/NAME.json`, 0600 (the default: it needs no desktop session).
-    #[default]
-    File,
-    /// One item in the desktop keyring, through the Secret Service on the session bus; a
-    /// keyring that cannot be reached is an error, never a fall back to the file.
-    Keyring,
-}
-
-/// The raw `[servers.NAME.oauth]` table, or `oauth = false`.
-#[derive(Debug, Clone)]
-pub(super) enum RawOAuth {
-    Enabled(bool),
-    Table(RawOAuthTable),
-}
-
-impl<'de> serde::Deserialize<'de> for RawOAuth {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        super::bool_or_table::read(d, RawOAuth::Enabled, RawOAuth::Table)
-    }
-}
-
-#[derive(Debug, Clone, Default, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawOAuthTable {
-    client_id: Option<String>,
-    client_secret_env: Option<String>,
-    client_secret: Option<String>,
-    #[serde(default)]
-    scopes: Vec<String>,
-    redirect_port: Option<u16>,
-    client_metadata_url: Option<String>,
-    store: Option<String>,
 }
 
 impl HttpLaunch {
@@ -269,7 +193,7 @@ impl Validator<'_> {
                                 ),
                             ));
                         }
-                        Some(Secret(token))
+                        Some(Secret::new(token))
                     }
                     found => {
                         missing.push(Missing::new(bkey, var, found.is_some()));
@@ -296,121 +220,6 @@ impl Validator<'_> {
                 CONNECT_TIMEOUT,
             )?,
         })
-    }
-
-    /// The OAuth settings of a remote server: on unless a static credential is configured
-    /// or `oauth = false`.
-    fn oauth(
-        &self,
-        key: &str,
-        raw: Option<&RawOAuth>,
-        static_auth: bool,
-        missing: &mut Vec<Missing>,
-    ) -> Result<Option<OAuthConfig>, ConfigError> {
-        let okey = format!("{key}.oauth");
-        let table = match raw {
-            None => {
-                return Ok((!static_auth).then(OAuthConfig::default));
-            }
-            Some(RawOAuth::Enabled(false)) => return Ok(None),
-            Some(RawOAuth::Enabled(true)) => RawOAuthTable::default(),
-            Some(RawOAuth::Table(t)) => t.clone(),
-        };
-        if static_auth {
-            return Err(self.err(
-                okey,
-                "conflicts with bearer_token_env or an Authorization header; log in one way only",
-            ));
-        }
-        let store = match table.store.as_deref() {
-            None | Some("file") => CredentialStore::File,
-            Some("keyring") => CredentialStore::Keyring,
-            Some(other) => {
-                return Err(self.err(
-                    format!("{okey}.store"),
-                    format!("{other:?} is not a credential store; use \"file\" or \"keyring\""),
-                ));
-            }
-        };
-        if table
-            .client_id
-            .as_deref()
-            .is_some_and(|c| c.trim().is_empty())
-        {
-            return Err(self.err(format!("{okey}.client_id"), "is empty"));
-        }
-        let client_secret = match (&table.client_secret, &table.client_secret_env) {
-            (Some(_), Some(_)) => {
-                return Err(self.err(
-                    format!("{okey}.client_secret"),
-                    "conflicts with client_secret_env; set the client secret one way only",
-                ));
-            }
-            (Some(text), None) => {
-                let skey = format!("{okey}.client_secret");
-                if table.client_id.is_none() {
-                    return Err(self.err(skey, "a client secret needs its client_id"));
-                }
-                let refs = crate::secrets::references(text).map_err(|e| self.err(&skey, e))?;
-                if refs.is_empty() {
-                    return Err(self.err(
-                        skey,
-                        "holds no ${secret:NAME}: a client secret written here would sit in the config in plain text; store it with `mcpd ctl secret set NAME` and write client_secret = \"${secret:NAME}\"",
-                    ));
-                }
-                // Put in when a login or a refresh needs it (`oauth::flow`).
-                Some(Secret(text.clone()))
-            }
-            (None, None) => None,
-            (None, Some(var)) => {
-                let skey = format!("{okey}.client_secret_env");
-                if table.client_id.is_none() {
-                    return Err(self.err(skey, "a client secret needs its client_id"));
-                }
-                match (self.env)(var) {
-                    Some(secret) if !secret.is_empty() => Some(Secret(secret)),
-                    found => {
-                        missing.push(Missing::new(skey, var, found.is_some()));
-                        None
-                    }
-                }
-            }
-        };
-        if let Some(url) = &table.client_metadata_url {
-            let ok =
-                reqwest::Url::parse(url).is_ok_and(|u| u.scheme() == "https" && u.path() != "/");
-            if !ok {
-                return Err(self.err(
-                    format!("{okey}.client_metadata_url"),
-                    "a client ID metadata document URL is https with a path, e.g. \"https://example.com/mcpd/client.json\"",
-                ));
-            }
-        }
-        for s in &table.scopes {
-            if s.is_empty()
-                || s.chars()
-                    .any(|c| c.is_whitespace() || c == '"' || c == '\\')
-            {
-                return Err(self.err(
-                    format!("{okey}.scopes"),
-                    format!("{s:?} is not a scope (one word each, no spaces or quotes)"),
-                ));
-            }
-        }
-        if table.redirect_port == Some(0) {
-            return Err(self.err(
-                format!("{okey}.redirect_port"),
-                "must be 1-65535 (leave it unset for a random port)",
-            ));
-        }
-        Ok(Some(OAuthConfig {
-            client_id: table.client_id,
-            client_secret,
-            scopes: table.scopes,
-            redirect_port: table.redirect_port,
-            client_metadata_url: table.client_metadata_url,
-            store,
-        }))
     }
 
     /// Expands `${VAR}` from the daemon's environment. A `$` not followed by `{` stays as
@@ -451,7 +260,7 @@ impl Validator<'_> {
             rest = &after[end + 1..];
         }
         out.push_str(rest);
-        Ok(Secret(out))
+        Ok(Secret::new(out))
     }
 }
 
@@ -460,44 +269,4 @@ impl Validator<'_> {
 fn valid_header(value: &str) -> bool {
     let stand_in = crate::secrets::substitute(value, |_| Some("x"));
     stand_in.is_ok_and(|v| reqwest::header::HeaderValue::from_str(v.expose()).is_ok())
-}
-
-/// A setting whose value comes from a variable that mcpd's environment lacks (or holds
-/// empty). The server it belongs to does not start, with a status line naming it; the
-/// rest of the config is in force. An imported server whose header became
-/// `${IMPORTED_…}` is the common case.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Missing {
-    /// The setting, e.g. `servers.gh.headers.Authorization`.
-    pub key: String,
-    pub var: String,
-    /// The variable is set but empty.
-    pub empty: bool,
-}
-
-impl Missing {
-    fn new(key: String, var: &str, empty: bool) -> Missing {
-        Missing {
-            key,
-            var: var.to_owned(),
-            empty,
-        }
-    }
-
-    /// What stops a server with these missing variables from starting, and what to do.
-    pub fn explain(missing: &[Missing]) -> Option<String> {
-        let parts: Vec<String> = missing
-            .iter()
-            .map(|m| {
-                let how = if m.empty { "is empty" } else { "is not set" };
-                format!("{} {how} (for {})", m.var, m.key)
-            })
-            .collect();
-        (!parts.is_empty()).then(|| {
-            format!(
-                "{} in mcpd's environment; set it where mcpd starts (a systemd drop-in's Environment= or EnvironmentFile=, or the shell that runs `mcpd serve`) and restart mcpd",
-                parts.join(", ")
-            )
-        })
-    }
 }
