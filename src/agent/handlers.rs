@@ -72,7 +72,16 @@ pub fn handle(
                 Err(e) => error(&req.id, e),
             }
         }
-        method::DISCOVER => Handled::Now(modern::discover(&req, ctx)),
+        method::DISCOVER => {
+            if let Some(i) = req
+                .params
+                .as_ref()
+                .and_then(crate::protocol::era::instance_in)
+            {
+                session.mcpd_instance = Some(i);
+            }
+            Handled::Now(modern::discover(&req, ctx))
+        }
         method::LISTEN if modern => {
             if let Err(e) = modern::may_listen(&req, session) {
                 return Handled::Now(jsonrpc::error_line(Some(&req.id), &e));
@@ -166,6 +175,7 @@ fn initialize(req: &Request, session: &mut Session, behind: &[String]) -> String
         .and_then(|p| p.pointer("/clientInfo/version"))
         .and_then(Value::as_str)
         .map(str::to_owned);
+    session.mcpd_instance = params.and_then(crate::protocol::era::instance_in);
     tracing::info!(
         agent = session.agent,
         client = session.client_name.as_deref().unwrap_or("?"),

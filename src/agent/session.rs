@@ -16,6 +16,9 @@ pub struct Session {
     pub protocol_version: Option<String>,
     pub client_name: Option<String>,
     pub client_version: Option<String>,
+    /// The mcpd daemon this agent is, when its handshake said so (another daemon's
+    /// connection to this one as its server; `era::instance_in`).
+    pub mcpd_instance: Option<String>,
     /// True after `notifications/initialized`: list-change notifications may be sent.
     pub initialized: bool,
     /// The era the connection is pinned to by its first decisive exchange.

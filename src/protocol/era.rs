@@ -15,7 +15,8 @@ pub mod key {
     pub const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
     pub const LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
     /// mcpd's own key, in its handshake answers: this daemon's instance id, so that a
-    /// server entry that leads back to the daemon itself is recognised.
+    /// server entry that leads back to the daemon itself is recognised. Also in its own
+    /// handshake requests, so that a daemon it reaches knows which daemon the agent is.
     pub const MCPD_INSTANCE: &str = "mcpd/instance";
     /// The instance ids of the mcpd daemons this daemon reaches through its servers
     /// (directly, or further behind them), so that two daemons configured as each
@@ -197,6 +198,32 @@ pub fn handshake_meta(behind: &[String]) -> Value {
 /// of its `initialize` answer.
 pub fn daemon_meta(behind: &[String]) -> Value {
     json!({ key::MCPD_INSTANCE: instance(), key::MCPD_BEHIND: behind })
+}
+
+/// The mcpd instance id in a handshake message's `_meta`: who a daemon's answer
+/// (`initialize` result, `DiscoverResult`) or mcpd's own request (its params) is from.
+pub fn instance_in(message: &Value) -> Option<String> {
+    message
+        .get("_meta")?
+        .get(key::MCPD_INSTANCE)?
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// The mcpd daemons another daemon's handshake answer says it reaches (at most
+/// [`MAX_BEHIND`]).
+pub fn behind_in(result: &Value) -> Vec<String> {
+    let listed = result
+        .get("_meta")
+        .and_then(|m| m.get(key::MCPD_BEHIND))
+        .and_then(Value::as_array);
+    listed
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .take(MAX_BEHIND)
+        .map(str::to_owned)
+        .collect()
 }
 
 pub fn server_info() -> Value {

@@ -23,6 +23,10 @@ impl Supervisor {
                     r.http = http;
                 }
                 slot.identity = Some(identity);
+                let is_mcpd = slot
+                    .identity
+                    .as_ref()
+                    .is_some_and(|i| i.mcpd_instance.is_some());
                 if !has_tools || slot.instance.is_some() {
                     // A server without the tools capability publishes no tools; an
                     // instance serves the tools its server lists (which its own list,
@@ -33,6 +37,10 @@ impl Supervisor {
                         self.registry.remove(&server);
                     }
                     self.settle_waiters(&server);
+                    self.publish();
+                } else if is_mcpd {
+                    // Another daemon is reached from now on (`mcpd_behind`): say so in
+                    // this daemon's handshake answers before its tool list comes.
                     self.publish();
                 }
             }

@@ -76,6 +76,14 @@ impl Supervisor {
                 tracing::error!(upstream = %name, "{error}");
                 slot.last_error = Some(error);
                 slot.state = ServerState::Failed;
+                if exit.never_serve {
+                    // Refused as this daemon or as a loop of daemons: never served, not
+                    // even from a list an earlier connection fetched (one made while two
+                    // handshakes crossed, then cut: `agent/conn`, `on_catalog`), which may
+                    // name tools that went round the loop.
+                    self.registry.forget_server(name);
+                    self.catalog_cache.forget(name);
+                }
             }
             AfterExit::Restart => {
                 slot.budget.clear();

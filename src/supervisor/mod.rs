@@ -324,15 +324,18 @@ impl Supervisor {
         self.catalog.send_replace(Arc::new(catalog));
     }
 
-    /// The mcpd daemons reached through the servers that are ready, each once, at most
-    /// `era::MAX_BEHIND`.
+    /// The mcpd daemons reached through the servers that are ready, or connected and
+    /// still fetching their first tool list, each once, at most `era::MAX_BEHIND`.
     fn mcpd_behind(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
-        let ready = self
-            .slots
-            .values()
-            .filter(|s| s.state == ServerState::Ready);
-        for identity in ready.filter_map(|s| s.identity.as_ref()) {
+        // A daemon is reached from its handshake on, not from its first tool list: until
+        // that list came (tens of milliseconds, more on a busy machine) the daemon behind
+        // an `mcpd connect` entry would be left out of this daemon's answers, and the
+        // other half of a loop of daemons connecting then would pass `refuse_self`.
+        let reached = self.slots.values().filter(|s| {
+            s.state == ServerState::Ready || s.running.as_ref().is_some_and(|r| r.handle.is_some())
+        });
+        for identity in reached.filter_map(|s| s.identity.as_ref()) {
             let ids = identity.mcpd_instance.iter().chain(&identity.mcpd_behind);
             for id in ids {
                 if out.len() < crate::protocol::era::MAX_BEHIND && !out.contains(id) {

@@ -83,12 +83,18 @@ async fn run_stdio(ctx: ConnectionContext, spawned: process::Spawned) -> Connect
             let tail = finish_stderr(stderr_task, &mut err_rx).await;
             writer.abort();
             let era_mismatch = error.as_ref().is_some_and(|e| e.era_mismatch);
+            // A refusal no retry can change (`refuse_self`: this daemon, or a loop of
+            // daemons) fails the server at once, as over HTTP; it used to be dropped
+            // here, so the server was restarted until its crash budget ran out.
+            let fatal = error.as_ref().is_some_and(|e| e.fatal);
+            let never_serve = error.as_ref().is_some_and(|e| e.never_serve);
             return ConnectionExit {
                 error: error.map(|e| format!("initialize failed: {}", e.message)),
                 exit_status: Some(status),
                 stderr_tail: tail,
-                fatal: false,
+                fatal,
                 era_mismatch,
+                never_serve,
             };
         }
     };
@@ -148,6 +154,7 @@ async fn run_stdio(ctx: ConnectionContext, spawned: process::Spawned) -> Connect
         stderr_tail: tail.lines(),
         fatal: false,
         era_mismatch: false,
+        never_serve: false,
     }
 }
 

@@ -19,6 +19,8 @@ fn initialize_params() -> Value {
         // shared server cannot have each agent's roots.
         "capabilities": { "elicitation": {}, "sampling": {} },
         "clientInfo": { "name": "mcpd", "version": env!("CARGO_PKG_VERSION") },
+        // Who this daemon is, for a server that is another daemon (`era::instance_in`).
+        "_meta": { era::key::MCPD_INSTANCE: era::instance() },
     })
 }
 
@@ -30,6 +32,9 @@ pub struct HandshakeError {
     pub fatal: bool,
     /// The server does not speak the era mcpd tried (a cached verdict may be stale).
     pub era_mismatch: bool,
+    /// The server is this daemon, or another one in a loop with it (`refuse_self`):
+    /// nothing it listed through an earlier connection may be served either.
+    pub never_serve: bool,
 }
 
 impl HandshakeError {
@@ -38,6 +43,7 @@ impl HandshakeError {
             message,
             fatal: false,
             era_mismatch: true,
+            never_serve: false,
         }
     }
 }
@@ -48,6 +54,7 @@ impl From<String> for HandshakeError {
             message,
             fatal: false,
             era_mismatch: false,
+            never_serve: false,
         }
     }
 }
@@ -82,6 +89,7 @@ where
                     message: error,
                     fatal,
                     era_mismatch: false,
+                    never_serve: false,
                 });
             }
             Some(Inbound::Ended { error, .. }) => return Err(error.to_string().into()),
@@ -193,33 +201,9 @@ pub fn identity(outcome: Result<Value, ErrorObject>) -> Result<ServerIdentity, I
             .map(str::to_owned),
         pid: None,
         transport: None,
-        mcpd_instance: mcpd_instance(&result),
-        mcpd_behind: mcpd_behind(&result),
+        mcpd_instance: era::instance_in(&result),
+        mcpd_behind: era::behind_in(&result),
     })
-}
-
-/// The instance id of an mcpd daemon in a handshake answer's `_meta`.
-fn mcpd_instance(result: &Value) -> Option<String> {
-    result
-        .get("_meta")
-        .and_then(|m| m.get(era::key::MCPD_INSTANCE))
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-}
-
-/// The mcpd daemons another daemon says it reaches (at most `era::MAX_BEHIND`).
-fn mcpd_behind(result: &Value) -> Vec<String> {
-    let listed = result
-        .get("_meta")
-        .and_then(|m| m.get(era::key::MCPD_BEHIND))
-        .and_then(Value::as_array);
-    listed
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .take(era::MAX_BEHIND)
-        .map(str::to_owned)
-        .collect()
 }
 
 /// A server that answers with this daemon's own instance id is this daemon reached
@@ -231,6 +215,7 @@ pub fn refuse_self(identity: ServerIdentity) -> Result<ServerIdentity, Handshake
             message: "this server is this mcpd daemon itself, reached through its own socket; remove this [servers] entry (an agent uses mcpd through `mcpd connect`, mcpd does not use itself)".into(),
             fatal: true,
             era_mismatch: false,
+            never_serve: true,
         });
     }
     // Another daemon that reaches this one through its own servers: each would list the
@@ -240,6 +225,7 @@ pub fn refuse_self(identity: ServerIdentity) -> Result<ServerIdentity, Handshake
             message: "this server is another mcpd daemon that has this daemon among its own servers (a loop: each would serve the other's tools back to it); remove one of the two entries".into(),
             fatal: true,
             era_mismatch: false,
+            never_serve: true,
         });
     }
     Ok(identity)
@@ -264,6 +250,14 @@ pub enum Discovered {
 pub fn discover_line(id: &Id) -> String {
     let mut params = None;
     era::add_envelope(&mut params, &json!({}));
+    // Who this daemon is, for a server that is another daemon (`era::instance_in`).
+    if let Some(meta) = params
+        .as_mut()
+        .and_then(|p| p.get_mut("_meta"))
+        .and_then(Value::as_object_mut)
+    {
+        meta.insert(era::key::MCPD_INSTANCE.into(), json!(era::instance()));
+    }
     jsonrpc::request_line(id, method::DISCOVER, params.as_ref())
 }
 
@@ -345,8 +339,8 @@ pub fn discover_identity(result: &Value) -> ServerIdentity {
             .map(str::to_owned),
         pid: None,
         transport: None,
-        mcpd_instance: mcpd_instance(result),
-        mcpd_behind: mcpd_behind(result),
+        mcpd_instance: era::instance_in(result),
+        mcpd_behind: era::behind_in(result),
     }
 }
 
@@ -452,6 +446,7 @@ where
                     message: error,
                     fatal,
                     era_mismatch: false,
+                    never_serve: false,
                 });
             }
             Some(Inbound::Ended { error, .. }) => {
@@ -467,6 +462,7 @@ where
                             message: super::refused_message(excerpt),
                             fatal: true,
                             era_mismatch: false,
+                            never_serve: false,
                         });
                     }
                     super::UpstreamError::Http { status, .. } if (400..500).contains(status) => {

@@ -362,4 +362,7 @@ pub struct ConnectionExit {
     pub fatal: bool,
     /// The handshake showed the server does not speak the era that was tried.
     pub era_mismatch: bool,
+    /// The handshake refused the server for good (`handshake::refuse_self`): what it
+    /// listed before is forgotten, not served.
+    pub never_serve: bool,
 }

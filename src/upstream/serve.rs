@@ -56,6 +56,7 @@ impl ConnectionExit {
             stderr_tail: Vec::new(),
             fatal: false,
             era_mismatch: false,
+            never_serve: false,
         }
     }
 }

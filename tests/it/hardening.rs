@@ -197,8 +197,12 @@ async fn two_daemons_configured_as_each_others_server_refuse_the_loop() {
     // The harness puts each daemon's socket in its own directory.
     let a_socket = a.dir().join("mcpd.sock");
     let b_socket = b.dir().join("mcpd.sock");
+    // B starts after A, and until B's socket exists A's `b` ends at once: those ends must
+    // not use up the crash budget (a loop is refused at once, not by the budget).
     let quick = |name: &str| {
-        format!("[servers.{name}.restart]\nbackoff_initial = \"100ms\"\nbackoff_max = \"200ms\"")
+        format!(
+            "[servers.{name}.restart]\nbackoff_initial = \"100ms\"\nbackoff_max = \"200ms\"\nmax_restarts = 1000"
+        )
     };
     let to = |p: &std::path::Path| p.to_str().unwrap().to_owned();
     let a = a
@@ -244,17 +248,88 @@ async fn two_daemons_configured_as_each_others_server_refuse_the_loop() {
         "{refused}"
     );
     // The other keeps serving: its daemon's agents see the far daemon's own tools once.
+    // When the two handshakes crossed, both connections were made, then cut and made
+    // again; a list fetched in between may still name a tool that went round once, until
+    // the refused server's lists are forgotten and the far daemon's list changes again.
     let (d, server) = kept;
     d.wait_server(server, "the other connection is ready", |s| {
         s["state"] == "ready"
     })
     .await;
-    let mut agent = d.initialized_agent().await;
-    let names = agent.tool_names().await;
+    eventually("no name goes round the loop", WAIT, || async {
+        let mut agent = d.initialized_agent().await;
+        let names = agent.tool_names().await;
+        names
+            .iter()
+            .all(|n| n.matches("__").count() <= 2)
+            .then_some(())
+    })
+    .await;
+    // Refused for good: not restarted (which would also make the loop again).
+    let again = match refused["name"].as_str() {
+        Some("b") => a.server_status("b").await,
+        _ => b.server_status("a").await,
+    };
+    assert_eq!(again["state"], "failed", "{again}");
+    assert_eq!(again["restarts"], refused["restarts"], "{again}");
+}
+
+#[tokio::test]
+async fn an_agent_that_is_a_daemon_this_one_reaches_is_disconnected() {
+    // Two daemons whose handshakes crossed both passed `refuse_self`; the daemon that
+    // then reaches the other ends that one's connection to it (made again, it is
+    // refused). Here the loop is made by hand: an agent of D that says it is E, which D
+    // reaches through its server `e`.
+    let e = DaemonBuilder::new()
+        .fixture("fe", &["--tools", "echo"])
+        .start()
+        .await;
+    let e_socket = e.socket.to_str().expect("UTF-8 path").to_owned();
+    let d = DaemonBuilder::new()
+        .fixture("fd", &["--tools", "echo"])
+        .server("e", mcpd_bin(), &["connect", "--socket", &e_socket], "")
+        .start()
+        .await;
+    d.wait_ready().await;
+    let mut asker = e.agent().await;
+    let answer = asker.initialize().await;
+    let e_id = answer["result"]["_meta"]["mcpd/instance"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no instance id in {answer}"))
+        .to_owned();
+    let mut plain = d.initialized_agent().await;
+    let mut looped = d.agent().await;
+    let answer = looped
+        .request(
+            "initialize",
+            Some(json!({
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": { "name": "mcpd", "version": "1" },
+                "_meta": { "mcpd/instance": e_id },
+            })),
+        )
+        .await;
+    // A real daemon E would refuse itself on this answer; this agent goes on.
+    let behind = &answer["result"]["_meta"]["mcpd/behind"];
     assert!(
-        names.iter().all(|n| n.matches("__").count() <= 2),
-        "no name goes round the loop: {names:?}"
+        behind
+            .as_array()
+            .is_some_and(|b| b.iter().any(|i| i == &json!(e_id))),
+        "{answer}"
     );
+    // The next change of D's catalog ends the connection (one may come by itself).
+    let (code, _, err) = d.run_cli(&["ctl", "restart", "fd"]).await;
+    assert_eq!(code, 0, "{err}");
+    while looped.recv().await.is_some() {}
+    eventually("the loop is logged", WAIT, || async {
+        d.log_text()
+            .contains("(a loop); disconnecting it")
+            .then_some(())
+    })
+    .await;
+    // Every other agent stays.
+    assert!(!plain.tool_names().await.is_empty());
 }
 
 #[tokio::test]

@@ -131,6 +131,7 @@ impl Conn {
             protocol_version: None,
             client_name: None,
             client_version: None,
+            mcpd_instance: None,
             initialized: false,
             era: None,
             // A connection that never sends `initialize` (`mcpd ctl call`) declared none.
@@ -215,7 +216,11 @@ impl Conn {
                         }
                         Rare::Ask(ask) => self.inputs.ask(&self.session, &self.outbox, *ask),
                         Rare::Roster(ask) => self.on_roster(ask),
-                        Rare::Catalog => self.on_catalog(),
+                        Rare::Catalog => {
+                            if !self.on_catalog() {
+                                break Close::Gone;
+                            }
+                        }
                         Rare::Project(news) => project::on_news(&self.ctx, &mut self.session, news),
                     },
                     () = sleep_until(drain), if drain.is_some() => break Close::Shutdown,
@@ -288,14 +293,34 @@ impl Conn {
         }
     }
 
-    fn on_catalog(&mut self) {
-        let versions = {
+    /// Tells the agent what changed; false when the connection must end: the agent is
+    /// another mcpd daemon that this one now reaches through its own servers.
+    fn on_catalog(&mut self) -> bool {
+        let (versions, looped) = {
             let c = self.catalog.borrow_and_update();
-            (c.tools_version, c.prompts_version, c.resources_version)
+            let looped =
+                (self.session.mcpd_instance.as_ref()).is_some_and(|i| c.mcpd_behind.contains(i));
+            (
+                (c.tools_version, c.prompts_version, c.resources_version),
+                looped,
+            )
         };
+        if looped {
+            // A loop of daemons whose two handshakes crossed: each answer went out before
+            // the other connection was made, so neither listed the other and both passed
+            // `refuse_self`. This side knows both halves (the agent said who it is; the
+            // catalog says this daemon reaches it), so it ends the agent's connection.
+            // That daemon connects again, and this time the answer lists it: refused.
+            tracing::warn!(
+                agent = self.agent,
+                "the agent is another mcpd daemon that this daemon reaches through its own servers (a loop); disconnecting it"
+            );
+            return false;
+        }
         self.session
             .notify_changes(&self.outbox, self.seen_versions, versions);
         self.seen_versions = versions;
+        true
     }
 
     /// Handles one frame from the agent, and queues the reply due at once, if any.

@@ -77,12 +77,14 @@ pub async fn run(ctx: ConnectionContext, launch: HttpLaunch) -> ConnectionExit {
             finish(&server, &mut transport).await;
             let fatal = error.as_ref().is_some_and(|e| e.fatal);
             let era_mismatch = error.as_ref().is_some_and(|e| e.era_mismatch);
+            let never_serve = error.as_ref().is_some_and(|e| e.never_serve);
             return ConnectionExit {
                 error: error.map(|e| format!("initialize failed: {}", e.message)),
                 exit_status: None,
                 stderr_tail: Vec::new(),
                 fatal,
                 era_mismatch,
+                never_serve,
             };
         }
     };
@@ -137,6 +139,7 @@ pub async fn run(ctx: ConnectionContext, launch: HttpLaunch) -> ConnectionExit {
         stderr_tail: Vec::new(),
         fatal,
         era_mismatch: false,
+        never_serve: false,
     }
 }
 
