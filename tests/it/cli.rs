@@ -145,21 +145,9 @@ async fn ctl_status_counts_the_connected_agents_but_not_the_ctl_connection_askin
 #[tokio::test]
 async fn ctl_agents_lists_a_call_in_flight_and_ctl_cancel_cancels_it_upstream_and_tells_the_agent()
 {
-    let d = DaemonBuilder::new();
-    let rec = d.dir().join("rec");
-    let d = d
-        .fixture(
-            "s",
-            &["--tools", "hang,pid", "--record", rec.to_str().unwrap()],
-        )
-        .start()
-        .await;
-    d.wait_ready().await;
-    let mut a = d.initialized_agent().await;
-    let pid = text(&a.call("s__pid", json!({})).await).to_owned();
-    let id = a.start_call("s__hang", json!({})).await;
-    let log = rec.join(format!("received-{pid}.log"));
-    wait_for_line(&log, "\"hang\"").await;
+    let mut h = Hanging::start().await;
+    let id = h.hang().await;
+    let (d, a, log) = (&h.d, &mut h.agent, &h.log);
     let (code, out, err) = d.run_cli(&["ctl", "agents", "--json"]).await;
     assert_eq!(code, 0, "{err}");
     let agents: Value = serde_json::from_str(&out).unwrap();
@@ -180,7 +168,7 @@ async fn ctl_agents_lists_a_call_in_flight_and_ctl_cancel_cancels_it_upstream_an
         .run_cli(&["ctl", "cancel", &number, &id.to_string()])
         .await;
     assert_eq!(code, 0, "{out}{err}");
-    wait_for_line(&log, "notifications/cancelled").await;
+    wait_for_line(log, "notifications/cancelled").await;
     let answer = a.response(&id).await;
     assert_eq!(error_code(&answer), Some(-32026), "{answer}");
     assert!(error_message(&answer).contains("cancelled"), "{answer}");

@@ -152,30 +152,17 @@ async fn the_try_it_form_calls_a_tool_through_mcpd_and_shows_the_answer() {
 
 #[tokio::test]
 async fn cancel_on_a_call_in_flight_cancels_it_upstream_and_tells_the_agent() {
-    let d = DaemonBuilder::new();
-    let rec = d.dir().join("rec");
-    let d = d
-        .fixture(
-            "s",
-            &["--tools", "hang,pid", "--record", rec.to_str().unwrap()],
-        )
-        .start()
-        .await;
-    d.wait_ready().await;
-    let mut a = d.initialized_agent().await;
-    let pid = text(&a.call("s__pid", json!({})).await).to_owned();
-    let Some(browser) = open(&d, "dashboard_live::cancel").await else {
+    let mut h = Hanging::start().await;
+    let Some(browser) = open(&h.d, "dashboard_live::cancel").await else {
         return;
     };
     browser.wait_for("#no-calls").await;
-    let id = a.start_call("s__hang", json!({})).await;
-    let log = rec.join(format!("received-{pid}.log"));
-    wait_for_line(&log, "\"hang\"").await;
+    let id = h.hang().await;
     let row = "tr.call[data-tool=s__hang]";
     browser.wait_for(row).await;
     click(&browser, &format!("{row} button.cancel")).await;
-    wait_for_line(&log, "notifications/cancelled").await;
-    let answer = a.response(&id).await;
+    wait_for_line(&h.log, "notifications/cancelled").await;
+    let answer = h.agent.response(&id).await;
     assert_eq!(error_code(&answer), Some(-32026), "{answer}");
     browser.wait_for("#no-calls").await;
     browser.close().await;

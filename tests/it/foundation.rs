@@ -218,24 +218,12 @@ async fn an_agent_disconnecting_mid_call_cancels_the_call_upstream() {
 
 #[tokio::test]
 async fn an_agent_cancellation_is_forwarded_with_the_upstream_id() {
-    let d = DaemonBuilder::new();
-    let rec = d.dir().join("rec");
-    let d = d
-        .fixture(
-            "s",
-            &["--tools", "hang,pid", "--record", rec.to_str().unwrap()],
-        )
-        .start()
-        .await;
-    d.wait_ready().await;
-    let mut a = d.initialized_agent().await;
-    let pid = text(&a.call("s__pid", json!({})).await).to_owned();
-    let id = a.start_call("s__hang", json!({})).await;
-    let log = rec.join(format!("received-{pid}.log"));
-    wait_for_line(&log, "\"hang\"").await;
+    let mut h = Hanging::start().await;
+    let id = h.hang().await;
+    let (a, log) = (&mut h.agent, &h.log);
     a.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id, "reason": "user"}}))
         .await;
-    wait_for_line(&log, "notifications/cancelled").await;
+    wait_for_line(log, "notifications/cancelled").await;
     // The connection keeps working, and no answer to the cancelled call arrives.
     assert_eq!(a.request("ping", None).await["result"], json!({}));
     assert!(a.stray.is_empty(), "{:?}", a.stray);

@@ -640,6 +640,40 @@ pub fn children_of(ppid: u32) -> Vec<u32> {
     out
 }
 
+/// A started daemon whose one fixture server `s` has the `hang` and `pid` tools and
+/// records what it receives, an initialized agent, and the server's record file.
+pub struct Hanging {
+    pub d: Daemon,
+    pub agent: Agent,
+    pub log: PathBuf,
+}
+
+impl Hanging {
+    pub async fn start() -> Hanging {
+        let d = DaemonBuilder::new();
+        let rec = d.dir().join("rec");
+        let d = d
+            .fixture(
+                "s",
+                &["--tools", "hang,pid", "--record", rec.to_str().unwrap()],
+            )
+            .start()
+            .await;
+        d.wait_ready().await;
+        let mut agent = d.initialized_agent().await;
+        let pid = text(&agent.call("s__pid", json!({})).await).to_owned();
+        let log = rec.join(format!("received-{pid}.log"));
+        Hanging { d, agent, log }
+    }
+
+    /// Starts a call of `s__hang` and waits until the server has it; returns its id.
+    pub async fn hang(&mut self) -> Value {
+        let id = self.agent.start_call("s__hang", json!({})).await;
+        wait_for_line(&self.log, "\"hang\"").await;
+        id
+    }
+}
+
 /// Waits until a line containing `needle` appears in a fixture `--record` file; returns it.
 pub async fn wait_for_line(path: &Path, needle: &str) -> String {
     eventually(
