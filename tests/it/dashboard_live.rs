@@ -103,6 +103,11 @@ async fn the_try_it_form_calls_a_tool_through_mcpd_and_shows_the_answer() {
     };
     click(&browser, "tr[data-server=alpha] td.name a").await;
     browser.wait_for_text("#server-name", "alpha").await;
+    // A ready server offers Restart and Stop, not Start.
+    for (css, n) in [("#restart", 1), ("#stop", 1), ("#start", 0)] {
+        let found = step(css, browser.client().find_all(Locator::Css(css))).await;
+        assert_eq!(found.len(), n, "{css}");
+    }
     let tool = "details.tool[data-tool=alpha__echo]";
     click(&browser, &format!("{tool} > summary")).await;
     let field = browser
