@@ -28,7 +28,7 @@ pub use error::ConfigError;
 pub use filter::{Profile, ToolFilter, glob};
 pub use http::{HttpAuth, HttpListen};
 pub use naming::valid_server_name;
-pub use oauth::{CredentialStore, OAuthConfig};
+pub use oauth::{ClientAuth, CredentialStore, Grant, IdentityProvider, KeySource, OAuthConfig};
 pub use pin::PinMode;
 pub use project::{PROJECT, PROJECT_NAME, Share};
 pub use remote::{HttpLaunch, HttpTransport, Secret, display_url};

@@ -28,6 +28,10 @@ fn tables() -> Vec<(&'static str, &'static [&'static str])> {
             fields_of::<super::oauth::RawOAuthTable>(),
         ),
         (
+            "servers.NAME.oauth.identity_provider",
+            fields_of::<super::oauth::RawIdentityProvider>(),
+        ),
+        (
             "servers.NAME.sandbox",
             fields_of::<sandbox::RawSandboxTable>(),
         ),
