@@ -57,7 +57,7 @@ pub struct HttpLaunch {
     pub connect_timeout: Duration,
     /// How mcpd logs in when the server asks for OAuth; None when a static credential
     /// (`bearer_token_env`, or an `Authorization` header) is configured, or `oauth = false`.
-    pub oauth: Option<OAuthConfig>,
+    pub oauth: Option<Box<OAuthConfig>>,
 }
 
 impl HttpLaunch {
@@ -213,7 +213,7 @@ impl Validator<'_> {
             transport,
             headers,
             bearer,
-            oauth,
+            oauth: oauth.map(Box::new),
             connect_timeout: self.duration(
                 &format!("{key}.connect_timeout"),
                 raw.connect_timeout,

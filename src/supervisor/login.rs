@@ -28,7 +28,7 @@ impl Supervisor {
         let setup = Arc::new(Setup {
             server: cfg.name.clone(),
             url: launch.url.clone(),
-            oauth,
+            oauth: *oauth,
             http,
             secrets: self.secrets.clone(),
         });

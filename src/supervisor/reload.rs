@@ -258,7 +258,7 @@ fn launch_oauth(
     cfg: &crate::config::ServerConfig,
 ) -> Option<(&reqwest::Url, &crate::config::OAuthConfig)> {
     match &cfg.launch {
-        crate::config::Launch::Http(l) => l.oauth.as_ref().map(|o| (&l.url, o)),
+        crate::config::Launch::Http(l) => l.oauth.as_deref().map(|o| (&l.url, o)),
         crate::config::Launch::Stdio(_) => None,
     }
 }

@@ -27,7 +27,7 @@ pub struct OAuthConfig {
     /// DPoP (RFC 9449): None sends proofs when the authorization server offers ES256.
     pub dpop: Option<bool>,
     /// Enterprise-managed authorization: the ID-JAG comes from this identity provider.
-    pub identity_provider: Option<IdentityProvider>,
+    pub identity_provider: Option<Box<IdentityProvider>>,
     /// Scopes to ask for, beyond what the server's challenge and metadata name.
     pub scopes: Vec<String>,
     /// The loopback port of the redirect (`http://127.0.0.1:PORT/callback`); random if unset.
@@ -125,12 +125,12 @@ pub enum CredentialStore {
 #[derive(Debug, Clone)]
 pub(super) enum RawOAuth {
     Enabled(bool),
-    Table(RawOAuthTable),
+    Table(Box<RawOAuthTable>),
 }
 
 impl<'de> serde::Deserialize<'de> for RawOAuth {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        super::bool_or_table::read(d, RawOAuth::Enabled, RawOAuth::Table)
+        super::bool_or_table::read(d, RawOAuth::Enabled, |t| RawOAuth::Table(Box::new(t)))
     }
 }
 
@@ -146,7 +146,7 @@ pub(super) struct RawOAuthTable {
     private_key_file: Option<String>,
     assertion_file: Option<String>,
     dpop: Option<bool>,
-    identity_provider: Option<RawIdentityProvider>,
+    identity_provider: Option<Box<RawIdentityProvider>>,
     #[serde(default)]
     scopes: Vec<String>,
     redirect_port: Option<u16>,

@@ -11,7 +11,7 @@ fn parse(table: &str) -> Result<crate::config::OAuthConfig, String> {
     let Launch::Http(launch) = &cfg.servers["r"].launch else {
         panic!("a remote server")
     };
-    Ok(launch.oauth.clone().unwrap())
+    Ok(*launch.oauth.clone().unwrap())
 }
 
 fn refused(table: &str, key: &str, words: &str) {

@@ -25,7 +25,7 @@ impl Validator<'_> {
             }
             Some(RawOAuth::Enabled(false)) => return Ok(None),
             Some(RawOAuth::Enabled(true)) => RawOAuthTable::default(),
-            Some(RawOAuth::Table(t)) => t.clone(),
+            Some(RawOAuth::Table(t)) => (**t).clone(),
         };
         if static_auth {
             return Err(self.err(
@@ -81,7 +81,9 @@ impl Validator<'_> {
             None => None,
         };
         let identity_provider = match &table.identity_provider {
-            Some(raw) => Some(self.identity_provider(&format!("{okey}.identity_provider"), raw)?),
+            Some(raw) => Some(Box::new(
+                self.identity_provider(&format!("{okey}.identity_provider"), raw)?,
+            )),
             None => None,
         };
         if let Some(url) = &table.client_metadata_url {
@@ -352,16 +354,13 @@ impl Validator<'_> {
                 }
             }
         }
+        let client_assertion_file =
+            cfg.grant == Grant::ClientCredentials && cfg.assertion_file.is_some();
         match cfg.client_auth {
-            Some(ClientAuth::PrivateKeyJwt)
-                if !has_key
-                    && !(cfg.grant == Grant::ClientCredentials && cfg.assertion_file.is_some()) =>
-            {
-                Err(self.err(
-                    format!("{okey}.client_auth"),
-                    "private_key_jwt needs private_key or private_key_file",
-                ))
-            }
+            Some(ClientAuth::PrivateKeyJwt) if !has_key && !client_assertion_file => Err(self.err(
+                format!("{okey}.client_auth"),
+                "private_key_jwt needs private_key or private_key_file",
+            )),
             Some(ClientAuth::ClientSecretBasic | ClientAuth::ClientSecretPost) if !has_secret => {
                 Err(self.err(
                     format!("{okey}.client_auth"),
