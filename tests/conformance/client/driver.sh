@@ -13,11 +13,28 @@
 # tools/call). When mcpd answers a call with an error naming `mcpd ctl login` (step-up,
 # a changed authorization server), it logs in again and retries: at most 3 logins in all.
 #
+# The machine-grant extension scenarios have no login and no browser: the config names the
+# grant and its credential (below), and the driver goes straight to the agent's call (mcpd
+# gets its token by itself on the server's first 401); a request for `mcpd ctl login`
+# fails the run.
+#   auth/client-credentials-basic          grant = "client_credentials", client_id, client_secret
+#   auth/client-credentials-jwt            grant = "client_credentials", client_id,
+#                                          client_auth = "private_key_jwt", private_key_file
+#   auth/wif-jwt-bearer                    grant = "jwt_bearer", client_id, assertion_file
+#   auth/enterprise-managed-authorization  grant = "jwt_bearer", client_id, client_secret, and
+#                                          [servers.test.oauth.identity_provider] issuer,
+#                                          client_id, token_endpoint, id_token_file
+# Secrets and key/token material are files in the run's credentials dir, created 0600 by
+# helper.py (client_secret as `${secret:conformance-client}`, i.e. $CREDENTIALS_DIRECTORY);
+# they are never on a command line and never copied to MCPD_AUTH_DRIVER_LOGS. auth/dpop and
+# auth/dpop-nonce use the ordinary login (mcpd turns DPoP on where the server advertises it).
+#
 # Environment (set by the suite):
 #   MCP_CONFORMANCE_SCENARIO          the scenario, e.g. auth/metadata-default
 #   MCP_CONFORMANCE_PROTOCOL_VERSION  2026-07-28 (or later): protocol = "modern"; else "legacy"
 #   MCP_CONFORMANCE_CONTEXT           JSON; its client_id/client_secret (auth/pre-registration)
-#                                     become a pre-registered client
+#                                     become a pre-registered client; the machine grants'
+#                                     client, key, assertion and IdP (see helper.py context)
 # and (optional, set by tests/conformance/auth.sh or by hand):
 #   MCPD_BIN                     the mcpd binary (default: target/debug/mcpd)
 #   MCPD_AUTH_DRIVER_DEADLINE    seconds for the whole run (default 25; the suite kills its
@@ -130,28 +147,21 @@ protocol=legacy
 [[ -x "$mcpd" ]] || fail "no mcpd binary at $mcpd (set MCPD_BIN)"
 command -v "$python" >/dev/null 2>&1 || fail "no $python on PATH (set MCPD_DRIVER_PYTHON)"
 
-# A pre-registered client, when the scenario's context carries one (auth/pre-registration).
-client_id="" client_secret=""
-if [[ -n "${MCP_CONFORMANCE_CONTEXT:-}" ]]; then
-  creds="$("$python" -c '
-import json, os, sys
-c = json.loads(os.environ["MCP_CONFORMANCE_CONTEXT"])
-for k in ("client_id", "client_secret"):
-    v = c.get(k) or ""
-    if not isinstance(v, str) or "\n" in v:
-        sys.exit(f"context {k} is not a one-line string")
-    print(v)
-')" || fail "MCP_CONFORMANCE_CONTEXT is not the JSON the driver expects: ${MCP_CONFORMANCE_CONTEXT}"
-  { IFS= read -r client_id; IFS= read -r client_secret; } <<<"$creds" || true
-fi
-
-# ---------------------------------------------------------------- config and daemon
+# How mcpd gets its token: by the authorization-code flow through `mcpd ctl login` (every
+# scored scenario, and auth/dpop*, where DPoP is mcpd's default because the authorization
+# server advertises ES256 for it), or by a machine grant with no login at all.
+case "$scenario" in
+  auth/client-credentials-basic | auth/client-credentials-jwt) grant=client_credentials ;;
+  auth/wif-jwt-bearer | auth/enterprise-managed-authorization) grant=jwt_bearer ;;
+  *) grant=authorization_code ;;
+esac
 
 plain_value() { # WHAT VALUE: refuse control characters rather than escape them
   [[ ! "$2" =~ [[:cntrl:]] ]] || fail "refusing to write a control character into the config ($1): ${2@Q}"
 }
 plain_value "server URL" "$url"
-plain_value "client_id" "$client_id"
+
+# ---------------------------------------------------------------- config and daemon
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/mcpd-auth.XXXXXX")"
 if ((${#work} > 80)); then # a Unix socket path has at most ~108 bytes
@@ -160,6 +170,28 @@ if ((${#work} > 80)); then # a Unix socket path has at most ~108 bytes
 fi
 sock="$work/mcpd.sock"
 cfg="$work/mcpd.toml"
+# The scenario's secrets, as a user keeps them: systemd credentials, looked up by name
+# (`${secret:NAME}` is $CREDENTIALS_DIRECTORY/NAME), and the key and token files beside them.
+# All 0600; this dir is never copied to MCPD_AUTH_DRIVER_LOGS.
+creds="$work/credentials"
+mkdir -m 700 "$creds"
+
+# The context's values (auth/pre-registration's client; each machine grant's client, key,
+# assertion, IdP): helper.py writes the secret ones into $creds and prints the others.
+declare -A ctx=()
+if [[ -n "${MCP_CONFORMANCE_CONTEXT:-}" || "$grant" != authorization_code ]]; then
+  ctx_lines="$("$python" "$helper" context --scenario "$scenario" --dir "$creds")" \
+    || fail "MCP_CONFORMANCE_CONTEXT does not carry what $scenario needs (above)"
+  while IFS='=' read -r key value; do
+    [[ -n "$key" ]] || continue
+    plain_value "$key" "$value"
+    ctx[$key]="$value"
+  done <<<"$ctx_lines"
+fi
+client_id="${ctx[client_id]:-}"
+# The client secret is a credential of that dir, named in the config, never its value.
+# shellcheck disable=SC2016 # mcpd expands it, not the shell
+secret_line='client_secret = "${secret:conformance-client}"'
 
 {
   echo "# written by tests/conformance/client/driver.sh for ${scenario:-a manual run} ($version)"
@@ -176,19 +208,50 @@ cfg="$work/mcpd.toml"
   echo "protocol = \"$protocol\""
   echo
   echo "[servers.$server.oauth]"
-  echo "client_metadata_url = $(toml_str "$cimd_url")"
-  if [[ -n "$client_id" ]]; then
-    echo "client_id = $(toml_str "$client_id")"
-    # The secret as a user keeps one: a systemd credential, looked up by name.
-    [[ -n "$client_secret" ]] && echo 'client_secret = "${secret:conformance-client}"'
-  fi
+  case "$scenario" in
+    auth/client-credentials-basic)
+      echo 'grant = "client_credentials"'
+      echo "client_id = $(toml_str "$client_id")"
+      echo "$secret_line"
+      ;;
+    auth/client-credentials-jwt)
+      echo 'grant = "client_credentials"'
+      echo "client_id = $(toml_str "$client_id")"
+      echo 'client_auth = "private_key_jwt"'
+      echo "private_key_file = $(toml_str "$creds/${ctx[private_key_pem_file]}")"
+      ;;
+    auth/wif-jwt-bearer)
+      echo 'grant = "jwt_bearer"'
+      echo "client_id = $(toml_str "$client_id")"
+      echo "assertion_file = $(toml_str "$creds/${ctx[valid_jwt_file]}")"
+      ;;
+    auth/enterprise-managed-authorization)
+      echo 'grant = "jwt_bearer"'
+      echo "client_id = $(toml_str "$client_id")"
+      echo "$secret_line"
+      echo
+      echo "[servers.$server.oauth.identity_provider]"
+      echo "issuer = $(toml_str "${ctx[idp_issuer]}")"
+      echo "client_id = $(toml_str "${ctx[idp_client_id]}")"
+      echo "token_endpoint = $(toml_str "${ctx[idp_token_endpoint]}")"
+      echo "id_token_file = $(toml_str "$creds/${ctx[idp_id_token_file]}")"
+      ;;
+    *)
+      echo "client_metadata_url = $(toml_str "$cimd_url")"
+      if [[ -n "$client_id" ]]; then
+        echo "client_id = $(toml_str "$client_id")"
+        if [[ -n "${ctx[client_secret_file]:-}" ]]; then echo "$secret_line"; fi
+      fi
+      ;;
+  esac
 } >"$cfg"
-mkdir -p "$work/credentials"
-printf '%s' "$client_secret" >"$work/credentials/conformance-client"
-chmod 600 "$work/credentials/conformance-client"
 
-say "scenario ${scenario:-?} at $version: server $url, protocol $protocol${client_id:+, pre-registered client $client_id}"
-CREDENTIALS_DIRECTORY="$work/credentials" \
+if [[ "$grant" == authorization_code ]]; then
+  say "scenario ${scenario:-?} at $version: server $url, protocol $protocol${client_id:+, pre-registered client $client_id}"
+else
+  say "scenario $scenario at $version: server $url, protocol $protocol, grant $grant, client $client_id"
+fi
+CREDENTIALS_DIRECTORY="$creds" \
   "$mcpd" serve --config "$cfg" --socket "$sock" --log-level "$log_level" </dev/null >"$work/mcpd.log" 2>&1 &
 mcpd_pid=$!
 
@@ -200,10 +263,13 @@ until "$mcpd" ctl --socket "$sock" status >/dev/null 2>&1; do
 done
 say "mcpd is up (pid $mcpd_pid)"
 
-# The user's cue: `ctl status` shows that the server needs a login.
-state="$("$python" "$helper" wait-state --mcpd "$mcpd" --socket "$sock" --server "$server" \
-  --want needs-login --deadline "$(within 10)")" || fail "the server never showed needs-login in \`mcpd ctl status\`"
-say "ctl status: $state"
+# The user's cue: `ctl status` shows that the server needs a login. A machine grant has
+# none: mcpd gets its token by itself on the server's first 401.
+if [[ "$grant" == authorization_code ]]; then
+  state="$("$python" "$helper" wait-state --mcpd "$mcpd" --socket "$sock" --server "$server" \
+    --want needs-login --deadline "$(within 10)")" || fail "the server never showed needs-login in \`mcpd ctl status\`"
+  say "ctl status: $state"
+fi
 
 # ---------------------------------------------------------------- login
 
@@ -258,7 +324,7 @@ login() {
 
 # ---------------------------------------------------------------- the agent's call
 
-login
+[[ "$grant" == authorization_code ]] && login
 while :; do
   rc=0
   result="$("$python" "$helper" call --mcpd "$mcpd" --socket "$sock" --server "$server" \
@@ -270,6 +336,8 @@ while :; do
       exit 0
       ;;
     3)
+      [[ "$grant" == authorization_code ]] \
+        || fail "mcpd asks for \`mcpd ctl login\`, which grant $grant never needs"
       ((logins < max_logins)) || fail "mcpd still asks for a login after $logins logins (the driver stops there)"
       login
       ;;

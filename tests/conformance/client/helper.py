@@ -28,6 +28,13 @@ go to stderr, prefixed "mcpd-auth-driver:"; results go to stdout.
         3  mcpd says a login is needed: an error whose message contains "mcpd ctl login",
            or `ctl status` asking for one while TOOL is missing (the reason on stderr)
         1  anything else (the cause on stderr)
+
+  helper.py context --scenario NAME --dir DIR
+      Reads the scenario's MCP_CONFORMANCE_CONTEXT (JSON, from the environment; never an
+      argument) and writes its key and token material into DIR, one file each, created
+      0600 (the driver's $CREDENTIALS_DIRECTORY; see CONTEXT_FILES). Prints the one-line
+      values the config names (client_id, the IdP's issuer ...) as KEY=VALUE lines on
+      stdout. Exit 1 when a value the scenario needs is missing or not a string.
 """
 
 import argparse
@@ -168,6 +175,82 @@ def cmd_wait_state(args):
                 f"server {args.server!r} did not reach {args.want} within {args.deadline:g} s; last seen: {describe(row)}"
             )
         time.sleep(0.1)
+
+
+# ---------------------------------------------------------------- the scenario's context
+
+# What each scenario's context must carry: values printed for the config, and values
+# written to a file in --dir (name -> file). A scenario not listed here gets the
+# pre-registered client of auth/pre-registration when its context has a client_id.
+CONTEXT_PRINTED = {
+    "auth/client-credentials-basic": ["client_id"],
+    "auth/client-credentials-jwt": ["client_id"],
+    "auth/wif-jwt-bearer": ["client_id"],
+    "auth/enterprise-managed-authorization": ["client_id", "idp_issuer", "idp_client_id", "idp_token_endpoint"],
+}
+CONTEXT_FILES = {
+    "auth/client-credentials-basic": {"client_secret": "conformance-client"},
+    "auth/client-credentials-jwt": {"private_key_pem": "conformance-key.pem"},
+    "auth/wif-jwt-bearer": {"valid_jwt": "conformance-assertion.jwt"},
+    "auth/enterprise-managed-authorization": {
+        "client_secret": "conformance-client",
+        "idp_id_token": "conformance-id-token",
+    },
+}
+
+
+def write_secret(path, text):
+    """Creates PATH 0600 (never replacing a file) and writes TEXT."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def cmd_context(args):
+    raw = os.environ.get("MCP_CONFORMANCE_CONTEXT") or ""
+    try:
+        ctx = json.loads(raw) if raw else {}
+    except ValueError:
+        raise Failure("MCP_CONFORMANCE_CONTEXT is not JSON")
+    if not isinstance(ctx, dict):
+        raise Failure("MCP_CONFORMANCE_CONTEXT is not a JSON object")
+
+    def value(key, one_line=True, required=True):
+        v = ctx.get(key)
+        if v is None or v == "":
+            if required:
+                raise Failure(f"the context of {args.scenario} has no {key}")
+            return ""
+        if not isinstance(v, str) or (one_line and "\n" in v):
+            raise Failure(f"the context's {key} is not a {'one-line ' if one_line else ''}string")
+        return v
+
+    if args.scenario in CONTEXT_PRINTED:
+        printed = {k: value(k) for k in CONTEXT_PRINTED[args.scenario]}
+        files, required = CONTEXT_FILES[args.scenario], True
+        if args.scenario == "auth/client-credentials-jwt":
+            alg = value("signing_algorithm", required=False)
+            if alg not in ("", "ES256"):
+                raise Failure(f"the context asks for {alg}; the driver configures its P-256 key (ES256)")
+            if "-----BEGIN PRIVATE KEY-----" not in value("private_key_pem", one_line=False):
+                raise Failure("the context's private_key_pem is not a PKCS#8 PEM")
+    else:
+        # auth/pre-registration, or any other context with a client: a pre-registered client,
+        # with its secret when it has one.
+        printed = {"client_id": value("client_id", required=False)}
+        files = {"client_secret": "conformance-client"} if printed["client_id"] else {}
+        required = False
+    for key, name in files.items():
+        text = value(key, one_line=key != "private_key_pem", required=required)
+        if text:
+            write_secret(os.path.join(args.dir, name), text)
+            printed[key + "_file"] = name
+    for k, v in printed.items():
+        print(f"{k}={v}")
+    return EXIT_OK
 
 
 # ---------------------------------------------------------------- the agent
@@ -333,6 +416,9 @@ def main():
     r.add_argument("url")
     g = sub.add_parser("get")
     g.add_argument("url")
+    c = sub.add_parser("context")
+    c.add_argument("--scenario", required=True)
+    c.add_argument("--dir", required=True, help="where the key and token files go (it exists)")
     for name in ("wait-state", "call"):
         s = sub.add_parser(name)
         s.add_argument("--mcpd", required=True)
@@ -346,7 +432,8 @@ def main():
             s.add_argument("--settle", type=float, default=3.0,
                            help="seconds after which an unchanged status asking for a login counts (default 3)")
     args = p.parse_args()
-    run = {"redirect": cmd_redirect, "get": cmd_get, "wait-state": cmd_wait_state, "call": cmd_call}[args.cmd]
+    run = {"redirect": cmd_redirect, "get": cmd_get, "wait-state": cmd_wait_state, "call": cmd_call,
+           "context": cmd_context}[args.cmd]
     try:
         return run(args)
     except NeedsLogin as e:
