@@ -154,6 +154,13 @@ pub struct AuthView {
     /// Scopes the server asked for (a 403 `insufficient_scope`) that the login lacks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub more_scope: Vec<String>,
+    /// The machine grant mcpd runs alone (`client_credentials`, `jwt_bearer`); none for
+    /// a person's browser login.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<String>,
+    /// The token is bound to mcpd's DPoP key.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dpop: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -22,6 +22,10 @@ pub async fn login(socket: &Path, name: &str, browser: bool, paste: bool) -> Res
     let started = request_within(socket, "mcpd/login", Some(params.clone()), LOGIN_START)
         .await
         .map_err(failed)?;
+    if let Some(grant) = at(&started, "granted").as_str() {
+        crate::errln!("{name}: mcpd got a token with the {grant} grant (no browser login needed)");
+        return Ok(());
+    }
     let Some(url) = at(&started, "url").as_str() else {
         return Err(CtlError::Unexpected(started.to_string()));
     };

@@ -205,17 +205,30 @@ fn auth_note(name: &str, a: &AuthView) -> Vec<String> {
                     .map_or(0, |d| d.as_secs());
                 t.saturating_sub(now)
             });
+            let renewed = if a.grant.is_some() {
+                "renewed"
+            } else {
+                "refreshed"
+            };
             let when = match left {
                 None => "no expiry given".to_owned(),
-                Some(0) => "expired; refreshed on next use".to_owned(),
+                Some(0) => format!("expired; {renewed} on next use"),
                 Some(s) => format!("expires in {}", human_secs(Some(s as f64))),
             };
-            notes.push(format!("auth: logged in ({when}){about}"));
+            let dpop = if a.dpop { ", DPoP" } else { "" };
+            notes.push(match &a.grant {
+                Some(g) => format!("auth: {}, token {when}{dpop}{about}", g.replace('_', " ")),
+                None => format!("auth: logged in ({when}){dpop}{about}"),
+            });
         }
         AuthState::NeedsLogin(why) => {
-            notes.push(format!(
-                "auth: needs-login ({why}): run `mcpd ctl login {name}`"
-            ));
+            notes.push(match &a.grant {
+                Some(g) => format!(
+                    "auth: no token ({} grant: {why}): fix [servers.{name}.oauth], then run `mcpd ctl login {name}` to try again",
+                    g.replace('_', " ")
+                ),
+                None => format!("auth: needs-login ({why}): run `mcpd ctl login {name}`"),
+            });
         }
     }
     if a.pending {

@@ -1,30 +1,24 @@
-//! The authorization code grant with PKCE (RFC 7636, S256 only): the authorization URL, the checks on the redirect that comes back (`state`, RFC 9207 `iss`), and the token requests (code exchange, refresh) with the `resource` parameter (RFC 8707).
+//! The authorization code grant with PKCE (RFC 7636, S256 only): the authorization URL and the checks on the redirect that comes back (`state`, RFC 9207 `iss`); the code is exchanged in `token.rs`.
 //!
 //! Written here rather than with the `oauth2` crate: its 5.0 links a second `base64`
 //! (0.22, where reqwest and hyper-util use 0.23; `deny.toml` refuses two) and `chrono`,
-//! for what is here three small requests and a SHA-256. PKCE is checked against RFC 7636's
-//! own example; the refresh request against a loopback token endpoint (`credential.rs`).
+//! for what is here a URL, two checks and a SHA-256. PKCE is checked against RFC 7636's
+//! own example.
 
-use super::discovery::{ServerMetadata, read_bounded};
-use super::registration::{AuthMethod, Client};
+use super::discovery::ServerMetadata;
+use super::registration::Client;
 use crate::config::Secret;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use reqwest::Url;
-use serde::Deserialize;
 use sha2::{Digest, Sha256};
-use std::time::{Duration, SystemTime};
-use url::form_urlencoded;
-
-/// How long one token request may take.
-const TOKEN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// An authorization in progress: everything the redirect is checked against and the
 /// code exchanged with. There is one per server; its `state` finds it, and it is used once.
 #[derive(Debug, Clone)]
 pub struct PendingAuthorization {
     pub state: String,
-    verifier: Secret,
+    pub(super) verifier: Secret,
     /// The issuer of the validated metadata the user was sent to.
     pub issuer: String,
     /// Whether the server promised an `iss` parameter in its redirect.
@@ -142,216 +136,10 @@ pub fn callback(pending: &PendingAuthorization, redirected: &Url) -> Result<Secr
     param("code").map(Secret::new).ok_or(CallbackError::NoCode)
 }
 
-/// Tokens as the token endpoint gave them.
-#[derive(Debug, Clone)]
-pub struct Tokens {
-    pub access: Secret,
-    /// When the access token stops working, if the server said.
-    pub expires_at: Option<SystemTime>,
-    /// For how long it was issued, if the server said.
-    pub lifetime: Option<Duration>,
-    pub refresh: Option<Secret>,
-    /// The scopes granted (the response's `scope`), space-separated.
-    pub scope: Option<String>,
-}
-
-/// Why a token request failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TokenError {
-    /// The code or refresh token is no longer good: a new login is needed.
-    #[error("the authorization server refused the grant (invalid_grant{}): log in again", description.as_deref().map(|d| format!(": {d}")).unwrap_or_default())]
-    InvalidGrant { description: Option<String> },
-    #[error("the authorization server does not know mcpd's client (invalid_client{}); its registration may have expired", description.as_deref().map(|d| format!(": {d}")).unwrap_or_default())]
-    InvalidClient { description: Option<String> },
-    #[error("the token request failed: {0}")]
-    Failed(String),
-    /// The network or the server is down: worth trying again later.
-    #[error("the token endpoint could not be reached: {0}")]
-    Unreachable(String),
-}
-
-#[derive(Deserialize)]
-struct TokenAnswer {
-    access_token: String,
-    #[serde(default)]
-    expires_in: Option<u64>,
-    #[serde(default)]
-    refresh_token: Option<String>,
-    #[serde(default)]
-    scope: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct ErrorAnswer {
-    error: String,
-    #[serde(default)]
-    error_description: Option<String>,
-}
-
-/// Exchanges the code of a checked redirect for tokens, once.
-pub async fn exchange(
-    http: &reqwest::Client,
-    pending: &PendingAuthorization,
-    code: &Secret,
-) -> Result<Tokens, TokenError> {
-    let form = [
-        ("grant_type", "authorization_code"),
-        ("code", code.expose()),
-        ("redirect_uri", pending.redirect_uri.as_str()),
-        ("code_verifier", pending.verifier.expose()),
-        ("resource", pending.resource.as_str()),
-    ];
-    token_request(http, &pending.token_endpoint, &pending.client, &form).await
-}
-
-/// Gets a new access token with a refresh token, for the same resource and the scopes
-/// granted before.
-pub async fn refresh(
-    http: &reqwest::Client,
-    token_endpoint: &str,
-    client: &Client,
-    refresh_token: &Secret,
-    resource: &str,
-    scope: Option<&str>,
-) -> Result<Tokens, TokenError> {
-    let mut form = vec![
-        ("grant_type", "refresh_token"),
-        ("refresh_token", refresh_token.expose()),
-        ("resource", resource),
-    ];
-    if let Some(s) = scope.filter(|s| !s.is_empty()) {
-        form.push(("scope", s));
-    }
-    token_request(http, token_endpoint, client, &form).await
-}
-
-/// Revokes a token (RFC 7009). The server answers 200 even for a token it does not
-/// know, so only a failure to reach it or another status is an error.
-pub async fn revoke(
-    http: &reqwest::Client,
-    endpoint: &str,
-    client: &Client,
-    token: &Secret,
-    hint: &str,
-) -> Result<(), TokenError> {
-    let form = [("token", token.expose()), ("token_type_hint", hint)];
-    let (req, body) = form_request(http, endpoint, client, &form)?;
-    let resp = req
-        .body(body)
-        .send()
-        .await
-        .map_err(|e| TokenError::Unreachable(e.to_string()))?;
-    if resp.status().is_success() {
-        Ok(())
-    } else {
-        Err(TokenError::Failed(format!("HTTP {}", resp.status())))
-    }
-}
-
-async fn token_request(
-    http: &reqwest::Client,
-    endpoint: &str,
-    client: &Client,
-    form: &[(&str, &str)],
-) -> Result<Tokens, TokenError> {
-    let (req, body) = form_request(http, endpoint, client, form)?;
-    let resp = req
-        .body(body)
-        .send()
-        .await
-        .map_err(|e| TokenError::Unreachable(e.to_string()))?;
-    let status = resp.status();
-    let text = read_bounded(resp).await.map_err(TokenError::Failed)?;
-    token_answer(status, &text)
-}
-
-/// A form POST to an endpoint of the authorization server, with the client's
-/// authentication (RFC 6749 §2.3.1).
-fn form_request(
-    http: &reqwest::Client,
-    endpoint: &str,
-    client: &Client,
-    form: &[(&str, &str)],
-) -> Result<(reqwest::RequestBuilder, String), TokenError> {
-    // The form is finished before any await: its serializer is not `Send`.
-    let mut basic = None;
-    let body = {
-        let mut body = form_urlencoded::Serializer::new(String::new());
-        body.extend_pairs(form.iter().copied());
-        match (client.method, &client.secret) {
-            (AuthMethod::ClientSecretBasic, Some(secret)) => {
-                let enc =
-                    |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
-                let pair = format!("{}:{}", enc(&client.client_id), enc(secret.expose()));
-                let encoded = base64::engine::general_purpose::STANDARD.encode(pair);
-                let mut value = reqwest::header::HeaderValue::from_str(&format!("Basic {encoded}"))
-                    .map_err(|e| TokenError::Failed(e.to_string()))?;
-                value.set_sensitive(true);
-                basic = Some(value);
-            }
-            (AuthMethod::ClientSecretPost, Some(secret)) => {
-                body.append_pair("client_id", &client.client_id);
-                body.append_pair("client_secret", secret.expose());
-            }
-            _ => {
-                body.append_pair("client_id", &client.client_id);
-            }
-        }
-        body.finish()
-    };
-    let mut req = http
-        .post(endpoint)
-        .header(reqwest::header::ACCEPT, "application/json")
-        .timeout(TOKEN_TIMEOUT);
-    if let Some(value) = basic {
-        req = req.header(reqwest::header::AUTHORIZATION, value);
-    }
-    let req = req.header(
-        reqwest::header::CONTENT_TYPE,
-        "application/x-www-form-urlencoded",
-    );
-    Ok((req, body))
-}
-
-/// Tokens from a token endpoint's answer, or why there are none.
-fn token_answer(status: reqwest::StatusCode, text: &[u8]) -> Result<Tokens, TokenError> {
-    if status.is_success() {
-        let answer: TokenAnswer = serde_json::from_slice(text)
-            .map_err(|e| TokenError::Failed(format!("unreadable token answer: {e}")))?;
-        let lifetime = answer.expires_in.map(Duration::from_secs);
-        return Ok(Tokens {
-            access: Secret::new(answer.access_token),
-            expires_at: lifetime.and_then(|l| SystemTime::now().checked_add(l)),
-            lifetime,
-            refresh: answer.refresh_token.map(Secret::new),
-            scope: answer.scope,
-        });
-    }
-    if status.is_server_error() {
-        return Err(TokenError::Unreachable(format!("HTTP {status}")));
-    }
-    match serde_json::from_slice::<ErrorAnswer>(text) {
-        Ok(e) if e.error == "invalid_grant" => Err(TokenError::InvalidGrant {
-            description: e.error_description,
-        }),
-        Ok(e) if e.error == "invalid_client" => Err(TokenError::InvalidClient {
-            description: e.error_description,
-        }),
-        Ok(e) => Err(TokenError::Failed(format!(
-            "{}{}",
-            e.error,
-            e.error_description
-                .map(|d| format!(": {d}"))
-                .unwrap_or_default()
-        ))),
-        Err(_) => Err(TokenError::Failed(format!("HTTP {status}"))),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::oauth::registration::Source;
+    use crate::oauth::registration::{AuthMethod, Source};
 
     fn meta(iss: bool) -> ServerMetadata {
         ServerMetadata {
@@ -369,6 +157,7 @@ mod tests {
             secret: None,
             method: AuthMethod::None,
             source: Source::Dynamic,
+            proof: None,
         }
     }
 

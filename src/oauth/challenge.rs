@@ -48,18 +48,26 @@ impl Bearer {
     }
 }
 
-/// The first `Bearer` challenge among the header values, if any.
+/// The first `Bearer` or `DPoP` challenge among the header values, if any: a DPoP
+/// challenge carries the same parameters (RFC 9449 §7.1).
 pub fn bearer<'a>(values: impl IntoIterator<Item = &'a str>) -> Option<Bearer> {
     let challenges: Vec<Challenge> = values.into_iter().flat_map(parse).collect();
-    let c = challenges
-        .iter()
-        .find(|c| c.scheme.eq_ignore_ascii_case("bearer"))?;
+    let c = challenges.iter().find(|c| {
+        c.scheme.eq_ignore_ascii_case("bearer") || c.scheme.eq_ignore_ascii_case("dpop")
+    })?;
     let get = |n: &str| c.param(n).map(str::to_owned);
     Some(Bearer {
         resource_metadata: get("resource_metadata"),
         scope: get("scope"),
         error: get("error"),
         error_description: get("error_description"),
+    })
+}
+
+/// Whether a `DPoP` challenge among the header values asks for a nonce (RFC 9449 §9).
+pub fn dpop_nonce_asked<'a>(values: impl IntoIterator<Item = &'a str>) -> bool {
+    values.into_iter().flat_map(parse).any(|c| {
+        c.scheme.eq_ignore_ascii_case("dpop") && c.param("error") == Some("use_dpop_nonce")
     })
 }
 

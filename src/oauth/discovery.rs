@@ -54,6 +54,8 @@ pub struct ResourceMetadata {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 pub struct ServerMetadata {
     pub issuer: String,
+    /// Empty at a server that offers no browser login (machine grants only).
+    #[serde(default)]
     pub authorization_endpoint: String,
     pub token_endpoint: String,
     #[serde(default)]
@@ -70,14 +72,18 @@ pub struct ServerMetadata {
     pub authorization_response_iss_parameter_supported: bool,
     #[serde(default)]
     pub client_id_metadata_document_supported: bool,
+    /// RFC 9449 §5.1: the algorithms it takes DPoP proofs in; empty: no DPoP.
+    #[serde(default)]
+    pub dpop_signing_alg_values_supported: Vec<String>,
 }
 
 impl ServerMetadata {
     /// Every endpoint it names, for the https check.
     fn endpoints(&self) -> impl Iterator<Item = &str> {
-        [&self.authorization_endpoint, &self.token_endpoint]
+        let authorize = Some(self.authorization_endpoint.as_str()).filter(|e| !e.is_empty());
+        authorize
             .into_iter()
-            .map(String::as_str)
+            .chain([self.token_endpoint.as_str()])
             .chain(self.registration_endpoint.as_deref())
             .chain(self.revocation_endpoint.as_deref())
     }
@@ -204,14 +210,23 @@ fn with_s256(mut methods: Vec<String>) -> Vec<String> {
     methods
 }
 
-fn checked(doc: ServerMetadata) -> Result<ServerMetadata, DiscoveryError> {
-    if !doc
+/// Whether the metadata allows the authorization code grant as mcpd runs it: with PKCE
+/// S256. Machine grants need no PKCE.
+pub fn require_pkce(doc: &ServerMetadata) -> Result<(), DiscoveryError> {
+    if doc
         .code_challenge_methods_supported
         .iter()
         .any(|m| m == "S256")
     {
-        return Err(DiscoveryError::NoPkce { issuer: doc.issuer });
+        Ok(())
+    } else {
+        Err(DiscoveryError::NoPkce {
+            issuer: doc.issuer.clone(),
+        })
     }
+}
+
+fn checked(doc: ServerMetadata) -> Result<ServerMetadata, DiscoveryError> {
     for e in doc.endpoints() {
         let ok = Url::parse(e).is_ok_and(|u| wellknown::endpoint_allowed(&u));
         if !ok {

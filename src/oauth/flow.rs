@@ -5,6 +5,7 @@ use super::challenge::Bearer;
 use super::discovery::{self, DiscoveryError, ServerMetadata};
 use super::registration::{self, Configured, RegistrationError, Source};
 use super::store::StoredClient;
+use super::token;
 use crate::config::OAuthConfig;
 use reqwest::Url;
 use std::sync::Arc;
@@ -40,7 +41,7 @@ pub enum LoginError {
     #[error("the login was not completed within {0}; run `mcpd ctl login` again")]
     Expired(String),
     #[error(transparent)]
-    Token(#[from] authorize::TokenError),
+    Token(#[from] token::TokenError),
     /// No login is pending and none is in force; says why.
     #[error("{0}")]
     NotLoggedIn(String),
@@ -60,6 +61,15 @@ pub enum LoginError {
     /// The configured client secret names a secret that cannot be looked up.
     #[error("the client secret: {0}")]
     Secret(String),
+    /// A machine grant's key, assertion or ID token cannot be read.
+    #[error("cannot read {what}: {why}")]
+    Unreadable { what: String, why: String },
+    /// The enterprise identity provider refused the token exchange.
+    #[error("the identity provider {issuer}: {error}")]
+    IdentityProvider {
+        issuer: String,
+        error: super::token::TokenError,
+    },
 }
 
 /// A login ready for the browser.
@@ -87,23 +97,12 @@ pub async fn prepare(
     registered: Option<(String, StoredClient)>,
 ) -> Result<Prepared, LoginError> {
     let http = &setup.http;
-    let prm = discovery::resource_metadata(http, &setup.url, challenge.as_ref()).await?;
-    let (metadata, resource, supported) = match &prm {
-        Some(prm) => {
-            // RFC 9728 §7.6: choosing among several is the client's job; the first is
-            // the one the server lists first.
-            let issuer = prm
-                .authorization_servers
-                .first()
-                .ok_or(DiscoveryError::NoAuthorizationServer)?;
-            let meta = discovery::server_metadata(http, issuer).await?;
-            (meta, prm.resource.clone(), prm.scopes_supported.clone())
-        }
-        None => {
-            let meta = discovery::origin_server(http, &setup.url).await?;
-            (meta, resource_of(&setup.url), Vec::new())
-        }
-    };
+    let Found {
+        metadata,
+        resource,
+        supported,
+    } = discover(&setup, challenge.as_ref()).await?;
+    discovery::require_pkce(&metadata)?;
     let scopes = scopes(
         &setup.oauth,
         challenge.as_ref(),
@@ -173,6 +172,42 @@ pub async fn prepare(
         pending,
         metadata,
         listener,
+    })
+}
+
+/// What discovery found for a server.
+pub struct Found {
+    pub metadata: ServerMetadata,
+    /// The resource tokens are asked for.
+    pub resource: String,
+    /// The resource's `scopes_supported`.
+    pub supported: Vec<String>,
+}
+
+/// The server's authorization server and resource: from its protected resource metadata
+/// (the first authorization server it lists), else the origin's metadata (2025-03-26).
+pub async fn discover(setup: &Setup, challenge: Option<&Bearer>) -> Result<Found, LoginError> {
+    let http = &setup.http;
+    let prm = discovery::resource_metadata(http, &setup.url, challenge).await?;
+    Ok(match prm {
+        Some(prm) => {
+            // RFC 9728 §7.6: choosing among several is the client's job; the first is
+            // the one the server lists first.
+            let issuer = prm
+                .authorization_servers
+                .first()
+                .ok_or(DiscoveryError::NoAuthorizationServer)?;
+            Found {
+                metadata: discovery::server_metadata(http, issuer).await?,
+                resource: prm.resource,
+                supported: prm.scopes_supported,
+            }
+        }
+        None => Found {
+            metadata: discovery::origin_server(http, &setup.url).await?,
+            resource: resource_of(&setup.url),
+            supported: Vec::new(),
+        },
     })
 }
 
@@ -291,27 +326,38 @@ async fn on_callback(
 
 /// The configured client secret, its `${secret:NAME}` references put in (looked up now,
 /// as at a server's start); a variable's value as it is.
-async fn client_secret(setup: &Setup) -> Result<Option<crate::config::Secret>, LoginError> {
-    let Some(text) = &setup.oauth.client_secret else {
-        return Ok(None);
-    };
-    let names = crate::secrets::references(text.expose()).map_err(LoginError::Secret)?;
+pub async fn client_secret(setup: &Setup) -> Result<Option<crate::config::Secret>, LoginError> {
+    match &setup.oauth.client_secret {
+        None => Ok(None),
+        Some(text) => put_in(setup, text)
+            .await
+            .map(Some)
+            .map_err(LoginError::Secret),
+    }
+}
+
+/// A setting's text with its `${secret:NAME}` references put in (looked up now); text
+/// without references as it is.
+pub async fn put_in(
+    setup: &Setup,
+    text: &crate::config::Secret,
+) -> Result<crate::config::Secret, String> {
+    let names = crate::secrets::references(text.expose())?;
     if names.is_empty() {
-        return Ok(Some(text.clone()));
+        return Ok(text.clone());
     }
     let found = setup
         .secrets
         .lookup_all(&names)
         .await
-        .map_err(|e| LoginError::Secret(e.to_string()))?;
+        .map_err(|e| e.to_string())?;
     let value = crate::secrets::substitute(text.expose(), |n| {
         found
             .iter()
             .find(|(name, _, _)| name == n)
             .map(|(_, v, _)| v.expose())
-    })
-    .map_err(LoginError::Secret)?;
-    Ok(Some(crate::config::Secret::new(value.into_exposed())))
+    })?;
+    Ok(crate::config::Secret::new(value.into_exposed()))
 }
 
 #[cfg(test)]

@@ -19,14 +19,18 @@ pub enum AuthMethod {
     ClientSecretBasic,
     /// `client_id` and `client_secret` in the body.
     ClientSecretPost,
+    /// A signed JWT as `client_assertion` (RFC 7523 §2.2): signed with the configured
+    /// key for each request, or a ready-made one from a file (workload identity).
+    PrivateKeyJwt,
 }
 
 impl AuthMethod {
-    fn parse(s: &str) -> Option<AuthMethod> {
+    pub fn parse(s: &str) -> Option<AuthMethod> {
         match s {
             "none" => Some(AuthMethod::None),
             "client_secret_basic" => Some(AuthMethod::ClientSecretBasic),
             "client_secret_post" => Some(AuthMethod::ClientSecretPost),
+            "private_key_jwt" => Some(AuthMethod::PrivateKeyJwt),
             _ => None,
         }
     }
@@ -48,6 +52,17 @@ pub struct Client {
     pub secret: Option<Secret>,
     pub method: AuthMethod,
     pub source: Source,
+    /// What `private_key_jwt` signs with or sends; never stored (read from the config).
+    pub proof: Option<ClientProof>,
+}
+
+/// The client's credential for `private_key_jwt`.
+#[derive(Debug, Clone)]
+pub enum ClientProof {
+    /// Signs a fresh assertion for each request.
+    Key(std::sync::Arc<super::jose::SigningKey>),
+    /// An assertion made elsewhere (read from `assertion_file` just before).
+    Assertion(Secret),
 }
 
 /// What the config says about a server's client.
@@ -83,7 +98,12 @@ fn method_for(meta: &ServerMetadata, has_secret: bool) -> AuthMethod {
     listed
         .iter()
         .filter_map(|m| AuthMethod::parse(m))
-        .find(|m| *m != AuthMethod::None)
+        .find(|m| {
+            matches!(
+                m,
+                AuthMethod::ClientSecretBasic | AuthMethod::ClientSecretPost
+            )
+        })
         .unwrap_or(AuthMethod::ClientSecretBasic)
 }
 
@@ -102,6 +122,7 @@ pub async fn register(
             method: method_for(meta, secret.is_some()),
             secret,
             source: Source::PreRegistered,
+            proof: None,
         });
     }
     if let Some(url) = &configured.metadata_url
@@ -112,6 +133,7 @@ pub async fn register(
             secret: None,
             method: AuthMethod::None,
             source: Source::MetadataDocument,
+            proof: None,
         });
     }
     let Some(endpoint) = &meta.registration_endpoint else {
@@ -184,6 +206,7 @@ async fn dynamic(
         secret,
         method,
         source: Source::Dynamic,
+        proof: None,
     })
 }
 

@@ -45,6 +45,13 @@ pub fn handle(req: Request, ctx: &AgentContext) -> Handled {
         let line = match supervisor.login(&name).await {
             Err(why) => fail(&reply_id, jsonrpc::code::INVALID_PARAMS, why.to_string()),
             Ok(login) => match method.as_str() {
+                LOGIN if login.machine().is_some() => match login.renew().await {
+                    Ok(()) => jsonrpc::result_line(
+                        &reply_id,
+                        &json!({ "granted": login.machine().map(|g| g.as_str()) }),
+                    ),
+                    Err(e) => fail(&reply_id, refused, e.to_string()),
+                },
                 LOGIN => match login.login().await {
                     Ok(url) => jsonrpc::result_line(&reply_id, &json!({ "url": url.as_str() })),
                     Err(e) => fail(&reply_id, refused, e.to_string()),

@@ -1,9 +1,10 @@
 //! The cloneable side of a server's login: what status shows of it, the current access token (a `watch` every request reads), and the requests to its owner: refused tokens, step-ups, `ctl login`, redirects, logout.
 
 use super::{ASK_TIMEOUT, Credential, LOGIN_TIMEOUT};
-use crate::config::Secret;
+use crate::config::{Grant, Secret};
 use crate::control_api::{AuthState, AuthView};
 use crate::oauth::challenge::Bearer;
+use crate::oauth::dpop::Dpop;
 use crate::oauth::flow::{LoginError, Setup};
 use crate::oauth::store::Place;
 use reqwest::Url;
@@ -15,6 +16,20 @@ use tokio::sync::{mpsc, oneshot, watch};
 #[error("{0}")]
 pub struct NoToken(pub String);
 
+/// The access token every request sends, and the DPoP key it is bound to, if it is.
+#[derive(Debug)]
+pub struct Access {
+    pub token: Secret,
+    pub dpop: Option<Arc<Dpop>>,
+}
+
+impl Access {
+    /// Whether this is the same token as `other`.
+    pub fn same(&self, other: &Access) -> bool {
+        self.token.expose() == other.token.expose()
+    }
+}
+
 /// Told of each login that ends well (true) and each logout (false).
 pub type Notify = Box<dyn Fn(bool) + Send + Sync>;
 
@@ -22,15 +37,19 @@ pub(super) enum Msg {
     /// The server refused `rejected` (or a request without a token): answer with a newer
     /// token, refreshing if needed.
     Refused {
-        rejected: Option<Arc<Secret>>,
+        rejected: Option<Arc<Access>>,
         challenge: Option<Bearer>,
-        respond_to: oneshot::Sender<Result<Arc<Secret>, NoToken>>,
+        respond_to: oneshot::Sender<Result<Arc<Access>, NoToken>>,
     },
     /// The server wants scopes the token lacks.
     Insufficient { challenge: Bearer },
     /// `mcpd ctl login`: the authorization URL of the one pending login.
     Login {
         respond_to: oneshot::Sender<Result<Url, LoginError>>,
+    },
+    /// A machine grant run now (`mcpd ctl login` of such a server), a failed one too.
+    Renew {
+        respond_to: oneshot::Sender<Result<(), LoginError>>,
     },
     /// A redirect pasted by hand (`mcpd ctl login --paste`).
     Redirected {
@@ -45,7 +64,7 @@ pub(super) enum Msg {
         respond_to: oneshot::Sender<Result<String, LoginError>>,
     },
     /// The server refused a token that was just renewed: the login is over.
-    Spent { token: Arc<Secret>, why: String },
+    Spent { token: Arc<Access>, why: String },
     /// The server left the config: remove its stored login and store nothing again.
     Forget,
 }
@@ -54,7 +73,9 @@ pub(super) enum Msg {
 #[derive(Clone)]
 pub struct CredentialHandle {
     tx: mpsc::Sender<Msg>,
-    token: watch::Receiver<Option<Arc<Secret>>>,
+    token: watch::Receiver<Option<Arc<Access>>>,
+    /// The machine grant mcpd runs alone, if it does.
+    machine: Option<Grant>,
     view: watch::Receiver<AuthView>,
     /// The store has been read (a token, if any, is in `token`).
     loaded: watch::Receiver<bool>,
@@ -80,8 +101,15 @@ impl CredentialHandle {
             issuer: None,
             scopes: None,
             more_scope: Vec::new(),
+            grant: setup
+                .oauth
+                .grant
+                .is_machine()
+                .then(|| setup.oauth.grant.as_str().to_owned()),
+            dpop: false,
         });
         let (loaded_tx, loaded) = watch::channel(false);
+        let machine = Some(setup.oauth.grant).filter(|g| g.is_machine());
         let actor = Credential {
             setup,
             place,
@@ -103,18 +131,22 @@ impl CredentialHandle {
             pending: None,
             exchanging: None,
             finishers: Vec::new(),
+            dpop: super::fresh_key(),
+            granting: None,
+            renewers: Vec::new(),
         };
         crate::tasks::spawn(actor.run(loaded_tx));
         CredentialHandle {
             tx,
             token,
+            machine,
             view,
             loaded,
         }
     }
 
     /// The access token to send now, once the store has been read.
-    pub async fn current(&self) -> Option<Arc<Secret>> {
+    pub async fn current(&self) -> Option<Arc<Access>> {
         let mut loaded = self.loaded.clone();
         // An actor gone before loading has no token to give.
         let _ = loaded.wait_for(|l| *l).await;
@@ -122,8 +154,22 @@ impl CredentialHandle {
     }
 
     /// The access token to send now, if there is one.
-    pub fn token(&self) -> Option<Arc<Secret>> {
+    pub fn token(&self) -> Option<Arc<Access>> {
         self.token.borrow().clone()
+    }
+
+    /// The machine grant mcpd runs alone for this server, if it does (no browser login).
+    pub fn machine(&self) -> Option<Grant> {
+        self.machine
+    }
+
+    /// Runs the machine grant now (again after a failure); Ok once a token is had.
+    pub async fn renew(&self) -> Result<(), LoginError> {
+        let asked = crate::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Renew {
+            respond_to,
+        })
+        .await;
+        asked.unwrap_or_else(|e| Err(e.into()))
     }
 
     pub fn view(&self) -> AuthView {
@@ -142,9 +188,9 @@ impl CredentialHandle {
     /// newer token, from the one refresh every caller waits on; or why there is none.
     pub async fn refused(
         &self,
-        rejected: Option<Arc<Secret>>,
+        rejected: Option<Arc<Access>>,
         challenge: Option<Bearer>,
-    ) -> Result<Arc<Secret>, NoToken> {
+    ) -> Result<Arc<Access>, NoToken> {
         let asked = crate::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Refused {
             rejected,
             challenge,
@@ -162,7 +208,7 @@ impl CredentialHandle {
 
     /// The server refused even a renewed `token`: unless a newer one has come since, the
     /// login is over.
-    pub async fn spent(&self, token: Arc<Secret>, why: &str) {
+    pub async fn spent(&self, token: Arc<Access>, why: &str) {
         let why = why.to_owned();
         // If the actor is gone, so is the login.
         let _ = self.tx.send(Msg::Spent { token, why }).await;

@@ -4,12 +4,12 @@ use super::{
     ARRIVALS, AuthState, Credential, Exchange, LOGIN_TIMEOUT, NoToken, PendingLogin, apply,
 };
 use crate::config::Secret;
-use crate::oauth::authorize::{self, TokenError, Tokens};
+use crate::oauth::authorize;
 use crate::oauth::flow::{self, LoginError, Prepared};
 use crate::oauth::store::{self, Place, Stored, StoredClient, StoredTokens};
+use crate::oauth::token::{self, At, TokenError, Tokens};
 use futures::FutureExt;
 use reqwest::Url;
-use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -143,9 +143,25 @@ impl Credential {
                 };
                 let http = self.setup.http.clone();
                 let pending = login.pending.clone();
+                // Proofs when the authorization server offers DPoP (or the setting
+                // asks): the tokens are then bound to the server's key.
+                let dpop = (crate::oauth::dpop::wanted(
+                    self.setup.oauth.dpop,
+                    &login.metadata.dpop_signing_alg_values_supported,
+                ) && self.dpop.usable())
+                .then(|| self.dpop.clone());
                 self.exchanging = Some(Exchange {
-                    future: async move { authorize::exchange(&http, &pending, &code).await }
-                        .boxed(),
+                    future: async move {
+                        let at = At {
+                            http: &http,
+                            endpoint: &pending.token_endpoint,
+                            issuer: &pending.issuer,
+                            client: &pending.client,
+                            dpop: dpop.as_deref(),
+                        };
+                        token::exchange(&at, &pending, &code).await
+                    }
+                    .boxed(),
                     pending: login.pending,
                     metadata: login.metadata,
                     listening: login.listening,
@@ -159,13 +175,7 @@ impl Credential {
         self.view.send_modify(|v| v.pending = false);
         let result = match outcome {
             Ok(tokens) => {
-                let mut kept = StoredTokens {
-                    access_token: String::new(),
-                    expires_at: None,
-                    lifetime: None,
-                    refresh_token: None,
-                    scope: None,
-                };
+                let mut kept = StoredTokens::default();
                 apply(&mut kept, &tokens);
                 let stored = Stored {
                     server_url: self.setup.url.to_string(),
@@ -174,6 +184,12 @@ impl Credential {
                     client: StoredClient::of(&ex.pending.client, &ex.pending.redirect_uri),
                     requested_scopes: ex.pending.scopes.clone(),
                     tokens: kept,
+                    grant: crate::config::Grant::AuthorizationCode,
+                    dpop_key: if tokens.dpop_bound {
+                        self.stored_key()
+                    } else {
+                        None
+                    },
                 };
                 if let Err(e) = keep(self.place.as_ref(), &self.setup.server, &stored).await {
                     self.refuse_unkept(stored, &e);
@@ -199,7 +215,8 @@ impl Credential {
                 self.retry_at = None;
                 self.wanted.clear();
                 self.challenge = None;
-                self.token.send_replace(Some(Arc::new(tokens.access)));
+                let access = self.access(tokens.access.expose().to_owned(), tokens.dpop_bound);
+                self.token.send_replace(Some(access));
                 self.publish_logged_in();
                 self.view.send_modify(|v| v.more_scope.clear());
                 (self.notify)(true);
@@ -313,7 +330,11 @@ impl Credential {
 /// Stores a new login. A file that cannot be written costs the login at the next restart
 /// only (it is logged); a keyring that cannot take it fails the login, so no token is
 /// held that the configured store does not have.
-async fn keep(place: Option<&Place>, server: &str, stored: &Stored) -> Result<(), LoginError> {
+pub(super) async fn keep(
+    place: Option<&Place>,
+    server: &str,
+    stored: &Stored,
+) -> Result<(), LoginError> {
     let Some(place) = place else {
         return Ok(());
     };
@@ -334,18 +355,25 @@ async fn revoke(http: &reqwest::Client, s: &Stored) -> String {
         return "the authorization server offers no revocation; the tokens were forgotten".into();
     };
     let client = s.client.client();
+    let at = At {
+        http,
+        endpoint,
+        issuer: &s.metadata.issuer,
+        client: &client,
+        dpop: None,
+    };
     let mut outcome = Vec::new();
     if let Some(r) = &s.tokens.refresh_token {
         let secret = Secret::new(r.clone());
         outcome.push(
-            authorize::revoke(http, endpoint, &client, &secret, "refresh_token")
+            token::revoke(&at, &secret, "refresh_token")
                 .await
                 .map_err(|e| e.to_string()),
         );
     }
     let access = Secret::new(s.tokens.access_token.clone());
     outcome.push(
-        authorize::revoke(http, endpoint, &client, &access, "access_token")
+        token::revoke(&at, &access, "access_token")
             .await
             .map_err(|e| e.to_string()),
     );

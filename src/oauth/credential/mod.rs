@@ -1,9 +1,13 @@
-//! The owner of one remote server's login: an actor that holds its tokens, refreshes them ahead of expiry and after a refused request (once for every caller at a time, a rotated refresh token stored before the new access token is used), and runs `mcpd ctl login`'s one pending authorization and `logout`.
+//! The owner of one remote server's login: an actor that holds its tokens and DPoP key, refreshes them ahead of expiry and after a refused request (once for every caller at a time, a rotated refresh token stored before the new access token is used), runs a machine grant the same way, and runs `mcpd ctl login`'s one pending authorization and `logout`.
 
-use super::authorize::{self, PendingAuthorization, TokenError, Tokens};
+use super::authorize::PendingAuthorization;
 use super::challenge::Bearer;
+use super::dpop::{self, Dpop};
 use super::flow::{Arrived, LoginError, Prepared, Setup};
+use super::grant::Granted;
+use super::jose::SigningKey;
 use super::store::{self, Place, Stored, StoredClient, StoredTokens};
+use super::token::{self, At, TokenError, Tokens};
 use crate::config::Secret;
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -16,12 +20,13 @@ use tokio_util::sync::CancellationToken;
 
 mod handle;
 mod login;
+mod machine;
 #[cfg(test)]
 mod tests;
 
 use crate::control_api::{AuthState, AuthView};
 use handle::Msg;
-pub use handle::{CredentialHandle, NoToken, Notify};
+pub use handle::{Access, CredentialHandle, NoToken, Notify};
 
 /// Refreshed this long before expiry at most (or 10 % of the lifetime, if less).
 const AHEAD_MAX: Duration = Duration::from_secs(60);
@@ -67,12 +72,12 @@ struct Credential {
     stored: Option<Stored>,
     /// When the access token expires, as exactly as known (the store keeps seconds).
     expires: Option<SystemTime>,
-    token: watch::Sender<Option<Arc<Secret>>>,
+    token: watch::Sender<Option<Arc<Access>>>,
     view: watch::Sender<AuthView>,
     /// The one refresh in flight, if any.
     refreshing: Option<BoxFuture<'static, Result<Tokens, TokenError>>>,
-    /// Callers waiting for it.
-    waiting: Vec<oneshot::Sender<Result<Arc<Secret>, NoToken>>>,
+    /// Callers waiting for it (or for the machine grant in flight).
+    waiting: Vec<oneshot::Sender<Result<Arc<Access>, NoToken>>>,
     /// When to try again after a transient failure.
     retry_at: Option<Instant>,
     /// The server's last challenge, for the next login's discovery and scopes.
@@ -90,6 +95,25 @@ struct Credential {
     exchanging: Option<Exchange>,
     /// `mcpd ctl login`s waiting for the login to end.
     finishers: Vec<oneshot::Sender<Result<(), LoginError>>>,
+    /// The server's DPoP key: generated at start, replaced by the stored one, stored
+    /// with each login.
+    dpop: Arc<Dpop>,
+    /// The one machine grant in flight, if any.
+    granting: Option<BoxFuture<'static, Result<Granted, LoginError>>>,
+    /// `mcpd ctl login`s of a machine grant waiting for it.
+    renewers: Vec<oneshot::Sender<Result<(), LoginError>>>,
+}
+
+/// A new DPoP key for a server. Should the system's random source fail, the key is
+/// made when a grant needs it instead (`Credential::ensure_key`).
+fn fresh_key() -> Arc<Dpop> {
+    match SigningKey::generate() {
+        Ok(k) => Arc::new(Dpop::new(k)),
+        Err(e) => {
+            tracing::error!("cannot make a DPoP key: {e}");
+            Arc::new(Dpop::unusable())
+        }
+    }
 }
 
 impl Credential {
@@ -107,6 +131,10 @@ impl Credential {
                 outcome = poll(&mut self.refreshing) => {
                     self.refreshing = None;
                     self.on_refreshed(outcome).await;
+                }
+                granted = poll(&mut self.granting) => {
+                    self.granting = None;
+                    self.on_granted(granted).await;
                 }
                 prepared = poll(&mut self.preparing) => {
                     self.preparing = None;
@@ -148,10 +176,16 @@ impl Credential {
             tracing::info!(upstream = %self.setup.server, "the stored login is for another URL; a new login is needed");
             return;
         }
+        if stored.grant != self.setup.oauth.grant {
+            tracing::info!(upstream = %self.setup.server, "the stored login is of another grant; a new one is needed");
+            return;
+        }
+        if let Some(key) = stored.dpop_key.as_deref().and_then(decode_key) {
+            self.dpop = Arc::new(Dpop::new(key));
+        }
         tracing::info!(upstream = %self.setup.server, issuer = %stored.metadata.issuer, "using the stored login");
-        self.token.send_replace(Some(Arc::new(Secret::new(
-            stored.tokens.access_token.clone(),
-        ))));
+        let access = self.access(stored.tokens.access_token.clone(), stored.tokens.dpop_bound);
+        self.token.send_replace(Some(access));
         self.expires = stored.tokens.expires_at.map(store::from_epoch);
         self.registered = Some((stored.metadata.issuer.clone(), stored.client.clone()));
         self.stored = Some(stored);
@@ -165,10 +199,12 @@ impl Credential {
         };
         let issuer = Some(s.metadata.issuer.clone());
         let scopes = s.tokens.scope.clone();
+        let dpop = s.tokens.dpop_bound;
         self.view.send_modify(|v| {
             v.state = state;
             v.issuer = issuer;
             v.scopes = scopes;
+            v.dpop = dpop;
         });
     }
 
@@ -195,7 +231,16 @@ impl Credential {
                 self.view.send_modify(|v| v.more_scope = more);
                 self.challenge = Some(challenge);
             }
+            Msg::Login { respond_to } if self.setup.oauth.grant.is_machine() => {
+                let _ = respond_to.send(Err(LoginError::Other(format!(
+                    "{} gets its tokens with the {} grant, without a browser; `mcpd ctl login {}` runs it again",
+                    self.setup.server,
+                    self.setup.oauth.grant.as_str(),
+                    self.setup.server
+                )))); // the caller may have gone
+            }
             Msg::Login { respond_to } => self.on_login(respond_to),
+            Msg::Renew { respond_to } => self.renew(respond_to),
             Msg::Redirected { url, respond_to } => self.on_redirect(url, respond_to),
             Msg::Wait { respond_to } => {
                 if self.pending.is_none() && self.preparing.is_none() && self.exchanging.is_none() {
@@ -212,7 +257,7 @@ impl Credential {
             Msg::Forget => self.forget(),
             Msg::Spent { token, why } => {
                 let current = self.token.borrow().clone();
-                if current.is_some_and(|c| c.expose() == token.expose()) {
+                if current.is_some_and(|c| c.same(&token)) {
                     self.needs_login(why);
                 }
             }
@@ -234,7 +279,9 @@ impl Credential {
             return Some(t);
         }
         let t = &self.stored.as_ref()?.tokens;
-        t.refresh_token.as_ref()?;
+        if !self.setup.oauth.grant.is_machine() {
+            t.refresh_token.as_ref()?;
+        }
         let expires = self.expires?;
         let lifetime = Duration::from_secs(t.lifetime.unwrap_or(600));
         let ahead = (lifetime / 10).min(AHEAD_MAX);
@@ -246,9 +293,12 @@ impl Credential {
 
     fn on_refused(
         &mut self,
-        rejected: Option<&Secret>,
-        respond_to: oneshot::Sender<Result<Arc<Secret>, NoToken>>,
+        rejected: Option<&Access>,
+        respond_to: oneshot::Sender<Result<Arc<Access>, NoToken>>,
     ) {
+        if self.stored.is_none() && self.setup.oauth.grant.is_machine() {
+            return self.grant_for(respond_to);
+        }
         if self.stored.is_none() {
             let why = match (&self.view.borrow().state, &self.unread) {
                 (AuthState::NeedsLogin(why), _) => why.clone(),
@@ -267,19 +317,22 @@ impl Credential {
         // current one is newer.
         let current = self.token.borrow().clone();
         if let Some(c) = current
-            && rejected.is_none_or(|r| c.expose() != r.expose())
+            && rejected.is_none_or(|r| !c.same(r))
         {
             let _ = respond_to.send(Ok(c)); // the caller may have gone
             return;
         }
         self.waiting.push(respond_to);
-        if self.refreshing.is_none() {
+        if self.refreshing.is_none() && self.granting.is_none() {
             self.start_refresh();
         }
     }
 
     fn start_refresh(&mut self) {
         self.retry_at = None;
+        if self.setup.oauth.grant.is_machine() {
+            return self.start_grant();
+        }
         let Some(stored) = &self.stored else {
             return;
         };
@@ -292,8 +345,10 @@ impl Credential {
         };
         let http = self.setup.http.clone();
         let endpoint = stored.metadata.token_endpoint.clone();
+        let issuer = stored.metadata.issuer.clone();
         let client = stored.client.client();
         let resource = stored.resource.clone();
+        let dpop = self.dpop_for(stored).cloned();
         // The scopes granted before (or asked for, if the server did not say).
         let scope = stored
             .tokens
@@ -303,15 +358,14 @@ impl Credential {
         self.refreshing = Some(
             async move {
                 let refresh = Secret::new(refresh);
-                authorize::refresh(
-                    &http,
-                    &endpoint,
-                    &client,
-                    &refresh,
-                    &resource,
-                    scope.as_deref(),
-                )
-                .await
+                let at = At {
+                    http: &http,
+                    endpoint: &endpoint,
+                    issuer: &issuer,
+                    client: &client,
+                    dpop: dpop.as_deref(),
+                };
+                token::refresh(&at, &refresh, &resource, scope.as_deref()).await
             }
             .boxed(),
         );
@@ -335,7 +389,7 @@ impl Credential {
                     tracing::warn!(upstream = %self.setup.server, "could not store the refreshed login (it works until mcpd restarts): {e}");
                 }
                 tracing::debug!(upstream = %self.setup.server, "refreshed the access token");
-                let access = Arc::new(tokens.access);
+                let access = self.access(tokens.access.expose().to_owned(), tokens.dpop_bound);
                 self.token.send_replace(Some(access.clone()));
                 self.publish_logged_in();
                 for w in self.waiting.drain(..) {
@@ -356,7 +410,11 @@ impl Credential {
 
     /// The login is over: forgets the tokens (on disk too) and says why.
     fn needs_login(&mut self, why: String) {
-        tracing::warn!(upstream = %self.setup.server, "the login ended: {why}; run `mcpd ctl login {}`", self.setup.server);
+        if self.setup.oauth.grant.is_machine() {
+            tracing::warn!(upstream = %self.setup.server, "the {} grant failed: {why}; fix [servers.{}.oauth] and run `mcpd ctl login {}` to try again", self.setup.oauth.grant.as_str(), self.setup.server, self.setup.server);
+        } else {
+            tracing::warn!(upstream = %self.setup.server, "the login ended: {why}; run `mcpd ctl login {}`", self.setup.server);
+        }
         self.stored = None;
         if let Some(place) = self.place.clone() {
             let server = self.setup.server.clone();
@@ -375,11 +433,49 @@ impl Credential {
     }
 }
 
+impl Credential {
+    /// The token to send, with the DPoP key when it is bound to it.
+    fn access(&self, token: String, bound: bool) -> Arc<Access> {
+        Arc::new(Access {
+            token: Secret::new(token),
+            dpop: bound.then(|| self.dpop.clone()),
+        })
+    }
+
+    /// The DPoP key, when this login's token requests carry proofs: the tokens are
+    /// bound to it, or the setting and the authorization server call for it.
+    fn dpop_for(&self, stored: &Stored) -> Option<&Arc<Dpop>> {
+        let wanted = stored.tokens.dpop_bound
+            || dpop::wanted(
+                self.setup.oauth.dpop,
+                &stored.metadata.dpop_signing_alg_values_supported,
+            );
+        (wanted && self.dpop.usable()).then_some(&self.dpop)
+    }
+
+    /// The DPoP key as stored with a login.
+    fn stored_key(&self) -> Option<String> {
+        use base64::Engine;
+        let der = self.dpop.key()?.pkcs8_der()?;
+        Some(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(der))
+    }
+}
+
+/// A stored DPoP key; None if it cannot be read (a new one is used).
+fn decode_key(text: &str) -> Option<SigningKey> {
+    use base64::Engine;
+    let der = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(text)
+        .ok()?;
+    SigningKey::from_pkcs8_der(&der).ok()
+}
+
 /// Puts what a token answer says into the kept tokens. A rotated refresh token replaces
 /// the old one; without one, the old one stays.
 fn apply(t: &mut StoredTokens, tokens: &Tokens) {
     t.access_token = tokens.access.expose().to_owned();
     t.expires_at = tokens.expires_at.map(store::epoch_secs);
+    t.dpop_bound = tokens.dpop_bound;
     t.lifetime = tokens.lifetime.map(|d| d.as_secs());
     if let Some(r) = &tokens.refresh {
         t.refresh_token = Some(r.expose().to_owned());

@@ -74,7 +74,10 @@ fn stored(token_endpoint: String, lifetime: u64) -> Stored {
             lifetime: Some(lifetime),
             refresh_token: Some("r0".into()),
             scope: None,
+            dpop_bound: false,
         },
+        grant: crate::config::Grant::AuthorizationCode,
+        dpop_key: None,
     }
 }
 
@@ -124,14 +127,17 @@ async fn many_refused_callers_share_one_refresh_and_the_rotated_token_is_stored_
         })
         .collect();
     for c in calls {
-        assert_eq!(c.await.unwrap().unwrap().expose(), "a1");
+        assert_eq!(c.await.unwrap().unwrap().token.expose(), "a1");
     }
     assert_eq!(endpoint.lock().unwrap().refreshes, 1, "one refresh for all");
     let kept = store::load(&Place::File(file)).await.unwrap().unwrap();
     assert_eq!(kept.tokens.refresh_token.as_deref(), Some("r1"));
-    assert_eq!(cred.token().unwrap().expose(), "a1");
+    assert_eq!(cred.token().unwrap().token.expose(), "a1");
     // A caller still holding the old token gets the new one without a refresh.
-    assert_eq!(cred.refused(Some(old), None).await.unwrap().expose(), "a1");
+    assert_eq!(
+        cred.refused(Some(old), None).await.unwrap().token.expose(),
+        "a1"
+    );
     assert_eq!(endpoint.lock().unwrap().refreshes, 1);
 }
 
@@ -177,9 +183,15 @@ async fn tokens_are_refreshed_ahead_of_expiry_and_a_refused_grant_needs_a_login(
     assert!(cred.token().is_none());
     let refreshes = endpoint.lock().unwrap().refreshes;
     assert!(
-        cred.refused(Some(Arc::new(Secret::new("x".into()))), None)
-            .await
-            .is_err()
+        cred.refused(
+            Some(Arc::new(Access {
+                token: Secret::new("x".into()),
+                dpop: None
+            })),
+            None
+        )
+        .await
+        .is_err()
     );
     assert_eq!(
         endpoint.lock().unwrap().refreshes,
@@ -207,7 +219,10 @@ async fn a_forgotten_login_is_removed_and_never_stored_again() {
     }
     // A connection still stopping may refresh: the tokens work, and no file comes back.
     let old = cred.token().unwrap();
-    assert_eq!(cred.refused(Some(old), None).await.unwrap().expose(), "a1");
+    assert_eq!(
+        cred.refused(Some(old), None).await.unwrap().token.expose(),
+        "a1"
+    );
     assert!(!file.exists());
 }
 

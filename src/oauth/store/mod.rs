@@ -7,7 +7,7 @@
 
 use super::discovery::ServerMetadata;
 use super::registration::{AuthMethod, Client, Source};
-use crate::config::{CredentialStore, Secret};
+use crate::config::{CredentialStore, Grant, Secret};
 use crate::secrets::{CredentialItems, SecretError, SecretValue};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -34,6 +34,13 @@ pub struct Stored {
     #[serde(default)]
     pub requested_scopes: Vec<String>,
     pub tokens: StoredTokens,
+    /// The grant the tokens came from: a login of another grant is not used.
+    #[serde(default)]
+    pub grant: Grant,
+    /// The DPoP key (PKCS#8, base64url), kept as long as tokens bound to it: a refresh
+    /// token of a public client is bound to it too (RFC 9449 §5).
+    #[serde(default)]
+    pub dpop_key: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -48,7 +55,7 @@ pub struct StoredClient {
     pub redirect_uri: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct StoredTokens {
     pub access_token: String,
     /// Seconds since the Unix epoch.
@@ -62,6 +69,10 @@ pub struct StoredTokens {
     /// The scopes granted, space-separated.
     #[serde(default)]
     pub scope: Option<String>,
+    /// Bound to the DPoP key (`token_type: DPoP`): sent with `Authorization: DPoP` and
+    /// a proof.
+    #[serde(default)]
+    pub dpop_bound: bool,
 }
 
 impl StoredClient {
@@ -81,6 +92,7 @@ impl StoredClient {
             secret: self.client_secret.clone().map(Secret::new),
             method: self.method,
             source: self.source,
+            proof: None,
         }
     }
 }

@@ -28,7 +28,10 @@ fn sample() -> Stored {
             lifetime: Some(60),
             refresh_token: Some("r".into()),
             scope: Some("mcp:basic".into()),
+            dpop_bound: false,
         },
+        grant: crate::config::Grant::AuthorizationCode,
+        dpop_key: None,
     }
 }
 

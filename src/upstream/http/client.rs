@@ -1,9 +1,10 @@
 //! The HTTP client of one remote server: headers and secrets, redirects kept to the server's origin, reading bounded bodies and SSE streams, and naming failures.
 
 use super::sse::{Event, SseDecoder};
-use crate::config::{HttpLaunch, Secret, display_url};
+use crate::config::{HttpLaunch, display_url};
 use crate::oauth::challenge::Bearer;
-use crate::oauth::credential::CredentialHandle;
+use crate::oauth::credential::{Access, CredentialHandle};
+use crate::oauth::dpop::{DPOP, Side};
 use futures::{Stream, StreamExt, TryStreamExt};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Response, StatusCode, Url};
@@ -115,9 +116,10 @@ impl Endpoint {
         let Some(login) = &self.login else {
             return req.send().await.map(Sent::Response);
         };
+        let request = req.build()?;
         let token = login.current().await;
-        let again = req.try_clone();
-        let resp = with_token(req, token.as_deref()).send().await?;
+        let again = request.try_clone();
+        let resp = self.send_with(request, token.as_deref()).await?;
         let status = resp.status();
         if status != StatusCode::UNAUTHORIZED && status != StatusCode::FORBIDDEN {
             return Ok(Sent::Response(resp));
@@ -141,11 +143,17 @@ impl Endpoint {
         if status != StatusCode::UNAUTHORIZED && !step_up {
             return Ok(Sent::Response(resp));
         }
-        let hint = |why: &str| {
-            format!(
+        let hint = |why: &str| match login.machine() {
+            Some(g) => format!(
+                "mcpd has no token for it ({why}); check [servers.{}.oauth] (the {} grant), then run `mcpd ctl login {}` to try again",
+                self.server,
+                g.as_str(),
+                self.server
+            ),
+            None => format!(
                 "the server needs an OAuth login ({why}): run `mcpd ctl login {}`",
                 self.server
-            )
+            ),
         };
         let fresh = match login.refused(token.clone(), challenge).await {
             Ok(t) => t,
@@ -154,7 +162,7 @@ impl Endpoint {
         let Some(again) = again else {
             return Ok(Sent::Response(resp));
         };
-        let resp = with_token(again, Some(&fresh)).send().await?;
+        let resp = self.send_with(again, Some(&fresh)).await?;
         if resp.status() != StatusCode::UNAUTHORIZED {
             return Ok(Sent::Response(resp));
         }
@@ -162,6 +170,38 @@ impl Endpoint {
         let why = "the server refused a renewed token";
         login.spent(fresh, why).await;
         Ok(Sent::NeedsLogin(hint(why)))
+    }
+
+    /// Sends a request with an access token, and a fresh DPoP proof when the token is
+    /// bound; a refusal that asks for a DPoP nonce is answered once with a new proof
+    /// carrying it (RFC 9449 §9), not taken for a refused login.
+    async fn send_with(
+        &self,
+        request: reqwest::Request,
+        access: Option<&Access>,
+    ) -> Result<Response, reqwest::Error> {
+        let dpop = access.and_then(|a| a.dpop.as_deref());
+        let again = dpop.and_then(|_| request.try_clone());
+        let resp = self.client.execute(with_token(request, access)).await?;
+        let Some(d) = dpop else {
+            return Ok(resp);
+        };
+        let nonce_given = d.saw(Side::Resource, resp.headers());
+        let asked = resp.status() == StatusCode::UNAUTHORIZED
+            && crate::oauth::challenge::dpop_nonce_asked(
+                resp.headers()
+                    .get_all(reqwest::header::WWW_AUTHENTICATE)
+                    .iter()
+                    .filter_map(|v| v.to_str().ok()),
+            );
+        match again {
+            Some(again) if asked && nonce_given => {
+                let resp = self.client.execute(with_token(again, access)).await?;
+                d.saw(Side::Resource, resp.headers());
+                Ok(resp)
+            }
+            _ => Ok(resp),
+        }
     }
 
     /// A request with the configured headers.
@@ -176,19 +216,35 @@ impl Endpoint {
     }
 }
 
-/// The request with an access token, marked sensitive.
-fn with_token(req: reqwest::RequestBuilder, token: Option<&Secret>) -> reqwest::RequestBuilder {
-    let Some(token) = token else {
-        return req;
+/// The request with an access token, marked sensitive: `DPoP` with a fresh proof for a
+/// token bound to the key, else `Bearer`.
+fn with_token(mut request: reqwest::Request, access: Option<&Access>) -> reqwest::Request {
+    let Some(a) = access else {
+        return request;
     };
-    match HeaderValue::from_str(&format!("Bearer {}", token.expose())) {
-        Ok(mut v) => {
-            v.set_sensitive(true);
-            req.header(reqwest::header::AUTHORIZATION, v)
-        }
-        // A token a header cannot carry is sent without, and refused.
-        Err(_) => req,
+    let (scheme, proof) = match &a.dpop {
+        Some(d) => (
+            "DPoP",
+            d.proof(
+                Side::Resource,
+                request.method(),
+                request.url(),
+                Some(a.token.expose()),
+            ),
+        ),
+        None => ("Bearer", None),
+    };
+    // A token a header cannot carry is sent without, and refused.
+    if let Ok(mut v) = HeaderValue::from_str(&format!("{scheme} {}", a.token.expose())) {
+        v.set_sensitive(true);
+        request
+            .headers_mut()
+            .insert(reqwest::header::AUTHORIZATION, v);
     }
+    if let Some(p) = proof {
+        request.headers_mut().insert(DPOP, p);
+    }
+    request
 }
 
 /// The `Bearer` challenge of a response, if it has one.
