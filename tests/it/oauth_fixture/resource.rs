@@ -252,7 +252,10 @@ impl RsShared {
             let at = if rs_dpop { 0 } else { challenges.len() };
             challenges.insert(at, scheme("DPoP", params.collect()));
         }
-        let text = "missing or invalid access token";
+        let text = match dpop {
+            true => "missing or invalid access token or DPoP proof",
+            false => "missing or invalid bearer token",
+        };
         let mut resp = respond(StatusCode::UNAUTHORIZED, &challenges, text);
         if let Denial::Nonce(nonce) = denial {
             resp.headers_mut().insert("dpop-nonce", header_value(nonce));

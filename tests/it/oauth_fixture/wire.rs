@@ -1,6 +1,6 @@
-//! Wire details of the OAuth fixture: form bodies and queries, Basic credentials, bearer
-//! tokens, PKCE S256, RFC 6749 error responses, fresh random values, and the request log
-//! with the 404 fallback.
+//! Wire details of the OAuth fixture: form bodies and queries, Basic credentials, access
+//! tokens (Bearer or DPoP), PKCE S256, RFC 6749 error responses, fresh random values, and
+//! the request log with the 404 fallback.
 
 use super::stats::HttpRecord;
 use axum::Router;
@@ -71,12 +71,6 @@ pub(super) fn repeated(params: &[(String, String)]) -> Option<&str> {
 /// The value of header `name` as text, if present and visible ASCII.
 pub(super) fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
     headers.get(name)?.to_str().ok().map(str::to_owned)
-}
-
-/// The token of an `Authorization: Bearer` header (the scheme is case-insensitive).
-pub(super) fn bearer_token(headers: &HeaderMap) -> Option<String> {
-    let (scheme, token) = access_token(headers)?;
-    scheme.eq_ignore_ascii_case("bearer").then_some(token)
 }
 
 /// The scheme (as sent) and token of an `Authorization: Bearer` or `DPoP` header (the
