@@ -1,10 +1,18 @@
 //! Self-tests of the OAuth fixture, driving it with plain reqwest through a whole login
 //! (challenge, metadata, registration, authorization, token, refresh, step-up, revocation,
 //! migration), so tests of mcpd's OAuth client can trust what the fixture does. `edges`
-//! covers each endpoint's refusals and the remaining options.
+//! covers each endpoint's refusals and the remaining options; `machine` the grants without
+//! a user (client credentials, `private_key_jwt`, jwt-bearer), `idp` the identity provider's
+//! token exchange, `dpop` and `dpop_resource` DPoP at the token endpoint, at the resource,
+//! and the nonces of both.
 
 mod client;
+mod dpop;
+mod dpop_resource;
 mod edges;
+mod idp;
+mod machine;
+mod proofs;
 
 use crate::oauth_fixture::{Client, OAuthFixture, RefreshTokens, ResourceOutcome, Revocation};
 use client::*;

@@ -2,8 +2,9 @@
 //! matching redirect URIs (any port on loopback, RFC 8252 §7.3), and authenticating a
 //! client at the token and revocation endpoints.
 
+use super::assertion;
 use super::options::{AuthMethod, OAuthOptions};
-use super::server::AsState;
+use super::server::{AsShared, AsState};
 use super::stats::{ClientSource, RegisteredClient};
 use super::wire::{OAuthError, basic_credentials, param};
 use axum::http::HeaderMap;
@@ -31,6 +32,7 @@ pub(super) fn lookup(opts: &OAuthOptions, st: &mut AsState, id: &str) -> Option<
             grant_types: vec!["authorization_code".into(), "refresh_token".into()],
             application_type: None,
             source: ClientSource::Cimd,
+            public_key: None,
         },
     };
     st.clients.insert(id.to_owned(), client.clone());
@@ -56,6 +58,7 @@ fn from_document(id: &str, doc: &Value) -> Option<RegisteredClient> {
             .unwrap_or_else(|| vec!["authorization_code".into()]),
         application_type: doc["application_type"].as_str().map(str::to_owned),
         source: ClientSource::Cimd,
+        public_key: None,
     })
 }
 
@@ -98,15 +101,16 @@ fn loopback(url: &Url) -> bool {
 }
 
 /// Authenticates the client of a token or revocation request by the method it registered:
-/// `none` (`client_id` in the body), `client_secret_basic` or `client_secret_post`. Using
-/// more than one method is `invalid_request`; a wrong method, an unknown client or a wrong
-/// secret is `invalid_client`.
+/// `none` (`client_id` in the body), `client_secret_basic`, `client_secret_post` or
+/// `private_key_jwt`. Using more than one method is `invalid_request`; a wrong method, an
+/// unknown client, a wrong secret or a bad assertion is `invalid_client`.
 pub(super) fn authenticate(
-    opts: &OAuthOptions,
+    auth: &AsShared,
     st: &mut AsState,
     headers: &HeaderMap,
     params: &[(String, String)],
 ) -> Result<RegisteredClient, OAuthError> {
+    let opts = &auth.opts;
     let form_id = param(params, "client_id");
     let form_secret = param(params, "client_secret");
     let basic = match basic_credentials(headers) {
@@ -114,6 +118,14 @@ pub(super) fn authenticate(
         Some(Err(())) => return Err(OAuthError::invalid_client("malformed Basic credentials")),
         None => None,
     };
+    let assertion = ["client_assertion", "client_assertion_type"];
+    if assertion.iter().any(|name| param(params, name).is_some()) {
+        if basic.is_some() || form_secret.is_some() {
+            let why = "more than one client authentication method";
+            return Err(OAuthError::new("invalid_request", why));
+        }
+        return assertion::authenticate(auth, st, params);
+    }
     let (id, used, secret) = match (&basic, form_secret) {
         (Some(_), Some(_)) => {
             let why = "more than one client authentication method";

@@ -2,9 +2,10 @@
 //! clients) and how they change it (revoke, expire, add or forget clients, migrate the
 //! resource to another AS).
 
+use super::idp::IdpShared;
 use super::options::Client;
 use super::resource::RsShared;
-use super::server::AsShared;
+use super::server::{AsShared, Assertion};
 use super::stats::{ClientSource, OAuthStats, RegisteredClient, Revocation};
 use super::wire::Log;
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use std::sync::Arc;
 pub struct OAuthHandle {
     pub(super) auth: Option<Arc<AsShared>>,
     pub(super) resource: Option<Arc<RsShared>>,
+    pub(super) idp: Option<Arc<IdpShared>>,
     pub(super) log: Log,
 }
 
@@ -43,6 +45,11 @@ impl OAuthHandle {
         };
         if let Some(rs) = &self.resource {
             stats.resource_requests = rs.lock().requests.clone();
+        }
+        if let Some(idp) = &self.idp {
+            let st = idp.lock();
+            stats.idp_requests = st.requests.clone();
+            stats.id_jags = st.issued.clone();
         }
         stats.requests = self.log.lock().clone();
         stats
@@ -114,6 +121,7 @@ impl OAuthHandle {
             grant_types: vec!["authorization_code".into(), "refresh_token".into()],
             application_type: None,
             source: ClientSource::PreRegistered,
+            public_key: client.public_key,
         };
         self.auth().lock().clients.insert(client.id, registered);
     }
@@ -141,5 +149,75 @@ impl OAuthHandle {
         let mut rs = self.resource().lock();
         rs.authorization_servers = vec![auth.issuer.clone()];
         rs.trusted = vec![auth];
+    }
+
+    /// The identity provider's issuer, if this fixture runs one.
+    pub fn idp_issuer(&self) -> Option<String> {
+        self.idp.as_ref().map(|i| i.issuer.clone())
+    }
+
+    /// Makes the access token `token` expire now (its refresh token stays valid); false
+    /// when unknown.
+    pub fn expire(&self, token: &str) -> bool {
+        let mut st = self.auth().lock();
+        let Some(t) = st.access.get_mut(token) else {
+            return false;
+        };
+        t.expires = t.expires.min(std::time::Instant::now());
+        true
+    }
+
+    /// The RFC 7638 thumbprint of the DPoP key access token `token` is bound to; None for a
+    /// Bearer token (or an unknown one).
+    pub fn token_binding(&self, token: &str) -> Option<String> {
+        self.auth().lock().access.get(token)?.jkt.clone()
+    }
+
+    /// The jwt-bearer grant accepts `assertion` from now on (from any client, no expiry).
+    pub fn accept_assertion(&self, assertion: &str) {
+        let accepted = Assertion {
+            expires: None,
+            client_id: None,
+            resource: None,
+            scope: Vec::new(),
+        };
+        self.auth()
+            .lock()
+            .assertions
+            .insert(assertion.to_owned(), accepted);
+    }
+
+    /// The jwt-bearer grant refuses `assertion` from now on; false when it was not accepted.
+    pub fn forget_assertion(&self, assertion: &str) -> bool {
+        self.auth().lock().assertions.remove(assertion).is_some()
+    }
+
+    /// The ID token the identity provider's token exchange accepts from now on.
+    pub fn set_id_token(&self, id_token: &str) {
+        let idp = self
+            .idp
+            .as_ref()
+            .expect("this fixture runs no identity provider");
+        idp.lock().id_token = id_token.to_owned();
+    }
+
+    /// The token endpoint's current DPoP nonce (None: it demands none).
+    pub fn token_nonce(&self) -> Option<String> {
+        self.auth().lock().dpop.nonce.clone()
+    }
+
+    /// A new token endpoint DPoP nonce, demanded from now on (turns its nonces on).
+    pub fn rotate_token_nonce(&self) -> String {
+        self.auth().lock().dpop.rotate()
+    }
+
+    /// The resource's current DPoP nonce (None: it demands none).
+    pub fn rs_nonce(&self) -> Option<String> {
+        self.resource().lock().dpop.nonce.clone()
+    }
+
+    /// A new resource DPoP nonce, demanded from now on (turns the resource's nonces on).
+    pub fn rotate_rs_nonce(&self) -> String {
+        self.resource().lock().dpop.rotate()
     }
 }

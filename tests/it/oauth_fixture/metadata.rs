@@ -1,7 +1,8 @@
 //! The routes of both roles: the PRM documents of the resource (RFC 9728), and the AS's
 //! metadata (RFC 8414, OIDC discovery) with its endpoints.
 
-use super::options::AsMetadataAt;
+use super::grants::JWT_BEARER;
+use super::options::{AsMetadataAt, AuthMethod};
 use super::resource::RsShared;
 use super::server::AsShared;
 use super::wire::json_response;
@@ -68,15 +69,36 @@ async fn as_metadata(State(auth): State<Arc<AsShared>>) -> Response {
 pub(super) fn metadata_document(auth: &AsShared) -> Value {
     let opts = &auth.opts;
     let methods: Vec<&str> = opts.auth_methods.iter().map(|m| m.as_str()).collect();
+    let mut grants = vec!["authorization_code", "refresh_token"];
+    if opts.client_credentials {
+        grants.push("client_credentials");
+    }
+    if opts.jwt_bearer {
+        grants.push(JWT_BEARER);
+    }
     let mut doc = json!({
         "issuer": opts.metadata_issuer.clone().unwrap_or_else(|| auth.issuer.clone()),
         "authorization_endpoint": auth.endpoint("/authorize"),
         "token_endpoint": auth.endpoint("/token"),
         "response_types_supported": ["code"],
-        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "grant_types_supported": grants,
         "token_endpoint_auth_methods_supported": methods,
     });
     let set = |doc: &mut Value, key: &str, value: Value| doc[key] = value;
+    if opts.auth_methods.contains(&AuthMethod::PrivateKeyJwt) {
+        set(
+            &mut doc,
+            "token_endpoint_auth_signing_alg_values_supported",
+            json!(["ES256"]),
+        );
+    }
+    if opts.dpop_metadata {
+        set(
+            &mut doc,
+            "dpop_signing_alg_values_supported",
+            json!(["ES256"]),
+        );
+    }
     if opts.pkce_metadata {
         set(
             &mut doc,

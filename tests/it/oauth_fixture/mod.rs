@@ -9,17 +9,31 @@
 //! GETs the authorization URL with redirects disabled and reads `code`, `state` and `iss`
 //! from the `Location`.
 //!
-//! Reading order: `options` (what can be asked for), `stats` (what is recorded), `resource`
-//! (the 401/403 check and the PRM), `metadata` (every route), `authorize`, `token`,
-//! `register`, `clients` (lookup, redirect URIs, client authentication), `server` (codes,
-//! tokens, families), `handle` (introspection and control), `wire` (encodings, errors).
+//! Without a user, the AS also offers `client_credentials` (with `private_key_jwt` client
+//! authentication) and the jwt-bearer grant, fed by an optional identity provider doing
+//! token exchange to ID-JAGs; both sides can speak DPoP (RFC 9449), nonces included.
+//!
+//! Reading order: `options` (what can be asked for; `builder` sets them), `stats` (what is
+//! recorded), `resource` (the 401/403 check and the PRM), `metadata` (every route),
+//! `authorize`, `token`, `grants` (client credentials, jwt-bearer), `register`, `clients`
+//! (lookup, redirect URIs, client authentication), `assertion` (`private_key_jwt`), `dpop`
+//! (proofs), `idp` (token exchange), `server` (codes, tokens, families), `handle`
+//! (introspection and control), `wire` (encodings, errors), `jose` (JWS checks). `jwt`
+//! is for tests: ES256 keys, assertions and proofs.
 
 // Each test uses the part of this API it needs; no single test uses all of it.
 #![allow(dead_code)]
 
+mod assertion;
 mod authorize;
+mod builder;
 mod clients;
+mod dpop;
+mod grants;
 mod handle;
+mod idp;
+mod jose;
+pub mod jwt;
 mod metadata;
 mod options;
 mod register;
@@ -31,18 +45,21 @@ mod wire;
 
 pub use handle::OAuthHandle;
 pub use options::{
-    AsMetadataAt, AsPlacement, AuthMethod, Client, Iss, OAuthOptions, PrmAt, RefreshTokens,
+    AsMetadataAt, AsPlacement, AssertionAudience, AuthMethod, Client, IdpOptions, Iss,
+    OAuthOptions, PrmAt, RefreshTokens,
 };
 // The record types tests name when they look into `OAuthStats`; not every one is named yet.
 #[allow(unused_imports)]
 pub use stats::{
-    AuthorizationRequest, ClientSource, FamilyRevoked, HttpRecord, OAuthStats, RegisteredClient,
-    ResourceOutcome, ResourceRequest, Revocation, RevocationRequest, TokenRequest,
+    AuthorizationRequest, ClientSource, DpopCheck, FamilyRevoked, HttpRecord, IdpRequest,
+    OAuthStats, RegisteredClient, ResourceOutcome, ResourceRequest, Revocation, RevocationRequest,
+    TokenRequest,
 };
 
 use crate::http_fixture::{FixtureOptions, HttpFixture, Wrap};
+use axum::Router;
+use idp::IdpShared;
 use resource::RsShared;
-use serde_json::Value;
 use server::AsShared;
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,6 +74,8 @@ pub struct OAuthFixture {
     mcp: Option<HttpFixture>,
     /// The AS's own server, when it runs on another origin (or without a resource).
     as_server: Option<(CancellationToken, JoinHandle<()>)>,
+    /// The identity provider's server, when it runs one.
+    idp_server: Option<(CancellationToken, JoinHandle<()>)>,
     handle: OAuthHandle,
 }
 
@@ -84,6 +103,19 @@ impl OAuthFixture {
             .expect("this fixture runs no authorization server")
     }
 
+    /// The AS's token endpoint (what DPoP proofs and client assertions may name).
+    pub fn token_endpoint(&self) -> String {
+        format!("{}/token", self.issuer())
+    }
+
+    /// The identity provider's issuer, `http://127.0.0.1:PORT`; its token endpoint is
+    /// `/token` below it.
+    pub fn idp_issuer(&self) -> String {
+        self.handle
+            .idp_issuer()
+            .expect("this fixture runs no identity provider")
+    }
+
     /// The URL of the first PRM (the one the challenge names), if any is served.
     pub fn prm_url(&self) -> Option<String> {
         self.handle.resource.as_ref()?.prm_url()
@@ -99,7 +131,10 @@ impl OAuthFixture {
         if let Some(mcp) = self.mcp.take() {
             mcp.stop().await;
         }
-        if let Some((shutdown, task)) = self.as_server.take() {
+        for server in [self.as_server.take(), self.idp_server.take()] {
+            let Some((shutdown, task)) = server else {
+                continue;
+            };
             shutdown.cancel();
             let abort = task.abort_handle();
             if tokio::time::timeout(Duration::from_secs(5), task)
@@ -114,7 +149,7 @@ impl OAuthFixture {
 
 impl Drop for OAuthFixture {
     fn drop(&mut self) {
-        if let Some((shutdown, _)) = &self.as_server {
+        for (shutdown, _) in self.as_server.iter().chain(&self.idp_server) {
             shutdown.cancel();
         }
     }
@@ -127,156 +162,6 @@ pub struct OAuthBuilder {
 }
 
 impl OAuthBuilder {
-    pub fn resource(mut self, on: bool) -> Self {
-        self.opts.resource = on;
-        self
-    }
-
-    pub fn mcp(mut self, opts: FixtureOptions) -> Self {
-        self.opts.mcp = opts;
-        self
-    }
-
-    pub fn prm_at(mut self, at: &[PrmAt]) -> Self {
-        self.opts.prm_at = at.to_vec();
-        self
-    }
-
-    pub fn challenge_resource_metadata(mut self, on: bool) -> Self {
-        self.opts.challenge_resource_metadata = on;
-        self
-    }
-
-    pub fn challenge_scope(mut self, scope: &str) -> Self {
-        self.opts.challenge_scope = Some(scope.to_owned());
-        self
-    }
-
-    pub fn prm_resource(mut self, resource: &str) -> Self {
-        self.opts.prm_resource = Some(resource.to_owned());
-        self
-    }
-
-    pub fn prm_scopes(mut self, scopes: &[&str]) -> Self {
-        self.opts.prm_scopes = Some(owned(scopes));
-        self
-    }
-
-    pub fn prm_authorization_servers(mut self, issuers: &[&str]) -> Self {
-        self.opts.prm_authorization_servers = Some(owned(issuers));
-        self
-    }
-
-    /// `tools/call` of `tool` needs every one of `scopes`.
-    pub fn step_up(mut self, tool: &str, scopes: &[&str]) -> Self {
-        self.opts.step_up.push((tool.to_owned(), owned(scopes)));
-        self
-    }
-
-    pub fn check_audience(mut self, on: bool) -> Self {
-        self.opts.check_audience = on;
-        self
-    }
-
-    pub fn auth_server(mut self, placement: AsPlacement) -> Self {
-        self.opts.auth_server = placement;
-        self
-    }
-
-    /// The issuer's path, e.g. `/tenant1`.
-    pub fn issuer_path(mut self, path: &str) -> Self {
-        self.opts.issuer_path = path.to_owned();
-        self
-    }
-
-    pub fn metadata_at(mut self, at: &[AsMetadataAt]) -> Self {
-        self.opts.metadata_at = at.to_vec();
-        self
-    }
-
-    pub fn metadata_issuer(mut self, issuer: &str) -> Self {
-        self.opts.metadata_issuer = Some(issuer.to_owned());
-        self
-    }
-
-    pub fn pkce_metadata(mut self, on: bool) -> Self {
-        self.opts.pkce_metadata = on;
-        self
-    }
-
-    pub fn dcr(mut self, on: bool) -> Self {
-        self.opts.dcr = on;
-        self
-    }
-
-    pub fn dcr_auth_method(mut self, method: AuthMethod) -> Self {
-        self.opts.dcr_auth_method = Some(method);
-        self
-    }
-
-    pub fn dcr_requires_refresh_grant(mut self, on: bool) -> Self {
-        self.opts.dcr_requires_refresh_grant = on;
-        self
-    }
-
-    pub fn revocation(mut self, on: bool) -> Self {
-        self.opts.revocation = on;
-        self
-    }
-
-    pub fn cimd(mut self, on: bool) -> Self {
-        self.opts.cimd = on;
-        self
-    }
-
-    /// The metadata document of CIMD client id `url` (turns CIMD on).
-    pub fn cimd_document(mut self, url: &str, document: Value) -> Self {
-        self.opts.cimd = true;
-        self.opts.cimd_documents.push((url.to_owned(), document));
-        self
-    }
-
-    pub fn iss_supported(mut self, on: bool) -> Self {
-        self.opts.iss_supported = on;
-        self
-    }
-
-    pub fn iss(mut self, iss: Iss) -> Self {
-        self.opts.iss = iss;
-        self
-    }
-
-    pub fn auth_scopes(mut self, scopes: &[&str]) -> Self {
-        self.opts.auth_scopes = Some(owned(scopes));
-        self
-    }
-
-    pub fn auth_methods(mut self, methods: &[AuthMethod]) -> Self {
-        self.opts.auth_methods = methods.to_vec();
-        self
-    }
-
-    /// A pre-registered client (may be called more than once).
-    pub fn client(mut self, client: Client) -> Self {
-        self.opts.clients.push(client);
-        self
-    }
-
-    pub fn access_ttl(mut self, ttl: Duration) -> Self {
-        self.opts.access_ttl = ttl;
-        self
-    }
-
-    pub fn refresh_tokens(mut self, when: RefreshTokens) -> Self {
-        self.opts.refresh_tokens = when;
-        self
-    }
-
-    pub fn rotating(mut self, on: bool) -> Self {
-        self.opts.rotating = on;
-        self
-    }
-
     /// Binds 127.0.0.1 on free ports (one, or two when the AS is on another origin) and
     /// serves in tokio tasks.
     pub async fn start(self) -> OAuthFixture {
@@ -306,12 +191,28 @@ impl OAuthBuilder {
         let mut handle = OAuthHandle {
             auth: auth.clone(),
             resource: None,
+            idp: None,
             log: log.clone(),
         };
-        let mcp = rs_listener.map(|listener| {
+        let rs = rs_listener.map(|listener| {
             let port = port_of(&listener);
             let rs = Arc::new(RsShared::new(opts.clone(), port, auth.clone()));
             handle.resource = Some(rs.clone());
+            (listener, rs)
+        });
+        let idp_server = match &opts.idp {
+            Some(idp) => {
+                let listener = bind().await;
+                let auth = auth.clone().expect("an identity provider needs an AS");
+                let resource = rs.as_ref().map(|(_, rs)| rs.resource_id());
+                let idp = IdpShared::new(idp.clone(), port_of(&listener), auth, resource);
+                let idp = Arc::new(idp);
+                handle.idp = Some(idp.clone());
+                Some(serve(listener, idp::routes(idp), log.clone()))
+            }
+            None => None,
+        };
+        let mcp = rs.map(|(listener, rs)| {
             let same = auth
                 .clone()
                 .filter(|_| placement == AsPlacement::SameOrigin);
@@ -319,18 +220,15 @@ impl OAuthBuilder {
         });
         let as_server = as_listener.map(|listener| {
             let auth = auth.clone().expect("an AS on its own origin exists");
-            start_as(listener, auth, log.clone())
+            serve(listener, metadata::as_routes(auth), log.clone())
         });
         OAuthFixture {
             mcp,
             as_server,
+            idp_server,
             handle,
         }
     }
-}
-
-fn owned(items: &[&str]) -> Vec<String> {
-    items.iter().map(|s| (*s).to_owned()).collect()
 }
 
 async fn bind() -> TcpListener {
@@ -364,14 +262,10 @@ fn start_resource(
     HttpFixture::start_on(listener, opts)
 }
 
-/// The AS alone on its own origin.
-fn start_as(
-    listener: TcpListener,
-    auth: Arc<AsShared>,
-    log: Log,
-) -> (CancellationToken, JoinHandle<()>) {
+/// `routes` (the AS's, or the identity provider's) alone on their own origin.
+fn serve(listener: TcpListener, routes: Router, log: Log) -> (CancellationToken, JoinHandle<()>) {
     let port = listener.local_addr().expect("local address").port();
-    let router = wire::logged(metadata::as_routes(auth), log, port);
+    let router = wire::logged(routes, log, port);
     let shutdown = CancellationToken::new();
     let stop = shutdown.clone();
     let task = tokio::spawn(async move {

@@ -70,6 +70,9 @@ pub enum AuthMethod {
     ClientSecretBasic,
     /// `client_id` and `client_secret` in the body.
     ClientSecretPost,
+    /// A JWT signed with the client's ES256 key (RFC 7523 §2.2): `client_assertion_type`
+    /// and `client_assertion` in the body.
+    PrivateKeyJwt,
 }
 
 impl AuthMethod {
@@ -78,6 +81,7 @@ impl AuthMethod {
             AuthMethod::None => "none",
             AuthMethod::ClientSecretBasic => "client_secret_basic",
             AuthMethod::ClientSecretPost => "client_secret_post",
+            AuthMethod::PrivateKeyJwt => "private_key_jwt",
         }
     }
 
@@ -86,6 +90,7 @@ impl AuthMethod {
             AuthMethod::None,
             AuthMethod::ClientSecretBasic,
             AuthMethod::ClientSecretPost,
+            AuthMethod::PrivateKeyJwt,
         ]
         .into_iter()
         .find(|m| m.as_str() == name)
@@ -112,6 +117,9 @@ pub struct Client {
     /// The registered redirect URIs; empty: any loopback URI (`http://127.0.0.1:*`,
     /// `http://[::1]:*`, `http://localhost:*`, any path).
     pub redirect_uris: Vec<String>,
+    /// The uncompressed P-256 point (65 bytes, `04 ‖ x ‖ y`) that verifies the client's
+    /// assertions, for `private_key_jwt`.
+    pub public_key: Option<Vec<u8>>,
 }
 
 impl Client {
@@ -122,6 +130,7 @@ impl Client {
             secret: None,
             auth_method: AuthMethod::None,
             redirect_uris: Vec::new(),
+            public_key: None,
         }
     }
 
@@ -132,11 +141,90 @@ impl Client {
             secret: Some(secret.to_owned()),
             auth_method: method,
             redirect_uris: Vec::new(),
+            public_key: None,
         }
+    }
+
+    /// A confidential client authenticating with `private_key_jwt`, its ES256 public key
+    /// given as the uncompressed 65-byte point.
+    pub fn private_key_jwt(id: &str, public_point: &[u8]) -> Client {
+        Client {
+            id: id.to_owned(),
+            secret: None,
+            auth_method: AuthMethod::PrivateKeyJwt,
+            redirect_uris: Vec::new(),
+            public_key: Some(public_point.to_vec()),
+        }
+    }
+
+    /// A `private_key_jwt` client whose public key is the JWK with these base64url `x`
+    /// and `y` (P-256).
+    pub fn private_key_jwt_xy(id: &str, x: &str, y: &str) -> Client {
+        let jwk = serde_json::json!({"kty": "EC", "crv": "P-256", "x": x, "y": y});
+        let point = super::jose::ec_point(&jwk).expect("x and y of a P-256 key");
+        Client::private_key_jwt(id, &point)
     }
 
     pub fn redirect_uris(mut self, uris: &[&str]) -> Client {
         self.redirect_uris = uris.iter().map(|u| (*u).to_owned()).collect();
+        self
+    }
+}
+
+/// An `aud` a `private_key_jwt` client assertion may carry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AssertionAudience {
+    /// The AS's issuer, exactly (what the MCP conformance suite requires).
+    Issuer,
+    /// The token endpoint's URL.
+    TokenEndpoint,
+    /// This value.
+    Exact(String),
+}
+
+/// The identity provider of an enterprise-managed login (ID-JAG): on its own origin, it
+/// exchanges the ID token the test set for an Identity Assertion JWT Authorization Grant
+/// (RFC 8693 token exchange) that the fixture's AS accepts at its jwt-bearer grant.
+#[derive(Clone, Debug)]
+pub struct IdpOptions {
+    /// The client id the IdP knows the client by.
+    pub client_id: String,
+    /// Its secret, when the IdP client is confidential (then it must be sent, Basic or in
+    /// the body).
+    pub client_secret: Option<String>,
+    /// The ID token a token exchange must present as `subject_token` (the handle can
+    /// change it).
+    pub id_token: String,
+    /// The ID-JAG's `sub`.
+    pub subject: String,
+    /// The ID-JAG's `client_id`: the client at the AS it is for; the AS then accepts it
+    /// from that client only. None leaves the claim out.
+    pub jag_client_id: Option<String>,
+    /// Lifetime of an ID-JAG (its `exp` and the response's `expires_in`).
+    pub jag_ttl: Duration,
+}
+
+impl IdpOptions {
+    /// A public IdP client `client_id` whose exchanges present `id_token`.
+    pub fn new(client_id: &str, id_token: &str) -> IdpOptions {
+        IdpOptions {
+            client_id: client_id.to_owned(),
+            client_secret: None,
+            id_token: id_token.to_owned(),
+            subject: "fixture-user".to_owned(),
+            jag_client_id: None,
+            jag_ttl: Duration::from_secs(300),
+        }
+    }
+
+    pub fn secret(mut self, secret: &str) -> IdpOptions {
+        self.client_secret = Some(secret.to_owned());
+        self
+    }
+
+    /// The ID-JAGs name (and are accepted from) this client of the AS.
+    pub fn for_client(mut self, as_client_id: &str) -> IdpOptions {
+        self.jag_client_id = Some(as_client_id.to_owned());
         self
     }
 }
@@ -212,6 +300,38 @@ pub struct OAuthOptions {
     /// a retired one revokes its whole family. Off: refreshes return no refresh token and the
     /// old one stays valid.
     pub rotating: bool,
+
+    // Grants without a user (all off by default).
+    /// The `client_credentials` grant, for confidential clients: an access token, no
+    /// refresh token; listed in `grant_types_supported`.
+    pub client_credentials: bool,
+    /// The jwt-bearer grant (RFC 7523 §2.1): an assertion registered on the handle
+    /// (`accept_assertion`) or issued by the fixture's IdP gets an access token, no refresh
+    /// token; listed in `grant_types_supported`.
+    pub jwt_bearer: bool,
+    /// The `aud` values a `private_key_jwt` assertion may carry (one suffices).
+    pub assertion_audiences: Vec<AssertionAudience>,
+    /// An identity provider on its own origin (turns `jwt_bearer` on).
+    pub idp: Option<IdpOptions>,
+
+    // DPoP (RFC 9449). Token requests carrying a `DPoP` header are checked whatever these
+    // say (unless `dpop_ignored`), and a valid proof binds the tokens issued.
+    /// The AS metadata lists `dpop_signing_alg_values_supported: ["ES256"]`.
+    pub dpop_metadata: bool,
+    /// The AS ignores `DPoP` headers, as one without DPoP support: Bearer tokens only.
+    pub dpop_ignored: bool,
+    /// A token request without a proof is refused (400 `invalid_dpop_proof`).
+    pub require_dpop: bool,
+    /// The AS demands its nonce in proofs (400 `use_dpop_nonce` with `DPoP-Nonce`).
+    pub token_dpop_nonce: bool,
+    /// The resource speaks DPoP: its challenges use the `DPoP` scheme (with `algs`) and its
+    /// PRM lists `dpop_signing_alg_values_supported`. A bound token needs the DPoP scheme
+    /// and a proof wherever it is sent; this only changes what is advertised.
+    pub rs_dpop: bool,
+    /// With `rs_dpop`, a `Bearer` challenge too (a second `WWW-Authenticate`).
+    pub rs_dpop_bearer_challenge: bool,
+    /// The resource demands its nonce in proofs (401 `use_dpop_nonce` with `DPoP-Nonce`).
+    pub rs_dpop_nonce: bool,
 }
 
 impl Default for OAuthOptions {
@@ -250,6 +370,17 @@ impl Default for OAuthOptions {
             access_ttl: Duration::from_secs(3600),
             refresh_tokens: RefreshTokens::Always,
             rotating: true,
+            client_credentials: false,
+            jwt_bearer: false,
+            assertion_audiences: vec![AssertionAudience::Issuer],
+            idp: None,
+            dpop_metadata: false,
+            dpop_ignored: false,
+            require_dpop: false,
+            token_dpop_nonce: false,
+            rs_dpop: false,
+            rs_dpop_bearer_challenge: false,
+            rs_dpop_nonce: false,
         }
     }
 }

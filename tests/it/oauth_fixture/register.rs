@@ -1,6 +1,7 @@
 //! `POST /register`: dynamic client registration (RFC 7591).
 
 use super::clients::strings;
+use super::jose::ec_point;
 use super::options::AuthMethod;
 use super::server::AsShared;
 use super::stats::{ClientSource, RegisteredClient};
@@ -72,15 +73,32 @@ fn client_from(auth: &AsShared, meta: &Value) -> Result<RegisteredClient, OAuthE
     if auth.opts.dcr_requires_refresh_grant && !grant_types.iter().any(|g| g == "refresh_token") {
         return Err(bad("grant_types must include refresh_token".into()));
     }
+    let public_key = match method {
+        AuthMethod::PrivateKeyJwt => Some(jwks_key(meta).map_err(bad)?),
+        _ => None,
+    };
+    let secret_method = [AuthMethod::ClientSecretBasic, AuthMethod::ClientSecretPost];
     Ok(RegisteredClient {
         id: fresh("client-"),
-        secret: (method != AuthMethod::None).then(|| fresh("secret-")),
+        secret: secret_method.contains(&method).then(|| fresh("secret-")),
+        public_key,
         auth_method: method,
         redirect_uris,
         grant_types,
         application_type: meta["application_type"].as_str().map(str::to_owned),
         source: ClientSource::Dcr,
     })
+}
+
+/// The public point of the first EC key of the registration's `jwks`, for
+/// `private_key_jwt`.
+fn jwks_key(meta: &Value) -> Result<Vec<u8>, String> {
+    let keys = meta["jwks"]["keys"].as_array();
+    let ec = keys.and_then(|keys| keys.iter().find(|k| k["kty"] == "EC"));
+    let Some(jwk) = ec else {
+        return Err("private_key_jwt needs jwks with an EC P-256 key".into());
+    };
+    ec_point(jwk).map_err(|why| format!("jwks: {why}"))
 }
 
 /// The registration response: the metadata as received, with what the AS decided.

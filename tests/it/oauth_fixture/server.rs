@@ -1,10 +1,11 @@
 //! The authorization server's state without HTTP: clients, authorization codes, token
 //! families, issuing and validating tokens, and the AS's part of `OAuthStats`.
 
+use super::dpop::DpopState;
 use super::options::{OAuthOptions, RefreshTokens};
 use super::stats::{ClientSource, FamilyRevoked, OAuthStats, RegisteredClient, Revocation};
 use super::wire::fresh;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
@@ -19,7 +20,10 @@ pub(super) struct AsShared {
 
 impl AsShared {
     pub fn new(opts: OAuthOptions, issuer: String) -> AsShared {
-        let mut state = AsState::default();
+        let mut state = AsState {
+            dpop: DpopState::new(opts.token_dpop_nonce),
+            ..AsState::default()
+        };
         for c in &opts.clients {
             let client = RegisteredClient {
                 id: c.id.clone(),
@@ -29,6 +33,7 @@ impl AsShared {
                 grant_types: vec!["authorization_code".into(), "refresh_token".into()],
                 application_type: None,
                 source: ClientSource::PreRegistered,
+                public_key: c.public_key.clone(),
             };
             state.clients.insert(c.id.clone(), client);
         }
@@ -61,6 +66,23 @@ pub(super) struct AsState {
     /// The AS's part of the stats (the resource's and the log's are added by the handle).
     pub stats: OAuthStats,
     next_family: u64,
+    /// The assertions the jwt-bearer grant accepts.
+    pub assertions: HashMap<String, Assertion>,
+    /// The `jti`s of every client assertion accepted so far.
+    pub assertion_jtis: HashSet<String>,
+    /// The token endpoint's DPoP nonce and seen proofs.
+    pub dpop: DpopState,
+}
+
+/// An assertion the jwt-bearer grant accepts, and what it carries.
+#[derive(Clone, Debug)]
+pub(super) struct Assertion {
+    /// Past this, refused; None: never.
+    pub expires: Option<Instant>,
+    /// The only client that may present it, when set.
+    pub client_id: Option<String>,
+    pub resource: Option<String>,
+    pub scope: Vec<String>,
 }
 
 /// An authorization code and what its authorization request said.
@@ -88,11 +110,22 @@ pub(super) struct AccessToken {
     pub expires: Instant,
     /// Revoked on its own at the revocation endpoint.
     pub revoked: bool,
+    /// The thumbprint of the DPoP key it is bound to; None: a Bearer token.
+    pub jkt: Option<String>,
 }
 
 pub(super) struct RefreshToken {
     pub grant: Grant,
     pub state: RefreshState,
+    /// The thumbprint of the DPoP key a refresh must prove (public clients' tokens only).
+    pub jkt: Option<String>,
+}
+
+/// The DPoP keys the tokens of one token response are bound to.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Binding {
+    pub access: Option<String>,
+    pub refresh: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,6 +142,8 @@ pub(super) struct Issued {
     pub access: String,
     pub refresh: Option<String>,
     pub expires_in: u64,
+    /// `Bearer`, or `DPoP` for a bound access token.
+    pub token_type: &'static str,
 }
 
 impl AsState {
@@ -118,13 +153,25 @@ impl AsState {
         self.next_family
     }
 
-    /// Issues an access token for `grant`, and a refresh token when `refresh` is set.
-    pub fn issue(&mut self, opts: &OAuthOptions, grant: &Grant, refresh: bool) -> Issued {
+    /// Issues an access token for `grant`, and a refresh token when `refresh` is set, each
+    /// bound as `binding` says.
+    pub fn issue(
+        &mut self,
+        opts: &OAuthOptions,
+        grant: &Grant,
+        refresh: bool,
+        binding: Binding,
+    ) -> Issued {
         let access = fresh("at-");
+        let token_type = match binding.access {
+            Some(_) => "DPoP",
+            None => "Bearer",
+        };
         let token = AccessToken {
             grant: grant.clone(),
             expires: Instant::now() + opts.access_ttl,
             revoked: false,
+            jkt: binding.access,
         };
         self.access.insert(access.clone(), token);
         let refresh = refresh.then(|| {
@@ -132,6 +179,7 @@ impl AsState {
             let token = RefreshToken {
                 grant: grant.clone(),
                 state: RefreshState::Active,
+                jkt: binding.refresh,
             };
             self.refresh.insert(value.clone(), token);
             value
@@ -141,6 +189,7 @@ impl AsState {
             access,
             refresh,
             expires_in: ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0),
+            token_type,
         }
     }
 
@@ -170,10 +219,16 @@ impl AsState {
 
     /// The grant of `token` if it is a valid access token right now.
     pub fn access_grant(&self, token: &str) -> Option<Grant> {
+        self.access_binding(token).map(|(grant, _)| grant)
+    }
+
+    /// The grant of `token` and the DPoP key it is bound to, if it is a valid access token
+    /// right now.
+    pub fn access_binding(&self, token: &str) -> Option<(Grant, Option<String>)> {
         let t = self.access.get(token)?;
         let valid =
             !t.revoked && Instant::now() < t.expires && !self.family_revoked(t.grant.family);
-        valid.then(|| t.grant.clone())
+        valid.then(|| (t.grant.clone(), t.jkt.clone()))
     }
 
     /// Every access token valid right now.

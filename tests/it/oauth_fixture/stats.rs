@@ -31,6 +31,10 @@ pub struct OAuthStats {
     /// Every request to the metadata and AS endpoints, on either origin, and every request
     /// to a path nobody serves (404), in order.
     pub requests: Vec<HttpRecord>,
+    /// Every request to the identity provider's token endpoint, in order.
+    pub idp_requests: Vec<IdpRequest>,
+    /// Every ID-JAG the identity provider issued, in order.
+    pub id_jags: Vec<String>,
 }
 
 impl OAuthStats {
@@ -47,6 +51,26 @@ impl OAuthStats {
     /// Whether any request reached `path` (on either origin).
     pub fn requested(&self, path: &str) -> bool {
         self.requests.iter().any(|r| r.path == path)
+    }
+
+    /// The token requests with this `grant_type`, in order.
+    pub fn token_log_for(&self, grant_type: &str) -> Vec<&TokenRequest> {
+        (self.token_log.iter())
+            .filter(|r| r.param("grant_type").unwrap_or_default() == grant_type)
+            .collect()
+    }
+
+    /// The DPoP checks of every token and resource request that carried a proof, in order
+    /// within each (token requests first).
+    pub fn dpop_checks(&self) -> Vec<&DpopCheck> {
+        let tokens = self.token_log.iter().filter_map(|r| r.dpop.as_ref());
+        tokens
+            .chain(
+                self.resource_requests
+                    .iter()
+                    .filter_map(|r| r.dpop.as_ref()),
+            )
+            .collect()
     }
 }
 
@@ -95,6 +119,10 @@ pub struct TokenRequest {
     pub status: u16,
     /// The OAuth error code, when refused.
     pub error: Option<String>,
+    /// The check of its `DPoP` proof; None when it carried none (or the AS ignores DPoP).
+    pub dpop: Option<DpopCheck>,
+    /// The `token_type` issued (`Bearer` or `DPoP`), when it succeeded.
+    pub token_type: Option<String>,
 }
 
 impl TokenRequest {
@@ -144,8 +172,15 @@ pub enum Revocation {
 pub struct ResourceRequest {
     pub method: String,
     pub path: String,
-    /// The bearer token it carried.
+    /// The token it carried (with the `Bearer` or `DPoP` scheme).
     pub token: Option<String>,
+    /// The `Authorization` scheme, as sent, when it carried a token.
+    pub scheme: Option<String>,
+    /// The check of its `DPoP` proof, when it carried one or needed one.
+    pub dpop: Option<DpopCheck>,
+    /// The `error` of the challenge it got (`invalid_token`, `invalid_dpop_proof`,
+    /// `use_dpop_nonce`, `insufficient_scope`).
+    pub error: Option<String>,
     /// The JSON-RPC method of its body, if any.
     pub rpc_method: Option<String>,
     /// The tool's name, for `tools/call`.
@@ -193,4 +228,44 @@ pub struct RegisteredClient {
     pub grant_types: Vec<String>,
     pub application_type: Option<String>,
     pub source: ClientSource,
+    /// The ES256 public point of a `private_key_jwt` client.
+    pub public_key: Option<Vec<u8>>,
+}
+
+/// What the fixture made of one DPoP proof (or of its absence, where one was needed).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DpopCheck {
+    /// Whether a `DPoP` header was sent.
+    pub had_proof: bool,
+    /// The proof's `jti`, `nonce` and key thumbprint (`jkt`), as far as they could be read.
+    pub jti: Option<String>,
+    pub nonce: Option<String>,
+    pub jkt: Option<String>,
+    /// None when the proof passed; else why not. A missing or stale nonce starts with
+    /// `use_dpop_nonce`.
+    pub error: Option<String>,
+}
+
+impl DpopCheck {
+    pub fn ok(&self) -> bool {
+        self.error.is_none()
+    }
+}
+
+/// One `POST /token` at the identity provider.
+#[derive(Clone, Debug)]
+pub struct IdpRequest {
+    /// The form parameters, decoded, in order, without `client_secret`.
+    pub params: Vec<(String, String)>,
+    /// Whether it authenticated with `Authorization: Basic`.
+    pub basic: bool,
+    pub status: u16,
+    /// The OAuth error code, when refused.
+    pub error: Option<String>,
+}
+
+impl IdpRequest {
+    pub fn param(&self, name: &str) -> Option<&str> {
+        first(&self.params, name)
+    }
 }

@@ -1,12 +1,16 @@
-//! `POST /token` (the authorization code grant with PKCE, and refresh with rotation and
-//! reuse detection) and `POST /revoke` (RFC 7009).
+//! `POST /token` (the authorization code grant with PKCE, refresh with rotation and reuse
+//! detection, and the grants of `grants`, each with an optional DPoP proof) and
+//! `POST /revoke` (RFC 7009).
 
 use super::authorize::scopes;
 use super::clients::authenticate;
-use super::server::{AsShared, AsState, Grant, Issued, RefreshState};
-use super::stats::{RegisteredClient, Revocation, RevocationRequest, TokenRequest};
+use super::dpop::{self, Expect, Refusal};
+use super::grants;
+use super::server::{AsShared, AsState, Binding, Grant, Issued, RefreshState};
+use super::stats::{DpopCheck, RegisteredClient, Revocation, RevocationRequest, TokenRequest};
 use super::wire::{
-    OAuthError, header_text, json_response, param, parse_form, pkce_shaped, repeated, s256,
+    OAuthError, header_text, header_value, json_response, param, parse_form, pkce_shaped, repeated,
+    s256,
 };
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -16,6 +20,9 @@ use serde_json::json;
 use std::sync::Arc;
 
 type Params = [(String, String)];
+
+/// What a grant gives: the tokens and the scope granted.
+pub(super) type Granted = Result<(Issued, Vec<String>), OAuthError>;
 
 pub(super) async fn token(
     State(auth): State<Arc<AsShared>>,
@@ -34,7 +41,10 @@ pub(super) async fn token(
     {
         *st.stats.refreshes.entry(presented.to_owned()).or_default() += 1;
     }
-    let outcome = exchange(&auth, &mut st, &headers, &params, &grant_type);
+    let (check, proof) = proof_at_token_endpoint(&auth, &mut st, &headers);
+    let nonce = st.dpop.nonce.clone();
+    let outcome =
+        proof.and_then(|jkt| exchange(&auth, &mut st, &headers, &params, &grant_type, jkt));
     let (status, error) = match &outcome {
         Ok(_) => (200, None),
         Err(e) => (e.status.as_u16(), Some(e.code.to_owned())),
@@ -44,26 +54,71 @@ pub(super) async fn token(
         authorization: header_text(&headers, "authorization"),
         status,
         error,
+        dpop: check,
+        token_type: outcome.as_ref().ok().map(|(i, _)| i.token_type.to_owned()),
     });
     match outcome {
-        Ok((issued, scope)) => token_response(&issued, &scope),
-        Err(e) => e.into_response(),
+        Ok((issued, scope)) => token_response(&issued, &scope, nonce.as_deref()),
+        Err(e) => e.with_nonce(nonce).into_response(),
     }
 }
 
-/// Checks the request and the client, then runs its grant.
+/// The DPoP proof of a token request: its check for the stats (None when there is nothing
+/// to record), and the key to bind the tokens to (None: Bearer) or the refusal.
+fn proof_at_token_endpoint(
+    auth: &AsShared,
+    st: &mut AsState,
+    headers: &HeaderMap,
+) -> (Option<DpopCheck>, Result<Option<String>, OAuthError>) {
+    let bad = |why: &str| OAuthError::new("invalid_dpop_proof", why);
+    if auth.opts.dpop_ignored {
+        return (None, Ok(None));
+    }
+    let proof = match dpop::proof_header(headers) {
+        Ok(Some(proof)) => proof,
+        Ok(None) if auth.opts.require_dpop => {
+            let why = "a DPoP proof is required";
+            return (Some(dpop::missing(why, false)), Err(bad(why)));
+        }
+        Ok(None) => return (None, Ok(None)),
+        Err(why) => return (Some(dpop::missing(&why, true)), Err(bad(&why))),
+    };
+    let htu = auth.endpoint("/token");
+    let expect = Expect {
+        htm: "POST",
+        htu: &htu,
+        access_token: None,
+        jkt: None,
+    };
+    let (check, verdict) = dpop::check(&mut st.dpop, &proof, &expect);
+    let why = check.error.clone().unwrap_or_default();
+    let verdict = match verdict {
+        Ok(jkt) => Ok(Some(jkt)),
+        Err(Refusal::Invalid) => Err(bad(&why)),
+        Err(Refusal::Nonce) => Err(OAuthError::new("use_dpop_nonce", why)),
+    };
+    (Some(check), verdict)
+}
+
+/// Checks the request and the client, then runs its grant, binding what it issues to `jkt`.
 fn exchange(
     auth: &AsShared,
     st: &mut AsState,
     headers: &HeaderMap,
     params: &Params,
     grant_type: &str,
-) -> Result<(Issued, Vec<String>), OAuthError> {
+    jkt: Option<String>,
+) -> Granted {
     form_checks(headers, params)?;
-    let client = authenticate(&auth.opts, st, headers, params)?;
+    let client = authenticate(auth, st, headers, params)?;
+    let opts = &auth.opts;
     match grant_type {
-        "authorization_code" => code_grant(auth, st, &client, params),
-        "refresh_token" => refresh_grant(auth, st, &client, params),
+        "authorization_code" => code_grant(auth, st, &client, params, jkt),
+        "refresh_token" => refresh_grant(auth, st, &client, params, jkt),
+        "client_credentials" if opts.client_credentials => {
+            grants::client_credentials(auth, st, &client, params, jkt)
+        }
+        grants::JWT_BEARER if opts.jwt_bearer => grants::jwt_bearer(auth, st, &client, params, jkt),
         "" => Err(OAuthError::new("invalid_request", "grant_type is missing")),
         _ => Err(OAuthError::new(
             "unsupported_grant_type",
@@ -72,8 +127,19 @@ fn exchange(
     }
 }
 
+/// The binding of a response's tokens to the proof's key: the access token always, the
+/// refresh token only a public client's (RFC 9449 §5: a confidential client's refresh token
+/// is bound to its authentication already).
+pub(super) fn binding(client: &RegisteredClient, jkt: Option<String>) -> Binding {
+    let public = client.auth_method == super::options::AuthMethod::None;
+    Binding {
+        refresh: jkt.clone().filter(|_| public),
+        access: jkt,
+    }
+}
+
 /// A form body (RFC 6749 §3.2) with no parameter twice.
-fn form_checks(headers: &HeaderMap, params: &Params) -> Result<(), OAuthError> {
+pub(super) fn form_checks(headers: &HeaderMap, params: &Params) -> Result<(), OAuthError> {
     let form = header_text(headers, header::CONTENT_TYPE.as_str())
         .is_some_and(|t| t.starts_with("application/x-www-form-urlencoded"));
     if !form {
@@ -96,7 +162,8 @@ fn code_grant(
     st: &mut AsState,
     client: &RegisteredClient,
     params: &Params,
-) -> Result<(Issued, Vec<String>), OAuthError> {
+    jkt: Option<String>,
+) -> Granted {
     let invalid = |why: &str| OAuthError::new("invalid_grant", why);
     let Some(code) = param(params, "code") else {
         return Err(OAuthError::new("invalid_request", "code is missing"));
@@ -140,17 +207,20 @@ fn code_grant(
         resource,
     };
     let refresh = AsState::refresh_for(&auth.opts, &scope);
-    Ok((st.issue(&auth.opts, &grant, refresh), scope))
+    let binding = binding(client, jkt);
+    Ok((st.issue(&auth.opts, &grant, refresh, binding), scope))
 }
 
 /// Refreshes: the token must be active and the client's own; a rotated-out token revokes
-/// its family. A `scope` may narrow the grant, never widen it.
+/// its family. A `scope` may narrow the grant, never widen it. A DPoP-bound refresh token
+/// needs a proof by the same key.
 fn refresh_grant(
     auth: &AsShared,
     st: &mut AsState,
     client: &RegisteredClient,
     params: &Params,
-) -> Result<(Issued, Vec<String>), OAuthError> {
+    jkt: Option<String>,
+) -> Granted {
     let invalid = |why: &str| OAuthError::new("invalid_grant", why);
     let Some(presented) = param(params, "refresh_token") else {
         return Err(OAuthError::new(
@@ -161,9 +231,13 @@ fn refresh_grant(
     let Some(token) = st.refresh.get(presented) else {
         return Err(invalid("unknown refresh token"));
     };
-    let (mut grant, state) = (token.grant.clone(), token.state);
+    let (mut grant, state, bound) = (token.grant.clone(), token.state, token.jkt.clone());
     if grant.client_id != client.id {
         return Err(invalid("the refresh token was issued to another client"));
+    }
+    if bound.is_some() && bound != jkt {
+        let why = "the refresh token is bound to a DPoP key this request did not prove";
+        return Err(invalid(why));
     }
     if st.family_revoked(grant.family) || state == RefreshState::Revoked {
         return Err(invalid("the refresh token was revoked"));
@@ -188,13 +262,14 @@ fn refresh_grant(
         token.state = RefreshState::Rotated;
     }
     let scope = grant.scope.clone();
-    Ok((st.issue(&auth.opts, &grant, rotating), scope))
+    let binding = binding(client, jkt);
+    Ok((st.issue(&auth.opts, &grant, rotating, binding), scope))
 }
 
-fn token_response(issued: &Issued, scope: &[String]) -> Response {
+fn token_response(issued: &Issued, scope: &[String], nonce: Option<&str>) -> Response {
     let mut body = json!({
         "access_token": issued.access,
-        "token_type": "Bearer",
+        "token_type": issued.token_type,
         "expires_in": issued.expires_in,
     });
     if let Some(refresh) = &issued.refresh {
@@ -203,7 +278,11 @@ fn token_response(issued: &Issued, scope: &[String]) -> Response {
     if !scope.is_empty() {
         body["scope"] = json!(scope.join(" "));
     }
-    json_response(StatusCode::OK, &body)
+    let mut resp = json_response(StatusCode::OK, &body);
+    if let Some(nonce) = nonce {
+        resp.headers_mut().insert("dpop-nonce", header_value(nonce));
+    }
+    resp
 }
 
 /// Revokes a token of the authenticated client: a refresh token takes its whole family with
@@ -240,7 +319,7 @@ fn revoke_token(
     params: &Params,
 ) -> Result<bool, OAuthError> {
     form_checks(headers, params)?;
-    let client = authenticate(&auth.opts, st, headers, params)?;
+    let client = authenticate(auth, st, headers, params)?;
     let Some(token) = param(params, "token") else {
         return Err(OAuthError::new("invalid_request", "token is missing"));
     };

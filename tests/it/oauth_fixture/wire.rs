@@ -1,6 +1,6 @@
-//! Wire details of the OAuth fixture: form bodies and queries, Basic credentials, bearer
-//! tokens, PKCE S256, RFC 6749 error responses, fresh random values, and the request log
-//! with the 404 fallback.
+//! Wire details of the OAuth fixture: form bodies and queries, Basic credentials, access
+//! tokens (Bearer or DPoP), PKCE S256, RFC 6749 error responses, fresh random values, and
+//! the request log with the 404 fallback.
 
 use super::stats::HttpRecord;
 use axum::Router;
@@ -73,13 +73,15 @@ pub(super) fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
     headers.get(name)?.to_str().ok().map(str::to_owned)
 }
 
-/// The token of an `Authorization: Bearer` header (the scheme is case-insensitive).
-pub(super) fn bearer_token(headers: &HeaderMap) -> Option<String> {
+/// The scheme (as sent) and token of an `Authorization: Bearer` or `DPoP` header (the
+/// scheme is case-insensitive).
+pub(super) fn access_token(headers: &HeaderMap) -> Option<(String, String)> {
     let value = header_text(headers, "authorization")?;
     let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim().to_owned())
+    let known = ["bearer", "dpop"]
+        .iter()
+        .any(|s| scheme.eq_ignore_ascii_case(s));
+    known.then(|| (scheme.to_owned(), token.trim().to_owned()))
 }
 
 /// The credentials of an `Authorization: Basic` header (RFC 6749 §2.3.1: each part
@@ -125,6 +127,8 @@ pub(super) struct OAuthError {
     pub status: StatusCode,
     pub code: &'static str,
     pub description: String,
+    /// A `DPoP-Nonce` header to send along.
+    pub dpop_nonce: Option<String>,
 }
 
 impl OAuthError {
@@ -134,7 +138,14 @@ impl OAuthError {
             status: StatusCode::BAD_REQUEST,
             code,
             description: description.into(),
+            dpop_nonce: None,
         }
+    }
+
+    /// With a `DPoP-Nonce` header.
+    pub fn with_nonce(mut self, nonce: Option<String>) -> OAuthError {
+        self.dpop_nonce = nonce;
+        self
     }
 
     /// `401 invalid_client`.
@@ -143,6 +154,7 @@ impl OAuthError {
             status: StatusCode::UNAUTHORIZED,
             code: "invalid_client",
             description: description.into(),
+            dpop_nonce: None,
         }
     }
 }
@@ -155,6 +167,9 @@ impl IntoResponse for OAuthError {
             let challenge = HeaderValue::from_static(r#"Basic realm="oauth-fixture""#);
             resp.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, challenge);
+        }
+        if let Some(nonce) = &self.dpop_nonce {
+            resp.headers_mut().insert("dpop-nonce", header_value(nonce));
         }
         resp
     }
