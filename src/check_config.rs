@@ -122,6 +122,18 @@ fn describe(s: &ServerConfig) -> String {
         Launch::Stdio(l) => format!("{} {}", l.command, l.args.join(" ")),
         Launch::Http(h) => {
             let auth = match (&h.oauth, &h.bearer) {
+                (Some(o), _) if o.grant.is_machine() => {
+                    let with = match (&o.identity_provider, &o.assertion_file) {
+                        (Some(idp), _) => format!(", ID-JAG from {}", idp.issuer),
+                        (None, Some(f)) => format!(", assertion from {}", f.display()),
+                        _ => String::new(),
+                    };
+                    format!(
+                        "OAuth {} grant, client {}{with}",
+                        o.grant.as_str(),
+                        o.client_id.as_deref().unwrap_or("(none)")
+                    )
+                }
                 (Some(o), _) => match (&o.client_id, o.redirect_port) {
                     (Some(id), Some(p)) => format!("OAuth login, client {id}, redirect port {p}"),
                     (Some(id), None) => format!("OAuth login, client {id}"),

@@ -74,8 +74,23 @@ impl Validator<'_> {
                 }
                 // Looked up at each start too, so a missing one keeps the server down
                 // with the same message; the login itself looks it up when it needs it.
-                if let Some(c) = h.oauth.as_ref().and_then(|o| o.client_secret.as_ref()) {
-                    add(references(c.expose()).unwrap_or_default());
+                if let Some(o) = &h.oauth {
+                    let key_text = match &o.private_key {
+                        Some(crate::config::KeySource::Secret(t)) => Some(t),
+                        _ => None,
+                    };
+                    let idp = o.identity_provider.as_deref();
+                    let id_token = match idp.map(|i| &i.id_token) {
+                        Some(crate::config::KeySource::Secret(t)) => Some(t),
+                        _ => None,
+                    };
+                    let texts = [o.client_secret.as_ref(), key_text, id_token]
+                        .into_iter()
+                        .chain([idp.and_then(|i| i.client_secret.as_ref())])
+                        .flatten();
+                    for t in texts {
+                        add(references(t.expose()).unwrap_or_default());
+                    }
                 }
             }
         }
@@ -243,6 +258,20 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(c.servers["r"].secrets, ["oauth-c"]);
+        let c = Config::parse(
+            &format!(
+                "{oauth}grant = \"jwt_bearer\"\nclient_id = \"c\"\nprivate_key = \"${{secret:k}}\"\n[servers.r.oauth.identity_provider]\nissuer = \"https://i\"\nclient_id = \"i\"\nclient_secret = \"${{secret:ic}}\"\nid_token = \"${{secret:it}}\"\n"
+            ),
+            Path::new("/etc/mcpd.toml"),
+        )
+        .unwrap();
+        let mut names = c.servers["r"].secrets.clone();
+        names.sort();
+        assert_eq!(
+            names,
+            ["ic", "it", "k"],
+            "every secret the machine grant needs is looked up at start"
+        );
     }
 
     fn values(pairs: &[(&str, &str)]) -> HashMap<String, SecretValue> {

@@ -126,6 +126,12 @@ pub(super) fn auth(s: &ServerStatus) -> String {
         },
         AuthState::NeedsLogin(why) => format!("needs login: {why}"),
     };
+    if let Some(g) = &a.grant {
+        text = format!("{}: {text}", g.replace('_', " "));
+    }
+    if a.dpop {
+        text.push_str(", DPoP");
+    }
     if a.pending {
         text.push_str(" (login pending)");
     }

@@ -304,6 +304,18 @@ fn done(name: &str, verb: &str) -> Response {
 /// Starts (or joins) the server's login and shows where to continue it.
 async fn login(pages: &Pages, name: &str) -> Response {
     let started = match pages.supervisor.login(name).await {
+        // A machine grant needs no browser: it runs now, and the page shows the outcome.
+        Ok(login) if login.machine().is_some() => {
+            let notice = match login.renew().await {
+                Ok(()) => "mcpd got a new token.".to_owned(),
+                Err(why) => format!("The grant failed: {why}"),
+            };
+            let shown = Shown {
+                notice,
+                ..Default::default()
+            };
+            return render(pages, name, shown, StatusCode::OK).await;
+        }
         Ok(login) => login.login().await.map_err(|e| e.to_string()),
         Err(why) => Err(why.to_string()),
     };
