@@ -204,7 +204,8 @@ pub enum CtlCommand {
     Start { name: String },
     /// Log in to a remote server that needs OAuth: prints the authorization URL, opens it
     /// in a browser when there is a display, and waits until the daemon has the tokens
-    /// (exit 0) or the login failed (exit 1, with the reason)
+    /// (exit 0) or the login failed (exit 1, with the reason). For a server with a machine
+    /// grant (`grant = "client_credentials"` or `"jwt_bearer"`): runs the grant now
     Login {
         name: String,
         /// Do not open a browser; only print the URL
