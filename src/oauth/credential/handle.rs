@@ -131,7 +131,7 @@ impl CredentialHandle {
             pending: None,
             exchanging: None,
             finishers: Vec::new(),
-            dpop: super::fresh_key(),
+            dpop: super::bound::fresh_key(),
             granting: None,
             renewers: Vec::new(),
         };

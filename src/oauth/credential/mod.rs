@@ -2,10 +2,9 @@
 
 use super::authorize::PendingAuthorization;
 use super::challenge::Bearer;
-use super::dpop::{self, Dpop};
+use super::dpop::Dpop;
 use super::flow::{Arrived, LoginError, Prepared, Setup};
 use super::grant::Granted;
-use super::jose::SigningKey;
 use super::store::{self, Place, Stored, StoredClient, StoredTokens};
 use super::token::{self, At, TokenError, Tokens};
 use crate::config::Secret;
@@ -18,6 +17,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+mod bound;
 mod handle;
 mod login;
 mod machine;
@@ -104,18 +104,6 @@ struct Credential {
     renewers: Vec<oneshot::Sender<Result<(), LoginError>>>,
 }
 
-/// A new DPoP key for a server. Should the system's random source fail, the key is
-/// made when a grant needs it instead (`Credential::ensure_key`).
-fn fresh_key() -> Arc<Dpop> {
-    match SigningKey::generate() {
-        Ok(k) => Arc::new(Dpop::new(k)),
-        Err(e) => {
-            tracing::error!("cannot make a DPoP key: {e}");
-            Arc::new(Dpop::unusable())
-        }
-    }
-}
-
 impl Credential {
     async fn run(mut self, loaded: watch::Sender<bool>) {
         self.load().await;
@@ -180,7 +168,7 @@ impl Credential {
             tracing::info!(upstream = %self.setup.server, "the stored login is of another grant; a new one is needed");
             return;
         }
-        if let Some(key) = stored.dpop_key.as_deref().and_then(decode_key) {
+        if let Some(key) = stored.dpop_key.as_deref().and_then(bound::decode_key) {
             self.dpop = Arc::new(Dpop::new(key));
         }
         tracing::info!(upstream = %self.setup.server, issuer = %stored.metadata.issuer, "using the stored login");
@@ -431,43 +419,6 @@ impl Credential {
             let _ = w.send(Err(NoToken(why.clone()))); // the caller may have gone
         }
     }
-}
-
-impl Credential {
-    /// The token to send, with the DPoP key when it is bound to it.
-    fn access(&self, token: String, bound: bool) -> Arc<Access> {
-        Arc::new(Access {
-            token: Secret::new(token),
-            dpop: bound.then(|| self.dpop.clone()),
-        })
-    }
-
-    /// The DPoP key, when this login's token requests carry proofs: the tokens are
-    /// bound to it, or the setting and the authorization server call for it.
-    fn dpop_for(&self, stored: &Stored) -> Option<&Arc<Dpop>> {
-        let wanted = stored.tokens.dpop_bound
-            || dpop::wanted(
-                self.setup.oauth.dpop,
-                &stored.metadata.dpop_signing_alg_values_supported,
-            );
-        (wanted && self.dpop.usable()).then_some(&self.dpop)
-    }
-
-    /// The DPoP key as stored with a login.
-    fn stored_key(&self) -> Option<String> {
-        use base64::Engine;
-        let der = self.dpop.key()?.pkcs8_der()?;
-        Some(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(der))
-    }
-}
-
-/// A stored DPoP key; None if it cannot be read (a new one is used).
-fn decode_key(text: &str) -> Option<SigningKey> {
-    use base64::Engine;
-    let der = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(text)
-        .ok()?;
-    SigningKey::from_pkcs8_der(&der).ok()
 }
 
 /// Puts what a token answer says into the kept tokens. A rotated refresh token replaces
