@@ -40,6 +40,10 @@ pub enum TokenError {
     InvalidGrant { description: Option<String> },
     #[error("the authorization server does not know mcpd's client, or refused its credential (invalid_client{}); its registration may have expired", description.as_deref().map(|d| format!(": {d}")).unwrap_or_default())]
     InvalidClient { description: Option<String> },
+    /// The authorization server wants a DPoP proof with its nonce (RFC 9449 §8); retried
+    /// once, so this is seen only when the server asks again.
+    #[error("the authorization server kept asking for a DPoP nonce (use_dpop_nonce)")]
+    DpopNonce,
     #[error("the token request failed: {0}")]
     Failed(String),
     /// The network or the server is down: worth trying again later.
@@ -136,10 +140,12 @@ pub async fn request(at: &At<'_>, form: &[(&str, &str)]) -> Result<Tokens, Token
     let mut nonce_retry = at.dpop.is_some();
     loop {
         let (mut req, body) = form_request(at, form)?;
+        let mut proved = false;
         if let Some(d) = at.dpop {
             let url = Url::parse(at.endpoint).map_err(|e| TokenError::Failed(e.to_string()))?;
             if let Some(proof) = d.proof(Side::Token, &Method::POST, &url, None) {
                 req = req.header(DPOP, proof);
+                proved = true;
             }
         }
         let resp = req
@@ -150,12 +156,8 @@ pub async fn request(at: &At<'_>, form: &[(&str, &str)]) -> Result<Tokens, Token
         let status = resp.status();
         let nonce_given = at.dpop.is_some_and(|d| d.saw(Side::Token, resp.headers()));
         let text = read_bounded(resp).await.map_err(TokenError::Failed)?;
-        let answer = answer(status, &text, at.dpop.is_some());
-        if let Err(TokenError::Failed(e)) = &answer
-            && e.starts_with("use_dpop_nonce")
-            && nonce_given
-            && nonce_retry
-        {
+        let answer = answer(status, &text, proved);
+        if matches!(answer, Err(TokenError::DpopNonce)) && nonce_given && nonce_retry {
             nonce_retry = false;
             continue;
         }
@@ -260,6 +262,7 @@ fn answer(status: reqwest::StatusCode, text: &[u8], proved: bool) -> Result<Toke
         Ok(e) if e.error == "invalid_client" => Err(TokenError::InvalidClient {
             description: e.error_description,
         }),
+        Ok(e) if e.error == "use_dpop_nonce" => Err(TokenError::DpopNonce),
         Ok(e) => Err(TokenError::Failed(format!(
             "{}{}",
             e.error,

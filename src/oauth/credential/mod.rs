@@ -399,7 +399,7 @@ impl Credential {
     /// The login is over: forgets the tokens (on disk too) and says why.
     fn needs_login(&mut self, why: String) {
         if self.setup.oauth.grant.is_machine() {
-            tracing::warn!(upstream = %self.setup.server, "the {} grant failed: {why}; fix [servers.{}.oauth] and run `mcpd ctl login {}` to try again", self.setup.oauth.grant.as_str(), self.setup.server, self.setup.server);
+            tracing::warn!(upstream = %self.setup.server, "{why}; fix [servers.{}.oauth] and run `mcpd ctl login {}` to try again", self.setup.server, self.setup.server);
         } else {
             tracing::warn!(upstream = %self.setup.server, "the login ended: {why}; run `mcpd ctl login {}`", self.setup.server);
         }
