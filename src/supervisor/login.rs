@@ -118,9 +118,22 @@ pub(super) fn login_reason(slot: &Slot) -> String {
     }
 }
 
-fn park(slot: &mut Slot, server: &str) {
+/// What a parked server's error says, finishing "server 'x' …": a browser login to run,
+/// or, for a machine grant, the settings to fix before `mcpd ctl login` runs it again
+/// (running it alone would meet the same refusal).
+pub(super) fn login_hint(slot: &Slot, server: &str, waiting: &str) -> String {
     let why = login_reason(slot);
-    let error = format!("needs an OAuth login ({why}): run `mcpd ctl login {server}`");
+    match slot.login.as_ref().and_then(|l| l.machine()) {
+        Some(grant) => format!(
+            "has no token from its {} grant ({why}): fix [servers.{server}.oauth], then run `mcpd ctl login {server}` to try again",
+            grant.as_str()
+        ),
+        None => format!("{waiting} ({why}): run `mcpd ctl login {server}`"),
+    }
+}
+
+fn park(slot: &mut Slot, server: &str) {
+    let error = login_hint(slot, server, "needs an OAuth login");
     if slot.state != ServerState::NeedsLogin {
         tracing::warn!(upstream = %server, "{error}");
     }

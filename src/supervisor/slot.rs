@@ -157,11 +157,7 @@ impl Slot {
             (ServerState::Stopped, _) => Availability::Stopped,
             (ServerState::Disabled, _) => Availability::Disabled,
             (ServerState::NeedsLogin, _) => Availability::NeedsLogin {
-                reason: format!(
-                    "waiting for an OAuth login ({}): run `mcpd ctl login {}`",
-                    login::login_reason(self),
-                    self.cfg.name
-                ),
+                reason: login::login_hint(self, &self.cfg.name, "waiting for an OAuth login"),
             },
             (ServerState::Idle, _) => Availability::Idle {
                 wait: self.cfg.health.startup_timeout + self.cfg.health.probe_timeout,

@@ -53,6 +53,7 @@ mod keyring_secrets;
 mod naming;
 mod oauth;
 mod oauth_fixture_selftest;
+mod oauth_machine;
 mod pins;
 mod profiles;
 mod projects;
