@@ -288,3 +288,38 @@ async fn enterprise_managed_login_exchanges_the_id_token_for_an_id_jag_then_a_to
         "{line}"
     );
 }
+
+#[tokio::test]
+async fn client_credentials_with_a_client_assertion_from_a_file() {
+    let key = Es256Key::generate();
+    let fx = with_client_credentials()
+        .auth_methods(&[AuthMethod::PrivateKeyJwt])
+        .assertion_audiences(&[AssertionAudience::Issuer])
+        .client(Client::private_key_jwt("app", &key.public_point()))
+        .start()
+        .await;
+    // Made elsewhere (a platform's signer), not by mcpd: mcpd has no key here.
+    let made = key.client_assertion("app", &fx.issuer());
+    let m = Machine::new();
+    let path = m.file("client-assertion.jwt", &format!("{made}\n"));
+    let oauth = format!(
+        "grant = \"client_credentials\"\nclient_id = \"app\"\nassertion_file = \"{}\"",
+        path.display()
+    );
+    let d = m.remote("r", &fx.mcp_url(), &oauth).start().await;
+    wait_state(&d, "r", "ready").await;
+    echo_through(&d, "r", "made elsewhere").await;
+    let stats = fx.handle().stats();
+    let requests = stats.token_log_for("client_credentials");
+    assert_eq!(requests.len(), 1, "{:?}", stats.token_log);
+    assert_eq!(requests[0].status, 200, "{:?}", requests[0]);
+    assert_eq!(
+        requests[0].param("client_assertion_type"),
+        Some(CLIENT_ASSERTION_TYPE)
+    );
+    assert_eq!(
+        requests[0].param("client_assertion"),
+        Some(made.as_str()),
+        "the file's assertion, as it is"
+    );
+}
