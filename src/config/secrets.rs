@@ -80,7 +80,7 @@ impl Validator<'_> {
                         _ => None,
                     };
                     let idp = o.identity_provider.as_deref();
-                    let id_token = match idp.map(|i| &i.id_token) {
+                    let id_token = match idp.and_then(|i| i.id_token.as_ref()) {
                         Some(crate::config::KeySource::Secret(t)) => Some(t),
                         _ => None,
                     };

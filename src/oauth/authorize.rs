@@ -60,8 +60,11 @@ pub fn start(
             .append_pair("redirect_uri", redirect_uri)
             .append_pair("state", &state)
             .append_pair("code_challenge", &challenge_of(&verifier))
-            .append_pair("code_challenge_method", "S256")
-            .append_pair("resource", resource);
+            .append_pair("code_challenge_method", "S256");
+        // An identity provider's sign-in is for no resource.
+        if !resource.is_empty() {
+            q.append_pair("resource", resource);
+        }
         if !scopes.is_empty() {
             q.append_pair("scope", &scopes.join(" "));
         }

@@ -134,25 +134,7 @@ pub async fn prepare(
         listener = Some(l);
         reused = Some(client);
     }
-    let port = setup.oauth.redirect_port.unwrap_or(0);
-    let addr = format!("127.0.0.1:{port}");
-    let listener = match listener {
-        Some(l) => l,
-        None => tokio::net::TcpListener::bind(&addr)
-            .await
-            .map_err(|e| LoginError::Listen {
-                addr: addr.clone(),
-                why: e.to_string(),
-            })?,
-    };
-    let bound = listener
-        .local_addr()
-        .map_err(|e| LoginError::Listen {
-            addr,
-            why: e.to_string(),
-        })?
-        .port();
-    let redirect_uri = format!("http://127.0.0.1:{bound}/callback");
+    let (listener, redirect_uri) = listen(setup.oauth.redirect_port, listener).await?;
     let configured = Configured {
         client_id: setup.oauth.client_id.clone(),
         client_secret: client_secret(&setup).await?,
@@ -173,6 +155,32 @@ pub async fn prepare(
         metadata,
         listener,
     })
+}
+
+/// The loopback listener of a login's redirect (`already` one bound, else on `port`, or
+/// a random one), and the redirect URI it serves.
+pub async fn listen(
+    port: Option<u16>,
+    already: Option<tokio::net::TcpListener>,
+) -> Result<(tokio::net::TcpListener, String), LoginError> {
+    let addr = format!("127.0.0.1:{}", port.unwrap_or(0));
+    let listener = match already {
+        Some(l) => l,
+        None => tokio::net::TcpListener::bind(&addr)
+            .await
+            .map_err(|e| LoginError::Listen {
+                addr: addr.clone(),
+                why: e.to_string(),
+            })?,
+    };
+    let bound = listener
+        .local_addr()
+        .map_err(|e| LoginError::Listen {
+            addr,
+            why: e.to_string(),
+        })?
+        .port();
+    Ok((listener, format!("http://127.0.0.1:{bound}/callback")))
 }
 
 /// What discovery found for a server.

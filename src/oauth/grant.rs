@@ -1,21 +1,19 @@
 //! The machine grants, run by mcpd alone (no person, no browser): client credentials (RFC 6749 §4.4) and the JWT bearer grant (RFC 7523 §2.1) with an assertion from a file (workload identity) or an ID-JAG from the enterprise's identity provider (token exchange, RFC 8693; MCP's enterprise-managed authorization).
 
 use super::challenge::Bearer;
-use super::discovery::{self, ServerMetadata};
+use super::discovery::ServerMetadata;
 use super::dpop::{self, Dpop};
 use super::flow::{self, Found, LoginError, Setup};
 use super::jose::SigningKey;
 use super::registration::{AuthMethod, Client, ClientProof, Source};
+use super::store::IdpLogin;
 use super::token::{self, At, Tokens};
-use crate::config::{ClientAuth, Grant, IdentityProvider, KeySource, Secret};
+use crate::config::{ClientAuth, Grant, KeySource, Secret};
 use std::path::Path;
 use std::sync::Arc;
 use tokio::io::AsyncReadExt;
 
 pub const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
-const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
-const ID_TOKEN: &str = "urn:ietf:params:oauth:token-type:id_token";
-const ID_JAG: &str = "urn:ietf:params:oauth:token-type:id-jag";
 /// Largest key, assertion or ID token file read.
 const MAX_FILE: u64 = 64 * 1024;
 
@@ -26,6 +24,8 @@ pub struct Granted {
     pub resource: String,
     pub client: Client,
     pub scopes: Vec<String>,
+    /// The user's sign-in at the identity provider, when its ID token was renewed.
+    pub signed_in: Option<IdpLogin>,
 }
 
 /// Runs the configured machine grant once: discovery (unless `known` from an earlier
@@ -36,6 +36,7 @@ pub async fn run(
     challenge: Option<Bearer>,
     known: Option<(ServerMetadata, String)>,
     dpop: Arc<Dpop>,
+    signed_in: Option<IdpLogin>,
 ) -> Result<Granted, LoginError> {
     let (metadata, resource) = match known {
         Some(k) => k,
@@ -53,9 +54,14 @@ pub async fn run(
         }
     }
     let client = client(&setup, &metadata).await?;
+    let mut renewed = None;
     let assertion = match (setup.oauth.grant, &setup.oauth.identity_provider) {
         (Grant::JwtBearer, Some(idp)) => {
-            Some(id_jag(&setup, idp, &metadata.issuer, &resource, &scopes).await?)
+            let (jag, r) =
+                super::idp::id_jag(&setup, idp, signed_in, &metadata.issuer, &resource, &scopes)
+                    .await?;
+            renewed = r;
+            Some(jag)
         }
         (Grant::JwtBearer, None) => match &setup.oauth.assertion_file {
             Some(path) => Some(assertion(path).await?),
@@ -90,6 +96,7 @@ pub async fn run(
         resource,
         client,
         scopes,
+        signed_in: renewed,
     })
 }
 
@@ -156,75 +163,6 @@ async fn key(setup: &Setup, source: &KeySource) -> Result<SigningKey, LoginError
     SigningKey::from_pem(pem.expose()).map_err(|e| unreadable(what, e.to_string()))
 }
 
-/// The user's ID token exchanged at the identity provider for an ID-JAG meant for the
-/// server's authorization server (`audience`) and resource.
-async fn id_jag(
-    setup: &Setup,
-    idp: &IdentityProvider,
-    audience: &str,
-    resource: &str,
-    scopes: &[String],
-) -> Result<Secret, LoginError> {
-    let refused = |error| LoginError::IdentityProvider {
-        issuer: idp.issuer.clone(),
-        error,
-    };
-    let endpoint = match &idp.token_endpoint {
-        Some(e) => e.clone(),
-        None => {
-            discovery::server_metadata(&setup.http, &idp.issuer)
-                .await?
-                .token_endpoint
-        }
-    };
-    let id_token = match &idp.id_token {
-        KeySource::File(path) => read(path, "the identity provider's id_token_file").await?,
-        KeySource::Secret(text) => flow::put_in(setup, text)
-            .await
-            .map_err(|why| unreadable("the identity provider's id_token", why))?,
-    };
-    let secret = match &idp.client_secret {
-        Some(text) => Some(
-            flow::put_in(setup, text)
-                .await
-                .map_err(|why| unreadable("the identity provider's client_secret", why))?,
-        ),
-        None => None,
-    };
-    let client = Client {
-        client_id: idp.client_id.clone(),
-        method: if secret.is_some() {
-            AuthMethod::ClientSecretBasic
-        } else {
-            AuthMethod::None
-        },
-        secret,
-        source: Source::PreRegistered,
-        proof: None,
-    };
-    let scope = scopes.join(" ");
-    let mut form = vec![
-        ("grant_type", TOKEN_EXCHANGE),
-        ("requested_token_type", ID_JAG),
-        ("subject_token", id_token.expose()),
-        ("subject_token_type", ID_TOKEN),
-        ("audience", audience),
-        ("resource", resource),
-    ];
-    if !scope.is_empty() {
-        form.push(("scope", &scope));
-    }
-    let at = At {
-        http: &setup.http,
-        endpoint: &endpoint,
-        issuer: &idp.issuer,
-        client: &client,
-        dpop: None,
-    };
-    let answer = token::request(&at, &form).await.map_err(refused)?;
-    Ok(answer.access)
-}
-
 /// The JWT in `assertion_file`, read now; one that says it has expired is not sent
 /// (what writes the file has stopped renewing it).
 async fn assertion(path: &Path) -> Result<Secret, LoginError> {
@@ -246,7 +184,7 @@ async fn assertion(path: &Path) -> Result<Secret, LoginError> {
 
 /// A file's text, trimmed: at most `MAX_FILE` bytes, read now (a rotated file is
 /// picked up at the next grant).
-async fn read(path: &Path, what: &str) -> Result<Secret, LoginError> {
+pub(super) async fn read(path: &Path, what: &str) -> Result<Secret, LoginError> {
     let shown = format!("{what} {}", path.display());
     let file = tokio::fs::File::open(path)
         .await
@@ -269,7 +207,7 @@ async fn read(path: &Path, what: &str) -> Result<Secret, LoginError> {
     Ok(Secret::new(text.to_owned()))
 }
 
-fn unreadable(what: &str, why: String) -> LoginError {
+pub(super) fn unreadable(what: &str, why: String) -> LoginError {
     LoginError::Unreadable {
         what: what.to_owned(),
         why,

@@ -7,6 +7,7 @@ pub mod discovery;
 pub mod dpop;
 pub mod flow;
 pub mod grant;
+pub mod idp;
 pub mod jose;
 pub mod registration;
 pub mod store;

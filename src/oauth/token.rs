@@ -30,6 +30,8 @@ pub struct Tokens {
     pub scope: Option<String>,
     /// The token is bound to the DPoP key (`token_type: DPoP`): it goes with proofs.
     pub dpop_bound: bool,
+    /// An OpenID Connect ID token, from an identity provider's sign-in.
+    pub id_token: Option<Secret>,
 }
 
 /// Why a token request failed.
@@ -72,6 +74,8 @@ struct TokenAnswer {
     refresh_token: Option<String>,
     #[serde(default)]
     scope: Option<String>,
+    #[serde(default)]
+    id_token: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -88,13 +92,16 @@ pub async fn exchange(
     pending: &PendingAuthorization,
     code: &Secret,
 ) -> Result<Tokens, TokenError> {
-    let form = [
+    let mut form = vec![
         ("grant_type", "authorization_code"),
         ("code", code.expose()),
         ("redirect_uri", pending.redirect_uri.as_str()),
         ("code_verifier", pending.verifier.expose()),
-        ("resource", pending.resource.as_str()),
     ];
+    // An identity provider's sign-in is for no resource.
+    if !pending.resource.is_empty() {
+        form.push(("resource", pending.resource.as_str()));
+    }
     request(at, &form).await
 }
 
@@ -250,6 +257,7 @@ fn answer(status: reqwest::StatusCode, text: &[u8], proved: bool) -> Result<Toke
             refresh: answer.refresh_token.map(Secret::new),
             scope: answer.scope,
             dpop_bound,
+            id_token: answer.id_token.map(Secret::new),
         });
     }
     if status.is_server_error() {

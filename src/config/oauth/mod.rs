@@ -106,8 +106,9 @@ pub struct IdentityProvider {
     pub client_secret: Option<Secret>,
     /// Its token endpoint; discovered from the issuer when unset.
     pub token_endpoint: Option<String>,
-    /// The user's ID token at the identity provider.
-    pub id_token: KeySource,
+    /// The user's ID token at the identity provider; None: the user signs in there with
+    /// `mcpd ctl login` and mcpd keeps (and renews) it.
+    pub id_token: Option<KeySource>,
 }
 
 /// `[servers.NAME.oauth] store`: where a server's login is kept.

@@ -42,7 +42,14 @@ fn each_machine_grant_reads_with_its_credential() {
     let c = parse("grant = \"jwt_bearer\"\nclient_id = \"c\"\nclient_secret = \"${secret:s}\"\n[servers.r.oauth.identity_provider]\nissuer = \"https://idp.example.com\"\nclient_id = \"i\"\nid_token_file = \"/run/id\"\n").unwrap();
     let idp = c.identity_provider.unwrap();
     assert_eq!(idp.issuer, "https://idp.example.com");
-    assert_eq!(idp.id_token, KeySource::File("/run/id".into()));
+    assert_eq!(idp.id_token, Some(KeySource::File("/run/id".into())));
+    let c = parse("grant = \"jwt_bearer\"\nclient_id = \"c\"\nredirect_port = 8400\n[servers.r.oauth.identity_provider]\nissuer = \"https://idp.example.com\"\nclient_id = \"i\"\n").unwrap();
+    assert_eq!(
+        c.identity_provider.unwrap().id_token,
+        None,
+        "the user signs in"
+    );
+    assert_eq!(c.redirect_port, Some(8400), "the sign-in's redirect port");
     assert_eq!(parse("").unwrap().grant, Grant::AuthorizationCode);
 }
 
@@ -115,9 +122,9 @@ fn a_grant_missing_what_it_needs_or_with_keys_of_another_is_refused_naming_the_k
         "is required",
     );
     refused(
-        "grant = \"jwt_bearer\"\n[servers.r.oauth.identity_provider]\nissuer = \"https://i\"\nclient_id = \"i\"\n",
-        "identity_provider.id_token_file",
-        "ID token",
+        "grant = \"jwt_bearer\"\nredirect_port = 5\n[servers.r.oauth.identity_provider]\nissuer = \"https://i\"\nclient_id = \"i\"\nid_token_file = \"/i\"\n",
+        "redirect_port",
+        "has no use",
     );
     refused(
         "grant = \"jwt_bearer\"\n[servers.r.oauth.identity_provider]\nissuer = \"https://i\"\nclient_id = \"i\"\nid_token = \"eyJ\"\n",

@@ -255,18 +255,12 @@ impl Validator<'_> {
             }
             None => None,
         };
-        let id_token = self
-            .key_source(
-                ikey,
-                ("id_token", raw.id_token.as_deref()),
-                ("id_token_file", raw.id_token_file.as_deref()),
-            )?
-            .ok_or_else(|| {
-                self.err(
-                    format!("{ikey}.id_token_file"),
-                    "the user's ID token at the identity provider is needed: id_token_file = \"/path\" or id_token = \"${secret:NAME}\"",
-                )
-            })?;
+        // Without either, the user signs in at the identity provider (`mcpd ctl login`).
+        let id_token = self.key_source(
+            ikey,
+            ("id_token", raw.id_token.as_deref()),
+            ("id_token_file", raw.id_token_file.as_deref()),
+        )?;
         Ok(IdentityProvider {
             issuer,
             client_id,
@@ -333,10 +327,15 @@ impl Validator<'_> {
                 }
             }
             Grant::JwtBearer => {
+                // A sign-in at the identity provider has a redirect of its own.
+                let signs_in = cfg
+                    .identity_provider
+                    .as_ref()
+                    .is_some_and(|i| i.id_token.is_none());
                 only(
                     "redirect_port",
-                    table.redirect_port.is_some(),
-                    "authorization_code",
+                    table.redirect_port.is_some() && !signs_in,
+                    "authorization_code, or an identity_provider the user signs in at",
                 )?;
                 only(
                     "client_metadata_url",

@@ -109,7 +109,9 @@ impl CredentialHandle {
             dpop: false,
         });
         let (loaded_tx, loaded) = watch::channel(false);
-        let machine = Some(setup.oauth.grant).filter(|g| g.is_machine());
+        // A server whose user signs in at an identity provider has a browser login.
+        let machine = Some(setup.oauth.grant)
+            .filter(|g| g.is_machine() && crate::oauth::idp::signs_in(&setup).is_none());
         let actor = Credential {
             setup,
             place,
@@ -134,6 +136,7 @@ impl CredentialHandle {
             dpop: super::bound::fresh_key(),
             granting: None,
             renewers: Vec::new(),
+            signed_in: None,
         };
         crate::tasks::spawn(actor.run(loaded_tx));
         CredentialHandle {

@@ -43,12 +43,17 @@ impl Credential {
             }
         }
         tracing::info!(upstream = %self.setup.server, "starting a login");
-        let prepare = flow::prepare(
-            self.setup.clone(),
-            self.challenge.clone(),
-            wanted,
-            self.registered.clone(),
-        );
+        let prepare = if crate::oauth::idp::signs_in(&self.setup).is_some() {
+            crate::oauth::idp::prepare(self.setup.clone()).boxed()
+        } else {
+            flow::prepare(
+                self.setup.clone(),
+                self.challenge.clone(),
+                wanted,
+                self.registered.clone(),
+            )
+            .boxed()
+        };
         // A keyring that cannot take the login is found out before the browser is
         // involved; the login never falls back to a file.
         let place = self.place.clone();
@@ -148,7 +153,8 @@ impl Credential {
                 let dpop = (crate::oauth::dpop::wanted(
                     self.setup.oauth.dpop,
                     &login.metadata.dpop_signing_alg_values_supported,
-                ) && self.dpop.usable())
+                ) && self.dpop.usable()
+                    && crate::oauth::idp::signs_in(&self.setup).is_none())
                 .then(|| self.dpop.clone());
                 self.exchanging = Some(Exchange {
                     future: async move {
@@ -173,6 +179,27 @@ impl Credential {
 
     pub(super) async fn on_exchanged(&mut self, ex: Exchange, outcome: Result<Tokens, TokenError>) {
         self.view.send_modify(|v| v.pending = false);
+        if crate::oauth::idp::signs_in(&self.setup).is_some() {
+            let finishers = std::mem::take(&mut self.finishers);
+            let signed = match outcome {
+                Ok(tokens) => {
+                    self.on_signed_in(&ex.metadata, &ex.pending.client, &tokens, finishers)
+                        .await
+                }
+                Err(e) => {
+                    for f in finishers {
+                        let _ = f.send(Err(LoginError::Token(e.clone()))); // the caller may have gone
+                    }
+                    Err(LoginError::Token(e))
+                }
+            };
+            if let Err(e) = &signed {
+                tracing::warn!(upstream = %self.setup.server, "the sign-in at the identity provider failed: {e}");
+            }
+            let _ = ex.respond_to.send(signed); // the browser may have gone
+            ex.listening.cancel();
+            return;
+        }
         let result = match outcome {
             Ok(tokens) => {
                 let mut kept = StoredTokens::default();
@@ -292,6 +319,9 @@ impl Credential {
         }
         let stored = self.stored.take();
         self.registered = None;
+        if self.signed_in.is_some() {
+            self.forget_sign_in();
+        }
         self.refreshing = None;
         self.retry_at = None;
         self.token.send_replace(None);
@@ -330,10 +360,10 @@ impl Credential {
 /// Stores a new login. A file that cannot be written costs the login at the next restart
 /// only (it is logged); a keyring that cannot take it fails the login, so no token is
 /// held that the configured store does not have.
-pub(super) async fn keep(
+pub(super) async fn keep<T: serde::Serialize>(
     place: Option<&Place>,
     server: &str,
-    stored: &Stored,
+    stored: &T,
 ) -> Result<(), LoginError> {
     let Some(place) = place else {
         return Ok(());

@@ -46,6 +46,7 @@ impl Credential {
                 self.challenge.clone(),
                 known,
                 self.dpop.clone(),
+                self.signed_in.clone(),
             )
             .boxed(),
         );
@@ -96,6 +97,14 @@ impl Credential {
                 None
             },
         };
+        if let Some(renewed) = g.signed_in {
+            // The identity provider rotated its refresh token: kept before anything else.
+            let idp = self.place.as_ref().map(|p| p.idp());
+            if let Err(e) = login::keep(idp.as_ref(), &self.setup.server, &renewed).await {
+                return self.grant_failed(e);
+            }
+            self.signed_in = Some(renewed);
+        }
         if let Err(e) = login::keep(self.place.as_ref(), &self.setup.server, &stored).await {
             return self.grant_failed(e);
         }
@@ -137,7 +146,50 @@ impl Credential {
                 let _ = w.send(Err(NoToken(why.clone()))); // the caller may have gone
             }
         } else {
+            // The identity provider refused the sign-in's ID token or refresh token: it is
+            // over too, and the next `mcpd ctl login` signs in again.
+            if matches!(e, LoginError::IdentityProvider { .. }) && self.signed_in.take().is_some() {
+                self.forget_sign_in();
+            }
             self.needs_login(why);
         }
+    }
+
+    /// Removes the stored sign-in at the identity provider.
+    pub(super) fn forget_sign_in(&mut self) {
+        self.signed_in = None;
+        let Some(place) = self.place.as_ref().map(|p| p.idp()) else {
+            return;
+        };
+        let server = self.setup.server.clone();
+        crate::tasks::spawn(async move {
+            if let Err(e) = crate::oauth::store::remove(&place).await {
+                tracing::warn!(upstream = %server, "could not remove the sign-in at the identity provider: {e}");
+            }
+        });
+    }
+
+    /// The user signed in at the identity provider (`mcpd ctl login`): the sign-in is
+    /// kept, and the grant runs with its ID token; `ctl login` hears how that went.
+    pub(super) async fn on_signed_in(
+        &mut self,
+        metadata: &crate::oauth::discovery::ServerMetadata,
+        client: &crate::oauth::registration::Client,
+        tokens: &crate::oauth::token::Tokens,
+        finishers: Vec<oneshot::Sender<Result<(), LoginError>>>,
+    ) -> Result<(), LoginError> {
+        let login = crate::oauth::idp::signed_in(metadata, client, tokens)?;
+        let idp = self.place.as_ref().map(|p| p.idp());
+        login::keep(idp.as_ref(), &self.setup.server, &login).await?;
+        tracing::info!(upstream = %self.setup.server, issuer = %login.issuer, "signed in at the identity provider");
+        self.signed_in = Some(login);
+        self.renewers.extend(finishers);
+        self.view.send_modify(|v| {
+            if matches!(v.state, AuthState::NeedsLogin(_)) {
+                v.state = AuthState::None;
+            }
+        });
+        self.start_grant();
+        Ok(())
     }
 }

@@ -102,6 +102,9 @@ struct Credential {
     granting: Option<BoxFuture<'static, Result<Granted, LoginError>>>,
     /// `mcpd ctl login`s of a machine grant waiting for it.
     renewers: Vec<oneshot::Sender<Result<(), LoginError>>>,
+    /// The user's sign-in at the identity provider (an enterprise-managed server without
+    /// a configured ID token), kept beside the login (`Place::idp`).
+    signed_in: Option<super::store::IdpLogin>,
 }
 
 impl Credential {
@@ -151,7 +154,15 @@ impl Credential {
         let Some(place) = self.place.clone() else {
             return;
         };
-        let stored = match store::load(&place).await {
+        if super::idp::signs_in(&self.setup).is_some() {
+            match store::load(&place.idp()).await {
+                Ok(found) => self.signed_in = found,
+                Err(e) => {
+                    tracing::warn!(upstream = %self.setup.server, "the stored sign-in at the identity provider cannot be used; a new one is needed: {e}");
+                }
+            }
+        }
+        let stored: Stored = match store::load(&place).await {
             Ok(Some(stored)) => stored,
             Ok(None) => return,
             Err(e) => {
@@ -219,7 +230,10 @@ impl Credential {
                 self.view.send_modify(|v| v.more_scope = more);
                 self.challenge = Some(challenge);
             }
-            Msg::Login { respond_to } if self.setup.oauth.grant.is_machine() => {
+            Msg::Login { respond_to }
+                if self.setup.oauth.grant.is_machine()
+                    && super::idp::signs_in(&self.setup).is_none() =>
+            {
                 let _ = respond_to.send(Err(LoginError::Other(format!(
                     "{} gets its tokens with the {} grant, without a browser; `mcpd ctl login {}` runs it again",
                     self.setup.server,

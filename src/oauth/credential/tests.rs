@@ -130,7 +130,7 @@ async fn many_refused_callers_share_one_refresh_and_the_rotated_token_is_stored_
         assert_eq!(c.await.unwrap().unwrap().token.expose(), "a1");
     }
     assert_eq!(endpoint.lock().unwrap().refreshes, 1, "one refresh for all");
-    let kept = store::load(&Place::File(file)).await.unwrap().unwrap();
+    let kept: Stored = store::load(&Place::File(file)).await.unwrap().unwrap();
     assert_eq!(kept.tokens.refresh_token.as_deref(), Some("r1"));
     assert_eq!(cred.token().unwrap().token.expose(), "a1");
     // A caller still holding the old token gets the new one without a refresh.

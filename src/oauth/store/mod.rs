@@ -97,6 +97,19 @@ impl StoredClient {
     }
 }
 
+/// The user's sign-in at an enterprise identity provider (`mcpd ctl login` of a server
+/// with an `identity_provider` and no ID token configured), kept in a place of its own
+/// (`Place::idp`): its ID token is exchanged for each ID-JAG, its refresh token renews it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IdpLogin {
+    pub issuer: String,
+    pub token_endpoint: String,
+    pub client: StoredClient,
+    pub id_token: String,
+    #[serde(default)]
+    pub refresh_token: Option<String>,
+}
+
 /// Seconds since the Unix epoch for a time, 0 before it.
 pub fn epoch_secs(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
@@ -134,6 +147,18 @@ impl Place {
                 server: server.to_owned(),
                 items: CredentialItems::new(),
             }),
+        }
+    }
+
+    /// Where the sign-in at `server`'s identity provider is kept: beside its login
+    /// (`SERVER.idp.json`, or the keyring item of `SERVER.idp`; server names have no dot).
+    pub fn idp(&self) -> Place {
+        match self {
+            Place::File(p) => Place::File(p.with_extension("idp.json")),
+            Place::Keyring { server, items } => Place::Keyring {
+                server: format!("{server}.idp"),
+                items: items.clone(),
+            },
         }
     }
 
@@ -182,7 +207,7 @@ pub async fn reachable(place: &Place) -> Result<(), StoreError> {
 
 /// Reads a server's stored login: None when there is none; an error when one may be
 /// there but cannot be read (then a new login is needed, and the status says why).
-pub async fn load(place: &Place) -> Result<Option<Stored>, StoreError> {
+pub async fn load<T: serde::de::DeserializeOwned>(place: &Place) -> Result<Option<T>, StoreError> {
     let parsed = match place {
         Place::File(path) => match file::read(path).await? {
             Some(bytes) => serde_json::from_slice(&bytes),
@@ -202,7 +227,7 @@ pub async fn load(place: &Place) -> Result<Option<Stored>, StoreError> {
 
 /// Writes a server's login whole: a file atomically and durably (it and its directory
 /// synced before this returns), a keyring item in one call. Done when this returns.
-pub async fn save(place: &Place, stored: &Stored) -> Result<(), StoreError> {
+pub async fn save<T: Serialize>(place: &Place, stored: &T) -> Result<(), StoreError> {
     let encode = |e: serde_json::Error| StoreError::Unreadable {
         place: place.to_string(),
         why: e.to_string(),

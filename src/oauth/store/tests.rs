@@ -47,11 +47,11 @@ async fn a_login_is_kept_privately_and_read_back() {
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(file), 0o600);
     assert_eq!(mode(file.parent().unwrap()), 0o700);
-    let back = load(&place).await.unwrap().unwrap();
+    let back: Stored = load(&place).await.unwrap().unwrap();
     assert_eq!(back.tokens.refresh_token.as_deref(), Some("r"));
     assert_eq!(back.metadata.issuer, "https://auth.example.com");
     assert!(remove(&place).await.unwrap());
-    assert!(load(&place).await.unwrap().is_none());
+    assert!(load::<Stored>(&place).await.unwrap().is_none());
     assert!(!remove(&place).await.unwrap());
 }
 
@@ -99,7 +99,7 @@ async fn a_damaged_login_is_unreadable_not_absent() {
     let place = Place::File(path(dir.path(), "r"));
     std::fs::create_dir_all(dir.path().join("credentials")).unwrap();
     std::fs::write(path(dir.path(), "r"), "{not json").unwrap();
-    match load(&place).await {
+    match load::<Stored>(&place).await {
         Err(StoreError::Unreadable { place, .. }) => assert!(place.ends_with("r.json")),
         other => panic!("{other:?}"),
     }
@@ -121,7 +121,7 @@ async fn a_keyring_that_cannot_be_reached_is_an_error_and_no_file_is_written() {
     let e = save(&place, &sample()).await.unwrap_err();
     assert!(matches!(e, StoreError::Keyring(_)), "{e:?}");
     assert!(e.to_string().contains("store = \"file\""), "{e}");
-    assert!(matches!(load(&place).await, Err(StoreError::Keyring(_))));
+    assert!(matches!(load::<Stored>(&place).await, Err(StoreError::Keyring(_))));
     assert!(matches!(remove(&place).await, Err(StoreError::Keyring(_))));
     assert!(start.elapsed() < std::time::Duration::from_secs(2));
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);

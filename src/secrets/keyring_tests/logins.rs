@@ -55,10 +55,10 @@ async fn a_login_saved_in_the_keyring_is_read_back_and_a_second_save_replaces_it
         return;
     };
     let at = place(&bus, "kr-login-1");
-    assert!(store::load(&at).await.unwrap().is_none());
+    assert!(store::load::<Stored>(&at).await.unwrap().is_none());
     store::reachable(&at).await.unwrap();
     store::save(&at, &login("kr-r1")).await.unwrap();
-    let back = store::load(&at).await.unwrap().unwrap();
+    let back = store::load::<Stored>(&at).await.unwrap().unwrap();
     assert_eq!(back.tokens.refresh_token.as_deref(), Some("kr-r1"));
     assert_eq!(back.tokens.access_token, "kr-access-kr-r1");
     assert_eq!(back.client.client_id, "kr-client");
@@ -68,7 +68,7 @@ async fn a_login_saved_in_the_keyring_is_read_back_and_a_second_save_replaces_it
     );
 
     store::save(&at, &login("kr-r2")).await.unwrap();
-    let back = store::load(&at).await.unwrap().unwrap();
+    let back = store::load::<Stored>(&at).await.unwrap().unwrap();
     assert_eq!(back.tokens.refresh_token.as_deref(), Some("kr-r2"));
     // One item, labelled and keyed as a login, never as a secret.
     let ss = service(&bus).await;
@@ -96,7 +96,7 @@ async fn a_removed_login_is_gone_from_the_keyring() {
     let at = place(&bus, "kr-login-2");
     store::save(&at, &login("kr-r1")).await.unwrap();
     assert!(store::remove(&at).await.unwrap());
-    assert!(store::load(&at).await.unwrap().is_none());
+    assert!(store::load::<Stored>(&at).await.unwrap().is_none());
     assert!(!store::remove(&at).await.unwrap());
 }
 
