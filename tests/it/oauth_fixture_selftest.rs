@@ -3,14 +3,15 @@
 //! migration), so tests of mcpd's OAuth client can trust what the fixture does. `edges`
 //! covers each endpoint's refusals and the remaining options; `machine` the grants without
 //! a user (client credentials, `private_key_jwt`, jwt-bearer), `idp` the identity provider's
-//! token exchange, `dpop` and `dpop_resource` DPoP at the token endpoint, at the resource,
-//! and the nonces of both.
+//! token exchange, `idp_signin` signing in there for an ID token, `dpop` and `dpop_resource`
+//! DPoP at the token endpoint, at the resource, and the nonces of both.
 
 mod client;
 mod dpop;
 mod dpop_resource;
 mod edges;
 mod idp;
+mod idp_signin;
 mod machine;
 mod proofs;
 

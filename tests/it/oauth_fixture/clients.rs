@@ -96,7 +96,7 @@ pub(super) fn redirect_allowed(client: &RegisteredClient, uri: &str) -> bool {
 }
 
 /// `http://` to 127.0.0.1, `[::1]` or `localhost`.
-fn loopback(url: &Url) -> bool {
+pub(super) fn loopback(url: &Url) -> bool {
     url.scheme() == "http" && matches!(url.host_str(), Some("127.0.0.1" | "[::1]" | "localhost"))
 }
 

@@ -26,6 +26,12 @@ impl OAuthHandle {
             .expect("this fixture runs no authorization server")
     }
 
+    fn idp(&self) -> &IdpShared {
+        self.idp
+            .as_deref()
+            .expect("this fixture runs no identity provider")
+    }
+
     fn resource(&self) -> &RsShared {
         self.resource
             .as_deref()
@@ -50,6 +56,8 @@ impl OAuthHandle {
             let st = idp.lock();
             stats.idp_requests = st.requests.clone();
             stats.id_jags = st.issued.clone();
+            stats.idp_authorizations = st.authorizations.clone();
+            stats.id_tokens = st.id_tokens.iter().map(|t| t.token.clone()).collect();
         }
         stats.requests = self.log.lock().clone();
         stats
@@ -194,11 +202,32 @@ impl OAuthHandle {
 
     /// The ID token the identity provider's token exchange accepts from now on.
     pub fn set_id_token(&self, id_token: &str) {
-        let idp = self
-            .idp
-            .as_ref()
-            .expect("this fixture runs no identity provider");
-        idp.lock().id_token = id_token.to_owned();
+        self.idp().lock().id_token = id_token.to_owned();
+    }
+
+    /// Requests to the identity provider's token endpoint with this `grant_type` so far
+    /// (`authorization_code`, `refresh_token`, the token exchange's), whatever the outcome.
+    pub fn idp_token_requests(&self, grant_type: &str) -> usize {
+        let idp = self.idp();
+        let st = idp.lock();
+        (st.requests.iter())
+            .filter(|r| r.param("grant_type").unwrap_or_default() == grant_type)
+            .count()
+    }
+
+    /// Every ID token the sign-in issued so far counts as expired from now on: the token
+    /// exchange refuses it with `invalid_grant` (the configured `id_token` is not affected).
+    pub fn expire_id_tokens(&self) {
+        for t in &mut self.idp().lock().id_tokens {
+            t.exp = i64::MIN;
+        }
+    }
+
+    /// Refresh tokens the identity provider's refresh accepts right now (sorted).
+    pub fn idp_refresh_tokens(&self) -> Vec<String> {
+        let mut tokens: Vec<_> = self.idp().lock().refresh_tokens.keys().cloned().collect();
+        tokens.sort();
+        tokens
     }
 
     /// The token endpoint's current DPoP nonce (None: it demands none).

@@ -1,12 +1,15 @@
 //! The identity provider of an enterprise-managed login, on its own origin: OIDC discovery,
 //! its signing key at `/jwks`, and `POST /token` doing token exchange (RFC 8693) of the ID
 //! token the test set for an ID-JAG (an ES256 JWT, `typ` `oauth-id-jag+jwt`) that the
-//! fixture's AS accepts at its jwt-bearer grant.
+//! fixture's AS accepts at its jwt-bearer grant. With `IdpOptions::sign_in`, a client can
+//! also sign in (OpenID Connect authorization code flow, in `idp_signin`) and exchange the
+//! ID token it got.
 
+use super::idp_signin::{self, IdCode, IssuedIdToken};
 use super::jwt::{Es256Key, ID_JAG_TYPE, ID_TOKEN_TYPE, TOKEN_EXCHANGE, jti, now};
 use super::options::IdpOptions;
 use super::server::{AsShared, Assertion};
-use super::stats::IdpRequest;
+use super::stats::{AuthorizationRequest, IdpRequest};
 use super::token::form_checks;
 use super::wire::{OAuthError, basic_credentials, json_response, param, parse_form};
 use axum::Router;
@@ -16,6 +19,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
@@ -24,7 +28,7 @@ pub(super) struct IdpShared {
     pub opts: IdpOptions,
     /// `http://127.0.0.1:PORT`.
     pub issuer: String,
-    key: Es256Key,
+    pub key: Es256Key,
     /// The AS whose jwt-bearer grant accepts the ID-JAGs (and whose issuer is their
     /// audience).
     auth: Arc<AsShared>,
@@ -37,7 +41,17 @@ pub(super) struct IdpState {
     /// The `subject_token` an exchange must present.
     pub id_token: String,
     pub requests: Vec<IdpRequest>,
+    /// The ID-JAGs issued, in order.
     pub issued: Vec<String>,
+    /// Sign-in: authorization codes by value.
+    pub codes: HashMap<String, IdCode>,
+    /// Sign-in: the refresh tokens a refresh accepts (retired ones are removed), with the
+    /// scope they carry.
+    pub refresh_tokens: HashMap<String, Vec<String>>,
+    /// Sign-in: every ID token issued, in order, with its `exp`.
+    pub id_tokens: Vec<IssuedIdToken>,
+    /// Sign-in: every authorization request, in order.
+    pub authorizations: Vec<AuthorizationRequest>,
 }
 
 impl IdpShared {
@@ -51,6 +65,10 @@ impl IdpShared {
             id_token: opts.id_token.clone(),
             requests: Vec::new(),
             issued: Vec::new(),
+            codes: HashMap::new(),
+            refresh_tokens: HashMap::new(),
+            id_tokens: Vec::new(),
+            authorizations: Vec::new(),
         };
         IdpShared {
             opts,
@@ -69,11 +87,14 @@ impl IdpShared {
 }
 
 pub(super) fn routes(idp: Arc<IdpShared>) -> Router {
-    Router::new()
+    let mut router = Router::new()
         .route("/.well-known/openid-configuration", get(discovery))
         .route("/token", post(token))
-        .route("/jwks", get(jwks))
-        .with_state(idp)
+        .route("/jwks", get(jwks));
+    if idp.opts.sign_in {
+        router = router.route("/authorize", get(idp_signin::authorize));
+    }
+    router.with_state(idp)
 }
 
 async fn discovery(State(idp): State<Arc<IdpShared>>) -> Response {
@@ -81,7 +102,7 @@ async fn discovery(State(idp): State<Arc<IdpShared>>) -> Response {
         Some(_) => json!(["client_secret_basic", "client_secret_post"]),
         None => json!(["none"]),
     };
-    let doc = json!({
+    let mut doc = json!({
         "issuer": idp.issuer,
         "token_endpoint": format!("{}/token", idp.issuer),
         "jwks_uri": format!("{}/jwks", idp.issuer),
@@ -90,6 +111,9 @@ async fn discovery(State(idp): State<Arc<IdpShared>>) -> Response {
         "subject_types_supported": ["public"],
         "id_token_signing_alg_values_supported": ["ES256"],
     });
+    if idp.opts.sign_in {
+        idp_signin::discovery(&idp, &mut doc);
+    }
     json_response(StatusCode::OK, &doc)
 }
 
@@ -103,7 +127,13 @@ async fn jwks(State(idp): State<Arc<IdpShared>>) -> Response {
 async fn token(State(idp): State<Arc<IdpShared>>, headers: HeaderMap, body: Bytes) -> Response {
     let params = parse_form(&String::from_utf8_lossy(&body));
     let mut st = idp.lock();
-    let outcome = exchange(&idp, &st, &headers, &params);
+    let grant_type = param(&params, "grant_type").unwrap_or_default();
+    let outcome = match grant_type {
+        "authorization_code" | "refresh_token" if idp.opts.sign_in => {
+            idp_signin::grant(&idp, &mut st, &headers, &params, grant_type)
+        }
+        _ => exchange(&idp, &mut st, &headers, &params),
+    };
     let (status, error) = match &outcome {
         Ok(_) => (200, None),
         Err(e) => (e.status.as_u16(), Some(e.code.to_owned())),
@@ -118,21 +148,18 @@ async fn token(State(idp): State<Arc<IdpShared>>, headers: HeaderMap, body: Byte
         error,
     });
     match outcome {
-        Ok((jag, body)) => {
-            st.issued.push(jag);
-            json_response(StatusCode::OK, &body)
-        }
+        Ok(body) => json_response(StatusCode::OK, &body),
         Err(e) => e.into_response(),
     }
 }
 
-/// Checks a token exchange request; the ID-JAG and the response body, or why not.
+/// Checks a token exchange request; the response body (its ID-JAG recorded), or why not.
 fn exchange(
     idp: &IdpShared,
-    st: &IdpState,
+    st: &mut IdpState,
     headers: &HeaderMap,
     params: &[(String, String)],
-) -> Result<(String, Value), OAuthError> {
+) -> Result<Value, OAuthError> {
     form_checks(headers, params)?;
     authenticate(idp, headers, params)?;
     let required = |name: &str| {
@@ -157,7 +184,7 @@ fn exchange(
         return Err(mismatch("subject_token_type", ID_TOKEN_TYPE));
     }
     if subject_token != st.id_token {
-        return Err(OAuthError::new("invalid_grant", "unknown subject_token"));
+        idp_signin::check_issued(st, subject_token)?;
     }
     let audience = required("audience")?;
     if audience != idp.auth.issuer {
@@ -169,12 +196,14 @@ fn exchange(
         return Err(OAuthError::new("invalid_target", "unknown resource"));
     }
     let scope = param(params, "scope");
-    Ok(issue(idp, resource, scope))
+    let (jag, body) = issue(idp, resource, scope);
+    st.issued.push(jag);
+    Ok(body)
 }
 
 /// The IdP's client: `client_id` in the body or Basic credentials, and the secret when the
 /// IdP client has one.
-fn authenticate(
+pub(super) fn authenticate(
     idp: &IdpShared,
     headers: &HeaderMap,
     params: &[(String, String)],

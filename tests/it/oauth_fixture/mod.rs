@@ -11,15 +11,16 @@
 //!
 //! Without a user, the AS also offers `client_credentials` (with `private_key_jwt` client
 //! authentication) and the jwt-bearer grant, fed by an optional identity provider doing
-//! token exchange to ID-JAGs; both sides can speak DPoP (RFC 9449), nonces included.
+//! token exchange to ID-JAGs (where a client can also sign in, OpenID Connect style, for
+//! the ID token to exchange); both sides can speak DPoP (RFC 9449), nonces included.
 //!
 //! Reading order: `options` (what can be asked for; `builder` sets them), `stats` (what is
 //! recorded), `resource` (the 401/403 check and the PRM), `metadata` (every route),
 //! `authorize`, `token`, `grants` (client credentials, jwt-bearer), `register`, `clients`
 //! (lookup, redirect URIs, client authentication), `assertion` (`private_key_jwt`), `dpop`
-//! (proofs), `idp` (token exchange), `server` (codes, tokens, families), `handle`
-//! (introspection and control), `wire` (encodings, errors), `jose` (JWS checks). `jwt`
-//! is for tests: ES256 keys, assertions and proofs.
+//! (proofs), `idp` (token exchange), `idp_signin` (signing in at the IdP), `server` (codes,
+//! tokens, families), `handle` (introspection and control), `wire` (encodings, errors),
+//! `jose` (JWS checks). `jwt` is for tests: ES256 keys, assertions and proofs.
 
 // Each test uses the part of this API it needs; no single test uses all of it.
 #![allow(dead_code)]
@@ -32,6 +33,7 @@ mod dpop;
 mod grants;
 mod handle;
 mod idp;
+mod idp_signin;
 mod jose;
 pub mod jwt;
 mod metadata;

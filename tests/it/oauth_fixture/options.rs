@@ -202,6 +202,12 @@ pub struct IdpOptions {
     pub jag_client_id: Option<String>,
     /// Lifetime of an ID-JAG (its `exp` and the response's `expires_in`).
     pub jag_ttl: Duration,
+    /// Sign-in (OpenID Connect authorization code flow with PKCE): `GET /authorize`, the
+    /// `authorization_code` and `refresh_token` grants at `/token` issuing ID tokens, which
+    /// the token exchange then accepts until they expire. Off: none of it exists.
+    pub sign_in: bool,
+    /// Lifetime of an ID token (and of the access token) the sign-in issues.
+    pub id_token_ttl: Duration,
 }
 
 impl IdpOptions {
@@ -214,7 +220,21 @@ impl IdpOptions {
             subject: "fixture-user".to_owned(),
             jag_client_id: None,
             jag_ttl: Duration::from_secs(300),
+            sign_in: false,
+            id_token_ttl: Duration::from_secs(300),
         }
+    }
+
+    /// Clients can sign in at the IdP (see the field).
+    pub fn sign_in(mut self, on: bool) -> IdpOptions {
+        self.sign_in = on;
+        self
+    }
+
+    /// Lifetime of the ID tokens the sign-in issues.
+    pub fn id_token_ttl(mut self, ttl: Duration) -> IdpOptions {
+        self.id_token_ttl = ttl;
+        self
     }
 
     pub fn secret(mut self, secret: &str) -> IdpOptions {

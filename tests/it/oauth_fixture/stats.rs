@@ -31,16 +31,29 @@ pub struct OAuthStats {
     /// Every request to the metadata and AS endpoints, on either origin, and every request
     /// to a path nobody serves (404), in order.
     pub requests: Vec<HttpRecord>,
-    /// Every request to the identity provider's token endpoint, in order.
+    /// Every request to the identity provider's token endpoint (whatever its grant), in
+    /// order.
     pub idp_requests: Vec<IdpRequest>,
     /// Every ID-JAG the identity provider issued, in order.
     pub id_jags: Vec<String>,
+    /// Every authorization request to the identity provider (sign-in), in order.
+    pub idp_authorizations: Vec<AuthorizationRequest>,
+    /// Every ID token the identity provider's sign-in issued (code or refresh), in order.
+    pub id_tokens: Vec<String>,
 }
 
 impl OAuthStats {
     /// Token requests with this `grant_type`.
     pub fn token_requests_for(&self, grant_type: &str) -> usize {
         self.token_requests.get(grant_type).copied().unwrap_or(0)
+    }
+
+    /// Requests to the identity provider's token endpoint with this `grant_type` (`""`
+    /// when it was missing), whatever the outcome.
+    pub fn idp_token_requests_for(&self, grant_type: &str) -> usize {
+        (self.idp_requests.iter())
+            .filter(|r| r.param("grant_type").unwrap_or_default() == grant_type)
+            .count()
     }
 
     /// The paths of `requests`, in order.
