@@ -121,7 +121,10 @@ async fn a_keyring_that_cannot_be_reached_is_an_error_and_no_file_is_written() {
     let e = save(&place, &sample()).await.unwrap_err();
     assert!(matches!(e, StoreError::Keyring(_)), "{e:?}");
     assert!(e.to_string().contains("store = \"file\""), "{e}");
-    assert!(matches!(load::<Stored>(&place).await, Err(StoreError::Keyring(_))));
+    assert!(matches!(
+        load::<Stored>(&place).await,
+        Err(StoreError::Keyring(_))
+    ));
     assert!(matches!(remove(&place).await, Err(StoreError::Keyring(_))));
     assert!(start.elapsed() < std::time::Duration::from_secs(2));
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);

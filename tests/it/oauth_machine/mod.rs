@@ -4,6 +4,7 @@ mod dpop;
 mod grants;
 mod leaks;
 mod renewal;
+mod signin;
 
 use crate::oauth_fixture::jwt::{Es256Key, jti, now};
 use crate::oauth_fixture::{AuthMethod, Client, OAuthBuilder, OAuthFixture};
