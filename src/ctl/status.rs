@@ -223,6 +223,10 @@ fn auth_note(name: &str, a: &AuthView) -> Vec<String> {
         }
         AuthState::NeedsLogin(why) => {
             notes.push(match &a.grant {
+                // The reason says what to run already (a sign-in at an identity provider).
+                Some(g) if why.contains("mcpd ctl login") => {
+                    format!("auth: no token ({} grant): {why}", g.replace('_', " "))
+                }
                 Some(g) => format!(
                     "auth: no token ({} grant: {why}): fix [servers.{name}.oauth], then run `mcpd ctl login {name}` to try again",
                     g.replace('_', " ")
