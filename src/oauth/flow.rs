@@ -368,6 +368,42 @@ pub async fn put_in(
     Ok(crate::config::Secret::new(value.into_exposed()))
 }
 
+/// Largest key, assertion or ID token file read.
+const MAX_FILE: u64 = 64 * 1024;
+
+/// A file's text, trimmed: at most `MAX_FILE` bytes, read now (a rotated file is
+/// picked up at the next grant).
+pub async fn read(path: &std::path::Path, what: &str) -> Result<crate::config::Secret, LoginError> {
+    use tokio::io::AsyncReadExt;
+    let shown = format!("{what} {}", path.display());
+    let file = tokio::fs::File::open(path)
+        .await
+        .map_err(|e| unreadable(&shown, e.to_string()))?;
+    let mut text = String::new();
+    file.take(MAX_FILE + 1)
+        .read_to_string(&mut text)
+        .await
+        .map_err(|e| unreadable(&shown, e.to_string()))?;
+    if text.len() as u64 > MAX_FILE {
+        return Err(unreadable(
+            &shown,
+            format!("it is larger than {MAX_FILE} bytes"),
+        ));
+    }
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(unreadable(&shown, "it is empty".into()));
+    }
+    Ok(crate::config::Secret::new(text.to_owned()))
+}
+
+pub fn unreadable(what: &str, why: String) -> LoginError {
+    LoginError::Unreadable {
+        what: what.to_owned(),
+        why,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,7 @@
 use super::challenge::Bearer;
 use super::discovery::ServerMetadata;
 use super::dpop::{self, Dpop};
-use super::flow::{self, Found, LoginError, Setup};
+use super::flow::{self, Found, LoginError, Setup, read, unreadable};
 use super::jose::SigningKey;
 use super::registration::{AuthMethod, Client, ClientProof, Source};
 use super::store::IdpLogin;
@@ -11,11 +11,8 @@ use super::token::{self, At, Tokens};
 use crate::config::{ClientAuth, Grant, KeySource, Secret};
 use std::path::Path;
 use std::sync::Arc;
-use tokio::io::AsyncReadExt;
 
 pub const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
-/// Largest key, assertion or ID token file read.
-const MAX_FILE: u64 = 64 * 1024;
 
 /// What a machine grant got, with what a login keeps.
 pub struct Granted {
@@ -180,36 +177,4 @@ async fn assertion(path: &Path) -> Result<Secret, LoginError> {
         }
     }
     Ok(jwt)
-}
-
-/// A file's text, trimmed: at most `MAX_FILE` bytes, read now (a rotated file is
-/// picked up at the next grant).
-pub(super) async fn read(path: &Path, what: &str) -> Result<Secret, LoginError> {
-    let shown = format!("{what} {}", path.display());
-    let file = tokio::fs::File::open(path)
-        .await
-        .map_err(|e| unreadable(&shown, e.to_string()))?;
-    let mut text = String::new();
-    file.take(MAX_FILE + 1)
-        .read_to_string(&mut text)
-        .await
-        .map_err(|e| unreadable(&shown, e.to_string()))?;
-    if text.len() as u64 > MAX_FILE {
-        return Err(unreadable(
-            &shown,
-            format!("it is larger than {MAX_FILE} bytes"),
-        ));
-    }
-    let text = text.trim();
-    if text.is_empty() {
-        return Err(unreadable(&shown, "it is empty".into()));
-    }
-    Ok(Secret::new(text.to_owned()))
-}
-
-pub(super) fn unreadable(what: &str, why: String) -> LoginError {
-    LoginError::Unreadable {
-        what: what.to_owned(),
-        why,
-    }
 }

@@ -2,8 +2,7 @@
 
 use super::authorize;
 use super::discovery::{self, ServerMetadata};
-use super::flow::{self, LoginError, Prepared, Setup};
-use super::grant::{read, unreadable};
+use super::flow::{self, LoginError, Prepared, Setup, read, unreadable};
 use super::registration::{AuthMethod, Client, Source};
 use super::store::{IdpLogin, StoredClient};
 use super::token::{self, At};
