@@ -178,9 +178,22 @@ impl Credential {
         tokens: &crate::oauth::token::Tokens,
         finishers: Vec<oneshot::Sender<Result<(), LoginError>>>,
     ) -> Result<(), LoginError> {
-        let login = crate::oauth::idp::signed_in(metadata, client, tokens)?;
         let idp = self.place.as_ref().map(|p| p.idp());
-        login::keep(idp.as_ref(), &self.setup.server, &login).await?;
+        let kept = match crate::oauth::idp::signed_in(metadata, client, tokens) {
+            Ok(login) => login::keep(idp.as_ref(), &self.setup.server, &login)
+                .await
+                .map(|()| login),
+            Err(e) => Err(e),
+        };
+        let login = match kept {
+            Ok(login) => login,
+            Err(e) => {
+                for f in finishers {
+                    let _ = f.send(Err(e.clone())); // the caller may have gone
+                }
+                return Err(e);
+            }
+        };
         tracing::info!(upstream = %self.setup.server, issuer = %login.issuer, "signed in at the identity provider");
         self.signed_in = Some(login);
         self.renewers.extend(finishers);
