@@ -1,4 +1,4 @@
-//! OAuth logins kept in the desktop keyring (`[servers.NAME.oauth] store = "keyring"`) through the real daemon, against the OAuth fixture and a throwaway gnome-keyring: the login, a rotated refresh token, a restart that needs no new login, logout, and a server removed by a reload.
+//! OAuth logins kept in the desktop keyring (`[servers.NAME.oauth] store = "keyring"`) through the real daemon, against the OAuth fixture and a throwaway gnome-keyring: the login, a rotated refresh token, a restart that needs no new login, logout, a server removed by a reload, and a sign-in at an identity provider with its machine token.
 //!
 //! They run only inside `tests/keyring/with-keyring.sh` (`MCPD_TEST_KEYRING=1`), whose
 //! private session bus the daemon inherits, so a developer's own keyring is never written
@@ -177,4 +177,68 @@ async fn a_server_removed_by_a_reload_leaves_no_login_in_the_keyring() {
     })
     .await;
     assert!(kept(&bus, server).await.is_none(), "the item is gone");
+}
+
+#[tokio::test]
+async fn a_sign_in_at_the_identity_provider_and_its_machine_token_are_kept_in_the_keyring() {
+    let test = "a_sign_in_at_the_identity_provider_and_its_machine_token_are_kept_in_the_keyring";
+    let Some(bus) = keyring_bus(test) else {
+        return;
+    };
+    let server = "kro3";
+    let fx = OAuthFixture::builder()
+        .idp(
+            crate::oauth_fixture::IdpOptions::new("mcpd-at-idp", "unused")
+                .sign_in(true)
+                .for_client("app"),
+        )
+        .client(crate::oauth_fixture::Client::public("app"))
+        .start()
+        .await;
+    let oauth = format!(
+        "[servers.{server}.oauth]\nstore = \"keyring\"\ngrant = \"jwt_bearer\"\nclient_id = \"app\"\n\
+         [servers.{server}.oauth.identity_provider]\nissuer = \"{}\"\nclient_id = \"mcpd-at-idp\"",
+        fx.idp_issuer()
+    );
+    let d = DaemonBuilder::new()
+        .remote(server, &fx.mcp_url(), &oauth)
+        .start()
+        .await;
+    wait_state(&d, server, "needs-login").await;
+    log_in(&d, server).await;
+    wait_state(&d, server, "ready").await;
+    let mut a = d.initialized_agent().await;
+    let tool = format!("{server}__echo");
+    assert_eq!(text(&a.call(&tool, json!({"text": "x"})).await), "x");
+
+    // Two items: the sign-in (with the ID token it gave) and the token of the grant.
+    let sign_in = kept(&bus, &format!("{server}.idp"))
+        .await
+        .expect("the sign-in is in the keyring");
+    let issued = fx.handle().stats().id_tokens;
+    assert_eq!(sign_in["id_token"], json!(issued[0]), "{sign_in}");
+    assert!(sign_in["refresh_token"].is_string(), "{sign_in}");
+    let login = kept(&bus, server)
+        .await
+        .expect("the token is in the keyring");
+    assert_eq!(login["grant"], "jwt_bearer", "{login}");
+    assert_eq!(
+        fx.handle().valid_access_tokens(),
+        [login["tokens"]["access_token"].as_str().expect("a token")]
+    );
+    assert!(!d.dir().join("state/credentials").exists(), "no file");
+
+    // Logout forgets both.
+    let (code, _, err) = d.run_cli(&["ctl", "logout", server]).await;
+    assert_eq!(code, 0, "{err}");
+    let gone = async {
+        loop {
+            let idp = kept(&bus, &format!("{server}.idp")).await;
+            if idp.is_none() && kept(&bus, server).await.is_none() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    within("both items removed", gone).await;
 }
