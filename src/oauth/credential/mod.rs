@@ -374,12 +374,17 @@ impl Credential {
     }
 
     async fn on_refreshed(&mut self, outcome: Result<Tokens, TokenError>) {
+        let key = self.stored_key();
         let Some(stored) = &mut self.stored else {
             return; // logged out meanwhile
         };
         match outcome {
             Ok(tokens) => {
                 apply(&mut stored.tokens, &tokens);
+                // A token first bound by a refresh: its key is kept from now on too.
+                if tokens.dpop_bound && stored.dpop_key.is_none() {
+                    stored.dpop_key = key;
+                }
                 self.expires = tokens.expires_at;
                 // Stored (the file synced, the keyring item replaced) before anything
                 // uses the new tokens: a crash now must not leave only the spent
