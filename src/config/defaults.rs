@@ -17,6 +17,9 @@ pub const PING_INTERVAL: Duration = Duration::from_secs(30);
 pub const PING_TIMEOUT: Duration = Duration::from_secs(10);
 pub const STOP_GRACE: Duration = Duration::from_secs(2);
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A package runner's first start may download and install its package on a busy
+/// machine: minutes, not seconds.
+pub const FIRST_START_TIMEOUT: Duration = Duration::from_secs(300);
 /// Instances of one `share = "project"` server at once, by default and at most.
 pub const MAX_PROJECTS: usize = 8;
 pub const MAX_PROJECTS_LIMIT: usize = 64;

@@ -15,6 +15,7 @@ mod oauth;
 mod pin;
 mod project;
 mod raw;
+mod runner;
 mod remote;
 mod sandbox;
 mod secrets;
@@ -203,8 +204,11 @@ pub struct HealthPolicy {
     pub ping_timeout: Duration,
     /// Wait after closing stdin, and again after SIGTERM, before escalating.
     pub stop_grace: Duration,
-    /// Bound on the `server/discover` probe that finds a server's era.
+    /// How long a local server's answer to `server/discover` is awaited before
+    /// `initialize` is sent too, on the same process.
     pub probe_timeout: Duration,
+    /// The start timeout of a package runner's first start with its configuration.
+    pub first_start_timeout: Duration,
 }
 
 impl Default for DaemonConfig {

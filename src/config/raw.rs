@@ -75,6 +75,7 @@ pub(super) struct RawHealth {
     pub(super) startup_timeout: Option<String>,
     pub(super) stop_grace: Option<String>,
     pub(super) probe_timeout: Option<String>,
+    pub(super) first_start_timeout: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

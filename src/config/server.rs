@@ -214,6 +214,7 @@ impl Validator<'_> {
             ping_timeout: defaults::PING_TIMEOUT,
             stop_grace: defaults::STOP_GRACE,
             probe_timeout: defaults::PROBE_TIMEOUT,
+            first_start_timeout: defaults::FIRST_START_TIMEOUT,
         });
         let p = HealthPolicy {
             startup_timeout: self.duration(
@@ -236,6 +237,11 @@ impl Validator<'_> {
                 &format!("{key}.probe_timeout"),
                 &h.probe_timeout,
                 b.probe_timeout,
+            )?,
+            first_start_timeout: self.duration(
+                &format!("{key}.first_start_timeout"),
+                &h.first_start_timeout,
+                b.first_start_timeout,
             )?,
         };
         if p.startup_timeout.is_zero() || p.ping_timeout.is_zero() {

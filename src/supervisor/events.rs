@@ -21,8 +21,15 @@ impl Supervisor {
                 if let Some(r) = slot.running.as_mut() {
                     r.handle = Some(handle);
                     r.http = http;
+                    r.probing = false;
                 }
+                let era = crate::protocol::era::Era::of_version(&identity.protocol_version);
+                let found = identity.era_reason.clone();
                 slot.identity = Some(identity);
+                self.remember_era(&server, era, found);
+                let Some(slot) = self.slots.get_mut(&server) else {
+                    return;
+                };
                 let is_mcpd = slot
                     .identity
                     .as_ref()

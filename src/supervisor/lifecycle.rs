@@ -18,10 +18,22 @@ impl Supervisor {
             sentinel.forget(pid);
         }
         let uptime = running.started.elapsed();
+        let recovering = slot.after_exit == AfterExit::Recover;
         if exit.era_mismatch && std::mem::take(&mut slot.plan_from_cache) {
-            // The cached era stopped working: probe next time.
-            tracing::info!(upstream = %name, "the cached protocol era no longer works; probing again");
+            // The cached era stopped working: find it again next time.
+            tracing::info!(upstream = %name, "the cached protocol era no longer works; asking the server again");
             self.eras.forget(name);
+        }
+        if let Some(reason) = exit.legacy_next.clone()
+            && recovering
+        {
+            // A legacy server that quits on `server/discover`: what it answered is all
+            // there is to know, so it starts again at once, speaking `initialize`.
+            tracing::info!(upstream = %name, "{reason}; starting it again with initialize");
+            self.remember_era(name, crate::protocol::era::Era::Legacy, Some(reason));
+            if let Some(slot) = self.slots.get_mut(name) {
+                slot.after_exit = AfterExit::Restart;
+            }
         }
         let Some(slot) = self.slots.get_mut(name) else {
             return;

@@ -17,7 +17,7 @@ pub use gate::PinOp;
 pub use reload::{ReloadSummary, Reloader};
 mod lifecycle;
 mod login;
-mod probing;
+mod era_plan;
 mod slot;
 mod starting;
 mod status;
@@ -26,7 +26,6 @@ use crate::config::Share;
 use crate::control_api::{HttpInfo, ServerState, ServerStatus};
 use crate::registry::{Catalog, Registry};
 use crate::sentinel::SentinelHandle;
-use crate::upstream::probe::ProbeVerdict;
 use crate::upstream::{ConnectionEvent, ConnectionExit, UpstreamHandle};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -52,8 +51,6 @@ const EVENTS: usize = 256;
 /// What a task of the supervisor's `JoinSet` reports when it ends.
 pub(crate) enum Finished {
     Connection(ConnectionExit),
-    /// A probe's verdict; None when it was cancelled.
-    Probe(Option<ProbeVerdict>),
     /// A start's secrets, looked up.
     Secrets(
         Result<
@@ -85,7 +82,7 @@ struct Running {
     handle: Option<UpstreamHandle>,
     /// For a remote server, its live HTTP state.
     http: Option<watch::Receiver<HttpInfo>>,
-    /// This instance is an era probe, not a serving connection.
+    /// Its handshake is finding the server's era in place (`handshake::in_place`).
     probing: bool,
     /// What confines its process, if anything does.
     sandbox: Option<crate::control_api::SandboxView>,
@@ -220,7 +217,6 @@ impl Supervisor {
     fn on_finished(&mut self, name: &Arc<str>, instance: u64, finished: Finished) {
         match finished {
             Finished::Connection(exit) => self.on_exit(name, instance, exit),
-            Finished::Probe(verdict) => self.on_probe(name, instance, verdict),
             Finished::Secrets(found) => self.on_secrets(name, instance, found),
         }
     }

@@ -127,8 +127,20 @@ impl Slot {
         }
     }
 
+    /// The longest a start of this server may take: a call waits that long for it (and
+    /// hears sooner when the start fails).
+    fn start_wait(&self) -> std::time::Duration {
+        let h = &self.cfg.health;
+        match &self.cfg.launch {
+            crate::config::Launch::Stdio(l) if l.package_runner().is_some() => {
+                h.startup_timeout.max(h.first_start_timeout)
+            }
+            _ => h.startup_timeout,
+        }
+    }
+
     pub(super) fn availability(&self) -> Availability {
-        let wait = self.cfg.health.startup_timeout + self.cfg.health.probe_timeout;
+        let wait = self.start_wait();
         match self.cfg.share {
             Share::Agent if self.instance.is_none() => return Availability::PerAgent { wait },
             Share::Project { .. } if self.instance.is_none() => {
@@ -159,13 +171,8 @@ impl Slot {
             (ServerState::NeedsLogin, _) => Availability::NeedsLogin {
                 reason: login::login_hint(self, &self.cfg.name, "waiting for an OAuth login"),
             },
-            (ServerState::Idle, _) => Availability::Idle {
-                wait: self.cfg.health.startup_timeout + self.cfg.health.probe_timeout,
-            },
-            // A probe may come first, then the handshake.
-            _ => Availability::Starting {
-                wait: self.cfg.health.startup_timeout + self.cfg.health.probe_timeout,
-            },
+            (ServerState::Idle, _) => Availability::Idle { wait },
+            _ => Availability::Starting { wait },
         }
     }
 }

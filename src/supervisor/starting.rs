@@ -18,10 +18,8 @@ impl Supervisor {
         if !self.secrets_ready(name) {
             return;
         }
-        match self.plan(name) {
-            Some(plan) => self.start_connection(name, plan),
-            None => self.start_probe(name),
-        }
+        let plan = self.plan(name);
+        self.start_connection(name, plan);
     }
 
     /// `name` cannot start until a person acts (`why` says how): it stays failed, and
@@ -39,6 +37,7 @@ impl Supervisor {
     }
 
     pub(super) fn start_connection(&mut self, name: &Arc<str>, era: EraPlan) {
+        let startup = self.startup(name);
         let confined = self.confinement(name);
         let sandbox = confined
             .as_ref()
@@ -67,6 +66,7 @@ impl Supervisor {
         if let Launch::Http(h) = launch {
             config.launch = Launch::Http(h);
         }
+        let spawned_stdio = spawned.is_some();
         let egress = spawned
             .as_mut()
             .and_then(|s| s.as_mut().ok())
@@ -87,6 +87,7 @@ impl Supervisor {
             events: self.events_tx.clone(),
             cancel: cancel.clone(),
             era,
+            startup,
             login: slot.login.clone(),
             task_status: self.task_status.clone(),
         };
@@ -97,7 +98,7 @@ impl Supervisor {
             started: Instant::now(),
             handle: None,
             http: None,
-            probing: false,
+            probing: era == EraPlan::Auto && spawned_stdio,
             sandbox,
             _egress: egress,
         });

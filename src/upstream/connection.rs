@@ -1,7 +1,7 @@
 //! The life of one upstream connection — spawn, handshake, serve, stop, reap — as one task; the HTTP variant lives in `http`, and what both share in `serve`.
 
 use super::actor::End;
-use super::serve::{ConnectionContext, negotiate, report_lost, serve};
+use super::serve::{ConnectionContext, EraPlan, negotiate, report_lost, serve};
 use super::transport::{Inbound, Outbound};
 use super::{ConnectionExit, handshake, http, process};
 use crate::budget;
@@ -62,14 +62,25 @@ async fn run_stdio(ctx: ConnectionContext, spawned: process::Spawned) -> Connect
     });
     let grace = ctx.config.health.stop_grace;
 
-    let startup = ctx.config.health.startup_timeout;
+    let startup = ctx.startup;
     let mut malformed = 0;
+    // A local server's era, when not known yet, is found on this very process.
+    let patience = ctx.config.health.probe_timeout;
+    let negotiation = async {
+        match ctx.era {
+            EraPlan::Auto => {
+                handshake::in_place(&server, &mut frames, &out_tx, &mut malformed, patience).await
+            }
+            plan => negotiate(plan, &server, &mut frames, &out_tx, &mut malformed).await,
+        }
+    };
     let handshake = tokio::select! {
-        r = tokio::time::timeout(startup, negotiate(ctx.era, &server, &mut frames, &out_tx, &mut malformed)) => match r {
+        r = tokio::time::timeout(startup.limit, negotiation) => match r {
             Ok(r) => r.map_err(Some),
             Err(_) => Err(Some(handshake::HandshakeError::from(format!(
-                "the server did not complete initialize within {} (health.startup_timeout){}",
-                humantime::format_duration(startup),
+                "the server did not complete initialize within {} ({}){}",
+                humantime::format_duration(startup.limit),
+                startup.setting,
                 if malformed > 0 { format!("; it wrote {malformed} lines that are not JSON-RPC messages") } else { String::new() },
             )))),
         },
@@ -77,7 +88,7 @@ async fn run_stdio(ctx: ConnectionContext, spawned: process::Spawned) -> Connect
     };
     let mut identity = match handshake {
         Ok(identity) => identity,
-        Err(error) => {
+        Err(mut error) => {
             drop(out_tx);
             let status = process::stop(&mut child, pid, grace).await;
             let tail = finish_stderr(stderr_task, &mut err_rx).await;
@@ -88,6 +99,7 @@ async fn run_stdio(ctx: ConnectionContext, spawned: process::Spawned) -> Connect
             // here, so the server was restarted until its crash budget ran out.
             let fatal = error.as_ref().is_some_and(|e| e.fatal);
             let never_serve = error.as_ref().is_some_and(|e| e.never_serve);
+            let legacy_next = error.as_mut().and_then(|e| e.legacy_next.take());
             return ConnectionExit {
                 error: error.map(|e| format!("initialize failed: {}", e.message)),
                 exit_status: Some(status),
@@ -95,6 +107,7 @@ async fn run_stdio(ctx: ConnectionContext, spawned: process::Spawned) -> Connect
                 fatal,
                 era_mismatch,
                 never_serve,
+                legacy_next,
             };
         }
     };
@@ -155,6 +168,7 @@ async fn run_stdio(ctx: ConnectionContext, spawned: process::Spawned) -> Connect
         fatal: false,
         era_mismatch: false,
         never_serve: false,
+        legacy_next: None,
     }
 }
 

@@ -13,7 +13,6 @@ pub mod http;
 mod list;
 pub use list::ListError;
 mod modern;
-pub mod probe;
 pub mod process;
 mod raw_result;
 pub mod sandbox;
@@ -297,6 +296,9 @@ pub struct ServerIdentity {
     pub mcpd_instance: Option<String>,
     /// The mcpd daemons such a daemon reaches through its own servers.
     pub mcpd_behind: Vec<String>,
+    /// How the handshake found the server's era, when it had to find out (a local
+    /// server's first start): the supervisor remembers it.
+    pub era_reason: Option<String>,
 }
 
 impl ServerIdentity {
@@ -365,4 +367,6 @@ pub struct ConnectionExit {
     /// The handshake refused the server for good (`handshake::refuse_self`): what it
     /// listed before is forgotten, not served.
     pub never_serve: bool,
+    /// The server ended when asked `server/discover`: its era is legacy, and why.
+    pub legacy_next: Option<String>,
 }

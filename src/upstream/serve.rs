@@ -29,11 +29,22 @@ pub struct ConnectionContext {
     pub cancel: CancellationToken,
     /// How the connection finds the server's protocol era.
     pub era: EraPlan,
+    /// How long a local server has to complete its handshake, and the setting that says so.
+    pub startup: Startup,
     /// A remote server's OAuth login, owned by its supervisor slot.
     pub login: Option<crate::oauth::credential::CredentialHandle>,
     /// Where a 2025-11-25 server's `notifications/tasks/status` go: to the agent side,
     /// which knows who owns each task (`agent/tasks/status.rs`).
     pub task_status: budget::Sender<super::TaskStatus>,
+}
+
+/// A local server's time to start: `health.startup_timeout`, or on a package runner's
+/// first start `health.first_start_timeout` (it may be installing the package).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Startup {
+    pub limit: std::time::Duration,
+    /// The setting `limit` comes from, for the error that names it.
+    pub setting: &'static str,
 }
 
 /// How a connection learns which era to speak.
@@ -43,7 +54,8 @@ pub enum EraPlan {
     Legacy,
     /// `server/discover` and the modern envelope.
     Modern,
-    /// Probe in place with `server/discover`, falling back to `initialize` (HTTP).
+    /// Probe in place with `server/discover`, falling back to `initialize` on the same
+    /// connection (HTTP) or process (stdio: `handshake::in_place`).
     Auto,
 }
 
@@ -57,6 +69,7 @@ impl ConnectionExit {
             fatal: false,
             era_mismatch: false,
             never_serve: false,
+            legacy_next: None,
         }
     }
 }

@@ -46,8 +46,12 @@ async fn legacy_agent(d: &Daemon, capabilities: Value) -> Agent {
     a
 }
 
+/// A server's era is found on the process that serves it (as the SDKs' auto mode does),
+/// so a server is started once: a package runner installing on its first start is never
+/// a second, disposable copy killed half-way. The verdict is remembered: later starts
+/// speak `initialize` at once.
 #[tokio::test]
-async fn a_legacy_server_is_probed_once_and_its_serving_process_never_sees_discover() {
+async fn a_legacy_server_is_asked_its_era_on_its_own_process_and_started_once() {
     let b = DaemonBuilder::new();
     let (rec, arg) = record(&b);
     let mut d = b.fixture("old", &["--record", &arg]).start().await;
@@ -58,22 +62,16 @@ async fn a_legacy_server_is_probed_once_and_its_serving_process_never_sees_disco
         s["era_reason"].as_str().unwrap_or("").contains("-32601"),
         "{s}"
     );
-    let probes = recorded_probes(&rec);
-    assert_eq!(probes.len(), 1, "one probe process");
-    let probe = probes[0];
-    eventually("the probe process is reaped", WAIT, || async {
-        (!alive(probe)).then_some(())
-    })
-    .await;
     let serving = status_pid(&s).expect("pid");
-    let methods: Vec<Value> = recorded_requests(&rec, serving)
-        .iter()
-        .map(|r| r["method"].clone())
-        .collect();
-    assert_eq!(methods.first(), Some(&json!("initialize")), "{methods:?}");
-    assert!(!methods.contains(&json!("server/discover")), "{methods:?}");
+    assert_eq!(recorded_starts(&rec), vec![serving], "one process");
+    let methods = recorded_methods(&rec, serving);
+    assert_eq!(
+        methods.get(..2),
+        Some(&["server/discover".to_owned(), "initialize".to_owned()][..]),
+        "{methods:?}"
+    );
 
-    // A restart of the server and of the daemon reuse the cached verdict.
+    // A restart of the server and of the daemon reuse the remembered verdict.
     let (code, _, err) = d.run_cli(&["ctl", "restart", "old"]).await;
     assert_eq!(code, 0, "{err}");
     d.wait_server("old", "a new process is ready", |r| {
@@ -82,8 +80,13 @@ async fn a_legacy_server_is_probed_once_and_its_serving_process_never_sees_disco
     .await;
     d.restart_daemon().await;
     d.wait_ready().await;
-    assert_eq!(recorded_probes(&rec).len(), 1, "no probe after restarts");
-    assert_eq!(recorded_starts(&rec).len(), 3, "three serving processes");
+    let starts = recorded_starts(&rec);
+    assert_eq!(starts.len(), 3, "three processes in all");
+    for pid in &starts[1..] {
+        let methods = recorded_methods(&rec, *pid);
+        assert_eq!(methods.first().map(String::as_str), Some("initialize"), "{methods:?}");
+        assert!(!methods.iter().any(|m| m == "server/discover"), "{methods:?}");
+    }
     let s = d.server_status("old").await;
     assert!(
         s["era_reason"]
@@ -94,14 +97,25 @@ async fn a_legacy_server_is_probed_once_and_its_serving_process_never_sees_disco
     );
 }
 
+/// A legacy server that quits on a first request other than `initialize` (rmcp 2.x) is
+/// started again at once speaking `initialize`; one that ignores `server/discover` is sent
+/// `initialize` on the same process after `probe_timeout`. A modern server slower than
+/// `probe_timeout` gets both requests and is still served as modern.
 #[tokio::test]
 async fn servers_that_exit_on_or_ignore_discover_are_served_as_legacy() {
-    let d = DaemonBuilder::new()
+    let b = DaemonBuilder::new();
+    let (rec, arg) = record(&b);
+    let d = b
         .fixture("exits", &["--discover-exit"])
         .fixture_with(
             "silent",
-            &["--discover-silent"],
+            &["--discover-silent", "--record", &arg],
             "[servers.silent.health]\nprobe_timeout = \"300ms\"",
+        )
+        .fixture_with(
+            "slow",
+            &["--era", "modern", "--startup-delay-ms", "1500"],
+            "[servers.slow.health]\nprobe_timeout = \"300ms\"",
         )
         .start()
         .await;
@@ -112,7 +126,7 @@ async fn servers_that_exit_on_or_ignore_discover_are_served_as_legacy() {
         exits["era_reason"]
             .as_str()
             .unwrap_or("")
-            .contains("exited without answering"),
+            .contains("ended when asked server/discover"),
         "{exits}"
     );
     let silent = d.server_status("silent").await;
@@ -124,8 +138,11 @@ async fn servers_that_exit_on_or_ignore_discover_are_served_as_legacy() {
             .contains("within 300ms"),
         "{silent}"
     );
+    assert_eq!(recorded_starts(&rec).len(), 1, "the silent server started once");
+    let slow = d.server_status("slow").await;
+    assert_eq!(slow["era"], "modern", "{slow}");
     let mut a = d.initialized_agent().await;
-    for tool in ["exits__echo", "silent__echo"] {
+    for tool in ["exits__echo", "silent__echo", "slow__echo"] {
         let r = a.call(tool, json!({"text": "ok"})).await;
         assert_eq!(text(&r), "ok", "{tool}: {r}");
     }
@@ -463,8 +480,8 @@ async fn a_server_that_refuses_the_first_version_with_one_it_lists_is_asked_agai
             .count();
         assert_eq!(discovers, 2, "{name}");
     }
-    // No restart: `pinned` started one process, `auto` its probe and one serving process.
-    assert_eq!(all_recorded_starts(&rec).len(), 3, "no failed start");
+    // No restart: one process each.
+    assert_eq!(recorded_starts(&rec).len(), 2, "no failed start");
     let mut a = d.initialized_agent().await;
     for tool in ["pinned__echo", "auto__echo"] {
         let r = a.call(tool, json!({"text": "ok"})).await;

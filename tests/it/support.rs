@@ -732,35 +732,21 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
         .and_then(|n| n.parse().ok())
 }
 
-/// The pids in the `starts` file of a fixture `--record` directory, in start order.
+/// The pids in the `starts` file of a fixture `--record` directory, in start order: every
+/// process mcpd started with that fixture.
 pub fn recorded_starts(dir: &Path) -> Vec<u32> {
-    all_recorded_starts(dir)
-        .into_iter()
-        .filter(|pid| !is_probe(dir, *pid))
-        .collect()
-}
-
-/// Every process a `--record`ed fixture started, era probes included.
-pub fn all_recorded_starts(dir: &Path) -> Vec<u32> {
     read_lines(&dir.join("starts"))
         .iter()
         .map(|l| l.trim().parse().expect("a pid per line in starts"))
         .collect()
 }
 
-/// The era probes among the recorded processes: those whose first request was
-/// `server/discover`.
-pub fn recorded_probes(dir: &Path) -> Vec<u32> {
-    all_recorded_starts(dir)
-        .into_iter()
-        .filter(|pid| is_probe(dir, *pid))
-        .collect()
-}
-
-fn is_probe(dir: &Path, pid: u32) -> bool {
+/// The methods of the requests a recorded process received, in order.
+pub fn recorded_methods(dir: &Path, pid: u32) -> Vec<String> {
     recorded_requests(dir, pid)
-        .first()
-        .is_some_and(|r| r["method"] == "server/discover")
+        .iter()
+        .filter_map(|r| r["method"].as_str().map(str::to_owned))
+        .collect()
 }
 
 /// The grandchild pid a `--spawn-grandchild --record DIR` fixture with `pid` wrote.

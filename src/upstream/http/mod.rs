@@ -85,6 +85,7 @@ pub async fn run(ctx: ConnectionContext, launch: HttpLaunch) -> ConnectionExit {
                 fatal,
                 era_mismatch,
                 never_serve,
+                legacy_next: None,
             };
         }
     };
@@ -140,6 +141,7 @@ pub async fn run(ctx: ConnectionContext, launch: HttpLaunch) -> ConnectionExit {
         fatal,
         era_mismatch: false,
         never_serve: false,
+        legacy_next: None,
     }
 }
 
