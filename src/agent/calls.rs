@@ -52,22 +52,34 @@ pub fn start(
             }));
         }
         // A tool of a server that has not listed its tools yet (it is starting, or has
-        // never been reached) is not unknown: say what is wrong with the server.
-        if let Some((server, availability)) = name
+        // never been reached) is not unknown: the call waits for the server to list
+        // them, once, or hears what is wrong with it. Without a prefix the name does not
+        // say its server; when exactly one server without a prefix has listed nothing,
+        // the call is most likely for it.
+        let by_prefix = name
             .split_once(crate::protocol::naming::SEPARATOR)
             .and_then(|(prefix, _)| catalog.prefixes.get(prefix))
             .and_then(|server| catalog.servers.get_key_value(server))
-            && !matches!(availability, Availability::Ready(_))
-        {
-            return Err(fail(AgentError::Unavailable {
-                server: server.to_string(),
-                why: availability.explain(),
-            }));
-        }
-        // Without a prefix the name does not say its server; when exactly one server
-        // without a prefix has listed nothing because it cannot be reached (it waits for
-        // a login, say), the call is most likely for it: say what is wrong with it.
-        if let [(server, availability)] = unlisted_unprefixed(&catalog, session)[..] {
+            .filter(|(_, a)| !matches!(a, Availability::Ready(_)));
+        let unlisted = match by_prefix {
+            Some(found) => Some(found),
+            None => match unlisted_unprefixed(&catalog, session)[..] {
+                [found] => Some(found),
+                _ => None,
+            },
+        };
+        if let Some((server, availability)) = unlisted {
+            if session.redo.as_ref() != Some(&id) && super::wait::coming(&catalog, server) {
+                let (server, request) = (
+                    server.clone(),
+                    Request {
+                        id: id.clone(),
+                        method: method::TOOLS_CALL.into(),
+                        params: Some(Value::Object(params)),
+                    },
+                );
+                return super::wait::call(request, plain, server, ctx, session).map_err(fail);
+            }
             return Err(fail(AgentError::Unavailable {
                 server: server.to_string(),
                 why: availability.explain(),

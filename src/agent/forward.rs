@@ -124,9 +124,9 @@ fn launch_with(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
             let error = match &step {
                 Step::Reply(line) => jsonrpc::is_error_line(line),
                 Step::Cancelled => true,
-                Step::Park { .. } => false,
+                Step::Park { .. } | Step::Again(_) => false,
             };
-            if !matches!(step, Step::Park { .. }) {
+            if !matches!(step, Step::Park { .. } | Step::Again(_)) {
                 metrics.call(&server, method, started.elapsed(), error);
             }
             (id, step)

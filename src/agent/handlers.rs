@@ -113,7 +113,18 @@ pub fn handle(
         method::RESOURCES_UNSUBSCRIBE => surface::subscribe(req, ctx, outbox, session, false),
         method::SET_LEVEL => surface::set_level(&req, session),
         method::PING => Handled::Now(jsonrpc::result_line(&req.id, &json!({}))),
-        method::TOOLS_LIST => tools_list(&req, ctx, modern, session),
+        method::TOOLS_LIST => {
+            // A session's first list waits a little for servers still starting, so it
+            // is complete (`wait.rs`).
+            if !std::mem::replace(&mut session.listed, true) {
+                let starting = super::wait::starting_for(&ctx.catalog.borrow(), session);
+                if !starting.is_empty() {
+                    let (id, cancel, fut) = super::wait::first_list(req, starting, ctx);
+                    return Handled::Later { id, cancel, fut };
+                }
+            }
+            tools_list(&req, ctx, modern, session)
+        }
         method::TOOLS_CALL if super::discover::is_meta(&req) => {
             super::discover::call(req, plain, ctx, outbox, session, modern)
         }

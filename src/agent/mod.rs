@@ -25,6 +25,7 @@ pub mod roster;
 mod session;
 mod surface;
 mod tasks;
+mod wait;
 
 pub use lineage::PeerOrigin;
 pub use tasks::{TaskBook, TaskInputs};

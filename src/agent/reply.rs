@@ -47,6 +47,15 @@ pub enum Step {
     /// The server asked for input during a modern agent's call: the actor answers the
     /// agent `input_required` and parks the call.
     Park { ask: ServerAsk, call: Box<InFlight> },
+    /// The servers the request waited for are up (or the wait is over): the connection
+    /// handles it again, with the catalog as it is now (`wait.rs`).
+    Again(Box<Again>),
+}
+
+/// A request to handle again, as the agent sent it.
+pub struct Again {
+    pub request: crate::jsonrpc::Request,
+    pub plain: Option<super::params::PlainArguments>,
 }
 
 /// A modern agent's call that can be paused for input and resumed under a new id.

@@ -21,6 +21,11 @@ pub struct Session {
     pub mcpd_instance: Option<String>,
     /// True after `notifications/initialized`: list-change notifications may be sent.
     pub initialized: bool,
+    /// The request being handled again after it waited for servers to start
+    /// (`wait.rs`): it does not wait twice.
+    pub redo: Option<crate::jsonrpc::Id>,
+    /// Whether the agent has listed tools: only its first list waits for servers.
+    pub listed: bool,
     /// The era the connection is pinned to by its first decisive exchange.
     pub era: Option<Era>,
     /// The capabilities a legacy agent declared in `initialize`.

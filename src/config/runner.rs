@@ -42,7 +42,11 @@ mod tests {
 
     #[test]
     fn package_runners_are_told_by_program_and_subcommand() {
-        check("npx", &["-y", "@modelcontextprotocol/server-memory"], Some("npx"));
+        check(
+            "npx",
+            &["-y", "@modelcontextprotocol/server-memory"],
+            Some("npx"),
+        );
         check("/usr/local/bin/npx", &["pkg"], Some("npx"));
         check("uvx", &["mcp-server-fetch"], Some("uvx"));
         check("pipx", &["run", "mcp-server-git"], Some("pipx run"));

@@ -96,7 +96,7 @@ impl Availability {
         match self {
             Availability::Ready(_) => "ready".into(),
             Availability::Starting { .. } => {
-                "still starting and did not become ready in time; retry in a moment".into()
+                "still starting; a tool call waits for it, this request needs it ready: retry once `mcpd ctl status` shows it ready".into()
             }
             Availability::Backoff { attempt, retry_at } => {
                 let wait = retry_at.saturating_duration_since(Instant::now());

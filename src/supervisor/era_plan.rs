@@ -89,8 +89,7 @@ impl Supervisor {
             return usual;
         };
         let first = cfg.health.first_start_timeout;
-        if launch.package_runner().is_none() || first <= usual.limit || self.started_before(&cfg)
-        {
+        if launch.package_runner().is_none() || first <= usual.limit || self.started_before(&cfg) {
             return usual;
         }
         Startup {

@@ -40,6 +40,8 @@ impl Supervisor {
                     // when it comes, replaces).
                     slot.state = ServerState::Ready;
                     slot.ready_since = Some(Instant::now());
+                    // What went wrong before is history now (`ctl status` keeps it).
+                    slot.last_error = None;
                     if slot.instance.is_none() {
                         self.registry.remove(&server);
                     }
@@ -193,6 +195,8 @@ impl Supervisor {
                 if slot.state == ServerState::Starting {
                     slot.state = ServerState::Ready;
                     slot.ready_since = Some(Instant::now());
+                    // What went wrong before is history now (`ctl status` keeps it).
+                    slot.last_error = None;
                 }
                 if std::mem::take(&mut slot.fill_only)
                     && let Some(r) = &slot.running

@@ -6,7 +6,14 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 impl Supervisor {
-    pub(super) fn on_exit(&mut self, name: &Arc<str>, instance: u64, exit: ConnectionExit) {
+    pub(super) fn on_exit(&mut self, name: &Arc<str>, instance: u64, mut exit: ConnectionExit) {
+        // A cause the user can fix with one command is said with it.
+        if let Some(hint) = super::diagnose::broken_cache(name, &exit.stderr_tail) {
+            exit.error = Some(match exit.error.take() {
+                Some(e) => format!("{e}: {hint}"),
+                None => hint,
+            });
+        }
         let sentinel = self.sentinel.clone();
         let Some(slot) = self.current(name, instance) else {
             return;

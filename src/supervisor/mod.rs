@@ -3,6 +3,7 @@
 pub mod backoff;
 mod catalog_cache;
 mod confine;
+mod diagnose;
 mod eras;
 mod events;
 mod gate;
@@ -15,9 +16,9 @@ pub(crate) mod state_file;
 
 pub use gate::PinOp;
 pub use reload::{ReloadSummary, Reloader};
+mod era_plan;
 mod lifecycle;
 mod login;
-mod era_plan;
 mod slot;
 mod starting;
 mod status;

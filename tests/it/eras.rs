@@ -84,8 +84,15 @@ async fn a_legacy_server_is_asked_its_era_on_its_own_process_and_started_once() 
     assert_eq!(starts.len(), 3, "three processes in all");
     for pid in &starts[1..] {
         let methods = recorded_methods(&rec, *pid);
-        assert_eq!(methods.first().map(String::as_str), Some("initialize"), "{methods:?}");
-        assert!(!methods.iter().any(|m| m == "server/discover"), "{methods:?}");
+        assert_eq!(
+            methods.first().map(String::as_str),
+            Some("initialize"),
+            "{methods:?}"
+        );
+        assert!(
+            !methods.iter().any(|m| m == "server/discover"),
+            "{methods:?}"
+        );
     }
     let s = d.server_status("old").await;
     assert!(
@@ -138,7 +145,11 @@ async fn servers_that_exit_on_or_ignore_discover_are_served_as_legacy() {
             .contains("within 300ms"),
         "{silent}"
     );
-    assert_eq!(recorded_starts(&rec).len(), 1, "the silent server started once");
+    assert_eq!(
+        recorded_starts(&rec).len(),
+        1,
+        "the silent server started once"
+    );
     let slow = d.server_status("slow").await;
     assert_eq!(slow["era"], "modern", "{slow}");
     let mut a = d.initialized_agent().await;

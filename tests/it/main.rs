@@ -30,6 +30,7 @@ mod failure_health;
 mod failure_load;
 mod failure_processes;
 mod first_contact;
+mod first_run;
 mod foundation;
 mod hardening;
 mod http;

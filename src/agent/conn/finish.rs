@@ -46,11 +46,11 @@ impl Conn {
                     Step::Reply(line) => {
                         outbox.send(line);
                     }
-                    Step::Cancelled if close == Close::Shutdown => {
+                    Step::Cancelled | Step::Again(_) if close == Close::Shutdown => {
                         let e = AgentError::ShuttingDown.to_error_object();
                         outbox.send(jsonrpc::error_line(Some(&id), &e));
                     }
-                    Step::Cancelled | Step::Park { .. } => {}
+                    Step::Cancelled | Step::Park { .. } | Step::Again(_) => {}
                 }
             }
         });

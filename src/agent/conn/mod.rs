@@ -133,6 +133,8 @@ impl Conn {
             client_version: None,
             mcpd_instance: None,
             initialized: false,
+            redo: None,
+            listed: false,
             era: None,
             // A connection that never sends `initialize` (`mcpd ctl call`) declared none.
             capabilities: Arc::new(json!({})),
@@ -271,6 +273,15 @@ impl Conn {
             }
             Step::Park { ask, call } => {
                 self.inputs.park(&self.outbox, &mut self.held, ask, *call);
+            }
+            Step::Again(again) => {
+                let super::reply::Again { request, plain } = *again;
+                self.session.redo = Some(request.id.clone());
+                let out = self.on_request(request, plain);
+                self.session.redo = None;
+                if let Some(out) = out {
+                    self.held.reply(&self.outbox, out);
+                }
             }
         }
     }

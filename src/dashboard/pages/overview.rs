@@ -1,7 +1,7 @@
 //! `GET /`: every server (and instance) with its state, pid, uptime, restarts and retry countdown, era, login, last error and stderr line, sandbox and pins; the connected agents; the calls in flight with a Cancel button. The same fragment (`Live`) is what the event stream sends as it changes. Every string in it comes from a server, an agent or the config and is escaped by the template.
 
 use super::{Pages, html, message};
-use crate::control_api::{AgentInfo, AuthState, ServerStatus};
+use crate::control_api::{AgentInfo, AuthState, ServerState, ServerStatus};
 use askama::Template;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -77,7 +77,14 @@ impl Row {
             era: s.era.clone().unwrap_or_else(|| "–".into()),
             auth: auth(s),
             last_error: s.last_error.clone().unwrap_or_default(),
-            stderr: s.stderr_tail.last().cloned().unwrap_or_default(),
+            // Under "last error" only: a server that runs writes what it likes to
+            // stderr (a banner, a notice), which is no error of its.
+            stderr: match s.state {
+                ServerState::Failed | ServerState::Backoff => {
+                    s.stderr_tail.last().cloned().unwrap_or_default()
+                }
+                _ => String::new(),
+            },
             sandbox: sandbox(s),
             pins: pins(s),
         }

@@ -235,7 +235,9 @@ where
                         let message = crate::upstream::refused_message(excerpt);
                         return Err(HandshakeError::closed(message, true));
                     }
-                    crate::upstream::UpstreamError::Http { status, .. } if (400..500).contains(status) => {
+                    crate::upstream::UpstreamError::Http { status, .. }
+                        if (400..500).contains(status) =>
+                    {
                         break Err(ErrorObject::new(i64::from(*status), error.to_string()));
                     }
                     _ => return Err(error.to_string().into()),

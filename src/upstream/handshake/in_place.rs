@@ -140,9 +140,7 @@ where
                     (verdict, None) => {
                         l.discover = Some(verdict);
                         // A modern answer waits as long again for word on `initialize`.
-                        timer
-                            .as_mut()
-                            .reset(tokio::time::Instant::now() + patience);
+                        timer.as_mut().reset(tokio::time::Instant::now() + patience);
                     }
                 },
             }

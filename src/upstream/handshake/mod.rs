@@ -3,10 +3,8 @@
 mod discover;
 mod in_place;
 
-pub use discover::{
-    Discovered, classify, discover, discover_line, retry_with_supported,
-};
 pub(super) use discover::discovered;
+pub use discover::{Discovered, classify, discover, discover_line, retry_with_supported};
 pub use in_place::in_place;
 
 use super::ServerIdentity;
