@@ -341,16 +341,14 @@ async fn claims_of_root_home_hidden_home_dirs_files_and_missing_paths_give_no_pr
 async fn a_claimed_project_starts_its_instance_before_any_call_and_its_list_reaches_agents() {
     let p = projects(1);
     let d = project_daemon("").start().await;
-    // Before any instance has listed, fx lists no tools and a call says to retry.
+    // Before any instance has listed, fx lists no tools, and a call of an agent without
+    // a project says what it lacks (with a project, it would wait for its instance).
     let mut early = d.initialized_agent().await;
     let names = early.tool_names().await;
     assert!(!names.iter().any(|n| n.starts_with("fx__")), "{names:?}");
     let r = early.call("fx__cwd", json!({})).await;
-    assert_eq!(error_code(&r), Some(-32010), "{r}");
-    assert!(
-        error_message(&r).contains("run per project") && error_message(&r).contains("retry"),
-        "{r}"
-    );
+    assert_eq!(error_code(&r), Some(-32023), "{r}");
+    assert!(error_message(&r).contains("no project"), "{r}");
     assert_eq!(d.server_status("fx").await["instances"], 0);
 
     let _a = agent_in(&d, &p.dirs[0]).await;

@@ -149,10 +149,15 @@ where
             match response.outcome {
                 Ok(result) => {
                     let mut identity = initialized(out, Ok(result)).await?;
-                    identity.era_reason = Some(format!(
-                        "no answer to server/discover within {} (health.probe_timeout), then answered initialize",
-                        humantime::format_duration(patience)
-                    ));
+                    let slow = humantime::format_duration(patience);
+                    identity.era_reason = Some(match l.discover.take() {
+                        Some(Discovered::Legacy(r)) => format!(
+                            "{r} after more than {slow} (health.probe_timeout), and answered the initialize sent meanwhile"
+                        ),
+                        _ => format!(
+                            "no answer to server/discover within {slow} (health.probe_timeout), then answered initialize"
+                        ),
+                    });
                     return Ok(identity);
                 }
                 Err(e) => match l.discover.take() {
