@@ -38,3 +38,4 @@ pub(crate) mod systemd;
 pub(crate) mod tasks;
 pub mod trim;
 pub(crate) mod upstream;
+pub(crate) mod visible;

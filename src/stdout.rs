@@ -25,8 +25,26 @@ impl Out {
         Out(std::io::stdout().lock())
     }
 
+    /// Writes formatted text with its control, bidi and invisible characters shown as
+    /// escapes (`visible.rs`): whatever a server or an agent wrote reaches the terminal
+    /// as text, never as a command to it.
     pub fn write_fmt(&mut self, args: std::fmt::Arguments<'_>) -> Result<(), OutputError> {
-        self.0.write_fmt(args).map_err(OutputError)
+        match args.as_str() {
+            Some(text) => self.write_shown(text),
+            None => self.write_shown(&args.to_string()),
+        }
+    }
+
+    fn write_shown(&mut self, text: &str) -> Result<(), OutputError> {
+        let shown = crate::visible::escape(text);
+        self.0.write_all(shown.as_bytes()).map_err(OutputError)
+    }
+
+    /// Writes `text` in the terminal colour `code` (an SGR number such as "32"): the one
+    /// way an escape sequence reaches the terminal, and only mcpd's own.
+    pub fn paint(&mut self, code: &str, text: &str) -> Result<(), OutputError> {
+        let shown = crate::visible::escape(text);
+        write!(self.0, "\x1b[{code}m{shown}\x1b[0m").map_err(OutputError)
     }
 
     pub fn write_all(&mut self, bytes: &[u8]) -> Result<(), OutputError> {
@@ -44,9 +62,13 @@ impl Out {
 /// left to tell. `eprintln!` would panic there instead (and exit 101), which is why
 /// clippy.toml forbids it and the `print!` family: everything goes through this or [`Out`].
 pub fn err_line(args: std::fmt::Arguments<'_>) {
+    let text = args.to_string();
+    let shown = crate::visible::escape(&text);
     let mut err = std::io::stderr().lock();
     // A closed or full standard error: nothing better to do than go on.
-    let _ = err.write_fmt(args).and_then(|()| err.write_all(b"\n"));
+    let _ = err
+        .write_all(shown.as_bytes())
+        .and_then(|()| err.write_all(b"\n"));
 }
 
 /// `eprintln!` that never panics: see [`err_line`].

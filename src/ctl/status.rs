@@ -2,6 +2,7 @@
 
 use super::{CtlError, Out, at, print_json, request};
 use crate::control_api::{AuthState, AuthView, ServerState, ServerStatus};
+use crate::stdout::OutputError;
 use std::path::Path;
 
 pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
@@ -71,16 +72,15 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
         } else {
             s.state.as_str()
         };
-        let state = paint(state, s.state, colour);
         let name = match s.name.split_once('@') {
             Some((_, instance)) => format!("  @{instance}"),
             None => s.name.clone(),
         };
+        write!(out, "{name:<w$} ")?;
+        paint(&mut out, state, s.state, colour)?;
         writeln!(
             out,
-            "{:<w$} {} {:<15} {:<7} {:<11} {:>8} {:>6} {:>9} {:>8} {:>8}",
-            name,
-            state,
+            " {:<15} {:<7} {:<11} {:>8} {:>6} {:>9} {:>8} {:>8}",
             s.transport,
             s.era.as_deref().unwrap_or("-"),
             s.protocol_version.as_deref().unwrap_or("-"),
@@ -257,11 +257,11 @@ fn human_secs(secs: Option<f64>) -> String {
 }
 
 /// The state column, padded to 11 columns, coloured when `colour` is on.
-fn paint(text: &str, state: ServerState, colour: bool) -> String {
+fn paint(out: &mut Out, text: &str, state: ServerState, colour: bool) -> Result<(), OutputError> {
     use ServerState as S;
     let padded = format!("{text:<11}");
     if !colour {
-        return padded;
+        return write!(out, "{padded}");
     }
     let code = match state {
         S::Ready => "32",
@@ -271,5 +271,5 @@ fn paint(text: &str, state: ServerState, colour: bool) -> String {
         S::Stopped | S::Disabled => "2",
         S::NeedsLogin => "35",
     };
-    format!("\x1b[{code}m{padded}\x1b[0m")
+    out.paint(code, &padded)
 }

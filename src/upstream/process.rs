@@ -265,7 +265,10 @@ pub async fn read_stderr(
             Ok(0) | Err(_) => return,
             Ok(_) => {
                 let line = String::from_utf8_lossy(&buf).trim_end().to_owned();
-                tracing::info!(target: "mcpd::stderr", upstream = %server, "{line}");
+                // Escaped for the daemon's log: a carriage return or an escape sequence
+                // there would rewrite the line a person reads (`visible.rs`).
+                let shown = crate::visible::Visible(&line);
+                tracing::info!(target: "mcpd::stderr", upstream = %server, "{shown}");
                 // A full queue means the connection is busy; the log line above suffices.
                 let _ = tx.try_send(line);
             }

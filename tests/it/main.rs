@@ -70,4 +70,5 @@ mod server_hygiene;
 mod surface;
 mod systemd;
 mod tasks;
+mod terminal;
 mod tidy;
