@@ -38,7 +38,22 @@ impl Supervisor {
 
     pub(super) fn start_connection(&mut self, name: &Arc<str>, era: EraPlan) {
         let startup = self.startup(name);
-        let confined = self.confinement(name);
+        let Some(slot) = self.slots.get_mut(name) else {
+            return;
+        };
+        // This start's secrets are put in here and used once: the next start looks
+        // them up again.
+        let mut config = slot.cfg.clone();
+        let launch = match secrets::launch(&config, slot.resolved.take().as_ref()) {
+            Ok(launch) => launch,
+            Err(why) => return self.not_started(name, format!("not started: {why}")),
+        };
+        // Confined from the launch with its secrets in: a confined server gets them
+        // exactly as an unconfined one does.
+        let confined = match &launch {
+            Launch::Stdio(l) => self.confinement(name, l),
+            Launch::Http(_) => Ok(None),
+        };
         let sandbox = confined
             .as_ref()
             .ok()
@@ -49,13 +64,6 @@ impl Supervisor {
         self.next_instance += 1;
         let instance = self.next_instance;
         let cancel = self.cancel.child_token();
-        // This start's secrets are put in here and used once: the next start looks
-        // them up again.
-        let mut config = slot.cfg.clone();
-        let launch = match secrets::launch(&config, slot.resolved.take().as_ref()) {
-            Ok(launch) => launch,
-            Err(why) => return self.not_started(name, format!("not started: {why}")),
-        };
         // Spawned here, not in the connection task, so the supervisor knows every pid
         // from the start: the sentinel watches its group and the orphan reaper leaves
         // it to its connection.

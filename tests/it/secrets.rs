@@ -308,3 +308,35 @@ async fn a_value_typed_at_a_terminal_is_not_echoed() {
         .await;
     assert_eq!(server_env(&d, "s").await["TOKEN"], "pre-typed-VALUE-9");
 }
+
+/// A confined server gets its secrets as an unconfined one does: its environment is made
+/// from the launch with the values put in, not from the config's text.
+#[tokio::test]
+async fn a_confined_server_gets_its_secret_like_an_unconfined_one() {
+    let table = "env = { TOKEN = \"pre-${secret:api-token}\" }";
+    let d = DaemonBuilder::new()
+        .daemon("secrets = \"file\"")
+        .daemon("sandbox = true")
+        .env("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/bus")
+        .fixture_with("boxed", &["--tools", "env_json"], table)
+        .fixture_with(
+            "open",
+            &["--tools", "env_json"],
+            &format!("{table}\nsandbox = false"),
+        )
+        .start()
+        .await;
+    let (code, out, err) =
+        ctl_with_input(&d.socket, &["secret", "set", "api-token"], "v4lue\n").await;
+    assert_eq!(code, 0, "{out}{err}");
+    for name in ["boxed", "open"] {
+        let s = d
+            .wait_server(name, "ready once the secret is set", |s| {
+                s["state"] == "ready"
+            })
+            .await;
+        assert!(name == "open" || s["sandbox"].is_object(), "{s}");
+        let env = server_env(&d, name).await;
+        assert_eq!(env["TOKEN"], "pre-v4lue", "{name}: {env}");
+    }
+}
