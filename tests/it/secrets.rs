@@ -336,6 +336,8 @@ async fn a_confined_server_gets_its_secret_like_an_unconfined_one() {
             })
             .await;
         assert!(name == "open" || s["sandbox"].is_object(), "{s}");
+        // "secret … is not set" was its error until the secret came: not any more.
+        assert!(s["last_error"].is_null(), "{s}");
         let env = server_env(&d, name).await;
         assert_eq!(env["TOKEN"], "pre-v4lue", "{name}: {env}");
     }
