@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
 /// The fixture's escape tools, and `pid`.
-pub const ESCAPE: &str = "try_read,try_proxy,try_write,try_connect,try_udp,try_kill,try_unix,try_abstract,try_environ,fds,env,pid";
+pub const ESCAPE: &str = "try_read,try_socket,try_proxy,try_write,try_connect,try_udp,try_kill,try_unix,try_abstract,try_environ,fds,env,pid";
 
 /// What the fake `~/.ssh/id_rsa` holds.
 pub const KEY: &str = "-----BEGIN FAKE OPENSSH PRIVATE KEY-----";

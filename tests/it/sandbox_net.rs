@@ -227,3 +227,38 @@ fn names_server(line: &str, name: &str) -> bool {
         .and_then(|l| l.strip_prefix(name));
     rest.is_some_and(|r| !r.starts_with(|c: char| c.is_alphanumeric() || c == '_'))
 }
+
+/// Socket families are an allow-list: with `network = "none"` a confined server makes no
+/// netlink or vsock socket (vsock reaches the host of a VM), with `"all"` it makes netlink
+/// but never vsock, and unconfined the same calls get past mcpd (the kernel may still
+/// lack vsock: then EAFNOSUPPORT, never EPERM).
+#[tokio::test]
+async fn socket_families_beyond_unix_and_ip_are_refused_to_confined_servers() {
+    let s = secrets();
+    let d = trio(&s).start().await;
+    d.wait_ready().await;
+    let mut a = d.initialized_agent().await;
+    let tried = |server: &'static str, family: &'static str| {
+        let args = json!({ "family": family });
+        (server, family, args)
+    };
+    let cases = [
+        (tried("cut", "netlink"), "EPERM"),
+        (tried("cut", "vsock"), "EPERM"),
+        (tried("net", "vsock"), "EPERM"),
+        (tried("net", "netlink"), "ok"),
+        (tried("open", "netlink"), "ok"),
+    ];
+    for ((server, family, args), expected) in cases {
+        let r = attempt(&mut a, server, "try_socket", args).await;
+        assert!(
+            r.contains(expected),
+            "{server} making a {family} socket: {r}"
+        );
+    }
+    let r = attempt(&mut a, "open", "try_socket", json!({"family": "vsock"})).await;
+    assert!(
+        !r.contains("EPERM"),
+        "unconfined, a vsock socket is not refused by mcpd: {r}"
+    );
+}

@@ -19,19 +19,30 @@ pub struct Refused {
     pub udp: bool,
 }
 
-/// The filter for `refused`: each listed `socket` call, and `io_uring_setup` (whose
-/// operations make sockets without the `socket` system call), fail with EPERM;
-/// everything else is allowed. None when nothing is refused.
-pub fn filter(refused: Refused) -> Result<Option<seccompiler::BpfProgram>, SandboxError> {
-    if refused
-        == (Refused {
-            unix: false,
-            ip: false,
-            udp: false,
-        })
-    {
-        return Ok(None);
+/// The families a confined server may make sockets of: an allow-list, so a family the
+/// kernel adds later (or one a profile never thought of: vsock, which reaches the host
+/// of a VM; packet; netlink) is refused unless it is named here. Unix sockets unless
+/// refused; IPv4 and IPv6 unless `network = "none"`, and netlink (the local routing
+/// table, which `getaddrinfo` and interface listings read) only with them.
+fn allowed(refused: Refused) -> Vec<i32> {
+    let mut families = Vec::new();
+    if !refused.unix {
+        families.push(nix::libc::AF_UNIX);
     }
+    if !refused.ip {
+        families.extend([
+            nix::libc::AF_INET,
+            nix::libc::AF_INET6,
+            nix::libc::AF_NETLINK,
+        ]);
+    }
+    families
+}
+
+/// The filter for `refused`: a `socket` call of a family not [`allowed`], each refused
+/// datagram socket, and `io_uring_setup` (whose operations make sockets without the
+/// `socket` system call), fail with EPERM; everything else is allowed.
+pub fn filter(refused: Refused) -> Result<Option<seccompiler::BpfProgram>, SandboxError> {
     let fail = |e: &dyn std::fmt::Display| SandboxError::Seccomp(e.to_string());
     let arg = |n: u8, op: SeccompCmpOp, v: i32| {
         SeccompCondition::new(n, SeccompCmpArgLen::Dword, op, v as u64).map_err(|e| fail(&e))
@@ -39,14 +50,18 @@ pub fn filter(refused: Refused) -> Result<Option<seccompiler::BpfProgram>, Sandb
     let family = |f: i32| arg(0, SeccompCmpOp::Eq, f);
     let rule =
         |conditions: Vec<SeccompCondition>| SeccompRule::new(conditions).map_err(|e| fail(&e));
-    let mut socket = Vec::new();
-    if refused.unix {
-        socket.push(rule(vec![family(nix::libc::AF_UNIX)?])?);
-    }
-    for f in [nix::libc::AF_INET, nix::libc::AF_INET6] {
-        if refused.ip {
-            socket.push(rule(vec![family(f)?])?);
-        } else if refused.udp {
+    // One rule whose conditions (all must hold) say "none of the allowed families".
+    let others = allowed(refused)
+        .into_iter()
+        .map(|f| arg(0, SeccompCmpOp::Ne, f))
+        .collect::<Result<Vec<_>, _>>()?;
+    // No family allowed: the call itself matches, with no conditions.
+    let mut socket = match others.is_empty() {
+        true => Vec::new(),
+        false => vec![rule(others)?],
+    };
+    if refused.udp && !refused.ip {
+        for f in [nix::libc::AF_INET, nix::libc::AF_INET6] {
             // The type carries SOCK_NONBLOCK and SOCK_CLOEXEC above its low four bits.
             let dgram = arg(1, SeccompCmpOp::MaskedEq(0xf), nix::libc::SOCK_DGRAM)?;
             socket.push(rule(vec![family(f)?, dgram])?);
