@@ -71,6 +71,7 @@ pub async fn serve(
     // Tried in a child of its own before the supervisor reaps children (it answers once,
     // also for servers a reload adds later).
     crate::upstream::sandbox::userns_works();
+    let temp_dirs = confined_temp_dirs();
     let (sentinel, sentinel_task) = SentinelHandle::start();
     // Servers' task statuses go from their connections to the task book, which knows
     // whose task each is.
@@ -261,6 +262,10 @@ pub async fn serve(
     }
     // The supervisor held the last sentinel handle: its IO task now ends and reaps it.
     let _ = tokio::time::timeout(Duration::from_secs(3), sentinel_task).await;
+    // Every server has stopped: their temporary directories go.
+    if let Some(claim) = temp_dirs {
+        claim.release();
+    }
     // Whatever else was spawned (actors whose handles are now gone, a revocation, a
     // status query) gets a last moment to finish.
     match crate::tasks::drain(TASKS_DEADLINE).await {
@@ -281,6 +286,24 @@ pub async fn serve(
     }
     tracing::info!("mcpd stopped");
     Ok(())
+}
+
+/// Claims this daemon's directory for its confined servers' temporary directories, and
+/// removes those of daemons that are gone, off the runtime. Without the claim (a
+/// `$TMPDIR` that cannot be written), a confined server fails its start with the reason.
+fn confined_temp_dirs() -> Option<crate::upstream::sandbox::Claim> {
+    let claim = crate::upstream::sandbox::claim()
+        .inspect_err(|e| {
+            tracing::warn!(
+                "cannot claim a directory for confined servers' temporary directories: {e}"
+            )
+        })
+        .ok();
+    crate::tasks::spawn_blocking(|| match crate::upstream::sandbox::sweep() {
+        0 => {}
+        n => tracing::info!("removed the temporary directories of {n} daemons no longer running"),
+    });
+    claim
 }
 
 /// Why the daemon could not start serving.
