@@ -63,6 +63,7 @@ mod projects_surface;
 mod sandbox;
 mod sandbox_hosts;
 mod sandbox_net;
+mod sandbox_paths;
 mod sandbox_tmp;
 mod secrets;
 mod secrets_leak;

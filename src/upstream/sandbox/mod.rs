@@ -10,11 +10,13 @@
 
 mod netns;
 mod paths;
+mod reach;
 mod seccomp;
 mod tmp;
 
 pub use netns::{Isolation, userns_works};
 pub use paths::{Paths, paths};
+pub use reach::outside;
 pub use tmp::{Claim, claim, sweep, temp_path};
 
 use crate::config::{Network, SandboxProfile, StdioLaunch};
