@@ -1,4 +1,4 @@
-//! A path a confined server's `args` or `env` names outside its sandbox is named before the server meets EACCES: `mcpd check-config` and `mcpd import` warn with the setting and the `[servers.NAME.sandbox]` entry to add, and say nothing once it is there.
+//! A path a confined server's `args` or `env` names outside its sandbox is named before the server meets EACCES: `mcpd check-config` and `mcpd import` warn with the setting and the `[servers.NAME.sandbox]` entry to add, and say nothing once it is there; the shipped example runs under `sandbox = true` without such a warning.
 
 use crate::import::mcpd_in;
 use crate::support::*;
@@ -113,6 +113,24 @@ async fn import_warns_about_a_path_an_imported_server_names_outside_the_daemons_
             );
         }
     }
+}
+
+#[tokio::test]
+async fn the_example_config_names_no_path_outside_the_sandbox_once_it_is_turned_on() {
+    let shipped = concat!(env!("CARGO_MANIFEST_DIR"), "/config/mcpd.toml");
+    let text = std::fs::read_to_string(shipped).unwrap();
+    assert!(text.contains("\n# sandbox = true"), "the example offers it");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mcpd.toml");
+    std::fs::write(
+        &file,
+        text.replace("\n# sandbox = true", "\nsandbox = true"),
+    )
+    .unwrap();
+    let (code, out, err) = run_mcpd(&["check-config", "--config", path(&file)], None).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("sandbox: landlock"), "it confines:\n{out}");
+    assert_eq!(sandbox_warnings(&out), Vec::<&str>::new(), "{out}");
 }
 
 fn path(p: &Path) -> &str {
