@@ -40,7 +40,15 @@ pub async fn serve(
                 }
             })?
         }
-        None => listener::bind(&socket).await?,
+        None => {
+            crate::socket_pointer::clear_for(&socket).await;
+            listener::bind(&socket).await?
+        }
+    };
+    // Clients started without XDG_RUNTIME_DIR look in the fallback place last.
+    let pointer = match owns_socket {
+        true => crate::socket_pointer::leave(&socket).await,
+        false => None,
     };
     tracing::info!(socket = %socket.display(), activated = !owns_socket, servers = config.servers.len(), "mcpd listening");
     if config.servers.is_empty() {
@@ -271,6 +279,9 @@ pub async fn serve(
     match crate::tasks::drain(TASKS_DEADLINE).await {
         0 => tracing::debug!("every task ended"),
         n => tracing::warn!(tasks = n, "{n} tasks were still running at exit"),
+    }
+    if let Some(p) = pointer {
+        p.remove().await;
     }
     #[allow(
         clippy::disallowed_methods,

@@ -68,6 +68,7 @@ mod sandbox_tmp;
 mod secrets;
 mod secrets_leak;
 mod server_hygiene;
+mod socket_pointer;
 mod surface;
 mod systemd;
 mod tasks;
