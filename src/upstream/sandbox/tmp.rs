@@ -56,9 +56,15 @@ pub fn temp_path(server: &str) -> PathBuf {
     own.join(file_name(server))
 }
 
-/// The server's private temporary directory (made 0700 if missing).
+/// The server's private temporary directory (made 0700 if missing). In a daemon that
+/// could not claim its directory (it said why), one named by its pid all the same, which
+/// no one sweeps or removes.
 pub fn temp_dir(server: &str) -> Result<PathBuf, SandboxError> {
-    let dir = temp_path(server);
+    let own = OWN
+        .get()
+        .cloned()
+        .unwrap_or_else(|| base().join(format!("{PREFIX}{}", std::process::id())));
+    let dir = own.join(file_name(server));
     make_private(&dir).map_err(|source| SandboxError::Temp {
         dir: dir.clone(),
         source,
