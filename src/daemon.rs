@@ -300,8 +300,9 @@ pub async fn serve(
 }
 
 /// Claims this daemon's directory for its confined servers' temporary directories, and
-/// removes those of daemons that are gone, off the runtime. Without the claim (a
-/// `$TMPDIR` that cannot be written), a confined server fails its start with the reason.
+/// removes those of daemons that are gone, off the runtime. Without the claim, servers
+/// get directories named by the daemon's pid all the same, left behind at exit; where
+/// `$TMPDIR` cannot be written, a confined server fails its start saying so.
 fn confined_temp_dirs() -> Option<crate::upstream::sandbox::Claim> {
     let claim = crate::upstream::sandbox::claim()
         .inspect_err(|e| {
