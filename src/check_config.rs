@@ -1,4 +1,4 @@
-//! `mcpd check-config`: what the daemon would run with this config, and the warnings a person can act on before starting it (a command not on `PATH`, a variable not set).
+//! `mcpd check-config`: what the daemon would run with this config, and the warnings a person can act on before starting it (a command not on `PATH`, a variable not set, a path a confined server names outside its sandbox).
 
 use crate::config::{Config, Launch, ServerConfig, StdioLaunch};
 use crate::stdout::{Out, OutputError};
@@ -198,8 +198,6 @@ fn sandbox_lines(
     share: crate::config::Share,
 ) -> Result<(), OutputError> {
     use crate::upstream::sandbox;
-    let project = matches!(share, crate::config::Share::Project { .. })
-        .then(|| std::path::Path::new(crate::config::PROJECT));
     let abi = sandbox::kernel_abi();
     writeln!(
         out,
@@ -227,7 +225,7 @@ fn sandbox_lines(
             }
         )?;
     }
-    match sandbox::paths(profile, launch, project, &sandbox::temp_path(name)) {
+    match granted(name, profile, launch, share) {
         Ok(p) => {
             let show = |l: &[std::path::PathBuf]| {
                 l.iter()
@@ -244,6 +242,9 @@ fn sandbox_lines(
                     show(&p.missing)
                 )?;
             }
+            for o in sandbox::outside(launch, &p) {
+                writeln!(out, "  warning: {}", o.warning(name))?;
+            }
         }
         Err(e) => writeln!(out, "  warning: will not start: {e}")?,
     }
@@ -254,4 +255,34 @@ fn sandbox_lines(
         )?;
     }
     Ok(())
+}
+
+/// What a confined server's profile grants as it resolves now (a project server's
+/// `${PROJECT}` left as written).
+fn granted(
+    name: &str,
+    profile: &crate::config::SandboxProfile,
+    launch: &StdioLaunch,
+    share: crate::config::Share,
+) -> Result<crate::upstream::sandbox::Paths, crate::upstream::sandbox::SandboxError> {
+    use crate::upstream::sandbox;
+    let project = matches!(share, crate::config::Share::Project { .. })
+        .then(|| Path::new(crate::config::PROJECT));
+    sandbox::paths(profile, launch, project, &sandbox::temp_path(name))
+}
+
+/// The warnings about paths a confined server's launch names that its profile does not
+/// grant as they need (none for a server that is not confined, or whose profile does not
+/// resolve: `report` says why), as `report` prints them.
+pub fn sandbox_warnings(s: &ServerConfig) -> Vec<String> {
+    let (Some(profile), Launch::Stdio(launch)) = (&s.sandbox, &s.launch) else {
+        return Vec::new();
+    };
+    let Ok(granted) = granted(&s.name, profile, launch, s.share) else {
+        return Vec::new();
+    };
+    crate::upstream::sandbox::outside(launch, &granted)
+        .iter()
+        .map(|o| o.warning(&s.name))
+        .collect()
 }

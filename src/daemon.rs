@@ -40,7 +40,15 @@ pub async fn serve(
                 }
             })?
         }
-        None => listener::bind(&socket).await?,
+        None => {
+            crate::socket_pointer::clear_for(&socket).await;
+            listener::bind(&socket).await?
+        }
+    };
+    // Clients started without XDG_RUNTIME_DIR look in the fallback place last.
+    let pointer = match owns_socket {
+        true => crate::socket_pointer::leave(&socket).await,
+        false => None,
     };
     tracing::info!(socket = %socket.display(), activated = !owns_socket, servers = config.servers.len(), "mcpd listening");
     if config.servers.is_empty() {
@@ -71,6 +79,7 @@ pub async fn serve(
     // Tried in a child of its own before the supervisor reaps children (it answers once,
     // also for servers a reload adds later).
     crate::upstream::sandbox::userns_works();
+    let temp_dirs = confined_temp_dirs();
     let (sentinel, sentinel_task) = SentinelHandle::start();
     // Servers' task statuses go from their connections to the task book, which knows
     // whose task each is.
@@ -261,11 +270,18 @@ pub async fn serve(
     }
     // The supervisor held the last sentinel handle: its IO task now ends and reaps it.
     let _ = tokio::time::timeout(Duration::from_secs(3), sentinel_task).await;
+    // Every server has stopped: their temporary directories go.
+    if let Some(claim) = temp_dirs {
+        claim.release();
+    }
     // Whatever else was spawned (actors whose handles are now gone, a revocation, a
     // status query) gets a last moment to finish.
     match crate::tasks::drain(TASKS_DEADLINE).await {
         0 => tracing::debug!("every task ended"),
         n => tracing::warn!(tasks = n, "{n} tasks were still running at exit"),
+    }
+    if let Some(p) = pointer {
+        p.remove().await;
     }
     #[allow(
         clippy::disallowed_methods,
@@ -281,6 +297,25 @@ pub async fn serve(
     }
     tracing::info!("mcpd stopped");
     Ok(())
+}
+
+/// Claims this daemon's directory for its confined servers' temporary directories, and
+/// removes those of daemons that are gone, off the runtime. Without the claim, servers
+/// get directories named by the daemon's pid all the same, left behind at exit; where
+/// `$TMPDIR` cannot be written, a confined server fails its start saying so.
+fn confined_temp_dirs() -> Option<crate::upstream::sandbox::Claim> {
+    let claim = crate::upstream::sandbox::claim()
+        .inspect_err(|e| {
+            tracing::warn!(
+                "cannot claim a directory for confined servers' temporary directories: {e}"
+            )
+        })
+        .ok();
+    crate::tasks::spawn_blocking(|| match crate::upstream::sandbox::sweep() {
+        0 => {}
+        n => tracing::info!("removed the temporary directories of {n} daemons no longer running"),
+    });
+    claim
 }
 
 /// Why the daemon could not start serving.

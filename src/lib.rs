@@ -32,6 +32,7 @@ pub(crate) mod reaper;
 pub(crate) mod registry;
 pub(crate) mod secrets;
 pub mod sentinel;
+pub(crate) mod socket_pointer;
 pub mod stdout;
 pub(crate) mod supervisor;
 pub(crate) mod systemd;

@@ -21,8 +21,26 @@ fn runtime_dir() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-fn fallback_socket() -> PathBuf {
+/// Where the daemon listens without `XDG_RUNTIME_DIR`, and where clients look last.
+pub fn fallback_socket() -> PathBuf {
     PathBuf::from(format!("/tmp/mcpd-{}", nix::unistd::getuid())).join("mcpd.sock")
+}
+
+/// `/run/user/$UID/mcpd/mcpd.sock`, where clients look without `XDG_RUNTIME_DIR`.
+fn systemd_socket() -> PathBuf {
+    PathBuf::from(format!("/run/user/{}", nix::unistd::getuid()))
+        .join("mcpd")
+        .join("mcpd.sock")
+}
+
+/// Where a daemon listening on `socket` leaves a pointer to it (`socket_pointer.rs`):
+/// the fallback place, when `socket` is the default choice under an `XDG_RUNTIME_DIR`
+/// that clients without the variable never look in. None for a socket named by flag,
+/// variable or config (clients are given the same), or where those clients look anyway.
+pub fn pointer_place(socket: &std::path::Path) -> Option<PathBuf> {
+    let fallback = fallback_socket();
+    (socket == socket_path(None, None) && socket != fallback && socket != systemd_socket())
+        .then_some(fallback)
 }
 
 /// Where a client of the daemon (`mcpd connect`, `mcpd ctl`) looks for its socket, in
@@ -33,15 +51,18 @@ fn fallback_socket() -> PathBuf {
 /// the client tries `$XDG_RUNTIME_DIR/mcpd/mcpd.sock` when it has the variable, then
 /// `/run/user/$UID/mcpd/mcpd.sock` (where systemd puts every user's runtime directory,
 /// so where a desktop session's or a user service's daemon is), then the daemon's own
-/// fallback `/tmp/mcpd-$UID/mcpd.sock`. docs/clients.md says the same.
+/// fallback `/tmp/mcpd-$UID/mcpd.sock`, where a daemon under another `XDG_RUNTIME_DIR`
+/// leaves a pointer to its socket. docs/clients.md says the same.
 pub fn socket_candidates(explicit: Option<PathBuf>, from_config: Option<PathBuf>) -> Vec<PathBuf> {
     if let Some(p) = explicit.or(from_config) {
         return vec![p];
     }
-    let systemd = PathBuf::from(format!("/run/user/{}", nix::unistd::getuid()));
     let mut out: Vec<PathBuf> = Vec::with_capacity(3);
-    for dir in runtime_dir().into_iter().chain([systemd]) {
-        let p = dir.join("mcpd").join("mcpd.sock");
+    for p in runtime_dir()
+        .map(|dir| dir.join("mcpd").join("mcpd.sock"))
+        .into_iter()
+        .chain([systemd_socket()])
+    {
         if !out.contains(&p) {
             out.push(p);
         }

@@ -219,7 +219,8 @@ pub async fn control(socket: &Path, method: &str, name: &str) -> Result<(), CtlE
 }
 
 /// `mcpd ctl call TOOL ARGS`: calls a tool as an agent would and prints the result's text
-/// blocks (other blocks as JSON).
+/// blocks (other blocks as JSON), then its `structuredContent` unless a text block
+/// already said it (servers are asked to repeat it as JSON text, and most do).
 pub async fn call(
     socket: &Path,
     tool: &str,
@@ -245,19 +246,29 @@ pub async fn call(
         e => e,
     })?;
     let mut out = Out::lock();
+    let structured = result.get("structuredContent");
+    let mut repeated = false;
     for block in at(&result, "content").as_array().into_iter().flatten() {
         match at(block, "text").as_str() {
-            Some(text) if *at(block, "type") == "text" => writeln!(out, "{text}")?,
+            Some(text) if *at(block, "type") == "text" => {
+                repeated |= structured.is_some_and(|s| says(text, s));
+                writeln!(out, "{text}")?;
+            }
             _ => writeln!(out, "{block}")?,
         }
     }
-    if let Some(structured) = result.get("structuredContent") {
+    if let Some(structured) = structured.filter(|_| !repeated) {
         writeln!(out, "{structured}")?;
     }
     if *at(&result, "isError") == Value::Bool(true) {
         return Err(CtlError::ToolError);
     }
     Ok(())
+}
+
+/// Whether `text` is the JSON of `value` (in any layout).
+fn says(text: &str, value: &Value) -> bool {
+    serde_json::from_str::<Value>(text).is_ok_and(|v| v == *value)
 }
 
 /// One server's status row, or a clear error naming the configured servers.

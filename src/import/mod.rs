@@ -164,7 +164,7 @@ pub async fn run(opts: &Options) -> Result<(), ImportError> {
     let appended = render::render(&accepted);
     let merged = merge(&existing, &appended);
     // The picked names may have a `-N` suffix: the text that is written is checked too.
-    validated(&existing, &accepted, &config_path)?;
+    let config = validated(&existing, &accepted, &config_path)?;
     let mut out = Out::lock();
     if opts.dry_run {
         write!(out, "{appended}")?;
@@ -205,8 +205,20 @@ pub async fn run(opts: &Options) -> Result<(), ImportError> {
         )?;
         out.flush()?;
     }
+    sandbox_warnings(&config, &accepted);
     notes.print_needs();
     Ok(())
+}
+
+/// What `mcpd check-config` will warn about the imported servers that the daemon's
+/// `sandbox = true` confines: paths their `args` and `env` name outside their profile,
+/// which would fail with EACCES.
+fn sandbox_warnings(config: &Config, accepted: &[Converted]) {
+    for server in accepted.iter().filter_map(|c| config.servers.get(&c.name)) {
+        for w in crate::check_config::sandbox_warnings(server) {
+            crate::errln!("[servers.{}]: warning: {w}", server.name);
+        }
+    }
 }
 
 /// The existing config with `accepted` appended, parsed as `mcpd check-config` would: a

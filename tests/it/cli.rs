@@ -1,4 +1,4 @@
-//! The command line as users meet it: completion scripts, man pages, `ctl` output read by a reader that stops early, and what `ctl status` counts as agents.
+//! The command line as users meet it: completion scripts, man pages, `ctl` output read by a reader that stops early, what `ctl status` counts as agents, and what `ctl call` prints.
 
 use crate::support::*;
 use serde_json::{Value, json};
@@ -174,4 +174,35 @@ async fn ctl_agents_lists_a_call_in_flight_and_ctl_cancel_cancels_it_upstream_an
     assert!(error_message(&answer).contains("cancelled"), "{answer}");
     // The connection keeps working.
     assert_eq!(a.request("ping", None).await["result"], json!({}));
+}
+
+#[tokio::test]
+async fn ctl_call_prints_structured_content_once_when_a_text_block_repeats_it() {
+    let d = DaemonBuilder::new()
+        .fixture("fx", &["--tools", "structured,raw"])
+        .start()
+        .await;
+    d.wait_ready().await;
+    // The fixture repeats its structured content as a JSON text block, as servers are
+    // asked to: one copy is printed.
+    let (code, out, err) = d
+        .run_cli(&[
+            "ctl",
+            "call",
+            "fx__structured",
+            r#"{"value": {"count": 3}}"#,
+        ])
+        .await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.matches("count").count(), 1, "printed once:\n{out}");
+    // A text block that says something else: both are printed.
+    let result = json!({
+        "content": [{"type": "text", "text": "three of them"}],
+        "structuredContent": {"count": 3},
+    });
+    let args = json!({ "result": result }).to_string();
+    let (code, out, err) = d.run_cli(&["ctl", "call", "fx__raw", &args]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("three of them"), "{out}");
+    assert!(out.contains(r#"{"count":3}"#), "{out}");
 }

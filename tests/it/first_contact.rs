@@ -14,7 +14,7 @@ fn repo() -> &'static Path {
 /// of its own when not root already), with a private tmpfs on `/run/user`: there the
 /// daemon can listen at `/run/user/$UID`, where systemd puts a user's runtime directory,
 /// without touching the machine's. Returns (exit code, stdout, stderr).
-async fn in_namespace(script: &str, env: &[(&str, &str)]) -> (i32, String, String) {
+pub(crate) async fn in_namespace(script: &str, env: &[(&str, &str)]) -> (i32, String, String) {
     let mut cmd = tokio::process::Command::new("unshare");
     cmd.args(["--mount", "--map-root-user", "--propagation", "private"])
         .args(["bash", "-c", script])

@@ -10,10 +10,14 @@
 
 mod netns;
 mod paths;
+mod reach;
 mod seccomp;
+mod tmp;
 
 pub use netns::{Isolation, userns_works};
-pub use paths::{Paths, paths, temp_path};
+pub use paths::{Paths, paths};
+pub use reach::outside;
+pub use tmp::{Claim, claim, sweep, temp_path};
 
 use crate::config::{Network, SandboxProfile, StdioLaunch};
 use crate::control_api::SandboxView;
@@ -144,7 +148,7 @@ pub fn prepare(
         return Err(SandboxError::Kernel(abi));
     }
     paths::make_caches();
-    let tmp = paths::temp_dir(server)?;
+    let tmp = tmp::temp_dir(server)?;
     let paths = paths(profile, launch, project, &tmp)?;
     for m in &paths.missing {
         tracing::debug!(upstream = %server, path = %m.display(), "a sandbox path does not exist; it grants nothing");

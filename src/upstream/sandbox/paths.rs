@@ -268,43 +268,6 @@ fn interpreter(script: &Path) -> Option<PathBuf> {
     Some(PathBuf::from(first))
 }
 
-/// Where the server's private temporary directory is.
-pub fn temp_path(server: &str) -> PathBuf {
-    let uid = nix::unistd::getuid().as_raw();
-    let name: String = server
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    std::env::temp_dir()
-        .join(format!("mcpd-{uid}"))
-        .join("sandbox")
-        .join(name)
-}
-
-/// The server's private temporary directory (made 0700 if missing).
-pub fn temp_dir(server: &str) -> Result<PathBuf, SandboxError> {
-    let dir = temp_path(server);
-    #[allow(clippy::disallowed_methods, reason = "before the spawn, as the paths")]
-    let made = {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-    };
-    made.map_err(|source| SandboxError::Temp {
-        dir: dir.clone(),
-        source,
-    })?;
-    Ok(dir)
-}
-
 /// Makes the default profile's package caches that do not exist yet, so that a first
 /// `npx` or `uvx` under the sandbox can fill them.
 pub(super) fn make_caches() {
