@@ -1,4 +1,4 @@
-//! `/servers/NAME`: one server's state and history, its tools with a try-it form each (called through an agent connection of the page's own), restart, stop and start, login and logout for a remote server, its held definitions with their diffs and Approve, and its latency chart. Its POSTs come from its own forms (the guard checks their origin) and answer by showing the page again.
+//! `/servers/NAME`: one server's (or one instance's) state and history, its tools with a try-it form each (called through an agent connection of the page's own), restart, stop and start, login and logout for a remote server, its held definitions with their diffs and Approve, and its latency chart. Its POSTs come from its own forms (the guard checks their origin) and answer by showing the page again.
 
 use super::overview::{auth, pins, sandbox};
 use super::tryit::{self, Answer, Field};
@@ -26,6 +26,12 @@ struct ServerPage {
     version: &'static str,
     name: String,
     link: String,
+    /// For an instance: its server, and whose instance it is ("project /p", "agent 3").
+    parent: String,
+    parent_link: String,
+    instance: String,
+    /// The latency chart's server: an instance's calls are counted as its server's.
+    chart_link: String,
     notice: String,
     answer: Option<Answer>,
     state: &'static str,
@@ -108,19 +114,28 @@ async fn render(pages: &Pages, name: &str, shown: Shown, status: StatusCode) -> 
     let Some(servers) = pages.supervisor.status().await else {
         return super::overview::no_answer();
     };
-    let Some(s) = servers
-        .iter()
-        .find(|s| s.name == name && s.agent.is_none() && s.project.is_none())
-    else {
+    // A server's row or an instance's (`SERVER@AGENT`, `SERVER@/project`), by its name.
+    let Some(s) = servers.iter().find(|s| s.name == name) else {
         return unknown(name);
     };
+    let server = template(name);
+    let parent = if server == name { "" } else { server };
+    let instance = match (&s.project, s.agent) {
+        (Some(p), _) => format!("project {p}"),
+        (None, Some(a)) => format!("agent {a}"),
+        (None, None) => String::new(),
+    };
     let (held, pin_note) = held(pages, name, s).await;
-    let tools = tools(pages, name, shown.tool.as_deref());
+    let tools = tools(pages, server, shown.tool.as_deref());
     let page = ServerPage {
         title: name.to_owned(),
         version: env!("CARGO_PKG_VERSION"),
         name: name.to_owned(),
         link: segment(name),
+        parent: parent.to_owned(),
+        parent_link: segment(parent),
+        instance,
+        chart_link: segment(server),
         notice: shown.notice,
         answer: shown.answer,
         state: s.state.as_str(),
@@ -144,6 +159,12 @@ async fn render(pages: &Pages, name: &str, shown: Shown, status: StatusCode) -> 
         stderr: s.stderr_tail.clone(),
     };
     html(status, &page)
+}
+
+/// The server an instance belongs to (instances are named `SERVER@AGENT` and
+/// `SERVER@/project`; a server's own name has no `@`), or the server itself.
+fn template(name: &str) -> &str {
+    name.split_once('@').map_or(name, |(server, _)| server)
 }
 
 fn unknown(name: &str) -> Response {
@@ -370,7 +391,7 @@ async fn call(pages: &Pages, name: &str, form: &[(String, String)]) -> Response 
         .unwrap_or_default();
     let fields = {
         let catalog = pages.ctx.catalog.borrow();
-        match catalog.tool(&tool).filter(|t| &*t.server == name) {
+        match catalog.tool(&tool).filter(|t| &*t.server == template(name)) {
             None => None,
             Some(t) => {
                 let def: Value = serde_json::from_str(t.definition.get()).unwrap_or_default();
