@@ -22,6 +22,7 @@ mod browser_smoke;
 mod cli;
 mod dashboard;
 mod dashboard_live;
+mod dashboard_port;
 mod dashboard_projects;
 mod discovery;
 mod eras;
