@@ -24,6 +24,7 @@ mod dashboard;
 mod dashboard_live;
 mod dashboard_port;
 mod dashboard_projects;
+mod dashboard_sandbox;
 mod discovery;
 mod eras;
 mod failure_calls;
