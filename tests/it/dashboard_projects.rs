@@ -253,7 +253,14 @@ async fn in_a_browser_an_instances_link_and_the_project_chosen_reach_that_projec
     browser.goto(&url).await;
     let name = instance(&p.dirs[1]);
     let link = format!("tr[data-server=\"{name}\"] td.name a");
-    step("open the instance", browser.wait_for(&link).await.click()).await;
+    // The overview's rows are put in place again as the daemon changes: a link found
+    // just before may be gone when clicked, so it is found again until a click lands.
+    browser
+        .wait_until("a click on the instance's link", WAIT, |c| {
+            let link = link.clone();
+            async move { c.find(Locator::Css(&link)).await.ok()?.click().await.ok() }
+        })
+        .await;
     browser.wait_for_text("#server-name", &name).await;
     browser
         .wait_for_text(
