@@ -270,7 +270,9 @@ pub struct PinView {
     pub broken: Option<String>,
 }
 
-/// What the kernel enforces on a confined server, for `ctl status`.
+/// What the kernel enforces on a confined server, for `ctl status`. On the own row of a
+/// server run as instances (per agent or per project), which runs no process: what each
+/// instance gets, with no paths counted (see `per_instance`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SandboxView {
     /// "landlock".
@@ -280,9 +282,18 @@ pub struct SandboxView {
     /// Paths readable, and writable.
     pub read: usize,
     pub write: usize,
-    /// "all" or "none".
+    /// "all", "none" or "hosts".
     pub network: String,
     /// What the mechanism leaves open, when something is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+}
+
+impl SandboxView {
+    /// Whether this is the sandbox of a server's instances, shown on the server's own row:
+    /// no paths counted, as each instance's are its own (resolved in its project). A
+    /// confined process always has at least its private temporary directory writable.
+    pub fn per_instance(&self) -> bool {
+        self.read == 0 && self.write == 0
+    }
 }

@@ -69,8 +69,13 @@ pub async fn serve(
             .http
             .as_ref()
             .is_some_and(|h| h.addr.ip().is_loopback());
+    // Without a port in `ui_listen`, the one of the last run is kept in the state
+    // directory, so the page's address survives a restart.
     let ui = match &config.daemon.ui {
-        Some(cfg) if !ui_on_http => Some(crate::dashboard::bind(cfg).await?),
+        Some(cfg) if !ui_on_http => {
+            let state = crate::paths::state_dir(config.daemon.state_dir.clone());
+            Some(crate::dashboard::bind(cfg, state.as_deref()).await?)
+        }
         _ => None,
     };
     // Upstreams have their own token: they stop only after the agents have drained.

@@ -7,7 +7,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 /// server's command line and errors, and is guarded by a cookie, not by encryption.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UiListen {
-    /// Port 0 lets the kernel choose a free port at each start.
+    /// Port 0 lets the kernel choose a free port at each start; when `ui_listen` is not
+    /// given, the port of the last run is asked for first (`dashboard/port.rs`).
     pub addr: SocketAddr,
     /// `ui_listen` was given. Without it the dashboard shares the HTTP listener's port
     /// when that listens on loopback, and has `addr` of its own otherwise.

@@ -114,12 +114,15 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
             notes.extend(auth_note(&s.name, a));
         }
         if let Some(b) = &s.sandbox {
+            let paths = if b.per_instance() {
+                " in each instance".to_owned()
+            } else {
+                format!(", {} read and {} write paths", b.read, b.write)
+            };
             notes.push(format!(
-                "sandbox: {} ABI {}, {} read and {} write paths, network {}{}",
+                "sandbox: {} ABI {}{paths}, network {}{}",
                 b.mechanism,
                 b.abi,
-                b.read,
-                b.write,
                 b.network,
                 b.note
                     .as_ref()

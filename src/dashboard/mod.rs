@@ -5,6 +5,8 @@
 //! - `guard.rs` is the layer in front of every route (the connecting user, Host, Origin,
 //!   the session cookie, the security headers; `peer.rs` tells the user); `pages/`
 //!   renders the pages with askama.
+//! - `port.rs` keeps the port of its own listener across restarts when `ui_listen`
+//!   does not set one.
 //! - While no page is open nothing runs but the keys' owner, asleep in its mailbox, and
 //!   the accept loop (`http_accept`), asleep in `accept`: no timer, no per-page task;
 //!   keys expire when they are next looked at.
@@ -14,12 +16,14 @@ mod auth;
 mod guard;
 mod pages;
 mod peer;
+mod port;
 
 pub use actor::DashboardHandle;
 
 use crate::agent::AgentContext;
 use crate::config::UiListen;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -60,14 +64,35 @@ impl Place {
     }
 }
 
-/// Binds the dashboard's own loopback address.
-pub async fn bind(cfg: &UiListen) -> Result<Place, DashboardError> {
+/// Binds the dashboard's own loopback address. An explicit `ui_listen` is bound as it
+/// is. Without one, the port of the last run kept in `state` (the state directory) is
+/// asked for first, so the page's address survives a restart; when it is taken (or none
+/// is kept) the kernel picks a free port, which is kept for the next start.
+pub async fn bind(cfg: &UiListen, state: Option<&Path>) -> Result<Place, DashboardError> {
     let bind_err = |source| DashboardError::Bind {
         addr: cfg.addr,
         source,
     };
+    let state = state.filter(|_| !cfg.explicit && cfg.addr.port() == 0);
+    let kept = match state {
+        Some(dir) => port::remembered(dir).await,
+        None => None,
+    };
+    if let Some(p) = kept {
+        let addr = SocketAddr::new(cfg.addr.ip(), p);
+        match TcpListener::bind(addr).await {
+            Ok(listener) => return Ok(Place::Own(listener)),
+            Err(e) => tracing::warn!(
+                port = p,
+                "the dashboard cannot listen on its port of the last run, {p} ({e}); it gets a new port, so its address changes (mcpd ctl ui prints it)"
+            ),
+        }
+    }
     let listener = TcpListener::bind(cfg.addr).await.map_err(bind_err)?;
-    listener.local_addr().map_err(bind_err)?;
+    let bound = listener.local_addr().map_err(bind_err)?;
+    if let Some(dir) = state {
+        port::remember(dir, bound.port()).await;
+    }
     Ok(Place::Own(listener))
 }
 

@@ -2,7 +2,7 @@
 
 use super::{Slot, Supervisor};
 use crate::config::{Launch, ProtocolMode};
-use crate::control_api::{NameConflict, ServerStatus};
+use crate::control_api::{NameConflict, SandboxView, ServerStatus};
 use crate::protocol::era::Era;
 use crate::registry::{Collision, InstanceKey};
 use std::time::Duration;
@@ -76,7 +76,11 @@ impl Slot {
             share: self.cfg.share.as_str().to_owned(),
             agents: 0,
             idle_secs: None,
-            sandbox: self.running.as_ref().and_then(|r| r.sandbox.clone()),
+            sandbox: self
+                .running
+                .as_ref()
+                .and_then(|r| r.sandbox.clone())
+                .or_else(|| self.instances_sandbox()),
             pins: None,
             protocol_version: identity.map(|i| i.protocol_version.clone()),
             server_info: identity.map(|i| i.server_info.clone()),
@@ -102,6 +106,32 @@ impl Slot {
         }
     }
 }
+
+impl Slot {
+    /// On the own row of a server run as instances, which runs no process (or one only to
+    /// list its tools): the sandbox each instance gets, from the config's profile. Each
+    /// instance's paths are its own (resolved in its project as it starts), so none are
+    /// counted here (`SandboxView::per_instance`); the instances' rows count them.
+    fn instances_sandbox(&self) -> Option<SandboxView> {
+        if !self.cfg.share.instanced() || self.instance.is_some() {
+            return None;
+        }
+        let (Some(profile), Launch::Stdio(_)) = (&self.cfg.sandbox, &self.cfg.launch) else {
+            return None;
+        };
+        Some(SandboxView {
+            mechanism: "landlock".into(),
+            abi: u32::try_from(crate::upstream::sandbox::kernel_abi()).unwrap_or(0),
+            read: 0,
+            write: 0,
+            network: profile.network.as_str().into(),
+            note: Some(INSTANCES_SANDBOX.into()),
+        })
+    }
+}
+
+/// The note of a server's own row whose instances are confined.
+const INSTANCES_SANDBOX: &str = "each instance's paths are counted on its own row";
 
 impl Supervisor {
     /// Logs the name collisions that appeared or went away since `before`.

@@ -148,6 +148,17 @@ pub(super) fn auth(s: &ServerStatus) -> String {
 pub(super) fn sandbox(s: &ServerStatus) -> String {
     match &s.sandbox {
         None => "none".into(),
+        Some(v) if v.per_instance() => {
+            let mut text = format!(
+                "{} (ABI {}) in each instance: network {}",
+                v.mechanism, v.abi, v.network
+            );
+            if let Some(note) = &v.note {
+                text.push_str("; ");
+                text.push_str(note);
+            }
+            text
+        }
         Some(v) => {
             let mut text = format!(
                 "{} (ABI {}): {} read, {} write, network {}",

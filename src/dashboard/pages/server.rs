@@ -1,5 +1,6 @@
-//! `/servers/NAME`: one server's state and history, its tools with a try-it form each (called through an agent connection of the page's own), restart, stop and start, login and logout for a remote server, its held definitions with their diffs and Approve, and its latency chart. Its POSTs come from its own forms (the guard checks their origin) and answer by showing the page again.
+//! `/servers/NAME`: one server's (or one instance's) state and history, its tools with a try-it form each (`call.rs` says where a call goes), restart, stop and start, login and logout for a remote server, its held definitions with their diffs and Approve, and its latency chart. Its POSTs come from its own forms (the guard checks their origin) and answer by showing the page again.
 
+use super::call::{self, Target};
 use super::overview::{auth, pins, sandbox};
 use super::tryit::{self, Answer, Field};
 use super::{Pages, html, message, segment};
@@ -11,13 +12,6 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
-use std::time::Duration;
-
-/// How long a call from the page may take before the page gives up on it (and the call
-/// is cancelled). The server's own `call_timeout` usually ends it first.
-const CALL_WAIT: Duration = Duration::from_secs(15 * 60);
-/// What the page calls itself to servers (`clientInfo.name`).
-const CLIENT: &str = "mcpd dashboard";
 
 #[derive(Template)]
 #[template(path = "dashboard/server.html")]
@@ -26,9 +20,18 @@ struct ServerPage {
     version: &'static str,
     name: String,
     link: String,
+    /// For an instance: its server, and whose instance it is ("project /p", "agent 3").
+    parent: String,
+    parent_link: String,
+    instance: String,
+    /// The latency chart's server: an instance's calls are counted as its server's.
+    chart_link: String,
     notice: String,
     answer: Option<Answer>,
     state: &'static str,
+    /// Start is offered: it is stopped, failed or idle, and not the own row of a server
+    /// run as instances (the daemon starts those only as an agent's or a project's).
+    can_start: bool,
     pid: String,
     runs: String,
     restarts: u32,
@@ -41,6 +44,15 @@ struct ServerPage {
     held: Vec<Held>,
     pin_note: String,
     tools: Vec<Tool>,
+    /// The tools have forms to call them.
+    callable: bool,
+    /// What the page says about where its calls go.
+    call_note: String,
+    /// The own row of a server run per project with no instance: nothing to call.
+    no_instance: bool,
+    /// For a server run per project: the projects a call may go to, and the one chosen.
+    projects: Vec<String>,
+    chosen: String,
     history: Vec<String>,
     stderr: Vec<String>,
 }
@@ -80,6 +92,7 @@ struct Shown {
     notice: String,
     answer: Option<Answer>,
     tool: Option<String>,
+    project: Option<String>,
 }
 
 /// `GET /servers/NAME` (`?done=VERB` after an action says it was done).
@@ -108,22 +121,35 @@ async fn render(pages: &Pages, name: &str, shown: Shown, status: StatusCode) -> 
     let Some(servers) = pages.supervisor.status().await else {
         return super::overview::no_answer();
     };
-    let Some(s) = servers
-        .iter()
-        .find(|s| s.name == name && s.agent.is_none() && s.project.is_none())
-    else {
+    // A server's row or an instance's (`SERVER@AGENT`, `SERVER@/project`), by its name.
+    let Some(s) = servers.iter().find(|s| s.name == name) else {
         return unknown(name);
     };
+    let server = call::template(name);
+    let parent = if server == name { "" } else { server };
+    let instance = match (&s.project, s.agent) {
+        (Some(p), _) => format!("project {p}"),
+        (None, Some(a)) => format!("agent {a}"),
+        (None, None) => String::new(),
+    };
+    let target = Target::of(s, &servers);
+    let instanced = s.share != "shared" && parent.is_empty();
     let (held, pin_note) = held(pages, name, s).await;
-    let tools = tools(pages, name, shown.tool.as_deref());
+    let tools = tools(pages, server, shown.tool.as_deref());
     let page = ServerPage {
         title: name.to_owned(),
         version: env!("CARGO_PKG_VERSION"),
         name: name.to_owned(),
         link: segment(name),
+        parent: parent.to_owned(),
+        parent_link: segment(parent),
+        chart_link: segment(server),
+        instance,
         notice: shown.notice,
         answer: shown.answer,
         state: s.state.as_str(),
+        can_start: !instanced
+            && matches!(s.state.as_str(), "stopped" | "disabled" | "failed" | "idle"),
         pid: s.pid.map_or_else(|| "–".into(), |p| p.to_string()),
         runs: match (&s.command, &s.url) {
             (Some(c), _) => c.clone(),
@@ -140,6 +166,14 @@ async fn render(pages: &Pages, name: &str, shown: Shown, status: StatusCode) -> 
         held,
         pin_note,
         tools,
+        callable: target.callable(),
+        call_note: target.note(server),
+        no_instance: target == Target::Projects(Vec::new()),
+        chosen: shown.project.unwrap_or_default(),
+        projects: match target {
+            Target::Projects(p) => p,
+            _ => Vec::new(),
+        },
         history: s.history.clone(),
         stderr: s.stderr_tail.clone(),
     };
@@ -361,68 +395,22 @@ struct Continue<'a> {
     url: &'a str,
 }
 
-/// Calls a tool of this server as an agent would, and shows the answer.
+/// Calls a tool of this server (or instance) as an agent would, and shows the answer.
 async fn call(pages: &Pages, name: &str, form: &[(String, String)]) -> Response {
-    let tool = form
-        .iter()
-        .find(|(k, _)| k == "tool")
-        .map(|(_, v)| v.clone())
-        .unwrap_or_default();
-    let fields = {
-        let catalog = pages.ctx.catalog.borrow();
-        match catalog.tool(&tool).filter(|t| &*t.server == name) {
-            None => None,
-            Some(t) => {
-                let def: Value = serde_json::from_str(t.definition.get()).unwrap_or_default();
-                Some(
-                    tryit::fields(def.get("inputSchema").unwrap_or(&Value::Null))
-                        .unwrap_or_default(),
-                )
-            }
-        }
+    let Some(servers) = pages.supervisor.status().await else {
+        return super::overview::no_answer();
     };
-    let Some(fields) = fields else {
-        let shown = Shown {
-            notice: format!("{name} lists no tool {tool} now."),
-            ..Default::default()
-        };
-        return render(pages, name, shown, StatusCode::NOT_FOUND).await;
+    let Some(s) = servers.iter().find(|s| s.name == name) else {
+        return unknown(name);
     };
-    let arguments = match tryit::arguments(form, &fields) {
-        Ok(a) => a,
-        Err(why) => {
-            let shown = Shown {
-                notice: why,
-                tool: Some(tool),
-                ..Default::default()
-            };
-            return render(pages, name, shown, StatusCode::UNPROCESSABLE_ENTITY).await;
-        }
-    };
-    let shutdown = pages.shutdown.clone();
-    let answer = crate::agent::local::call_tool(
-        &pages.ctx,
-        CLIENT,
-        &tool,
-        arguments.clone(),
-        CALL_WAIT,
-        shutdown,
-    )
-    .await;
-    let answer = match answer {
-        Ok(v) => Answer::of(&tool, &arguments, &v),
-        Err(e) => Answer {
-            tool: tool.clone(),
-            failure: e.to_string(),
-            ..Default::default()
-        },
-    };
+    let called = call::call(pages, s, &servers, form).await;
     let shown = Shown {
-        notice: String::new(),
-        answer: Some(answer),
-        tool: Some(tool),
+        notice: called.notice,
+        answer: called.answer,
+        tool: called.tool,
+        project: called.project,
     };
-    render(pages, name, shown, StatusCode::OK).await
+    render(pages, name, shown, called.status).await
 }
 
 /// `GET /servers/NAME/latency.svg`.
