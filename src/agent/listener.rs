@@ -109,8 +109,8 @@ pub async fn run(
         if !ctx.access.allows(uid) {
             tracing::warn!(
                 agent,
-                ?pid,
-                ?uid,
+                pid,
+                uid,
                 "refused an agent from a user that may not use this daemon (daemon.allow_uids)"
             );
             let e = ErrorObject::new(
@@ -127,7 +127,7 @@ pub async fn run(
         let Ok(permit) = permits.clone().try_acquire_owned() else {
             tracing::warn!(
                 agent,
-                ?pid,
+                pid,
                 max_agents,
                 "refused an agent: connection limit reached"
             );
@@ -142,7 +142,7 @@ pub async fn run(
         if confined_peer(&ctx, origin) {
             tracing::warn!(
                 agent,
-                ?pid,
+                pid,
                 ?origin,
                 "refused a confined server's process on the socket"
             );
@@ -153,7 +153,8 @@ pub async fn run(
             tracker.spawn(refuse_with(stream, e));
             continue;
         }
-        tracing::info!(agent, ?pid, ?uid, ?origin, "agent connected");
+        // An Option field logs its value, or nothing when None.
+        tracing::info!(agent, pid, uid, ?origin, "agent connected");
         let mut ctx = ctx.clone();
         ctx.peer_uid = uid;
         ctx.peer_pid = pid;

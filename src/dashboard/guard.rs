@@ -111,7 +111,7 @@ impl Policy {
         if !allowed {
             let remote = ends.0.map(|r| r.0);
             tracing::warn!(
-                ?remote,
+                remote = remote.map(tracing::field::display),
                 uid,
                 "refused a dashboard request from another user (or one whose user could not be told)"
             );
