@@ -65,6 +65,7 @@ mod projects_limits;
 mod projects_sources;
 mod projects_surface;
 mod sandbox;
+mod sandbox_cwd;
 mod sandbox_hosts;
 mod sandbox_net;
 mod sandbox_paths;

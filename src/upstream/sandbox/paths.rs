@@ -75,7 +75,15 @@ pub fn paths(
             .map(PathBuf::from)
             .filter(|p| p.is_absolute()),
     );
-    read.extend(launch.cwd.iter().cloned());
+    // Its working directory, unless that is home or above it: `cwd = "~"` must not open
+    // every file of home. The server starts there all the same, granted nothing of it.
+    read.extend(
+        launch
+            .cwd
+            .iter()
+            .filter(|c| !too_wide(&canonical(c), home.as_deref()))
+            .cloned(),
+    );
     let mut write: Vec<PathBuf> = DEVICES.iter().map(PathBuf::from).collect();
     if let Some(home) = &home {
         write.extend(CACHES.iter().map(|c| home.join(c)));
@@ -200,7 +208,7 @@ fn script_dirs(launch: &StdioLaunch, home: Option<&Path>) -> Vec<PathBuf> {
     if !script.is_file() {
         return Vec::new();
     }
-    let too_wide = |dir: &Path| dir == Path::new("/") || home.is_some_and(|h| h.starts_with(dir));
+    let too_wide = |dir: &Path| too_wide(dir, home);
     let package = script.ancestors().skip(1).take(4).find(|d| {
         !too_wide(d) && (d.join("package.json").is_file() || d.join("pyproject.toml").is_file())
     });
@@ -217,6 +225,18 @@ fn script_dirs(launch: &StdioLaunch, home: Option<&Path>) -> Vec<PathBuf> {
         out.push(modules.to_owned());
     }
     out
+}
+
+/// Whether granting `dir` would grant too much: the root, or home or a directory above it.
+fn too_wide(dir: &Path, home: Option<&Path>) -> bool {
+    dir == Path::new("/") || home.is_some_and(|h| canonical(h).starts_with(dir))
+}
+
+/// `path` with its symlinks resolved, or as given when it cannot be.
+fn canonical(path: &Path) -> PathBuf {
+    #[allow(clippy::disallowed_methods, reason = "a local lookup before the spawn")]
+    let resolved = std::fs::canonicalize(path);
+    resolved.unwrap_or_else(|_| path.to_owned())
 }
 
 /// A program as `exec` finds it: a path, or the first match on `PATH`.
