@@ -1,7 +1,6 @@
 //! A confined server's `cwd` at home (or above it) is where it starts, never a grant: `cwd = "~"` does not open every file of home.
 
 use crate::sandbox::*;
-use crate::support::*;
 use serde_json::json;
 
 #[tokio::test]
