@@ -215,6 +215,13 @@ fn socket(paths: &Paths) -> Result<std::path::PathBuf, CtlError> {
 }
 
 async fn serve(paths: Paths, tap: mcpd::logging::LogTap) -> ExitCode {
+    // The daemon holds every server's secrets and tokens: not dumpable, so a process of
+    // the same user (an unconfined server among them) cannot read its memory or its
+    // environment through /proc or ptrace. Its servers are dumpable again once they exec.
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        mcpd::errln!("error: cannot make the daemon non-dumpable (prctl PR_SET_DUMPABLE): {e}");
+        return ExitCode::from(exit::RUNTIME);
+    }
     let config = match load_config(&paths) {
         Ok(c) => c,
         Err(e) => return fail(exit::CONFIG, &e),

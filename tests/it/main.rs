@@ -26,6 +26,7 @@ mod dashboard_port;
 mod dashboard_projects;
 mod dashboard_sandbox;
 mod discovery;
+mod dumpable;
 mod eras;
 mod failure_calls;
 mod failure_crashes;
