@@ -23,13 +23,16 @@ pub enum LocalCallError {
 }
 
 /// Calls `tool` (its qualified name) with `arguments` as an agent named `client` would,
-/// and returns the JSON-RPC answer (a `result` or an `error` member). Dropping the
-/// future closes the connection, which cancels the call upstream.
+/// working in `project` when given (as `mcpd connect` started there: a project server's
+/// call goes to that project's instance), and returns the JSON-RPC answer (a `result`
+/// or an `error` member). Dropping the future closes the connection, which cancels the
+/// call upstream.
 pub async fn call_tool(
     ctx: &AgentContext,
     client: &str,
     tool: &str,
     arguments: Value,
+    project: Option<&str>,
     within: Duration,
     shutdown: CancellationToken,
 ) -> Result<Value, LocalCallError> {
@@ -78,7 +81,11 @@ pub async fn call_tool(
         "clientInfo": {"name": client, "version": env!("CARGO_PKG_VERSION")},
     });
     let call = json!({"name": tool, "arguments": arguments});
-    let lines = [
+    let claim = project.map(|p| {
+        let path = json!({ "path": p });
+        jsonrpc::notification_line(crate::control_api::PROJECT_NOTIFICATION, Some(&path))
+    });
+    let lines = claim.into_iter().chain([
         jsonrpc::request_line(
             &Id::from(0),
             crate::protocol::method::INITIALIZE,
@@ -90,7 +97,7 @@ pub async fn call_tool(
             crate::protocol::method::TOOLS_CALL,
             Some(&call),
         ),
-    ];
+    ]);
     for line in lines {
         frames_tx
             .send(Frame::Line(line))

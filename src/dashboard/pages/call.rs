@@ -1,6 +1,5 @@
 //! Where a server page's try-it calls go (`Target`: an agent connection of the page's own; for a server run per project, the instance of a project that has one; for one agent's instance, nowhere) and a call made: the form read back, the call sent, and its answer or why it was not sent.
 
-use super::in_project::{self, Call};
 use super::tryit::{self, Answer};
 use super::{Pages, segment};
 use crate::control_api::ServerStatus;
@@ -167,30 +166,18 @@ pub(super) async fn call(
         Err(why) => return Called::refused(StatusCode::UNPROCESSABLE_ENTITY, why, Some(tool)),
     };
     let shutdown = pages.shutdown.clone();
-    let answer = match &project {
-        None => crate::agent::local::call_tool(
-            &pages.ctx,
-            CLIENT,
-            &tool,
-            arguments.clone(),
-            CALL_WAIT,
-            shutdown,
-        )
-        .await
-        .map_err(|e| e.to_string()),
-        Some(p) => {
-            let call = Call {
-                client: CLIENT,
-                tool: &tool,
-                arguments: arguments.clone(),
-                max_line: pages.ctx.max_line,
-                within: CALL_WAIT,
-            };
-            in_project::call_tool(&pages.ctx.daemon.socket, p, call, shutdown)
-                .await
-                .map_err(|e| e.to_string())
-        }
-    };
+    // A project server's call names the project, so it reaches that project's instance.
+    let answer = crate::agent::local::call_tool(
+        &pages.ctx,
+        CLIENT,
+        &tool,
+        arguments.clone(),
+        project.as_deref(),
+        CALL_WAIT,
+        shutdown,
+    )
+    .await
+    .map_err(|e| e.to_string());
     let answer = match answer {
         Ok(v) => Answer::of(&tool, &arguments, &v),
         Err(failure) => Answer {

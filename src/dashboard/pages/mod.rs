@@ -3,7 +3,6 @@
 mod call;
 mod chart;
 mod events;
-mod in_project;
 mod logs;
 mod overview;
 mod server;
