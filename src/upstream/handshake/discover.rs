@@ -97,27 +97,12 @@ pub fn classify(outcome: Result<Value, ErrorObject>) -> Discovered {
 
 /// A modern server's identity from its `DiscoverResult`.
 pub fn discover_identity(result: &Value) -> ServerIdentity {
-    ServerIdentity {
-        protocol_version: era::MODERN_VERSION.to_owned(),
-        server_info: result
-            .pointer("/_meta")
-            .and_then(|m| m.get(era::key::SERVER_INFO))
-            .cloned()
-            .unwrap_or(Value::Null),
-        capabilities: result
-            .get("capabilities")
-            .cloned()
-            .unwrap_or_else(|| json!({})),
-        instructions: result
-            .get("instructions")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
-        pid: None,
-        transport: None,
-        mcpd_instance: era::instance_in(result),
-        mcpd_behind: era::behind_in(result),
-        era_reason: None,
-    }
+    let server_info = result
+        .pointer("/_meta")
+        .and_then(|m| m.get(era::key::SERVER_INFO))
+        .cloned()
+        .unwrap_or(Value::Null);
+    super::answered(era::MODERN_VERSION, server_info, result)
 }
 
 /// Whether a refused `server/discover` asks for another try: a -32022 whose `supported`

@@ -199,9 +199,16 @@ pub fn identity(outcome: Result<Value, ErrorObject>) -> Result<ServerIdentity, I
     if !protocol::is_legacy_version(version) {
         return Err(IdentityError::UnknownVersion(version.to_owned()));
     }
-    Ok(ServerIdentity {
+    let server_info = result.get("serverInfo").cloned().unwrap_or(Value::Null);
+    Ok(answered(version, server_info, &result))
+}
+
+/// A server's identity from its handshake answer `result`, in either era: what both
+/// answers carry the same way.
+fn answered(version: &str, server_info: Value, result: &Value) -> ServerIdentity {
+    ServerIdentity {
         protocol_version: version.to_owned(),
-        server_info: result.get("serverInfo").cloned().unwrap_or(Value::Null),
+        server_info,
         capabilities: result
             .get("capabilities")
             .cloned()
@@ -212,10 +219,10 @@ pub fn identity(outcome: Result<Value, ErrorObject>) -> Result<ServerIdentity, I
             .map(str::to_owned),
         pid: None,
         transport: None,
-        mcpd_instance: era::instance_in(&result),
-        mcpd_behind: era::behind_in(&result),
+        mcpd_instance: era::instance_in(result),
+        mcpd_behind: era::behind_in(result),
         era_reason: None,
-    })
+    }
 }
 
 /// A server that answers with this daemon's own instance id is this daemon reached
