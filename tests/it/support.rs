@@ -473,11 +473,14 @@ impl Agent {
     }
 
     pub async fn send_raw(&mut self, line: &str) {
+        self.try_send_raw(line).await.expect("write to mcpd");
+    }
+
+    /// Writes a line; an error when mcpd has closed the connection (a refused one).
+    pub async fn try_send_raw(&mut self, line: &str) -> std::io::Result<()> {
         let mut bytes = line.as_bytes().to_vec();
         bytes.push(b'\n');
-        within("write", self.write.write_all(&bytes))
-            .await
-            .expect("write to mcpd");
+        within("write", self.write.write_all(&bytes)).await
     }
 
     pub async fn send(&mut self, msg: Value) {
