@@ -14,6 +14,13 @@ impl Supervisor {
             return EraPlan::Auto;
         };
         slot.plan_from_cache = false;
+        if slot.quit_on_discover.is_some() {
+            slot.era_reason = Some(
+                "its last process ended when asked server/discover: this start speaks initialize"
+                    .into(),
+            );
+            return EraPlan::Legacy;
+        }
         match (slot.cfg.protocol, &slot.cfg.launch) {
             (ProtocolMode::Legacy, _) => EraPlan::Legacy,
             (ProtocolMode::Modern, _) => EraPlan::Modern,

@@ -24,7 +24,8 @@ impl Supervisor {
                     r.probing = false;
                 }
                 let era = crate::protocol::era::Era::of_version(&identity.protocol_version);
-                let found = identity.era_reason.clone();
+                // Found in place, or after the process quit on `server/discover`.
+                let found = identity.era_reason.clone().or(slot.quit_on_discover.take());
                 slot.identity = Some(identity);
                 self.remember_era(&server, era, found);
                 let Some(slot) = self.slots.get_mut(&server) else {

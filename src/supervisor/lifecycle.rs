@@ -31,20 +31,14 @@ impl Supervisor {
             tracing::info!(upstream = %name, "the cached protocol era no longer works; asking the server again");
             self.eras.forget(name);
         }
-        if let Some(reason) = exit.legacy_next.clone()
-            && recovering
-        {
-            // A legacy server that quits on `server/discover`: what it answered is all
-            // there is to know, so it starts again at once, speaking `initialize`.
-            tracing::info!(upstream = %name, "{reason}; starting it again with initialize");
-            self.remember_era(name, crate::protocol::era::Era::Legacy, Some(reason));
-            if let Some(slot) = self.slots.get_mut(name) {
-                slot.after_exit = AfterExit::Restart;
-            }
-        }
         let Some(slot) = self.slots.get_mut(name) else {
             return;
         };
+        // A legacy server that quits on `server/discover` (or one that fails to start):
+        // the next start, at once, speaks `initialize`. It counts as a crash like any
+        // exit, so a server that fails to start still ends `failed`.
+        let quit_on_discover = recovering && exit.legacy_next.is_some();
+        slot.quit_on_discover = exit.legacy_next.clone().filter(|_| recovering);
         slot.last_exit = exit.exit_status.clone();
         slot.resolved = None;
         slot.stderr_tail = exit.stderr_tail;
@@ -125,7 +119,10 @@ impl Supervisor {
                     slot.last_error = Some(reason);
                     slot.state = ServerState::Failed;
                 } else {
-                    let delay = slot.backoff.next_delay(rand::random::<f64>());
+                    let delay = match quit_on_discover {
+                        true => std::time::Duration::ZERO,
+                        false => slot.backoff.next_delay(rand::random::<f64>()),
+                    };
                     tracing::warn!(upstream = %name, delay = ?delay, "restarting after: {error}");
                     slot.retry_at = Some(Instant::now() + delay);
                     slot.state = ServerState::Backoff;

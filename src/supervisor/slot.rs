@@ -29,6 +29,10 @@ pub(super) struct Slot {
     pub(super) era_reason: Option<String>,
     /// The running connection's era came from the cache (so a failed start forgets it).
     pub(super) plan_from_cache: bool,
+    /// Its process ended when asked `server/discover` (and why): the next start speaks
+    /// `initialize` at once, and the verdict is remembered only once that start works,
+    /// since a server that fails to start ends the same way.
+    pub(super) quit_on_discover: Option<String>,
     /// The server's cache hints from its last tool list.
     pub(super) cache: Option<(u64, bool)>,
     /// A lazy server started only to learn its catalog: it goes idle once it has.
@@ -112,6 +116,7 @@ impl Slot {
             identity: None,
             era_reason: None,
             plan_from_cache: false,
+            quit_on_discover: None,
             cache: None,
             fill_only: false,
             instance: None,

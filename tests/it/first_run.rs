@@ -188,3 +188,35 @@ async fn a_ready_server_shows_no_stale_or_ordinary_stderr_as_its_error() {
     assert!(!out.contains("last error"), "{out}");
     assert!(!out.contains("startup noise"), "{out}");
 }
+
+/// A server that fails to start ends `failed` like any crash loop, and is not taken for a
+/// legacy server that quits on `server/discover` (nothing about its era is remembered).
+#[tokio::test]
+async fn a_server_that_fails_to_start_ends_failed_and_no_era_is_remembered_for_it() {
+    let d = DaemonBuilder::new()
+        .server("bad", "false", &[], "")
+        .fixture("fx", &[])
+        .start()
+        .await;
+    let s = d
+        .wait_server("bad", "bad is failed", |r| r["state"] == "failed")
+        .await;
+    assert!(
+        s["last_error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("crashed"),
+        "{s}"
+    );
+    d.wait_server("fx", "fx is ready", |r| r["state"] == "ready")
+        .await;
+    let (code, out, err) = d.run_cli(&["ctl", "status", "--json"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !out.contains("answered initialize on its next start"),
+        "{out}"
+    );
+    let eras = std::fs::read_to_string(d.dir().join("state/eras.json")).unwrap_or_default();
+    assert!(eras.contains("\"fx\""), "fx's era is remembered: {eras}");
+    assert!(!eras.contains("\"bad\""), "bad's is not: {eras}");
+}

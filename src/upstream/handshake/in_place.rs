@@ -209,9 +209,10 @@ fn neither(discover: &str, initialize: &ErrorObject) -> HandshakeError {
 
 /// The process ended when asked `server/discover`, before it answered.
 fn quit_on_discover() -> HandshakeError {
-    let why = "the server ended when asked server/discover, without answering (a legacy server that accepts only initialize first)";
     HandshakeError {
-        legacy_next: Some(format!("{why}; taken to speak the older protocol")),
-        ..format!("{why}; it is started again with initialize").into()
+        legacy_next: Some(
+            "it ended when asked server/discover, without answering, and answered initialize on its next start (a legacy server that accepts only initialize first)".into(),
+        ),
+        .."the server ended when asked server/discover, without answering: a legacy server that accepts only initialize first (it is started again at once with initialize), or one that fails to start (its stderr says why)".to_owned().into()
     }
 }
