@@ -27,7 +27,7 @@ mod surface;
 mod tasks;
 mod wait;
 
-pub use lineage::PeerOrigin;
+pub use lineage::{PeerOrigin, parent_of};
 pub use tasks::{TaskBook, TaskInputs};
 
 use crate::registry::Catalog;

@@ -37,9 +37,12 @@ pub async fn login(socket: &Path, name: &str, browser: bool, paste: bool) -> Res
             .and_then(|()| out.flush())
             .map_err(|e| CtlError::LoginFailed(format!("the URL could not be printed: {}", e.0)))?;
     }
-    if browser && !paste {
-        open_browser(url);
-    }
+    // Removed when the browser has read it, or when this command ends.
+    let page = if browser && !paste {
+        open_browser(socket, url)
+    } else {
+        None
+    };
     if paste {
         crate::errln!(
             "Then paste the address the browser was sent to (it starts with http://127.0.0.1:…/callback) and press Enter:"
@@ -63,9 +66,17 @@ pub async fn login(socket: &Path, name: &str, browser: bool, paste: bool) -> Res
             r = wait => { r.map_err(failed)?; }
         }
     } else {
-        request_within(socket, "mcpd/login/wait", Some(params), LOGIN_WAIT)
-            .await
-            .map_err(failed)?;
+        let wait = request_within(socket, "mcpd/login/wait", Some(params), LOGIN_WAIT);
+        tokio::pin!(wait);
+        let outcome = match page {
+            Some(page) => tokio::select! {
+                r = &mut wait => r,
+                // The page goes as soon as the browser has it; then the login goes on.
+                _ = page.read_within(LOGIN_WAIT) => wait.await,
+            },
+            None => wait.await,
+        };
+        outcome.map_err(failed)?;
     }
     crate::errln!("logged in to {name}");
     Ok(())
@@ -78,32 +89,22 @@ pub(super) fn has_display() -> bool {
         .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
 }
 
-/// Opens a URL with `xdg-open` when there is a display; says so when it cannot.
-fn open_browser(url: &str) {
+/// Opens a URL through a launch page when there is a display (the URL's `state` is on no
+/// command line); says so when it cannot.
+fn open_browser(socket: &Path, url: &str) -> Option<super::launch::Launched> {
     if !has_display() {
         crate::errln!(
             "(no display here: open it on any machine, or use --paste if this host's loopback is out of the browser's reach)"
         );
-        return;
+        return None;
     }
-    xdg_open(url);
-}
-
-/// Starts `xdg-open URL` without waiting for it; says so when it cannot be started.
-pub(super) fn xdg_open(url: &str) {
-    // The URL is one argument, never a shell word.
-    let spawned = std::process::Command::new("xdg-open")
-        .arg(url)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn();
-    match spawned {
-        Ok(mut child) => {
-            // xdg-open returns at once; reaped off the async runtime.
-            std::thread::spawn(move || child.wait());
+    let dir = socket.parent().unwrap_or(Path::new("/"));
+    match super::launch::open(dir, &super::launch::Page::Go(url)) {
+        Ok(page) => Some(page),
+        Err(e) => {
+            crate::errln!("(could not open a browser: {e}; open the URL yourself)");
+            None
         }
-        Err(e) => crate::errln!("(could not open a browser: {e}; open the URL yourself)"),
     }
 }
 

@@ -11,6 +11,7 @@ use tokio::net::UnixStream;
 
 mod agents;
 mod bridge;
+mod launch;
 mod login;
 mod pins;
 pub mod secret;

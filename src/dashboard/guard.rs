@@ -54,6 +54,15 @@ pub(super) enum Refusal {
     CrossSite,
 }
 
+/// Why a connection is not served at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Peer {
+    /// Another local user's (or one the socket table does not show).
+    OtherUser,
+    /// A process of a server mcpd started, or one that could not be told apart from one.
+    Server,
+}
+
 /// What a request that passed the head checks still needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Need {
@@ -95,28 +104,46 @@ impl Policy {
         }
     }
 
-    /// Whether the request's connection is the daemon's user's (or root's), as the
-    /// kernel's socket table says; a connection it does not show is refused.
-    fn is_own_users(&self, req: &Request) -> bool {
+    /// Who the request's connection is, as the kernel's socket table and `/proc` say: the
+    /// daemon's user (or root) and no process of a server mcpd started. A connection
+    /// that cannot be told is refused.
+    fn peer(&self, req: &Request) -> Result<(), Peer> {
         let ends = (
             req.extensions()
                 .get::<axum::extract::ConnectInfo<SocketAddr>>(),
             req.extensions().get::<crate::http_accept::LocalAddr>(),
         );
-        let uid = match ends {
-            (Some(remote), Some(local)) => super::peer::uid_of(remote.0, local.0),
+        let client = match ends {
+            (Some(remote), Some(local)) => super::peer::client_of(remote.0, local.0),
             _ => None,
         };
-        let allowed = super::peer::allowed(uid, self.own_uid);
-        if !allowed {
-            let remote = ends.0.map(|r| r.0);
+        let remote = ends.0.map(|r| r.0);
+        if !super::peer::allowed(client.map(|c| c.uid), self.own_uid) {
             tracing::warn!(
                 remote = remote.map(tracing::field::display),
-                uid,
+                uid = client.map(|c| c.uid),
                 "refused a dashboard request from another user (or one whose user could not be told)"
             );
+            return Err(Peer::OtherUser);
         }
-        allowed
+        let inode = client.map_or(0, |c| c.inode);
+        match super::peer::held_by_descendant(inode) {
+            Ok(false) => Ok(()),
+            Ok(true) => {
+                tracing::warn!(
+                    remote = remote.map(tracing::field::display),
+                    "refused a dashboard request from a process of a server mcpd started"
+                );
+                Err(Peer::Server)
+            }
+            Err(why) => {
+                tracing::warn!(
+                    remote = remote.map(tracing::field::display),
+                    "refused a dashboard request whose process could not be told from a server's: {why}"
+                );
+                Err(Peer::Server)
+            }
+        }
     }
 
     /// The head checks of one request.
@@ -135,7 +162,11 @@ impl Policy {
             return Err(Refusal::ForeignHost);
         }
         let safe = matches!(*method, Method::GET | Method::HEAD);
-        if !safe && self.origin_check.on() && !same_origin(headers, host.as_deref()) {
+        // The login form comes from the launch page `mcpd ctl ui` opens, a local file
+        // (origin `null`, cross-site): it changes nothing but trades a launch token, which
+        // no other site holds, for a session.
+        let login = path == "/login";
+        if !safe && !login && self.origin_check.on() && !same_origin(headers, host.as_deref()) {
             return Err(Refusal::CrossSite);
         }
         if path == "/login" || path.starts_with("/static/") {
@@ -188,10 +219,10 @@ pub(super) struct Guard {
 /// The layer: refuses what the policy refuses, sends a request without an open session
 /// to the login page, and hardens every response.
 pub(super) async fn guard(State(g): State<Guard>, req: Request, next: Next) -> Response {
-    let mut response = if g.policy.is_own_users(&req) {
-        checked(&g, req, next).await
-    } else {
-        pages::other_user()
+    let mut response = match g.policy.peer(&req) {
+        Ok(()) => checked(&g, req, next).await,
+        Err(Peer::OtherUser) => pages::other_user(),
+        Err(Peer::Server) => pages::from_a_server(),
     };
     harden(response.headers_mut());
     response

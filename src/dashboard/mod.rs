@@ -14,6 +14,7 @@
 mod actor;
 mod auth;
 mod guard;
+mod lineage;
 mod pages;
 mod peer;
 mod port;

@@ -21,6 +21,7 @@ mod adversarial;
 mod browser_smoke;
 mod cli;
 mod dashboard;
+mod dashboard_launch;
 mod dashboard_live;
 mod dashboard_port;
 mod dashboard_projects;

@@ -46,7 +46,7 @@ pub(super) fn routes(pages: Pages) -> Router {
         .route("/agents/{agent}/cancel", post(cancel))
         .route("/logs", get(logs::page))
         .route("/logs/events", get(logs::events))
-        .route("/login", get(login))
+        .route("/login", get(login).post(login_form))
         .route("/logout", post(logout))
         .route("/static/style.css", get(style))
         .route("/static/live.js", get(script))
@@ -121,6 +121,18 @@ pub(super) fn other_user() -> Response {
     )
 }
 
+/// A connection of a process of a server mcpd started.
+pub(super) fn from_a_server() -> Response {
+    message(
+        StatusCode::FORBIDDEN,
+        "Refused",
+        "This connection comes from a process of a server mcpd started (or one mcpd could \
+         not tell apart from one): servers never use the dashboard, whatever token or \
+         cookie they hold.",
+        "Open the dashboard from a browser the person using mcpd started.",
+    )
+}
+
 /// A state-changing request from another origin.
 pub(super) fn cross_site() -> Response {
     message(
@@ -146,12 +158,40 @@ pub(super) async fn not_found() -> Response {
 
 /// `GET /login?token=T`: a valid launch token becomes a session cookie and a redirect to
 /// `/`, so the token leaves the address bar (and the history entry is the plain page).
+/// The address `mcpd ctl ui --no-browser` prints, for a person to open.
 async fn login(State(pages): State<Pages>, uri: Uri) -> Response {
-    let token = uri.query().and_then(|q| {
-        url::form_urlencoded::parse(q.as_bytes())
-            .find(|(k, _)| k == "token")
-            .and_then(|(_, v)| Key::parse(&v))
-    });
+    let token = uri.query().and_then(|q| token_in(q.as_bytes()));
+    enter(&pages, token, Then::Redirect).await
+}
+
+/// `POST /login` (form: `token`): the same from the launch page `mcpd ctl ui` opens, so
+/// the token is on no command line and in no address.
+async fn login_form(State(pages): State<Pages>, body: axum::body::Bytes) -> Response {
+    enter(&pages, token_in(&body), Then::Page).await
+}
+
+/// How a login goes on to the overview.
+enum Then {
+    /// `303 See Other`.
+    Redirect,
+    /// A page that goes there itself: after a cross-site post (the launch page is a local
+    /// file), a browser would not send a `SameSite=Strict` cookie on a redirect, but it
+    /// does on the page's own navigation.
+    Page,
+}
+
+/// The page `Then::Page` answers with.
+const ENTER_PAGE: &str = "<!doctype html><html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"0;url=/\"><title>mcpd</title></head><body><p><a href=\"/\">Continue to the dashboard</a></p></body></html>";
+
+/// The launch token in a query or form.
+fn token_in(form: &[u8]) -> Option<Key> {
+    url::form_urlencoded::parse(form)
+        .find(|(k, _)| k == "token")
+        .and_then(|(_, v)| Key::parse(&v))
+}
+
+/// Trades a launch token for a session cookie and the overview.
+async fn enter(pages: &Pages, token: Option<Key>, then: Then) -> Response {
     let session = match token {
         Some(token) => pages.keys.redeem(token).await,
         None => None,
@@ -168,7 +208,18 @@ async fn login(State(pages): State<Pages>, uri: Uri) -> Response {
         "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
         session.hex()
     );
-    redirect_home(&cookie)
+    let mut r = match then {
+        Then::Redirect => return redirect_home(&cookie),
+        Then::Page => (
+            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+            ENTER_PAGE,
+        )
+            .into_response(),
+    };
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    r
 }
 
 /// `POST /logout`: ends the session and clears the cookie.
