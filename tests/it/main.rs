@@ -60,6 +60,8 @@ mod oauth;
 mod oauth_fixture_selftest;
 mod oauth_machine;
 mod pins;
+mod pins_fields;
+mod pins_kinds;
 mod profiles;
 mod projects;
 mod projects_limits;
