@@ -1,7 +1,9 @@
 //! Handling the events a running connection reports: connected, lost, idle, and its tool and other lists.
 
+use super::pins::Kind;
 use super::{AfterExit, ServerState, Supervisor};
 use crate::upstream::ConnectionEvent;
+use std::collections::BTreeSet;
 use tokio::time::Instant;
 
 impl Supervisor {
@@ -18,6 +20,12 @@ impl Supervisor {
                     return;
                 };
                 let has_tools = identity.has_tools();
+                // The lists its connection fetches at once: its first round.
+                let mut first_round: BTreeSet<Kind> =
+                    identity.list_kinds().into_iter().map(Kind::from).collect();
+                if has_tools {
+                    first_round.insert(Kind::Tool);
+                }
                 if let Some(r) = slot.running.as_mut() {
                     r.handle = Some(handle);
                     r.http = http;
@@ -53,6 +61,7 @@ impl Supervisor {
                     // this daemon's handshake answers before its tool list comes.
                     self.publish();
                 }
+                self.first_round_begins(&server, instance, first_round);
             }
             ConnectionEvent::Lost {
                 server,
@@ -93,6 +102,7 @@ impl Supervisor {
                 let Some(slot) = self.current(&server, instance) else {
                     return;
                 };
+                let slot_name = server.clone();
                 // An instance's list is its server's (the last any instance reported).
                 let server = slot
                     .instance
@@ -120,6 +130,9 @@ impl Supervisor {
                         tracing::warn!(upstream = %server, "kept the previous {}: {e}", kind.list().1);
                     }
                 }
+                // Listed or failed, its part of the first round is over: a failed list
+                // counts as an empty one, never as a kind not yet listed.
+                self.first_round_step(&slot_name, instance, Some(kind.into()));
             }
             ConnectionEvent::Tools {
                 server,
@@ -134,6 +147,7 @@ impl Supervisor {
                 // listed and cached under the server, whose own slot never runs.
                 if let Some(template) = slot.instance.as_ref().map(|i| i.template.clone()) {
                     self.instance_tools(&template, instance, tools, cache);
+                    self.first_round_step(&server, instance, Some(Kind::Tool));
                     return;
                 }
                 if let Ok(raw) = &tools {
@@ -199,13 +213,9 @@ impl Supervisor {
                     // What went wrong before is history now (`ctl status` keeps it).
                     slot.last_error = None;
                 }
-                if std::mem::take(&mut slot.fill_only)
-                    && let Some(r) = &slot.running
-                {
-                    // Its catalog is known (and cached) now: rest until a call comes.
-                    slot.after_exit = AfterExit::Idle;
-                    r.cancel.cancel();
-                }
+                // The tool list is one of its first round's (and a lazy server started
+                // to learn its catalog rests once the round is over).
+                self.first_round_step(&server, instance, Some(Kind::Tool));
                 self.publish();
             }
         }

@@ -1,13 +1,31 @@
-//! The one way a server's lists reach the registry: through its pins (`pins/`), which hold new and changed definitions, on arrival and from the cache at start; and a person's answer to them (`ctl diff`, `approve`, `forget`).
+//! The one way a server's lists reach the registry: through its pins (`pins/`), which hold new and changed definitions, on arrival and from the cache at start; where each connection is in its first round of lists, which ends a server's first listing; and a person's answer to them (`ctl diff`, `approve`, `forget`).
 
-use super::Supervisor;
 use super::pins::{Kind, NotHeld};
+use super::{AfterExit, Supervisor};
 use crate::config::PinMode;
 use crate::protocol::ListKind;
 use crate::registry::HeldKind;
 use serde_json::{Value, json};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use tokio::sync::oneshot;
+
+/// Where a connection is in its first round of lists: the lists its capabilities
+/// declare, which it fetches as soon as it is connected. The first connection of a
+/// server whose round is over ends the server's first listing (`trust-first` then gates
+/// every kind), and a lazy server started only to learn its catalog rests then.
+#[derive(Debug, Default)]
+pub(super) enum FirstRound {
+    /// Not connected yet.
+    #[default]
+    Connecting,
+    /// These kinds are still to be listed, or to fail; whether any has been.
+    Waiting {
+        kinds: BTreeSet<Kind>,
+        answered: bool,
+    },
+    Over,
+}
 
 /// What a person asks of a server's pins.
 #[derive(Debug)]
@@ -68,6 +86,80 @@ impl Supervisor {
             }
             tracing::info!(upstream = %name, "listed the cached catalog until the server reports its own");
         }
+    }
+
+    /// A connection of slot `name` is connected, and fetches the lists of `kinds` now.
+    pub(super) fn first_round_begins(
+        &mut self,
+        name: &Arc<str>,
+        instance: u64,
+        kinds: BTreeSet<Kind>,
+    ) {
+        let Some(r) = self
+            .current(name, instance)
+            .and_then(|s| s.running.as_mut())
+        else {
+            return;
+        };
+        r.first_round = FirstRound::Waiting {
+            kinds,
+            answered: false,
+        };
+        self.first_round_step(name, instance, None);
+    }
+
+    /// A list of `kind` came, or failed, on a connection of slot `name` (None: nothing
+    /// came, see whether nothing is awaited).
+    pub(super) fn first_round_step(&mut self, name: &Arc<str>, instance: u64, kind: Option<Kind>) {
+        let Some(slot) = self.current(name, instance) else {
+            return;
+        };
+        let Some(r) = slot.running.as_mut() else {
+            return;
+        };
+        let FirstRound::Waiting { kinds, answered } = &mut r.first_round else {
+            return;
+        };
+        if let Some(kind) = kind {
+            *answered |= kinds.remove(&kind);
+        }
+        if !kinds.is_empty() {
+            return;
+        }
+        r.first_round = FirstRound::Over;
+        if std::mem::take(&mut slot.fill_only) {
+            // Its catalog is known (and cached) now: rest until a call comes.
+            slot.after_exit = AfterExit::Idle;
+            r.cancel.cancel();
+        }
+        let server = slot
+            .instance
+            .as_ref()
+            .map_or_else(|| name.clone(), |i| i.template.clone());
+        self.first_listing_over(&server);
+    }
+
+    /// A connection of slot `name` ended in the middle of its first round: when it had
+    /// listed something, the server's first listing is over (the kinds it did not list
+    /// count as listed empty), as a failed list would have been.
+    pub(super) fn first_round_cut(&mut self, name: &Arc<str>, round: &FirstRound) {
+        if !matches!(round, FirstRound::Waiting { answered: true, .. }) {
+            return;
+        }
+        let server = self
+            .slots
+            .get(name)
+            .and_then(|s| s.instance.as_ref())
+            .map_or_else(|| name.clone(), |i| i.template.clone());
+        self.first_listing_over(&server);
+    }
+
+    /// `server`'s first listing is over: under `trust-first`, every later list of every
+    /// kind is gated (saved now, so a restart keeps it).
+    fn first_listing_over(&mut self, server: &Arc<str>) {
+        let mode = self.pin_mode(server);
+        self.pins.of(server, mode).first_listing_over();
+        self.pins.save_changed();
     }
 
     fn pin_mode(&self, server: &str) -> PinMode {
@@ -141,6 +233,7 @@ impl Supervisor {
             return;
         };
         let (server, mode) = (server.clone(), slot.cfg.pin);
+        let forgot = matches!(op, PinOp::Forget);
         let set = self.pins.of(&server, mode);
         let kinds = match op {
             PinOp::Diff => {
@@ -164,6 +257,10 @@ impl Supervisor {
         for kind in kinds {
             self.readmit(&server, kind);
         }
+        if forgot {
+            // ...and that listing is over: what it shows later is gated.
+            self.pins.of(&server, mode).first_listing_shown();
+        }
         self.publish();
         let saved = self.pins.save(&server);
         tracing::info!(upstream = %server, "pins changed by a person");
@@ -179,10 +276,14 @@ impl Supervisor {
 
     /// A server's pin mode changed (a reload): what it listed passes its pins again.
     pub(super) fn repin(&mut self, server: &Arc<str>) {
-        tracing::info!(upstream = %server, mode = self.pin_mode(server).as_str(), "pin mode changed");
+        let mode = self.pin_mode(server);
+        tracing::info!(upstream = %server, mode = mode.as_str(), "pin mode changed");
         for kind in [Kind::Tool, Kind::Prompt, Kind::Resource, Kind::Template] {
             self.readmit(server, kind);
         }
+        // What it showed was its first listing under `trust-first`: that is over now.
+        self.pins.of(server, mode).first_listing_shown();
+        self.pins.save_changed();
     }
 
     /// Lists again what `server` last sent of `kind`, through its pins now.
@@ -224,7 +325,7 @@ fn diff(server: &str, set: &super::pins::PinSet) -> Value {
             json!({
                 "kind": h.kind.as_str(),
                 "id": h.pinned.id,
-                "held": h.pinned.fields,
+                "held": h.pinned.definition,
                 "approved": approved,
             })
         })

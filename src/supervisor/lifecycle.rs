@@ -31,6 +31,7 @@ impl Supervisor {
             tracing::info!(upstream = %name, "the cached protocol era no longer works; asking the server again");
             self.eras.forget(name);
         }
+        self.first_round_cut(name, &running.first_round);
         let Some(slot) = self.slots.get_mut(name) else {
             return;
         };

@@ -89,6 +89,8 @@ struct Running {
     sandbox: Option<crate::control_api::SandboxView>,
     /// Stops its network proxy (a host list's) when the process is gone.
     _egress: Option<tokio_util::sync::DropGuard>,
+    /// Where its first round of lists is (`gate.rs`).
+    first_round: gate::FirstRound,
 }
 
 struct Supervisor {

@@ -109,6 +109,7 @@ impl Supervisor {
             probing: era == EraPlan::Auto && spawned_stdio,
             sandbox,
             _egress: egress,
+            first_round: super::gate::FirstRound::default(),
         });
         slot.state = ServerState::Starting;
         slot.retry_at = None;

@@ -305,6 +305,26 @@ impl ServerIdentity {
     pub fn has_tools(&self) -> bool {
         self.capabilities.get("tools").is_some_and(Value::is_object)
     }
+
+    /// The lists besides tools the server's capabilities say it has: the ones its
+    /// connection fetches at once, with the tool list when it has tools.
+    pub fn list_kinds(&self) -> Vec<crate::protocol::ListKind> {
+        Self::list_kinds_of(&self.capabilities)
+    }
+
+    pub(crate) fn list_kinds_of(caps: &Value) -> Vec<crate::protocol::ListKind> {
+        use crate::protocol::ListKind;
+        let has = |key: &str| caps.get(key).is_some_and(Value::is_object);
+        let mut kinds = Vec::new();
+        if has("prompts") {
+            kinds.push(ListKind::Prompts);
+        }
+        if has("resources") {
+            kinds.push(ListKind::Resources);
+            kinds.push(ListKind::Templates);
+        }
+        kinds
+    }
 }
 
 /// Events a connection sends up to the supervisor. Each carries the instance number so

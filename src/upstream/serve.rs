@@ -93,26 +93,6 @@ where
     }
 }
 
-/// The lists besides tools a server's capabilities say it has.
-fn surface_kinds(caps: &serde_json::Value) -> Vec<crate::protocol::ListKind> {
-    use crate::protocol::ListKind;
-    let mut kinds = Vec::new();
-    if caps
-        .get("prompts")
-        .is_some_and(serde_json::Value::is_object)
-    {
-        kinds.push(ListKind::Prompts);
-    }
-    if caps
-        .get("resources")
-        .is_some_and(serde_json::Value::is_object)
-    {
-        kinds.push(ListKind::Resources);
-        kinds.push(ListKind::Templates);
-    }
-    kinds
-}
-
 /// Tells the supervisor a connection is unusable before the (possibly slow) stop, so no
 /// one routes to it meanwhile.
 pub(super) async fn report_lost(ctx: &ConnectionContext, why: &str) {
@@ -199,7 +179,7 @@ where
             Offers {
                 tools: has_tools,
                 listen: wants_listen,
-                lists: surface_kinds(&identity_caps),
+                lists: ServerIdentity::list_kinds_of(&identity_caps),
                 tasks,
             },
         )

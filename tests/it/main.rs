@@ -61,6 +61,8 @@ mod oauth;
 mod oauth_fixture_selftest;
 mod oauth_machine;
 mod pins;
+mod pins_fields;
+mod pins_kinds;
 mod profiles;
 mod projects;
 mod projects_limits;

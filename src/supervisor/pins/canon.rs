@@ -1,4 +1,9 @@
-//! What of a definition is pinned, and its fingerprint: the fields agents are told, in a canonical JSON form (keys sorted at every depth, no whitespace), hashed with SHA-256.
+//! What of a definition is pinned, and its fingerprint: the whole definition as the server sent it (every field agents are shown: `_meta`, `icons` and fields no spec names as well), in a canonical JSON form (keys sorted at every depth, no whitespace), hashed with SHA-256.
+//!
+//! Pin files written when only some fields were pinned (name, title, description,
+//! schemas, annotations, `execution`; URI and MIME type for resources) stay valid: a
+//! definition with no other field has the same canonical form, and so the same
+//! fingerprint, whole as it had cut down to those fields.
 //!
 //! The canonical form is written out here rather than left to `serde_json::to_string`,
 //! which sorts keys only because no crate in the build turns on its `preserve_order`
@@ -6,7 +11,7 @@
 //! definition would wait for approval again.
 
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 /// The kinds of definitions a server shows.
@@ -28,24 +33,6 @@ impl Kind {
         }
     }
 
-    /// The fields agents are told, which a change to is a change of the definition.
-    fn fields(self) -> &'static [&'static str] {
-        match self {
-            Kind::Tool => &[
-                "name",
-                "title",
-                "description",
-                "inputSchema",
-                "outputSchema",
-                "annotations",
-                "execution",
-            ],
-            Kind::Prompt => &["name", "title", "description", "arguments"],
-            Kind::Resource => &["name", "title", "description", "uri", "mimeType"],
-            Kind::Template => &["name", "title", "description", "uriTemplate", "mimeType"],
-        }
-    }
-
     /// The field that names a definition: a tool's or prompt's name, a resource's URI,
     /// a template's URI template.
     pub fn id_field(self) -> &'static str {
@@ -57,11 +44,11 @@ impl Kind {
     }
 }
 
-/// A definition as pinned: its id, its pinned fields and their fingerprint.
+/// A definition as pinned: its id, the definition whole and its fingerprint.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pinned {
     pub id: String,
-    pub fields: Value,
+    pub definition: Value,
     pub sha256: String,
 }
 
@@ -69,7 +56,7 @@ pub struct Pinned {
 /// registry refuses such an item).
 pub fn fingerprint_of(kind: Kind, item: &Value) -> Option<(&str, String)> {
     let id = item.get(kind.id_field())?.as_str()?;
-    Some((id, digest(&Fields { kind, item })))
+    Some((id, fingerprint(item)))
 }
 
 /// The pinned form of `item`, copied out (the tests compare whole pins).
@@ -78,19 +65,9 @@ pub fn pin(kind: Kind, item: &Value) -> Option<Pinned> {
     let (id, sha256) = fingerprint_of(kind, item)?;
     Some(Pinned {
         id: id.to_owned(),
-        fields: fields(kind, item),
+        definition: item.clone(),
         sha256,
     })
-}
-
-/// The pinned fields of `item`, copied out.
-pub fn fields(kind: Kind, item: &Value) -> Value {
-    let fields: Map<String, Value> = kind
-        .fields()
-        .iter()
-        .filter_map(|f| item.get(*f).map(|v| ((*f).to_owned(), v.clone())))
-        .collect();
-    Value::Object(fields)
 }
 
 /// SHA-256 of the canonical form of `v`, in hex.
@@ -150,29 +127,6 @@ impl Serialize for Canonical<'_> {
     }
 }
 
-/// An item's pinned fields, as the object they would make, serialized canonically.
-struct Fields<'a> {
-    kind: Kind,
-    item: &'a Value,
-}
-
-impl Serialize for Fields<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut present: Vec<(&str, &Value)> = self
-            .kind
-            .fields()
-            .iter()
-            .filter_map(|f| self.item.get(*f).map(|v| (*f, v)))
-            .collect();
-        present.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        let mut m = s.serialize_map(Some(present.len()))?;
-        for (k, v) in present {
-            m.serialize_entry(k, &Canonical(v))?;
-        }
-        m.end()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,20 +163,36 @@ mod tests {
         let mut e = a.clone();
         e["annotations"] = json!({"destructiveHint": false});
         assert_ne!(pa.sha256, pin(Kind::Tool, &e).unwrap().sha256);
-        // What agents are not told is not pinned.
-        let mut f = a.clone();
-        f["_meta"] = json!({"at": 1});
-        assert_eq!(pa.sha256, pin(Kind::Tool, &f).unwrap().sha256);
+        // Every field agents are shown is pinned: `_meta` (and a widget's URI in it),
+        // icons, and fields no spec names.
+        for (field, value) in [
+            ("_meta", json!({"at": 1})),
+            ("_meta", json!({"ui": {"resourceUri": "ui://x/w"}})),
+            ("icons", json!([{"src": "https://evil.example/i.png"}])),
+            ("x-anything", json!("IGNORE PREVIOUS")),
+        ] {
+            let mut f = a.clone();
+            f[field] = value;
+            assert_ne!(pa.sha256, pin(Kind::Tool, &f).unwrap().sha256, "{f}");
+        }
+        let mut g = a.clone();
+        g["_meta"] = json!({"ui": {"resourceUri": "ui://x/w"}});
+        let mut h = g.clone();
+        h["_meta"]["ui"]["resourceUri"] = json!("ui://evil/w");
+        assert_ne!(
+            pin(Kind::Tool, &g).unwrap().sha256,
+            pin(Kind::Tool, &h).unwrap().sha256
+        );
     }
 
     #[test]
-    fn a_fingerprint_is_the_hash_of_the_pinned_fields_canonical_form() {
+    fn a_fingerprint_is_the_hash_of_the_whole_definitions_canonical_form() {
         let item = json!({"name": "t", "z": 1, "description": "d", "inputSchema": {"b": 1, "a": [2, {"y": 1, "x": 0}]}});
         let p = pin(Kind::Tool, &item).unwrap();
-        assert_eq!(p.sha256, fingerprint(&p.fields));
+        assert_eq!(p.sha256, fingerprint(&p.definition));
         assert_eq!(
-            canonical(&p.fields),
-            r#"{"description":"d","inputSchema":{"a":[2,{"x":0,"y":1}],"b":1},"name":"t"}"#
+            canonical(&p.definition),
+            r#"{"description":"d","inputSchema":{"a":[2,{"x":0,"y":1}],"b":1},"name":"t","z":1}"#
         );
         // SHA-256 of "{}", as any other implementation computes it.
         assert_eq!(
@@ -265,5 +235,45 @@ mod tests {
         )
         .unwrap();
         assert_ne!(one.sha256, two.sha256);
+    }
+
+    /// Entries of a pin file written by mcpd when it pinned only some fields (taken from
+    /// such a file, for the fixture server's definitions): whole definitions with no other
+    /// field have the fingerprints written then.
+    #[test]
+    fn a_definition_with_only_the_fields_pinned_before_keeps_its_fingerprint() {
+        let v1 = [
+            (
+                Kind::Tool,
+                json!({"description": "Echoes the text argument, or the JSON of all arguments.", "inputSchema": {"properties": {"text": {"description": "Text to echo.", "type": "string"}}, "type": "object"}, "name": "echo"}),
+                "c7ebae0ec97beb35b02474145d299462c104928c06df3b78631968319183cf9c",
+            ),
+            (
+                Kind::Prompt,
+                json!({"arguments": [{"description": "Who to greet.", "name": "name", "required": true}], "description": "Greets someone by name.", "name": "greet"}),
+                "0737c08755fec928e52c1671959f2ac6a62db71e34bfff76ce2321cdf4ab922f",
+            ),
+            (
+                Kind::Resource,
+                json!({"mimeType": "text/plain", "name": "alpha", "uri": "fixture://alpha"}),
+                "26503fe38b2857e8e6a2336f2798676b3620cf762b06f86d404db9277fdf6f07",
+            ),
+            (
+                Kind::Template,
+                json!({"name": "item", "uriTemplate": "fixture://items/{id}"}),
+                "dfdcf2013c71ba867035c1fa825f4af787732917b633faf93efdf14e01527963",
+            ),
+        ];
+        for (kind, definition, sha256) in &v1 {
+            assert_eq!(
+                pin(*kind, definition).unwrap().sha256,
+                *sha256,
+                "{definition}"
+            );
+            // The same with `_meta`: a change, held once after the upgrade.
+            let mut with_meta = definition.clone();
+            with_meta["_meta"] = json!({"k": "v"});
+            assert_ne!(pin(*kind, &with_meta).unwrap().sha256, *sha256);
+        }
     }
 }

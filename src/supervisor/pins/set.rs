@@ -1,11 +1,11 @@
 //! One server's pins: its approved definitions, the ones held for a person, and the gate every list of the server passes (no IO here).
 
-use super::canon::{Kind, Pinned, fields, fingerprint_of};
+use super::canon::{Kind, Pinned, fingerprint_of};
 use crate::config::PinMode;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// An approved definition: its fingerprint and its pinned fields (shown beside a held
+/// An approved definition: its fingerprint and the definition whole (shown beside a held
 /// change by `ctl diff`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Approved {
@@ -23,11 +23,14 @@ pub struct Held {
 /// Whether a first listing is trusted (`trust-first` only).
 #[derive(Debug, Clone, PartialEq)]
 enum Trust {
-    /// Nothing pinned yet: the first list of each kind the server sends, from whichever
-    /// of its connections (or instances) lists it first, is approved as it comes; the
-    /// kinds here have had theirs, and every later list of them is gated.
+    /// The server's first listing is not over: the first list of each kind it sends,
+    /// from whichever of its connections (or instances) lists it first, is approved as
+    /// it comes; the kinds here have had theirs, and every later list of them is gated.
+    /// Ends when one connection's first round of lists is (`first_listing_over`).
     Open(BTreeSet<Kind>),
-    /// Everything new or changed waits for a person.
+    /// The server has pins: everything new or changed, of every kind, waits for a
+    /// person. A kind its first listing did not list (not declared, or its list failed)
+    /// was listed empty, and all of its definitions are new.
     Sealed,
 }
 
@@ -137,14 +140,14 @@ impl PinSet {
             if approved {
                 out.push(item.clone());
             } else if trusted {
-                let definition = fields(kind, item);
+                let definition = item.clone();
                 self.approved.insert(key, Approved { sha256, definition });
                 self.dirty = true;
                 out.push(item.clone());
             } else {
                 let pinned = Pinned {
                     id: key.1.clone(),
-                    fields: fields(kind, item),
+                    definition: item.clone(),
                     sha256,
                 };
                 self.held.insert(key, Held { kind, pinned });
@@ -152,6 +155,28 @@ impl PinSet {
         }
         self.last.insert(kind, raw);
         out
+    }
+
+    /// A connection's first round of lists is over: each kind its capabilities declare
+    /// has been listed or has failed to be (or the connection ended after some had).
+    /// The server's first listing is then over, and it has pins: every later list of
+    /// every kind is gated, the kinds not listed counting as listed empty. Marked dirty
+    /// either way, so that even a first listing with nothing in it leaves a pin file,
+    /// which says the same after a restart.
+    pub fn first_listing_over(&mut self) {
+        if self.mode == PinMode::TrustFirst && matches!(self.trust, Trust::Open(_)) {
+            self.trust = Trust::Sealed;
+            self.dirty = true;
+        }
+    }
+
+    /// After `forget` or a new mode admitted what the server last showed as a first
+    /// listing: that listing is over too (a server that has shown nothing yet waits for
+    /// its next connection's first round).
+    pub fn first_listing_shown(&mut self) {
+        if !self.last.is_empty() {
+            self.first_listing_over();
+        }
     }
 
     /// Whether this list is a first listing trust-first approves (the first of its kind
@@ -186,7 +211,7 @@ impl PinSet {
                 kinds.insert(h.kind);
                 let a = Approved {
                     sha256: h.pinned.sha256,
-                    definition: h.pinned.fields,
+                    definition: h.pinned.definition,
                 };
                 self.approved.insert(key, a);
             }
@@ -291,6 +316,69 @@ mod tests {
             s.admit(Kind::Tool, Some(2), vec![tool("a", "changed")])
                 .is_empty()
         );
+        // The second instance's resources come once the first's round is over: gated.
+        s.first_listing_over();
+        let r2 = vec![
+            json!({"uri": "x://a", "name": "a"}),
+            json!({"uri": "x://b"}),
+        ];
+        assert_eq!(s.admit(Kind::Resource, Some(2), r2).len(), 1);
+        assert_eq!(s.held_ids(Kind::Resource), ["x://b"]);
+    }
+
+    #[test]
+    fn once_a_first_listing_is_over_every_kind_is_gated_even_one_never_listed() {
+        // The first connection listed tools only (it declared nothing else, or its
+        // prompt list failed): its round is over.
+        let mut s = PinSet::new(PinMode::TrustFirst);
+        assert_eq!(s.admit(Kind::Tool, Some(1), vec![tool("a", "x")]).len(), 1);
+        s.dirty = false;
+        s.first_listing_over();
+        assert!(s.dirty, "the pin file is written: the server has pins");
+        // A restart declares prompts and resources: held, every one.
+        let p = vec![json!({"name": "p", "description": "new"})];
+        assert!(s.admit(Kind::Prompt, Some(2), p).is_empty());
+        let r = vec![json!({"uri": "x://a", "name": "a"})];
+        assert!(s.admit(Kind::Resource, Some(2), r).is_empty());
+        assert_eq!(s.held_count(), 2);
+        // The same with an empty first listing: nothing approved, yet it has pins.
+        let mut e = PinSet::new(PinMode::TrustFirst);
+        assert!(e.admit(Kind::Tool, Some(1), Vec::new()).is_empty());
+        e.first_listing_over();
+        assert!(e.dirty);
+        assert!(
+            e.admit(Kind::Tool, Some(2), vec![tool("a", "x")])
+                .is_empty()
+        );
+        assert_eq!(e.held_count(), 1);
+    }
+
+    #[test]
+    fn a_first_listing_over_changes_nothing_under_approve_or_once_sealed() {
+        let mut s = PinSet::new(PinMode::Approve);
+        s.first_listing_over();
+        assert!(!s.dirty, "approve trusts nothing: no pin file for it");
+        let mut l = PinSet::loaded(PinMode::TrustFirst, BTreeMap::new());
+        l.first_listing_over();
+        assert!(!l.dirty);
+    }
+
+    #[test]
+    fn after_forget_what_the_server_shows_is_its_first_listing_and_then_it_is_over() {
+        let mut s = PinSet::new(PinMode::TrustFirst);
+        s.admit(Kind::Tool, Some(1), vec![tool("a", "x")]);
+        s.first_listing_over();
+        s.forget();
+        assert_eq!(names(&s.readmit_or_trust(Kind::Tool).unwrap()), ["a"]);
+        assert!(s.readmit_or_trust(Kind::Prompt).is_none(), "never listed");
+        s.first_listing_shown();
+        // Its first prompt list (after a failed one, say) is gated.
+        let p = vec![json!({"name": "p"})];
+        assert!(s.admit(Kind::Prompt, Some(1), p).is_empty());
+        // A server that has shown nothing waits for its next connection's round.
+        let mut n = PinSet::new(PinMode::TrustFirst);
+        n.first_listing_shown();
+        assert_eq!(n.admit(Kind::Tool, Some(3), vec![tool("a", "x")]).len(), 1);
     }
 
     #[test]
@@ -356,7 +444,7 @@ mod tests {
             (Kind::Tool, "a".to_owned()),
             Approved {
                 sha256: p.sha256,
-                definition: p.fields,
+                definition: p.definition,
             },
         );
         let mut s = PinSet::loaded(PinMode::TrustFirst, approved);
