@@ -1,0 +1,224 @@
+//! A confined server's own mount and PID namespaces: the VCS files of a tree it may write stay read-only, `/dev/shm` is its own, and `/proc` shows its own processes only; each checked against a daemon without user namespaces (`MCPD_USERNS=0`), where the attack works.
+
+use crate::sandbox::{ESCAPE, attempt};
+use crate::support::*;
+use serde_json::json;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+
+/// The escape tools and the rename attempt.
+fn tools() -> String {
+    format!("{ESCAPE},try_rename")
+}
+
+/// A daemon confining every server, with user namespaces (`userns`) or as if they did not
+/// work: `boxed` and `boxed2` may write `repo` (and `repo2`), `open` is unconfined.
+async fn daemon(userns: bool, repo: &Path, repo2: &Path) -> Daemon {
+    let tools = tools();
+    let grant = |r: &Path| format!("sandbox = {{ write = [\"{}\"] }}", r.display());
+    let mut b = DaemonBuilder::new()
+        .daemon("sandbox = true")
+        .fixture_with("boxed", &["--tools", &tools], &grant(repo))
+        .fixture_with("boxed2", &["--tools", &tools], &grant(repo2))
+        .fixture_with("open", &["--tools", &tools], "sandbox = false");
+    if !userns {
+        b = b.env("MCPD_USERNS", "0");
+    }
+    let d = b.start().await;
+    d.wait_ready().await;
+    d
+}
+
+/// A directory holding a repository's `.git` with its config and a hooks directory.
+fn repository(under: &Path, name: &str) -> std::path::PathBuf {
+    let repo = under.join(name);
+    std::fs::create_dir_all(repo.join(".git/hooks")).unwrap();
+    std::fs::write(repo.join(".git/config"), "[core]\n").unwrap();
+    repo
+}
+
+/// The note of `name`'s sandbox in `mcpd/status`.
+async fn note(d: &Daemon, name: &str) -> String {
+    let status = d.status().await;
+    status["servers"]
+        .as_array()
+        .and_then(|a| a.iter().find(|s| s["name"] == name))
+        .and_then(|s| s["sandbox"]["note"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_confined_server_cannot_change_the_git_config_or_hooks_of_a_tree_it_may_write_nor_move_git_away()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    for userns in [true, false] {
+        let repo = repository(dir.path(), &format!("repo-{userns}"));
+        let repo2 = repository(dir.path(), &format!("other-{userns}"));
+        let d = daemon(userns, &repo, &repo2).await;
+        let mut a = d.initialized_agent().await;
+        let git = repo.join(".git");
+        // Work in the tree, and git's own files besides these, stays possible.
+        for path in [repo.join("notes.txt"), git.join("index")] {
+            let r = attempt(&mut a, "boxed", "try_write", json!({"path": path})).await;
+            assert!(
+                r.starts_with("ok"),
+                "userns={userns}: {}: {r}",
+                path.display()
+            );
+        }
+        let attacks = [
+            (
+                "setting core.fsmonitor in .git/config",
+                "try_write",
+                json!({"path": git.join("config"), "text": "[core]\n\tfsmonitor = sh -c 'cat ~/.ssh/id_ed25519'\n"}),
+            ),
+            (
+                "adding a pre-commit hook",
+                "try_write",
+                json!({"path": git.join("hooks/pre-commit"), "text": "#!/bin/sh\nid\n"}),
+            ),
+            (
+                "moving .git away to put another in its place",
+                "try_rename",
+                json!({"from": git, "to": repo.join("git-moved")}),
+            ),
+        ];
+        for (what, tool, args) in attacks {
+            let r = attempt(&mut a, "boxed", tool, args).await;
+            if userns {
+                assert!(
+                    r.starts_with("err: EROFS") || r.starts_with("err: EBUSY"),
+                    "with its own mounts, {what} must fail: {r}"
+                );
+            } else {
+                assert!(
+                    r.starts_with("ok"),
+                    "without user namespaces, {what} works (else this proves nothing): {r}"
+                );
+            }
+        }
+        let n = note(&d, "boxed").await;
+        let says = if userns {
+            ".git/config and .git/hooks read-only (1 repositories)"
+        } else {
+            "no user namespaces here: .git/config and .git/hooks of its writable trees are writable"
+        };
+        assert!(n.contains(says), "userns={userns}: {n}");
+        if userns {
+            let config = std::fs::read_to_string(git.join("config")).unwrap();
+            assert_eq!(config, "[core]\n", "the config is as it was");
+            assert!(!git.join("hooks/pre-commit").exists());
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_confined_server_has_a_dev_shm_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, repo2) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::create_dir_all(&repo2).unwrap();
+    let marker = format!("/dev/shm/mcpd-it-{}", std::process::id());
+    for userns in [true, false] {
+        let d = daemon(userns, &repo, &repo2).await;
+        let mut a = d.initialized_agent().await;
+        let path = json!({"path": marker, "text": "handed over"});
+        // The user's (or an unconfined server's) /dev/shm, and what a server left there.
+        let r = attempt(&mut a, "open", "try_write", path.clone()).await;
+        assert!(r.starts_with("ok"), "{r}");
+        let seen = attempt(&mut a, "boxed", "try_read", path.clone()).await;
+        let wrote = attempt(&mut a, "boxed", "try_write", path.clone()).await;
+        std::fs::remove_file(&marker).unwrap();
+        if userns {
+            assert!(
+                seen.starts_with("err: ENOENT"),
+                "the user's /dev/shm is not its: {seen}"
+            );
+            assert!(
+                wrote.starts_with("ok"),
+                "its own /dev/shm is writable: {wrote}"
+            );
+            let mine = attempt(&mut a, "boxed", "try_read", path.clone()).await;
+            assert_eq!(mine, "ok: handed over");
+            let other = attempt(&mut a, "boxed2", "try_read", path.clone()).await;
+            assert!(
+                other.starts_with("err: ENOENT"),
+                "another confined server does not see it: {other}"
+            );
+            assert!(!Path::new(&marker).exists(), "nor does the user");
+        } else {
+            assert_eq!(
+                seen, "ok: handed over",
+                "without user namespaces the shared /dev/shm is readable (the handover works)"
+            );
+            assert!(
+                wrote.starts_with("err: EACCES"),
+                "but not writable: {wrote}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_confined_server_sees_only_its_own_processes_in_proc() {
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, repo2) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::create_dir_all(&repo2).unwrap();
+    let marker = format!("mcpd-it-marker-{}", std::process::id());
+    // `sh` keeps the marker as its `$0`; its `sleep` dies with its group at the end.
+    let mut sleeper = std::process::Command::new("sh")
+        .args(["-c", "sleep 300; :", &marker])
+        .process_group(0)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    for userns in [true, false] {
+        let d = daemon(userns, &repo, &repo2).await;
+        let mut a = d.initialized_agent().await;
+        let cmdline = |pid: u32| json!({"path": format!("/proc/{pid}/cmdline")});
+        let other = attempt(&mut a, "boxed", "try_read", cmdline(sleeper.id())).await;
+        let daemon = attempt(&mut a, "boxed", "try_read", cmdline(d.pid())).await;
+        let open = attempt(&mut a, "open", "try_read", cmdline(sleeper.id())).await;
+        assert!(open.contains(&marker), "unconfined, it is there: {open}");
+        if userns {
+            assert!(other.starts_with("err: ENOENT"), "{other}");
+            assert!(daemon.starts_with("err: ENOENT"), "{daemon}");
+            // Its namespace's init is a copy of the daemon, with the command line blanked.
+            let init = attempt(
+                &mut a,
+                "boxed",
+                "try_read",
+                json!({"path": "/proc/1/cmdline"}),
+            )
+            .await;
+            assert!(!init.contains("serve"), "{init}");
+            let me = attempt(
+                &mut a,
+                "boxed",
+                "try_read",
+                json!({"path": "/proc/self/stat"}),
+            )
+            .await;
+            assert!(
+                me.starts_with("ok: 2 "),
+                "the server is PID 2 of its namespace: {me}"
+            );
+            let n = note(&d, "boxed").await;
+            assert!(n.contains("/proc shows its own processes only"), "{n}");
+        } else {
+            assert!(
+                other.contains(&marker),
+                "without user namespaces, all are seen: {other}"
+            );
+            assert!(daemon.contains("serve"), "{daemon}");
+            let n = note(&d, "boxed").await;
+            assert!(n.contains("/proc shows every process"), "{n}");
+        }
+    }
+    let group = nix::unistd::Pid::from_raw(sleeper.id() as i32);
+    nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL).unwrap();
+    sleeper.wait().unwrap();
+}
