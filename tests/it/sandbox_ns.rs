@@ -222,3 +222,94 @@ async fn a_confined_server_sees_only_its_own_processes_in_proc() {
     nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL).unwrap();
     sleeper.wait().unwrap();
 }
+
+/// The processes whose process group is `pgid` (from `/proc/*/stat`).
+fn group_members(pgid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // After the name: state, ppid, pgrp.
+        let pgrp = stat
+            .rsplit_once(')')
+            .and_then(|(_, r)| r.split_whitespace().nth(2))
+            .and_then(|p| p.parse::<u32>().ok());
+        if pgrp == Some(pgid) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_server_in_its_own_pid_namespace_ends_with_its_own_status_and_nothing_outlives_the_daemon()
+ {
+    let d = DaemonBuilder::new()
+        .daemon("sandbox = true")
+        .fixture("boxed", &["--tools", "crash,echo,pid"])
+        .start()
+        .await;
+    d.wait_ready().await;
+    let mut a = d.initialized_agent().await;
+    assert_eq!(
+        own_pid(&mut a).await,
+        "2",
+        "the server is PID 2 of its namespace"
+    );
+
+    // Its exit code reaches mcpd through the init and the outer process.
+    let old = status_pid(&d.server_status("boxed").await).unwrap();
+    let r = a.call("boxed__crash", json!({"code": 7})).await;
+    crate::failure_support::assert_error(&r, -32012, &["'boxed'", "exit status 7"]);
+    let row = d
+        .wait_server("boxed", "boxed is back", |s| {
+            crate::failure_support::ready_with_new_pid(s, &[old])
+        })
+        .await;
+    assert!(
+        crate::failure_support::last_exit(&row).contains("exit status 7"),
+        "{row}"
+    );
+    eventually("the crashed server's group is gone", WAIT, || async {
+        group_members(old).is_empty().then_some(())
+    })
+    .await;
+
+    // SIGTERM to its group, as mcpd stops a server: the server (PID 2, not 1) ends by
+    // it, and mcpd sees it killed by SIGTERM.
+    let old = status_pid(&row).unwrap();
+    assert_eq!(group_members(old).len(), 3, "outer process, init, server");
+    nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(old as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let row = d
+        .wait_server("boxed", "boxed is back after SIGTERM", |s| {
+            crate::failure_support::ready_with_new_pid(s, &[old])
+        })
+        .await;
+    assert!(
+        crate::failure_support::last_exit(&row).contains("killed by SIGTERM"),
+        "{row}"
+    );
+    assert_eq!(own_pid(&mut a).await, "2");
+
+    // A SIGKILL of the daemon takes all three down (parent-death signals).
+    let group = status_pid(&row).unwrap();
+    assert_eq!(group_members(group).len(), 3);
+    d.signal(nix::sys::signal::Signal::SIGKILL);
+    eventually("nothing of the server is left", WAIT, || async {
+        group_members(group).is_empty().then_some(())
+    })
+    .await;
+}
+
+/// The pid `boxed` sees as its own.
+async fn own_pid(a: &mut Agent) -> serde_json::Value {
+    a.call("boxed__pid", json!({})).await["result"]["content"][0]["text"].clone()
+}
