@@ -10,7 +10,10 @@
 //! (1 ms apart) until one is answered without error. The two copies of a server take
 //! turns at going first (a server just started may still be busy after its answer).
 //! Before the counted rounds, one uncounted round (the era probe of each server's first
-//! start is cached after it).
+//! start is cached after it). All of it runs twice: in a daemon where user namespaces
+//! work (each confined server gets mount and PID namespaces of its own) and in one with
+//! `MCPD_USERNS=0` (Landlock and seccomp only), and the report ends with what the
+//! namespaces add to each confined variant.
 //!
 //! mcpd runs with only the variables a confined server keeps (`PATH`, `HOME`, `USER`,
 //! `LOGNAME`, `LANG`, `LC_*`, `TERM`, `TZ`), so both copies of a server get the same
