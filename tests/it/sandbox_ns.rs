@@ -313,3 +313,35 @@ async fn a_server_in_its_own_pid_namespace_ends_with_its_own_status_and_nothing_
 async fn own_pid(a: &mut Agent) -> serde_json::Value {
     a.call("boxed__pid", json!({})).await["result"]["content"][0]["text"].clone()
 }
+
+#[tokio::test]
+async fn a_project_servers_git_config_is_read_only_to_its_confined_instance() {
+    use crate::projects::{IN_PROJECT, agent_in, instance_ready, projects};
+    for userns in [true, false] {
+        let p = projects(1);
+        let project = &p.dirs[0];
+        std::fs::create_dir_all(project.join(".git/hooks")).unwrap();
+        std::fs::write(project.join(".git/config"), "[core]\n").unwrap();
+        let tools = tools();
+        let mut b = DaemonBuilder::new().daemon("sandbox = true").fixture_with(
+            "fx",
+            &["--tools", &tools],
+            IN_PROJECT,
+        );
+        if !userns {
+            b = b.env("MCPD_USERNS", "0");
+        }
+        let d = b.start().await;
+        let mut a = agent_in(&d, project).await;
+        let config = project.join(".git/config");
+        let args = json!({"path": config, "text": "[core]\n\tfsmonitor = id\n"});
+        instance_ready(&d, project).await;
+        let r = attempt(&mut a, "fx", "try_write", args).await;
+        if userns {
+            assert!(r.starts_with("err: EROFS"), "{r}");
+            assert_eq!(std::fs::read_to_string(&config).unwrap(), "[core]\n");
+        } else {
+            assert!(r.starts_with("ok"), "without user namespaces it works: {r}");
+        }
+    }
+}
