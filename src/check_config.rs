@@ -214,6 +214,15 @@ fn sandbox_lines(
             ""
         }
     )?;
+    writeln!(
+        out,
+        "  sandbox: {}",
+        if sandbox::userns_works() {
+            "own mounts and processes: .git/config and .git/hooks of its writable trees read-only, a private /dev/shm, /proc shows its own processes only"
+        } else {
+            sandbox::NO_USERNS
+        }
+    )?;
     if matches!(profile.network, crate::config::Network::Hosts(_)) {
         writeln!(
             out,

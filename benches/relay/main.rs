@@ -165,7 +165,12 @@ async fn run(opts: Opts, args: Vec<String>) -> bool {
             "[relay-bench] spawn: {} iterations of each variant",
             opts.spawn
         );
-        let ok = spawn::print_spawn(&spawn::measure_spawn(opts.spawn).await);
+        // Twice: with user namespaces (each confined server in mount and PID namespaces
+        // of its own) and without (`MCPD_USERNS=0`), to show what they add.
+        let with = spawn::measure_spawn(opts.spawn, true).await;
+        let without = spawn::measure_spawn(opts.spawn, false).await;
+        let ok = spawn::print_spawn(&with) & spawn::print_spawn(&without);
+        spawn::print_namespaces(&with, &without);
         println!();
         println!(
             "loadavg at end: {}; bench wall time {:.1} s; result: {}",

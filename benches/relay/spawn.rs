@@ -10,7 +10,10 @@
 //! (1 ms apart) until one is answered without error. The two copies of a server take
 //! turns at going first (a server just started may still be busy after its answer).
 //! Before the counted rounds, one uncounted round (the era probe of each server's first
-//! start is cached after it).
+//! start is cached after it). All of it runs twice: in a daemon where user namespaces
+//! work (each confined server gets mount and PID namespaces of its own) and in one with
+//! `MCPD_USERNS=0` (Landlock and seccomp only), and the report ends with what the
+//! namespaces add to each confined variant.
 //!
 //! mcpd runs with only the variables a confined server keeps (`PATH`, `HOME`, `USER`,
 //! `LOGNAME`, `LANG`, `LC_*`, `TERM`, `TZ`), so both copies of a server get the same
@@ -61,6 +64,9 @@ pub struct Variant {
 
 pub struct SpawnReport {
     pub iterations: usize,
+    /// Whether the daemon could use user namespaces (else it ran with `MCPD_USERNS=0`):
+    /// a confined server then gets mount and PID namespaces of its own.
+    pub userns: bool,
     pub variants: Vec<Variant>,
     /// Why published servers were left out, if they were.
     pub skipped: Option<String>,
@@ -204,8 +210,9 @@ async fn start_and_call(
 }
 
 /// `iterations` rounds, each starting every variant once (interleaved), after one
-/// uncounted round.
-pub async fn measure_spawn(iterations: usize) -> Result<SpawnReport, String> {
+/// uncounted round; with `userns` false, in a daemon told user namespaces do not work
+/// (`MCPD_USERNS=0`), so that confined servers get no namespaces of their own.
+pub async fn measure_spawn(iterations: usize, userns: bool) -> Result<SpawnReport, String> {
     let (targets, skipped) = targets();
     let mut servers = Vec::new();
     let mut variants = Vec::new();
@@ -251,6 +258,9 @@ pub async fn measure_spawn(iterations: usize) -> Result<SpawnReport, String> {
         "CREDENTIALS_DIRECTORY".into(),
         credentials.path().display().to_string(),
     ));
+    if !userns {
+        env.push(("MCPD_USERNS".into(), "0".into()));
+    }
     let lines = ["sandbox = true".to_owned()];
     let daemon = Daemon::start_with_env(&servers, &lines, Some(&env))?;
     daemon.wait_ready().await?;
@@ -299,6 +309,7 @@ pub async fn measure_spawn(iterations: usize) -> Result<SpawnReport, String> {
     let shutdown = daemon.shutdown();
     Ok(SpawnReport {
         iterations,
+        userns,
         variants,
         skipped,
         shutdown,
@@ -326,8 +337,13 @@ pub fn print_spawn(r: &Result<SpawnReport, String>) -> bool {
     };
     let mut ok = true;
     println!(
-        "spawn cost of the sandbox: mcpd/start → first successful call's answer, {} \
+        "spawn cost of the sandbox ({}): mcpd/start → first successful call's answer, {} \
          iterations of each variant, interleaved, after one uncounted round; ms",
+        if r.userns {
+            "user namespaces: confined servers get their own mounts and processes"
+        } else {
+            "MCPD_USERNS=0: no namespaces"
+        },
         r.iterations
     );
     println!(
@@ -389,4 +405,36 @@ pub fn print_spawn(r: &Result<SpawnReport, String>) -> bool {
         println!("  ERROR at shutdown: {e}");
     }
     ok
+}
+
+/// Prints what the namespaces add to a confined start: each confined variant's median and
+/// p90 with user namespaces against the same without (`MCPD_USERNS=0`).
+pub fn print_namespaces(with: &Result<SpawnReport, String>, without: &Result<SpawnReport, String>) {
+    let (Ok(with), Ok(without)) = (with, without) else {
+        return;
+    };
+    println!();
+    println!(
+        "what the namespaces add (own user, mount and PID namespaces, a private /dev/shm and /proc, \
+         an init): confined starts with user namespaces against MCPD_USERNS=0, ms"
+    );
+    println!(
+        "  {:<14} {:>16} {:>16} {:>10} {:>10}",
+        "server", "with (med/p90)", "without", "+median", "+p90"
+    );
+    for on in with.variants.iter().filter(|v| v.confined) {
+        let Some(off) = without.variants.iter().find(|v| v.server == on.server) else {
+            continue;
+        };
+        println!(
+            "  {:<14} {:>7.1} / {:>6.1} {:>7.1} / {:>6.1} {:>+10.1} {:>+10.1}",
+            on.server,
+            pct(&on.ms, 0.5),
+            pct(&on.ms, 0.9),
+            pct(&off.ms, 0.5),
+            pct(&off.ms, 0.9),
+            pct(&on.ms, 0.5) - pct(&off.ms, 0.5),
+            pct(&on.ms, 0.9) - pct(&off.ms, 0.9)
+        );
+    }
 }

@@ -89,12 +89,17 @@ pub fn spawn(
     if let Some(cwd) = &cfg.cwd {
         cmd.current_dir(cwd);
     }
-    let (mut ruleset, seccomp, egress) = match sandbox {
+    let (mut ruleset, seccomp, egress, private) = match sandbox {
         Some(prepared) => {
             cmd.env_clear().envs(prepared.env);
-            (Some(prepared.ruleset), prepared.seccomp, prepared.egress)
+            (
+                Some(prepared.ruleset),
+                prepared.seccomp,
+                prepared.egress,
+                prepared.private,
+            )
         }
-        None => (None, None, None),
+        None => (None, None, None, None),
     };
     // The child's side of a namespace of its own goes into `pre_exec`; mcpd keeps the
     // rest to receive the listener, or the listener it made itself.
@@ -117,10 +122,10 @@ pub fn spawn(
     let open_files = crate::inherit::OpenFiles::started_with();
     // SAFETY: the closure runs in the forked child before exec and only makes
     // async-signal-safe system calls (setrlimit, prctl, getppid, geteuid, those of the
-    // namespace listed below,
-    // landlock_restrict_self, the ruleset's close, seccomp) and possibly _exit; it
-    // allocates nothing (`open_files`, the ruleset and the filter were made before the
-    // fork).
+    // namespaces listed below and in `Private::enter` and `init::split`, which fork by
+    // system call and return in the server's process only, landlock_restrict_self, the
+    // ruleset's close, seccomp) and possibly _exit; it allocates nothing (`open_files`,
+    // the ruleset, the filter and the namespaces' paths were made before the fork).
     unsafe {
         cmd.pre_exec(move || {
             open_files.restore()?;
@@ -135,8 +140,13 @@ pub fn spawn(
             // Its own user and network namespaces, and the proxy's listener sent to
             // mcpd: unshare, open/write/close of its /proc maps, socket, ioctl, bind,
             // listen, sendmsg and close, on memory prepared before the fork.
-            if let Some(namespace) = &namespace {
-                namespace.enter()?;
+            // With its own mounts and processes (user namespaces work), the same
+            // namespaces and more in one step; past it, this is the server's process,
+            // PID 2 of its namespace.
+            match (&private, &namespace) {
+                (Some(private), net) => private.enter(net.as_ref())?,
+                (None, Some(namespace)) => namespace.enter()?,
+                (None, None) => {}
             }
             if confined && nix::unistd::geteuid().is_root() {
                 drop_capabilities();

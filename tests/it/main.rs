@@ -72,6 +72,7 @@ mod sandbox;
 mod sandbox_cwd;
 mod sandbox_hosts;
 mod sandbox_net;
+mod sandbox_ns;
 mod sandbox_paths;
 mod sandbox_tmp;
 mod secrets;

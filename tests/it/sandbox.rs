@@ -251,50 +251,77 @@ async fn a_confined_project_server_leaves_its_project_neither_by_symlink_nor_by_
 
 #[tokio::test]
 async fn a_confined_server_signals_neither_the_daemon_nor_a_sibling_but_itself() {
-    let s = secrets();
-    let d = pair(&s).fixture("peer", &["--tools", "pid"]).start().await;
-    let st = d.wait_ready().await;
-    let mut a = d.initialized_agent().await;
-    let targets = [("the daemon", d.pid()), ("a sibling", pid_of(&st, "peer"))];
-    for (whom, pid) in targets {
-        let what = format!("kill -0 of {whom} ({pid})");
-        escape(
-            &mut a,
-            "boxed",
-            &what,
-            "try_kill",
-            json!({"pid": pid}),
-            &["EPERM"],
-        )
-        .await;
+    // With user namespaces the others are not even in its PID namespace (ESRCH); without,
+    // Landlock's scoping refuses (EPERM). Both are checked.
+    for userns in [true, false] {
+        let s = secrets();
+        let mut b = pair(&s).fixture("peer", &["--tools", "pid"]);
+        if !userns {
+            b = b.env("MCPD_USERNS", "0");
+        }
+        let d = b.start().await;
+        let st = d.wait_ready().await;
+        let mut a = d.initialized_agent().await;
+        let targets = [("the daemon", d.pid()), ("a sibling", pid_of(&st, "peer"))];
+        let refused: &[&str] = if userns { &["ESRCH"] } else { &["EPERM"] };
+        for (whom, pid) in targets {
+            let what = format!("kill -0 of {whom} ({pid})");
+            escape(
+                &mut a,
+                "boxed",
+                &what,
+                "try_kill",
+                json!({"pid": pid}),
+                refused,
+            )
+            .await;
+        }
+        // Its own pid as it sees it (2 in a PID namespace of its own).
+        let own = attempt(&mut a, "boxed", "pid", json!({})).await;
+        let own: u32 = own
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("a pid: {own}"));
+        let r = attempt(&mut a, "boxed", "try_kill", json!({"pid": own})).await;
+        assert!(r.starts_with("ok"), "a confined server signals itself: {r}");
     }
-    let own = pid_of(&st, "boxed");
-    let r = attempt(&mut a, "boxed", "try_kill", json!({"pid": own})).await;
-    assert!(r.starts_with("ok"), "a confined server signals itself: {r}");
 }
 
 #[tokio::test]
 async fn a_confined_server_reads_no_other_process_environment_in_proc() {
-    let s = secrets();
-    let d = pair(&s)
-        .env("AWS_SECRET_ACCESS_KEY", "not-a-real-key")
-        .start()
-        .await;
-    d.wait_ready().await;
-    let mut a = d.initialized_agent().await;
-    let args = json!({"pid": d.pid()});
-    let open = attempt(&mut a, "open", "try_environ", args.clone()).await;
-    assert!(
-        open.contains("AWS_SECRET_ACCESS_KEY"),
-        "unconfined, the daemon's environ names the secret: {open}"
-    );
-    let boxed = attempt(&mut a, "boxed", "try_environ", args).await;
-    only_unconfined(
-        "reading /proc/<daemon>/environ",
-        &open,
-        &boxed,
-        &["EACCES", "EPERM"],
-    );
+    // With user namespaces the daemon is not in its /proc at all (ENOENT); without,
+    // Landlock refuses (EACCES). Both are checked.
+    for userns in [true, false] {
+        let s = secrets();
+        let mut b = pair(&s).env("AWS_SECRET_ACCESS_KEY", "not-a-real-key");
+        if !userns {
+            b = b.env("MCPD_USERNS", "0");
+        }
+        let d = b.start().await;
+        d.wait_ready().await;
+        let mut a = d.initialized_agent().await;
+        let args = json!({"pid": d.pid()});
+        let open = attempt(&mut a, "open", "try_environ", args.clone()).await;
+        assert!(
+            open.contains("AWS_SECRET_ACCESS_KEY"),
+            "unconfined, the daemon's environ names the secret: {open}"
+        );
+        let boxed = attempt(&mut a, "boxed", "try_environ", args).await;
+        let refused: &[&str] = if userns {
+            &["ENOENT"]
+        } else {
+            &["EACCES", "EPERM"]
+        };
+        only_unconfined("reading /proc/<daemon>/environ", &open, &boxed, refused);
+        // Nor that of its namespace's init, a copy of the daemon (Landlock's scoping).
+        if userns {
+            let init = attempt(&mut a, "boxed", "try_environ", json!({"pid": 1})).await;
+            assert!(
+                init.starts_with("err: EACCES") || init.starts_with("err: EPERM"),
+                "{init}"
+            );
+        }
+    }
 }
 
 #[tokio::test]

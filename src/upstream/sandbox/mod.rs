@@ -8,14 +8,17 @@
 //! refuses it, and the server does not start (fail closed). Nothing here widens a
 //! profile to make a server work.
 
+mod init;
 mod netns;
 mod paths;
+mod private;
 mod reach;
 mod seccomp;
 mod tmp;
 
-pub use netns::{Isolation, userns_works};
+pub use netns::Isolation;
 pub use paths::{Paths, paths};
+pub use private::{Private, SHM_SHOWN, userns_works};
 pub use reach::outside;
 pub use tmp::{Claim, claim, sweep, temp_path};
 
@@ -66,6 +69,8 @@ pub enum SandboxError {
     Seccomp(String),
     #[error("the sandbox's network proxy could not be set up: {0}")]
     Proxy(std::io::Error),
+    #[error("the sandbox's own namespaces could not be prepared: {0}")]
+    Namespace(String),
     #[error("the sandbox's private temporary directory {}: {source}", dir.display())]
     Temp {
         dir: PathBuf,
@@ -84,6 +89,8 @@ pub struct Prepared {
     pub view: SandboxView,
     /// With a host list: what mcpd's proxy lets through, and where it listens.
     pub egress: Option<Egress>,
+    /// Where user namespaces work: its own mounts and processes (`private.rs`).
+    pub private: Option<Private>,
 }
 
 /// A host-list server's way out: mcpd's filtering proxy.
@@ -208,6 +215,13 @@ pub fn prepare(
             created = created.add_rule(NetPort::new(port, AccessNet::ConnectTcp))?;
         }
     }
+    // Made after the rules: it holds a second descriptor of the same ruleset, to grant
+    // what the child mounts.
+    let private = if userns_works() {
+        Some(Private::new(&paths.write, &created)?)
+    } else {
+        None
+    };
     let mut env = environment(profile, launch, &tmp);
     if let Some(e) = &egress {
         let url = OsString::from(e.url()?);
@@ -217,7 +231,7 @@ pub fn prepare(
         // Node 24 and later take the variables above for `fetch` and `http` with this.
         env.push(("NODE_USE_ENV_PROXY".into(), "1".into()));
     }
-    let view = view(profile, abi, &paths, &egress);
+    let view = view(profile, abi, &paths, &egress, private.as_ref());
     let seccomp = seccomp::filter(seccomp::Refused {
         unix: !profile.unix_sockets,
         ip: profile.network == Network::None,
@@ -229,6 +243,7 @@ pub fn prepare(
         env,
         view,
         egress,
+        private,
     })
 }
 
@@ -264,8 +279,17 @@ fn egress(rules: &[crate::egress::HostRule]) -> Result<Egress, SandboxError> {
     })
 }
 
+/// What a confined server's note says where user namespaces do not work.
+pub const NO_USERNS: &str = "no user namespaces here: .git/config and .git/hooks of its writable trees are writable, no /dev/shm, /proc shows every process on the machine";
+
 /// What status shows as enforced.
-fn view(profile: &SandboxProfile, abi: i32, paths: &Paths, egress: &Option<Egress>) -> SandboxView {
+fn view(
+    profile: &SandboxProfile,
+    abi: i32,
+    paths: &Paths,
+    egress: &Option<Egress>,
+    private: Option<&Private>,
+) -> SandboxView {
     let note = match (&profile.network, egress) {
         (Network::None, _) => Some("no IP sockets: TCP refused by Landlock, IP sockets by seccomp".into()),
         (Network::Hosts(r), Some(Egress { via: Via::Namespace(_), .. })) => Some(format!(
@@ -282,6 +306,14 @@ fn view(profile: &SandboxProfile, abi: i32, paths: &Paths, egress: &Option<Egres
         let unix = "no Unix sockets but pairs";
         note = Some(note.map_or(unix.into(), |n| format!("{n}; {unix}")));
     }
+    let own = match private {
+        Some(p) => format!(
+            "own mounts and processes: .git/config and .git/hooks read-only ({} repositories), a private /dev/shm of {SHM_SHOWN}, /proc shows its own processes only",
+            p.repositories()
+        ),
+        None => NO_USERNS.into(),
+    };
+    note = Some(note.map_or_else(|| own.clone(), |n| format!("{n}; {own}")));
     SandboxView {
         mechanism: "landlock".into(),
         abi: abi as u32,

@@ -11,52 +11,19 @@ use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::sync::OnceLock;
 
 /// The port of the proxy listener on a server's own loopback (nothing else is there).
 pub const PROXY_PORT: u16 = 3128;
 
-/// Setting this to `0` in the daemon's environment makes it take user namespaces as
-/// unavailable (tests check the fallback with it).
-pub const USERNS_OVERRIDE: &str = "MCPD_USERNS";
-
-/// Whether this process may make a user and network namespace and set itself up in it
-/// (Ubuntu's AppArmor and some distributions' settings forbid it), tried once in a
-/// forked child. The daemon asks before its supervisor reaps children, so the child's
-/// status is this call's to read.
-pub fn userns_works() -> bool {
-    static SEEN: OnceLock<bool> = OnceLock::new();
-    *SEEN.get_or_init(|| {
-        if std::env::var(USERNS_OVERRIDE).is_ok_and(|v| v == "0") {
-            return false;
-        }
-        let maps = Maps::of_this_process();
-        // SAFETY: the child only makes system calls on memory prepared before the fork
-        // (unshare, open, write, close, socket, ioctl) and `_exit`s.
-        match unsafe { nix::unistd::fork() } {
-            Ok(nix::unistd::ForkResult::Child) => {
-                let code = i32::from(maps.enter().is_err());
-                // SAFETY: ends the child without running anything of the parent's.
-                unsafe { libc::_exit(code) }
-            }
-            Ok(nix::unistd::ForkResult::Parent { child }) => matches!(
-                nix::sys::wait::waitpid(child, None),
-                Ok(nix::sys::wait::WaitStatus::Exited(_, 0))
-            ),
-            Err(_) => false,
-        }
-    })
-}
-
 /// The identity maps a child writes in its new user namespace: its own uid and gid map
 /// to themselves, so files it makes belong to the user as before.
-struct Maps {
+pub(super) struct Maps {
     uid: Vec<u8>,
     gid: Vec<u8>,
 }
 
 impl Maps {
-    fn of_this_process() -> Maps {
+    pub(super) fn of_this_process() -> Maps {
         let uid = nix::unistd::geteuid().as_raw();
         let gid = nix::unistd::getegid().as_raw();
         Maps {
@@ -65,14 +32,14 @@ impl Maps {
         }
     }
 
-    /// Between fork and exec: a new user and network namespace, the maps, loopback up.
-    fn enter(&self) -> io::Result<()> {
+    /// Between fork and exec: a new user namespace and the others `flags` name, and the
+    /// maps.
+    pub(super) fn enter(&self, flags: libc::c_int) -> io::Result<()> {
         // SAFETY: unshare takes flags only.
-        check(unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) })?;
+        check(unsafe { libc::unshare(libc::CLONE_NEWUSER | flags) })?;
         write_proc(c"/proc/self/setgroups", b"deny")?;
         write_proc(c"/proc/self/uid_map", &self.uid)?;
-        write_proc(c"/proc/self/gid_map", &self.gid)?;
-        loopback_up()
+        write_proc(c"/proc/self/gid_map", &self.gid)
     }
 }
 
@@ -142,7 +109,14 @@ impl ChildSide {
     /// Between fork and exec: its own namespaces, then a listener on its loopback sent
     /// to mcpd. Only system calls on memory prepared before the fork.
     pub fn enter(&self) -> io::Result<()> {
-        self.maps.enter()?;
+        self.maps.enter(libc::CLONE_NEWNET)?;
+        self.hand_over()
+    }
+
+    /// In a network namespace of its own made by the caller: loopback up, and a
+    /// listener on it sent to mcpd.
+    pub(super) fn hand_over(&self) -> io::Result<()> {
+        loopback_up()?;
         let listener = listen_loopback(PROXY_PORT)?;
         let sent = send_fd(self.channel.as_raw_fd(), listener);
         // SAFETY: closes the child's copy; mcpd holds its own.
@@ -151,7 +125,7 @@ impl ChildSide {
     }
 }
 
-fn check(r: libc::c_int) -> io::Result<libc::c_int> {
+pub(super) fn check(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -176,7 +150,7 @@ fn write_proc(path: &CStr, text: &[u8]) -> io::Result<()> {
 }
 
 /// Brings the namespace's loopback interface up (it starts down).
-fn loopback_up() -> io::Result<()> {
+pub(super) fn loopback_up() -> io::Result<()> {
     // SAFETY: plain socket creation.
     let s =
         check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;

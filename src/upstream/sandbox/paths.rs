@@ -23,7 +23,9 @@ const SYSTEM: &[&str] = &[
     "/run/systemd/resolve",
     "/run/resolvconf",
 ];
-/// Writable devices of the default profile.
+/// Writable devices of the default profile. Not `/dev/shm`, which every process of the
+/// user shares: a confined server gets a private one where user namespaces work
+/// (`private.rs`), none elsewhere.
 const DEVICES: &[&str] = &[
     "/dev/null",
     "/dev/zero",
@@ -32,7 +34,6 @@ const DEVICES: &[&str] = &[
     "/dev/urandom",
     "/dev/tty",
     "/dev/pts",
-    "/dev/shm",
 ];
 /// The package caches of `npx`, `uvx` and `pip`, writable under home: they must persist
 /// what they download, and so they are also a place where code persists.
