@@ -51,6 +51,22 @@ impl Supervisor {
             .map_or(&*slot.cfg.name, |i| &*i.template);
         sandbox::cache_path(server)
     }
+
+    /// Whether `name` runs confined with a private cache that is missing or empty.
+    pub(super) fn private_cache_empty(&self, name: &str) -> bool {
+        let Some(cache) = self.private_cache(name) else {
+            return false;
+        };
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "one local directory lookup before a package runner's start"
+        )]
+        let mut entries = match std::fs::read_dir(&cache) {
+            Ok(entries) => entries,
+            Err(_) => return true,
+        };
+        entries.next().is_none()
+    }
 }
 
 /// Serves a host-list server's proxy, if its process has one, until the returned guard

@@ -434,7 +434,6 @@ fn allowed_by_default(name: &str) -> bool {
         "CURL_CA_BUNDLE",
         // Its private cache and settings (`sandbox_caches.rs`).
         "npm_config_cache",
-        "npm_config_devdir",
         "UV_CACHE_DIR",
         "UV_TOOL_DIR",
         "UV_TOOL_BIN_DIR",

@@ -40,8 +40,6 @@ impl Own {
 /// are code the server downloads and later runs, so they are the server's own too.
 const CACHE_ENV: &[(&str, &str)] = &[
     ("npm_config_cache", "npm"),
-    // node-gyp's headers, for packages with native code.
-    ("npm_config_devdir", "node-gyp"),
     ("UV_CACHE_DIR", "uv"),
     ("UV_TOOL_DIR", "uv-tools"),
     ("UV_TOOL_BIN_DIR", "bin"),
@@ -49,7 +47,8 @@ const CACHE_ENV: &[(&str, &str)] = &[
     ("UV_PYTHON_BIN_DIR", "bin"),
     ("PIP_CACHE_DIR", "pip"),
     ("BUN_INSTALL_CACHE_DIR", "bun"),
-    // Everything else that caches under `~/.cache` (pnpm, Hugging Face, Playwright).
+    // Everything else that caches under `~/.cache`: node-gyp's headers for packages with
+    // native code (npm 11 warns of its `devdir` variable), pnpm, Hugging Face, Playwright.
     ("XDG_CACHE_HOME", "xdg"),
 ];
 

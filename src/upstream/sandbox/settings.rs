@@ -38,6 +38,8 @@ const NPM_KEYS: &[&str] = &[
     "strict-peer-deps",
     "engine-strict",
     "install-strategy",
+    "yes",
+    "nodedir",
     "omit",
     "include",
 ];
