@@ -124,7 +124,7 @@ pub fn write_settings(dir: &Path) -> std::io::Result<()> {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let read = |rel: &str| {
         home.as_ref()
-            .and_then(|h| std::fs::read_to_string(h.join(rel)).ok())
+            .map(|h| read_small(&h.join(rel)))
             .unwrap_or_default()
     };
     let npmrc = super::settings::npmrc(&read(".npmrc"));
@@ -132,7 +132,7 @@ pub fn write_settings(dir: &Path) -> std::io::Result<()> {
     let xdg = std::env::var_os("XDG_CONFIG_HOME")
         .filter(|v| !v.is_empty())
         .map(|x| PathBuf::from(x).join("git/config"))
-        .and_then(|p| std::fs::read_to_string(p).ok())
+        .map(|p| read_small(&p))
         .unwrap_or_else(|| read(".config/git/config"));
     let git = super::settings::gitconfig(&xdg) + &super::settings::gitconfig(&read(".gitconfig"));
     for (name, text) in [(NPMRC, npmrc), (GITCONFIG, git)] {
@@ -146,6 +146,32 @@ pub fn write_settings(dir: &Path) -> std::io::Result<()> {
         std::io::Write::write_all(&mut f, text.as_bytes())?;
     }
     Ok(())
+}
+
+/// Settings files larger than this are taken as empty: real ones are a few KiB.
+const SETTINGS_MAX: u64 = 1 << 20;
+
+/// A settings file's text: empty when it is missing, not a regular file (a FIFO would
+/// block the start), larger than `SETTINGS_MAX` or not UTF-8.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "a small local file before the spawn"
+)]
+fn read_small(path: &Path) -> String {
+    use std::io::Read;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return String::new();
+    };
+    if !meta.is_file() || meta.len() > SETTINGS_MAX {
+        return String::new();
+    }
+    let mut text = String::new();
+    let read =
+        std::fs::File::open(path).and_then(|f| f.take(SETTINGS_MAX).read_to_string(&mut text));
+    if read.is_err() {
+        text.clear();
+    }
+    text
 }
 
 /// Refuses a directory that is a symlink or another user's.
