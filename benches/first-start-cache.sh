@@ -49,7 +49,11 @@ TOML
             jq -r '.servers[] | select(.name == "mem") | .state'); then
             case "$state" in
                 ready) break ;;
-                failed) echo "mem failed; see $dir/daemon.log" >&2; tail -20 "$dir/daemon.log" >&2; exit 1 ;;
+                failed)
+                    # This runs in a subshell: the trap does not know this daemon.
+                    tail -20 "$dir/daemon.log" >&2
+                    kill "$pid"; wait "$pid" 2>/dev/null || true
+                    echo "mem failed" >&2; exit 1 ;;
             esac
         fi
         sleep 0.05
