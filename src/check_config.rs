@@ -277,7 +277,7 @@ fn granted(
     use crate::upstream::sandbox;
     let project = matches!(share, crate::config::Share::Project { .. })
         .then(|| Path::new(crate::config::PROJECT));
-    sandbox::paths(profile, launch, project, &sandbox::temp_path(name))
+    sandbox::paths(profile, launch, project, &sandbox::Own::planned(name, name))
 }
 
 /// The warnings about paths a confined server's launch names that its profile does not

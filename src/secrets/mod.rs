@@ -62,6 +62,7 @@ mod keyring;
 #[cfg(test)]
 mod keyring_tests;
 mod logins;
+mod mask;
 mod reference;
 #[cfg(test)]
 mod tests;
@@ -69,6 +70,7 @@ mod value;
 
 pub use keyring::Bus;
 pub use logins::CredentialItems;
+pub use mask::Mask;
 pub use reference::{references, substitute};
 pub use value::{SecretName, SecretValue};
 

@@ -24,13 +24,48 @@ impl Supervisor {
             Some(InstanceKey::Project(p)) => Some(&**p),
             _ => None,
         };
-        match sandbox::prepare(&slot.cfg.name, profile, launch, project) {
+        // Instances of one server share its private cache: they run the same code.
+        let cache = slot
+            .instance
+            .as_ref()
+            .map_or(&*slot.cfg.name, |i| &*i.template);
+        match sandbox::prepare(&slot.cfg.name, cache, profile, launch, project) {
             Ok(p) => Ok(Some(p)),
             Err(e) => {
                 tracing::error!(upstream = %name, "not started: {e}");
                 Err(SpawnError::Sandbox(e.to_string()))
             }
         }
+    }
+}
+
+impl Supervisor {
+    /// The private package cache of `name` when it runs confined (its instances share
+    /// their server's), for the hints that say which cache to clear.
+    pub(super) fn private_cache(&self, name: &str) -> Option<std::path::PathBuf> {
+        let slot = self.slots.get(name)?;
+        slot.cfg.sandbox.as_ref()?;
+        let server = slot
+            .instance
+            .as_ref()
+            .map_or(&*slot.cfg.name, |i| &*i.template);
+        sandbox::cache_path(server)
+    }
+
+    /// Whether `name` runs confined with a private cache that is missing or empty.
+    pub(super) fn private_cache_empty(&self, name: &str) -> bool {
+        let Some(cache) = self.private_cache(name) else {
+            return false;
+        };
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "one local directory lookup before a package runner's start"
+        )]
+        let mut entries = match std::fs::read_dir(&cache) {
+            Ok(entries) => entries,
+            Err(_) => return true,
+        };
+        entries.next().is_none()
     }
 }
 

@@ -96,7 +96,10 @@ impl Supervisor {
             return usual;
         };
         let first = cfg.health.first_start_timeout;
-        if launch.package_runner().is_none() || first <= usual.limit || self.started_before(&cfg) {
+        // A confined server's runner installs into its private cache: empty (its first
+        // confined start, or after it was cleared), it downloads again.
+        let installed = self.started_before(&cfg) && !self.private_cache_empty(name);
+        if launch.package_runner().is_none() || first <= usual.limit || installed {
             return usual;
         }
         Startup {

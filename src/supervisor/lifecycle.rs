@@ -8,7 +8,9 @@ use tokio::time::Instant;
 impl Supervisor {
     pub(super) fn on_exit(&mut self, name: &Arc<str>, instance: u64, mut exit: ConnectionExit) {
         // A cause the user can fix with one command is said with it.
-        if let Some(hint) = super::diagnose::broken_cache(name, &exit.stderr_tail) {
+        let cache = self.private_cache(name);
+        if let Some(hint) = super::diagnose::broken_cache(name, cache.as_deref(), &exit.stderr_tail)
+        {
             exit.error = Some(match exit.error.take() {
                 Some(e) => format!("{e}: {hint}"),
                 None => hint,

@@ -44,10 +44,18 @@ impl Supervisor {
         // This start's secrets are put in here and used once: the next start looks
         // them up again.
         let mut config = slot.cfg.clone();
-        let launch = match secrets::launch(&config, slot.resolved.take().as_ref()) {
+        let resolved = slot.resolved.take();
+        let launch = match secrets::launch(&config, resolved.as_ref()) {
             Ok(launch) => launch,
             Err(why) => return self.not_started(name, format!("not started: {why}")),
         };
+        // What the server prints of them is masked in what mcpd keeps and logs.
+        let mask = Arc::new(crate::secrets::Mask::new(
+            resolved
+                .iter()
+                .flat_map(|r| r.iter().map(|(n, v)| (n.as_str(), v))),
+        ));
+        drop(resolved);
         // Confined from the launch with its secrets in: a confined server gets them
         // exactly as an unconfined one does.
         let confined = match &launch {
@@ -98,6 +106,7 @@ impl Supervisor {
             startup,
             login: slot.login.clone(),
             task_status: self.task_status.clone(),
+            mask,
         };
         slot.running = Some(Running {
             instance,

@@ -52,7 +52,12 @@ async fn run_stdio(ctx: ConnectionContext, spawned: process::Spawned) -> Connect
     let (out_tx, out_rx) = budget::channel::<Outbound>(STDIN_QUEUE, ctx.queue_bytes);
     let writer = crate::tasks::spawn(framing::write_lines(stdin, out_rx));
     let (err_tx, mut err_rx) = mpsc::channel(STDERR_QUEUE);
-    let stderr_task = crate::tasks::spawn(process::read_stderr(server.clone(), stderr, err_tx));
+    let stderr_task = crate::tasks::spawn(process::read_stderr(
+        server.clone(),
+        stderr,
+        err_tx,
+        ctx.mask.clone(),
+    ));
     let mut frames = framing::LineReader::new(stdout, ctx.max_line).map(|frame| match frame {
         Ok(frame) => Inbound::Frame(frame),
         Err(e) => Inbound::Closed {

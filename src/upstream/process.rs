@@ -257,13 +257,15 @@ fn widen_pipe(stdout: &ChildStdout) {
     }
 }
 
-/// Reads the child's stderr line by line into the log and the connection's tail.
+/// Reads the child's stderr line by line into the log and the connection's tail, with
+/// the values of its secrets masked in both.
 /// Lines are cut at `STDERR_LINE_MAX`; if the connection is busy the line still reaches
 /// the log but may miss the tail.
 pub async fn read_stderr(
     server: std::sync::Arc<str>,
     stderr: ChildStderr,
     tx: mpsc::Sender<String>,
+    mask: std::sync::Arc<crate::secrets::Mask>,
 ) {
     // 1 KiB, not the default 8: every server holds this buffer for as long as it runs,
     // and stderr carries short log lines (a longer one takes a few reads).
@@ -274,7 +276,8 @@ pub async fn read_stderr(
         match read_line_capped(&mut reader, &mut buf).await {
             Ok(0) | Err(_) => return,
             Ok(_) => {
-                let line = String::from_utf8_lossy(&buf).trim_end().to_owned();
+                let line = String::from_utf8_lossy(&buf);
+                let line = mask.apply(line.trim_end()).into_owned();
                 // Escaped for the daemon's log: a carriage return or an escape sequence
                 // there would rewrite the line a person reads (`visible.rs`).
                 let shown = crate::visible::Visible(&line);

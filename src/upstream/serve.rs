@@ -36,6 +36,8 @@ pub struct ConnectionContext {
     /// Where a 2025-11-25 server's `notifications/tasks/status` go: to the agent side,
     /// which knows who owns each task (`agent/tasks/status.rs`).
     pub task_status: budget::Sender<super::TaskStatus>,
+    /// The values of this start's secrets, masked in the stderr lines kept and logged.
+    pub mask: Arc<crate::secrets::Mask>,
 }
 
 /// A local server's time to start: `health.startup_timeout`, or on a package runner's

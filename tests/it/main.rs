@@ -69,6 +69,7 @@ mod projects_limits;
 mod projects_sources;
 mod projects_surface;
 mod sandbox;
+mod sandbox_caches;
 mod sandbox_cwd;
 mod sandbox_hosts;
 mod sandbox_net;

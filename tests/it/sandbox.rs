@@ -63,6 +63,8 @@ pub fn secrets() -> Secrets {
 pub fn pair(s: &Secrets) -> DaemonBuilder {
     DaemonBuilder::new()
         .env("HOME", &show(&s.home()))
+        // Servers' private caches under the fake home (empty counts as unset).
+        .env("XDG_CACHE_HOME", "")
         .daemon("sandbox = true")
         .fixture("boxed", &["--tools", ESCAPE])
         .fixture_with("open", &["--tools", ESCAPE], "sandbox = false")
@@ -166,9 +168,12 @@ async fn a_confined_server_writes_neither_in_home_nor_in_another_temp_dir_but_in
             "{what}: no file from the confined write"
         );
     }
-    let cache = s.home().join(".npm/probe");
+    let cache = s.home().join(".cache/mcpd/servers/boxed/probe");
     let r = attempt(&mut a, "boxed", "try_write", json!({"path": cache})).await;
-    assert!(r.starts_with("ok"), "confined, ~/.npm is writable: {r}");
+    assert!(
+        r.starts_with("ok"),
+        "confined, its private cache is writable: {r}"
+    );
 }
 
 #[tokio::test]
@@ -454,6 +459,18 @@ fn allowed_by_default(name: &str) -> bool {
         "SSL_CERT_DIR",
         "REQUESTS_CA_BUNDLE",
         "CURL_CA_BUNDLE",
+        // Its private cache and settings (`sandbox_caches.rs`).
+        "npm_config_cache",
+        "UV_CACHE_DIR",
+        "UV_TOOL_DIR",
+        "UV_TOOL_BIN_DIR",
+        "UV_PYTHON_INSTALL_DIR",
+        "UV_PYTHON_BIN_DIR",
+        "PIP_CACHE_DIR",
+        "BUN_INSTALL_CACHE_DIR",
+        "XDG_CACHE_HOME",
+        "NPM_CONFIG_USERCONFIG",
+        "GIT_CONFIG_GLOBAL",
     ]
     .contains(&name)
         || name.starts_with("LC_")

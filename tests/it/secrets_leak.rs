@@ -120,3 +120,74 @@ async fn the_value_of_a_secret_appears_in_no_output_of_mcpd() {
         );
     }
 }
+
+/// What a server prints of a secret: masked. `s` has the canary as a secret and `plain`
+/// has another canary as a plain `env` value; both print theirs to stderr. The plain one
+/// reaches `ctl logs` and the daemon's log as printed (so the search can find a value
+/// there), the secret one only as `[secret canary]`.
+#[tokio::test]
+async fn a_secret_a_server_prints_to_its_stderr_is_masked_in_the_logs() {
+    const PLAIN: &str = "PLAIN-2b8e41c07d9a35f6";
+    let d = DaemonBuilder::new()
+        .daemon("secrets = \"file\"")
+        .env("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/bus")
+        .fixture_with(
+            "s",
+            &["--tools", "stderr"],
+            "env = { K = \"${secret:canary}\" }",
+        )
+        .fixture_with(
+            "plain",
+            &["--tools", "stderr"],
+            &format!("env = {{ K = \"{PLAIN}\" }}"),
+        )
+        .start()
+        .await;
+    let (code, _, err) = ctl_with_input(&d.socket, &["secret", "set", "canary"], CANARY).await;
+    assert_eq!(code, 0, "{err}");
+    d.wait_ready().await;
+    let mut agent = d.initialized_agent().await;
+    for server in ["s", "plain"] {
+        let r = agent
+            .call(&format!("{server}__stderr"), json!({"env": "K"}))
+            .await;
+        assert_eq!(r["result"]["content"][0]["text"], "ok", "{r}");
+    }
+    let logs = |server: &'static str, needle: String| {
+        let d = &d;
+        async move {
+            eventually(&format!("ctl logs {server} shows {needle}"), WAIT, || {
+                let needle = needle.clone();
+                async move {
+                    let (_, out, _) = d.run_cli(&["ctl", "logs", server]).await;
+                    out.contains(&needle).then_some(out)
+                }
+            })
+            .await
+        }
+    };
+    let plain = logs("plain", ", said the server".into()).await;
+    assert!(plain.contains(PLAIN), "a plain value is shown: {plain}");
+    let masked = logs("s", ", said the server".into()).await;
+    assert!(
+        !masked.contains(CANARY),
+        "the secret in ctl logs s:\n{masked}"
+    );
+    assert!(
+        masked.contains("K is [secret canary], said the server"),
+        "ctl logs s:\n{masked}"
+    );
+    let log = d.log_text();
+    assert!(
+        log.contains(&format!("K is {PLAIN}")),
+        "the daemon's log has the plain value (else the search proves nothing):\n{log}"
+    );
+    assert!(
+        log.contains("K is [secret canary], said the server"),
+        "the daemon's log has the mask:\n{log}"
+    );
+    assert!(
+        !log.contains(CANARY),
+        "the secret in the daemon's log:\n{log}"
+    );
+}

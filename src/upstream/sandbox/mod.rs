@@ -10,17 +10,20 @@
 
 mod init;
 mod netns;
+mod own;
 mod paths;
 mod private;
 mod reach;
 mod seccomp;
+mod settings;
 mod tmp;
 
 pub use netns::Isolation;
+pub use own::{Own, cache_path};
 pub use paths::{Paths, paths};
 pub use private::{Private, SHM_SHOWN, userns_works};
 pub use reach::outside;
-pub use tmp::{Claim, claim, sweep, temp_path};
+pub use tmp::{Claim, claim, sweep};
 
 use crate::config::{Network, SandboxProfile, StdioLaunch};
 use crate::control_api::SandboxView;
@@ -73,6 +76,11 @@ pub enum SandboxError {
     Namespace(String),
     #[error("the sandbox's private temporary directory {}: {source}", dir.display())]
     Temp {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the server's private package cache {}: {source}", dir.display())]
+    Cache {
         dir: PathBuf,
         source: std::io::Error,
     },
@@ -143,9 +151,11 @@ pub fn kernel_abi() -> i32 {
     })
 }
 
-/// Everything needed to start `launch` confined by `profile`.
+/// Everything needed to start `launch` confined by `profile`: `server` names its process
+/// (`git@/src/app` for an instance), `cache` the private cache it uses (`git`).
 pub fn prepare(
     server: &str,
+    cache: &str,
     profile: &SandboxProfile,
     launch: &StdioLaunch,
     project: Option<&Path>,
@@ -154,9 +164,22 @@ pub fn prepare(
     if abi < NEEDED_N {
         return Err(SandboxError::Kernel(abi));
     }
-    paths::make_caches();
     let tmp = tmp::temp_dir(server)?;
-    let paths = paths(profile, launch, project, &tmp)?;
+    let settings = own::settings_path(&tmp);
+    own::write_settings(&settings).map_err(|source| SandboxError::Temp {
+        dir: settings.clone(),
+        source,
+    })?;
+    let cache = own::make_cache(cache).map_err(|source| SandboxError::Cache {
+        dir: own::cache_path(cache).unwrap_or_default(),
+        source,
+    })?;
+    let own = Own {
+        tmp,
+        cache: Some(cache),
+        settings,
+    };
+    let paths = paths(profile, launch, project, &own)?;
     for m in &paths.missing {
         tracing::debug!(upstream = %server, path = %m.display(), "a sandbox path does not exist; it grants nothing");
     }
@@ -222,7 +245,7 @@ pub fn prepare(
     } else {
         None
     };
-    let mut env = environment(profile, launch, &tmp);
+    let mut env = environment(profile, launch, &own);
     if let Some(e) = &egress {
         let url = OsString::from(e.url()?);
         for name in PROXY_ENV {
@@ -324,23 +347,27 @@ fn view(
     }
 }
 
-/// A confined server's whole environment: the few variables every program expects, its
-/// own private `TMPDIR`, the profile's `env` names, then its config's `env` table.
+/// A confined server's whole environment: its own private cache and settings (npm's,
+/// uv's, pip's, git's variables), the few variables every program expects, its own
+/// private `TMPDIR`, the profile's `env` names, then its config's `env` table. A later
+/// entry wins, so a name the user passes on or sets is theirs.
 fn environment(
     profile: &SandboxProfile,
     launch: &StdioLaunch,
-    tmp: &Path,
+    own: &Own,
 ) -> Vec<(OsString, OsString)> {
-    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
-        .filter(|(k, _)| {
-            let k = k.to_string_lossy();
-            KEPT_ENV.contains(&k.as_ref())
-                || CA_ENV.contains(&k.as_ref())
-                || k.starts_with("LC_")
-                || profile.env.iter().any(|n| *n == k)
-        })
+    let mut env: Vec<(OsString, OsString)> = own::environment(own.cache.as_deref(), &own.settings)
+        .into_iter()
+        .map(|(k, v)| (OsString::from(k), v.into_os_string()))
         .collect();
-    env.push(("TMPDIR".into(), tmp.as_os_str().to_owned()));
+    env.push(("TMPDIR".into(), own.tmp.as_os_str().to_owned()));
+    env.extend(std::env::vars_os().filter(|(k, _)| {
+        let k = k.to_string_lossy();
+        KEPT_ENV.contains(&k.as_ref())
+            || CA_ENV.contains(&k.as_ref())
+            || k.starts_with("LC_")
+            || profile.env.iter().any(|n| *n == k)
+    }));
     env.extend(
         launch
             .env

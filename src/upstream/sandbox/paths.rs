@@ -35,18 +35,11 @@ const DEVICES: &[&str] = &[
     "/dev/tty",
     "/dev/pts",
 ];
-/// The package caches of `npx`, `uvx` and `pip`, writable under home: they must persist
-/// what they download, and so they are also a place where code persists.
-const CACHES: &[&str] = &[
-    ".npm",
-    ".cache/uv",
-    ".cache/pip",
-    ".cache/node-gyp",
-    ".local/share/uv",
-];
-/// Settings under home that those tools, and git (which refuses to run when it cannot
-/// read them), read: readable, never writable.
-const TOOL_SETTINGS: &[&str] = &[".npmrc", ".gitconfig", ".config/git"];
+/// Files under home that git reads at every command and that hold no credentials: its
+/// default ignore and attributes files. Readable, never writable. Its config and
+/// `~/.npmrc` are not granted (they may hold tokens): the server reads sanitized copies
+/// (`settings.rs`), and `~/.config/git/credentials` and `~/.git-credentials` nothing.
+const TOOL_SETTINGS: &[&str] = &[".config/git/ignore", ".config/git/attributes"];
 /// The resolved paths of a profile, for `check-config` and the ruleset.
 #[derive(Debug, Default, PartialEq)]
 pub struct Paths {
@@ -57,12 +50,12 @@ pub struct Paths {
 }
 
 /// The paths `profile` grants a server launched as `launch`, in `project` if it runs for
-/// one, with the private temporary directory `tmp`.
+/// one, with its own directories `own` (temporary, cache, settings).
 pub fn paths(
     profile: &SandboxProfile,
     launch: &StdioLaunch,
     project: Option<&Path>,
-    tmp: &Path,
+    own: &super::Own,
 ) -> Result<Paths, SandboxError> {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     // The default profile: what exists of it is granted.
@@ -85,9 +78,8 @@ pub fn paths(
             .filter(|c| !too_wide(&canonical(c), home.as_deref()))
             .cloned(),
     );
-    let mut write: Vec<PathBuf> = DEVICES.iter().map(PathBuf::from).collect();
+    let write: Vec<PathBuf> = DEVICES.iter().map(PathBuf::from).collect();
     if let Some(home) = &home {
-        write.extend(CACHES.iter().map(|c| home.join(c)));
         read.extend(TOOL_SETTINGS.iter().map(|c| home.join(c)));
     }
     let mut out = Paths::default();
@@ -98,8 +90,10 @@ pub fn paths(
             }
         }
     }
-    // Its own: always granted (the temporary directory is made before the rules).
-    out.write.push(tmp.to_owned());
+    // Its own: always granted (made before the rules).
+    out.write.push(own.tmp.clone());
+    out.write.extend(own.cache.clone());
+    out.read.push(own.settings.clone());
     out.write.extend(project.map(Path::to_owned));
     // The config's: a path that does not exist is said to grant nothing.
     for (list, writable) in [(&profile.read, false), (&profile.write, true)] {
@@ -287,16 +281,4 @@ fn interpreter(script: &Path) -> Option<PathBuf> {
         return words.find(|w| !w.starts_with('-')).and_then(find);
     }
     Some(PathBuf::from(first))
-}
-
-/// Makes the default profile's package caches that do not exist yet, so that a first
-/// `npx` or `uvx` under the sandbox can fill them.
-pub(super) fn make_caches() {
-    let Some(home) = std::env::var_os("HOME").map(PathBuf::from) else {
-        return;
-    };
-    for c in CACHES {
-        #[allow(clippy::disallowed_methods, reason = "before the spawn, as the paths")]
-        let _ = std::fs::create_dir_all(home.join(c)); // one that cannot be made stays closed
-    }
 }

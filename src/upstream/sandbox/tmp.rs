@@ -32,7 +32,7 @@ fn base() -> PathBuf {
 }
 
 /// A server's name as a file name.
-fn file_name(server: &str) -> String {
+pub(super) fn file_name(server: &str) -> String {
     server
         .chars()
         .map(|c| {
