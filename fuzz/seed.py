@@ -108,6 +108,17 @@ def templates(lits):
     return found
 
 
+def heads(lits):
+    """Request heads of the egress tests; the first byte picks pieces of 8 bytes."""
+    found = [l for l in lits if re.match(rb"^[A-Z]+ [^ \r\n]+ HTTP/", l)]
+    found += [
+        b"CONNECT [::1]:8080 HTTP/1.1\r\nHost: [::1]:8080\r\n\r\nearly",
+        b"GET http://A.example.:81/p?q#f HTTP/1.0\nHost: b\nProxy-Connection: x\n\n",
+        b"POST http://a.example?x HTTP/1.1\r\nContent-Length: 4\r\n\r\nbody",
+    ]
+    return [bytes([7]) + h for h in found]
+
+
 def framed(lines):
     # The first byte picks the limit (1 to 64), the second how the input is split.
     joined = b"\n".join(lines[:8])
@@ -137,6 +148,7 @@ def main():
     write("sse", sse_streams(lits, lines))
     write("uri_template", templates(lits))
     write("config", toml_configs(lits))
+    write("egress_head", heads(lits))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,10 @@
 
 pub use crate::agent::http::wire::{Peek, restore_id, restore_subscription};
 pub use crate::config::{Config, valid_server_name};
+pub use crate::egress::host::{Host, Target};
+pub use crate::egress::request::{
+    Head, HeadError, Incoming, MAX_HEAD, MAX_HEADERS, Request, parse as parse_head,
+};
 pub use crate::framing::{BoundedLines, Frame};
 pub use crate::json::check::{is_value, object_members_listing};
 pub use crate::json::scan::{Known, each_object, each_object_in, members, members_in};

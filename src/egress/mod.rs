@@ -5,13 +5,13 @@
 //! the request's host and port against the server's `Allow` (`allow.rs`), resolves a
 //! name itself and connects only to the addresses the matching rule permits
 //! (`address.rs`), then tunnels bytes (`tunnel.rs`). The request head is read
-//! within fixed limits (`request.rs`); hosts and ports are read the same way in rules
+//! within fixed limits and tokenized by httparse (`request/`); hosts and ports are read the same way in rules
 //! and requests (`host.rs`).
 
 mod address;
 mod allow;
-mod host;
-mod request;
+pub(crate) mod host;
+pub(crate) mod request;
 mod tunnel;
 
 pub use allow::{Allow, HostRule, MAX_RULES};

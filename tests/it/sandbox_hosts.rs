@@ -93,6 +93,66 @@ async fn a_host_list_lets_a_listed_host_through_the_proxy_and_nothing_else_throu
 }
 
 #[tokio::test]
+async fn the_proxy_answers_a_malformed_or_oversized_head_with_a_refusal_that_says_why() {
+    let s = secrets();
+    let listed = line_echo().await;
+    let d = with_list(&s, &[format!("127.0.0.1:{listed}")])
+        .start()
+        .await;
+    d.wait_ready().await;
+    let mut a = d.initialized_agent().await;
+    let connect = format!("CONNECT 127.0.0.1:{listed} HTTP/1.1\r\n");
+    let lines = |n: usize| (0..n).map(|i| format!("X-{i}: y\r\n")).collect::<String>();
+    let refused = |why: &str| format!("refused: HTTP/1.1 400 Bad Request; mcpd: {why}");
+    let cases = [
+        // At the limits (64 header lines, 8 KiB), the head goes through.
+        (
+            format!("{connect}{}\r\n", lines(64)),
+            "ok: HTTP/1.1 200 Connection established; answer: echo: hi".to_owned(),
+        ),
+        (
+            format!(
+                "{connect}X: {}\r\n\r\n",
+                "y".repeat(8192 - connect.len() - 7)
+            ),
+            "ok: HTTP/1.1 200 Connection established; answer: echo: hi".to_owned(),
+        ),
+        (
+            format!("{connect}{}\r\n", lines(65)),
+            refused("the request head has over 64 header lines"),
+        ),
+        (
+            format!(
+                "{connect}X: {}\r\n\r\n",
+                "y".repeat(8192 - connect.len() - 6)
+            ),
+            refused("the request head is over 8192 bytes"),
+        ),
+        (
+            format!("{connect}X: a\rb\r\n\r\n"),
+            refused("a header value has a control character or a bare CR"),
+        ),
+        (
+            format!("{connect} folded: x\r\n\r\n"),
+            refused("a header line has no name and colon"),
+        ),
+        (
+            format!("CONNECT 127.0.0.1:{listed}  HTTP/1.1\r\n\r\n"),
+            refused("the request line does not end in HTTP/1.0 or HTTP/1.1"),
+        ),
+        (
+            format!("CONNECT 127.0.0.1:{listed} HTTP/1.1\r\nX: \u{85}\r\n\r\n"),
+            refused("the request head has a control character"),
+        ),
+    ];
+    for (head, want) in cases {
+        let args = json!({"host": "127.0.0.1", "port": listed, "line": "hi", "head": head});
+        let r = attempt(&mut a, "listed", "try_proxy", args).await;
+        assert_eq!(r, want, "{} bytes: {:.80?}", head.len(), head);
+    }
+}
+
+#[tokio::test]
 async fn with_a_host_list_no_udp_datagram_leaves_the_servers_network() {
     let s = secrets();
     let listed = line_echo().await;
