@@ -1,4 +1,4 @@
-//! The dashboard's login kept from servers: a process of a server mcpd started gets 403 whatever cookie or token it holds (the same request from outside the daemon's tree is served), and `mcpd ctl ui` hands the browser a launch page's path, never the token, on the command line; the page logs a real Chromium in and is removed once read.
+//! Logins kept from servers: a process of a server mcpd started gets 403 from the dashboard whatever cookie or token it holds (the same request from outside the daemon's tree is served); `mcpd ctl ui` and `mcpd ctl login` hand the browser a launch page's path, never the token or the OAuth state, on the command line; the page logs a real Chromium in (or sends the browser to the authorization server) and is removed once read.
 
 use crate::browser::Browser;
 use crate::dashboard::{cookie_for, launch_url, origin};
@@ -201,4 +201,86 @@ async fn ctl_ui_puts_no_token_on_a_command_line_and_its_launch_page_logs_a_brows
         reqwest::StatusCode::FORBIDDEN,
         "the page used it"
     );
+}
+
+#[tokio::test]
+async fn ctl_login_puts_no_oauth_state_on_a_command_line_and_its_launch_page_sends_the_browser_on()
+{
+    let fx = crate::oauth_fixture::OAuthFixture::builder().start().await;
+    let d = DaemonBuilder::new()
+        .remote("r", &fx.mcp_url(), "")
+        .start()
+        .await;
+    d.wait_server("r", "r needs a login", |s| s["state"] == "needs-login")
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let bin = fake_opener(dir.path());
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut ctl = tokio::process::Command::new(mcpd_bin())
+        .args(["ctl", "--socket"])
+        .arg(&d.socket)
+        .args(["login", "r"])
+        .env("DISPLAY", ":99")
+        .env("PATH", path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("mcpd ctl login");
+    let stdout = ctl.stdout.take().expect("stdout");
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
+    let url = within("the authorization URL", async {
+        loop {
+            match lines.next_line().await.expect("read ctl login") {
+                Some(l) if l.starts_with("http") => break l,
+                Some(_) => continue,
+                None => panic!("ctl login printed no URL"),
+            }
+        }
+    })
+    .await;
+    assert!(
+        url.contains("state=") && url.contains("code_challenge="),
+        "{url}"
+    );
+
+    // xdg-open was given a page's path: no state, no challenge, no address.
+    let args = wait_for_file(&dir.path().join("args")).await;
+    let args: Vec<&str> = args.lines().collect();
+    assert_eq!(args.len(), 1, "one argument: {args:?}");
+    assert!(
+        !args[0].contains("state") && !args[0].contains("http"),
+        "{args:?}"
+    );
+    let page = PathBuf::from(args[0]);
+    assert_eq!(page.parent().and_then(Path::parent), d.socket.parent());
+    assert_eq!(
+        std::fs::metadata(&page).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // Read as a browser would: the page sends it to the authorization URL; once read,
+    // the page goes.
+    let html = std::fs::read_to_string(&page).unwrap();
+    let js = serde_json::to_string(&url).unwrap();
+    assert!(html.contains(&format!("location.replace({js})")), "{html}");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while page.exists() {
+        assert!(tokio::time::Instant::now() < deadline, "the page stayed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // The browser goes on: the login completes as before.
+    let location = crate::oauth::authorize(&url).await;
+    let r = http_client().get(&location).send().await.expect("callback");
+    assert_eq!(r.status().as_u16(), 200);
+    let out = within("ctl login", ctl.wait_with_output())
+        .await
+        .expect("ctl login");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("logged in to r"), "{stderr}");
 }

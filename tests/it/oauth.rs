@@ -40,7 +40,7 @@ async fn start_login(d: &Daemon, name: &str, extra: &[&str]) -> (Child, String) 
 
 /// What a browser does with the fixture's auto-approving authorization server: GET the
 /// URL and find where it redirects (without following).
-async fn authorize(url: &str) -> String {
+pub(crate) async fn authorize(url: &str) -> String {
     let _ = rustls::crypto::ring::default_provider().install_default(); // once per process
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
