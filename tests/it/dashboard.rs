@@ -28,7 +28,7 @@ pub(crate) async fn launch_url(d: &Daemon) -> String {
 }
 
 /// An HTTP client that shows redirects instead of following them and keeps no cookies.
-fn plain() -> reqwest::Client {
+pub(crate) fn plain() -> reqwest::Client {
     let _ = http_client(); // installs the TLS provider reqwest needs
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())

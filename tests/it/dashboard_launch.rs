@@ -1,7 +1,7 @@
 //! Logins kept from servers: a process of a server mcpd started gets 403 from the dashboard whatever cookie or token it holds (the same request from outside the daemon's tree is served); `mcpd ctl ui` and `mcpd ctl login` hand the browser a launch page's path, never the token or the OAuth state, on the command line; the page logs a real Chromium in (or sends the browser to the authorization server) and is removed once read.
 
 use crate::browser::Browser;
-use crate::dashboard::{cookie_for, launch_url, origin};
+use crate::dashboard::{cookie_for, launch_url, origin, plain};
 use crate::sandbox::attempt;
 use crate::support::{Daemon, DaemonBuilder, WAIT, http_client, mcpd_bin, within};
 use serde_json::json;
@@ -15,16 +15,6 @@ fn port_of(origin: &str) -> u16 {
         .next()
         .and_then(|p| p.parse().ok())
         .expect("a port")
-}
-
-/// A client that shows redirects instead of following them and keeps no cookies.
-fn plain() -> reqwest::Client {
-    let _ = http_client(); // installs the TLS provider reqwest needs
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(WAIT)
-        .build()
-        .expect("client")
 }
 
 #[tokio::test]
@@ -231,18 +221,7 @@ async fn ctl_login_puts_no_oauth_state_on_a_command_line_and_its_launch_page_sen
         .kill_on_drop(true)
         .spawn()
         .expect("mcpd ctl login");
-    let stdout = ctl.stdout.take().expect("stdout");
-    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
-    let url = within("the authorization URL", async {
-        loop {
-            match lines.next_line().await.expect("read ctl login") {
-                Some(l) if l.starts_with("http") => break l,
-                Some(_) => continue,
-                None => panic!("ctl login printed no URL"),
-            }
-        }
-    })
-    .await;
+    let url = crate::oauth::printed_url(&mut ctl).await;
     assert!(
         url.contains("state=") && url.contains("code_challenge="),
         "{url}"

@@ -23,9 +23,15 @@ async fn start_login(d: &Daemon, name: &str, extra: &[&str]) -> (Child, String) 
         .kill_on_drop(true)
         .spawn()
         .expect("spawn ctl login");
+    let url = printed_url(&mut child).await;
+    (child, url)
+}
+
+/// The authorization URL a running `mcpd ctl login` printed (its stdout is taken).
+pub(crate) async fn printed_url(child: &mut Child) -> String {
     let stdout = child.stdout.take().expect("stdout");
     let mut lines = BufReader::new(stdout).lines();
-    let url = within("the authorization URL", async {
+    within("the authorization URL", async {
         loop {
             match lines.next_line().await.expect("read ctl login") {
                 Some(l) if l.starts_with("http") => break l,
@@ -34,8 +40,7 @@ async fn start_login(d: &Daemon, name: &str, extra: &[&str]) -> (Child, String) 
             }
         }
     })
-    .await;
-    (child, url)
+    .await
 }
 
 /// What a browser does with the fixture's auto-approving authorization server: GET the

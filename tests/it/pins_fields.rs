@@ -28,12 +28,7 @@ fn pair() -> (DaemonBuilder, PathBuf, PathBuf) {
         .map(str::to_owned)
         .to_vec()
     };
-    let (fa, oa) = (args(&fx, "fx"), args(&open, "open"));
-    let fa: Vec<&str> = fa.iter().map(String::as_str).collect();
-    let oa: Vec<&str> = oa.iter().map(String::as_str).collect();
-    let b = b
-        .fixture("fx", &fa)
-        .fixture_with("open", &oa, "pin = \"off\"");
+    let b = crate::pins_kinds::twins(b, &args(&fx, "fx"), &args(&open, "open"));
     (b, fx, open)
 }
 

@@ -23,13 +23,17 @@ fn pair(b: DaemonBuilder, tools: &str, first: &Value) -> (DaemonBuilder, PathBuf
             file,
         ]
     };
-    let (fa, oa) = (args(&fx, "fx"), args(&open, "open"));
+    let b = twins(b, &args(&fx, "fx"), &args(&open, "open"));
+    (b, fx, open)
+}
+
+/// `b` with the fixture `fx` run with `fa`, pinned, and its twin `open` run with `oa`
+/// and `pin = "off"`, which shows what agents get without pins.
+pub(crate) fn twins(b: DaemonBuilder, fa: &[String], oa: &[String]) -> DaemonBuilder {
     let fa: Vec<&str> = fa.iter().map(String::as_str).collect();
     let oa: Vec<&str> = oa.iter().map(String::as_str).collect();
-    let b = b
-        .fixture("fx", &fa)
-        .fixture_with("open", &oa, "pin = \"off\"");
-    (b, fx, open)
+    b.fixture("fx", &fa)
+        .fixture_with("open", &oa, "pin = \"off\"")
 }
 
 async fn names(a: &mut Agent, method: &str, field: &str, key: &str) -> Vec<String> {
