@@ -88,10 +88,15 @@ pub fn open(dir: &Path, page: &Page<'_>) -> Result<Launched, LaunchError> {
 
 impl Launched {
     /// Waits (at most `bound`) until the browser has read the page; then the page is
-    /// removed. False when it was not read in time, or `xdg-open` failed.
+    /// removed. False when it was not read in time, or `xdg-open` failed. Where the read
+    /// cannot be watched (no inotify), the page is left for the whole `bound`.
     pub async fn read_within(mut self, bound: Duration) -> bool {
         let Some(watch) = self.watch.take() else {
-            return false;
+            tokio::select! {
+                () = tokio::time::sleep(bound) => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            return true;
         };
         // SAFETY: `Watch` owns the inotify descriptor for as long as the `AsyncFd` holds
         // it, and always answers that same descriptor.
