@@ -371,7 +371,7 @@ async fn a_locked_keyring_that_is_not_unlocked_is_an_error_never_passed_over() {
     collection.lock().await.unwrap();
     assert!(collection.is_locked().await.unwrap());
     // The same name in the file store must not stand in for it.
-    let file = Secrets::new(Some(&f.state), Preferred::File).with_bus(bus);
+    let file = Secrets::new(Some(&f.state), Preferred::File).with_bus(bus.clone());
     file.set("kr-locked", &value("from-file")).await.unwrap();
 
     // Headless, gnome-keyring's unlock prompt is dismissed at once: a clear error.
@@ -387,11 +387,24 @@ async fn a_locked_keyring_that_is_not_unlocked_is_an_error_never_passed_over() {
     );
     assert!(why.contains("unlock the keyring"), "{why}");
     // Listing reads a locked item's name without unlocking it (GNOME Keyring allows it).
-    let listed = f.secrets.list().await.unwrap();
-    assert!(
-        listed.contains(&("kr-locked".to_owned(), Store::Keyring)),
-        "{listed:?}"
-    );
+    // Waited for: once in a CI run the listing just after the dismissed prompt came back
+    // without the keyring's items (not reproduced in later runs); what the keyring said
+    // then is printed if it happens again.
+    let want = ("kr-locked".to_owned(), Store::Keyring);
+    let deadline = Instant::now() + keyring::DEADLINE;
+    loop {
+        let listed = f.secrets.list().await.unwrap();
+        if listed.contains(&want) {
+            break;
+        }
+        let open = keyring::Keyring::new(bus.clone())
+            .open(keyring::DEADLINE)
+            .await
+            .map(|_| ());
+        eprintln!("listing without the keyring's item: {listed:?}; the keyring opens: {open:?}");
+        assert!(Instant::now() < deadline, "{listed:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     locked.unlock().await;
     let (v, store) = f.secrets.lookup("kr-locked").await.unwrap();
