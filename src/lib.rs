@@ -1,5 +1,8 @@
 //! mcpd: a local MCP multiplexer daemon. Modules in reading order, from the wire inwards.
 
+// The wire floor, named here by its old paths while the daemon moves to `mcpd_wire::…`.
+pub(crate) use mcpd_wire::{json, jsonrpc, protocol};
+
 pub(crate) mod agent;
 pub(crate) mod ask;
 pub(crate) mod budget;
@@ -19,15 +22,12 @@ pub mod fuzzing;
 pub(crate) mod http_accept;
 pub mod import;
 pub(crate) mod inherit;
-pub(crate) mod json;
-pub(crate) mod jsonrpc;
 pub mod logging;
 pub(crate) mod metrics;
 pub(crate) mod oauth;
 pub(crate) mod outbox;
 pub mod paths;
 pub(crate) mod private_file;
-pub(crate) mod protocol;
 pub(crate) mod reaper;
 pub(crate) mod registry;
 pub(crate) mod secrets;

@@ -235,9 +235,9 @@ fn present_contents(result: &mut Value, surface: &crate::registry::Surface, serv
 
 #[cfg(test)]
 mod tests {
-    use crate::jsonrpc::tests::id_text;
     use crate::jsonrpc::{Message, parse, peek_result, raw_result_line};
     use crate::upstream::RawResult;
+    use mcpd_wire::jsonrpc::strategies::id_text;
 
     proptest::proptest! {
         /// A server's result passed on in its own line (rewritten in place) reads exactly

@@ -439,5 +439,7 @@ pub fn response_line(id: &Id, outcome: &Result<Value, ErrorObject>) -> String {
     }
 }
 
+#[cfg(any(test, feature = "proptest"))]
+pub mod strategies;
 #[cfg(test)]
-pub(crate) mod tests;
+pub mod tests;

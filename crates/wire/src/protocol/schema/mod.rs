@@ -25,7 +25,7 @@ const MAX_STEPS: usize = 1_000_000;
 
 /// What checking a value against a schema found.
 #[derive(Debug, PartialEq)]
-pub(crate) enum Judgement {
+pub enum Judgement {
     Matches,
     /// `"<JSON pointer>: <reason>"`.
     Mismatch(String),
@@ -34,7 +34,7 @@ pub(crate) enum Judgement {
 }
 
 /// Checks `value` against `schema`.
-pub(crate) fn judge(schema: &Value, value: &Value) -> Judgement {
+pub fn judge(schema: &Value, value: &Value) -> Judgement {
     let mut validator = Validator { steps: 0 };
     match validator.check(schema, value, 0) {
         Ok(()) => Judgement::Matches,
@@ -53,7 +53,7 @@ pub(crate) fn judge(schema: &Value, value: &Value) -> Judgement {
 /// Checks `value` against `schema`. On a mismatch, or where mcpd's limits stop the
 /// check, it returns `"<JSON pointer>: <reason>"`.
 #[cfg(test)]
-pub(crate) fn validate(schema: &Value, value: &Value) -> Result<(), String> {
+pub fn validate(schema: &Value, value: &Value) -> Result<(), String> {
     match judge(schema, value) {
         Judgement::Matches => Ok(()),
         Judgement::Mismatch(why) | Judgement::Unchecked(why) => Err(why),
@@ -409,7 +409,7 @@ fn show(value: &Value) -> String {
 }
 
 /// Cuts upstream-controlled text that goes into a message to 64 characters.
-pub(crate) fn clip(s: &str) -> String {
+pub fn clip(s: &str) -> String {
     match s.char_indices().nth(64) {
         Some((end, _)) => format!("{}…", s.get(..end).unwrap_or_default()),
         None => s.to_owned(),

@@ -1,6 +1,14 @@
 //! Tests of the JSON-RPC message model: parsing, ids kept exactly, the writers, and `peek_result`, `peek_tool_call` and `peek_name_and_arguments` against `parse`.
 
 use super::*;
+use crate::jsonrpc::strategies::id_text;
+
+/// The `id` member of `line` exactly as written.
+fn raw_id(line: &str) -> String {
+    let members = crate::json::scan::members(line).unwrap();
+    let (_, id) = members.into_iter().find(|(k, _)| k == "id").unwrap();
+    id.to_owned()
+}
 
 fn check(line: &str, expected: Result<&str, i64>) {
     match (parse(line), expected) {
@@ -96,24 +104,6 @@ fn plain_results_are_found_in_place_and_everything_else_is_left_to_parse() {
         raw_result_line(&Id::Str("a".into()), r#"{"x": 1}"#),
         r#"{"jsonrpc":"2.0","id":"a","result":{"x": 1}}"#
     );
-}
-
-/// An id as a client may write it: integers across the i64 and u64 ranges, and
-/// strings of any characters (written as JSON text, escapes and all).
-pub(crate) fn id_text() -> impl proptest::strategy::Strategy<Value = String> {
-    use proptest::prelude::*;
-    prop_oneof![
-        any::<i64>().prop_map(|n| n.to_string()),
-        any::<u64>().prop_map(|n| n.to_string()),
-        any::<String>().prop_map(|s| Value::String(s).to_string()),
-    ]
-}
-
-/// The `id` member of `line` exactly as written.
-fn raw_id(line: &str) -> String {
-    let members = crate::json::scan::members(line).unwrap();
-    let (_, id) = members.into_iter().find(|(k, _)| k == "id").unwrap();
-    id.to_owned()
 }
 
 proptest::proptest! {

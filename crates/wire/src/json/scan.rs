@@ -289,7 +289,7 @@ fn quote_or_backslash(rest: &[u8]) -> Option<usize> {
 /// that truly is below `n`, never one beneath it, so the lowest flag of this mask (and of
 /// an OR of such masks) is exact.
 #[inline(always)]
-pub(crate) fn bytes_below(w: u64, n: u8) -> u64 {
+pub fn bytes_below(w: u64, n: u8) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     w.wrapping_sub(ONES * u64::from(n)) & !w & HIGH
@@ -297,19 +297,19 @@ pub(crate) fn bytes_below(w: u64, n: u8) -> u64 {
 
 /// Flags each byte of `w` that is `b` (as [`bytes_below`] does).
 #[inline(always)]
-pub(crate) fn is_byte(w: u64, b: u8) -> u64 {
+pub fn is_byte(w: u64, b: u8) -> u64 {
     bytes_below(w ^ (0x0101_0101_0101_0101 * u64::from(b)), 1)
 }
 
 /// The index, in a little-endian word, of the lowest byte `flags` flags.
 #[inline(always)]
-pub(crate) fn first_flagged(flags: u64) -> Option<usize> {
+pub fn first_flagged(flags: u64) -> Option<usize> {
     (flags != 0).then(|| (flags.trailing_zeros() / 8) as usize)
 }
 
 /// A key's text without its quotes; one with an escape is unescaped by serde_json, and
 /// one it cannot read as a string (a lone surrogate escape) makes its object None.
-pub(crate) fn key_text(quoted: &str) -> Option<Cow<'_, str>> {
+pub fn key_text(quoted: &str) -> Option<Cow<'_, str>> {
     if quoted.contains('\\') {
         serde_json::from_str::<String>(quoted).ok().map(Cow::Owned)
     } else {
