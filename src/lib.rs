@@ -1,11 +1,11 @@
 //! mcpd: a local MCP multiplexer daemon. Modules in reading order, from the wire inwards.
 
-// The wire floor, named here by its old paths while the daemon moves to `mcpd_wire::…`.
+// The wire and runtime floors, named here by its old paths while the daemon moves to `mcpd_wire::…`.
+pub use mcpd_runtime::trim;
+pub(crate) use mcpd_runtime::{ask, budget, framing, outbox, private_file, tracker as tasks};
 pub(crate) use mcpd_wire::{json, jsonrpc, protocol};
 
 pub(crate) mod agent;
-pub(crate) mod ask;
-pub(crate) mod budget;
 pub mod check_config;
 pub mod cli;
 pub mod config;
@@ -16,7 +16,6 @@ pub(crate) mod dashboard;
 pub mod discovery;
 pub(crate) mod egress;
 pub(crate) mod errors;
-pub(crate) mod framing;
 #[doc(hidden)]
 pub mod fuzzing;
 pub(crate) mod http_accept;
@@ -25,9 +24,7 @@ pub(crate) mod inherit;
 pub mod logging;
 pub(crate) mod metrics;
 pub(crate) mod oauth;
-pub(crate) mod outbox;
 pub mod paths;
-pub(crate) mod private_file;
 pub(crate) mod reaper;
 pub(crate) mod registry;
 pub(crate) mod secrets;
@@ -36,7 +33,5 @@ pub(crate) mod socket_pointer;
 pub mod stdout;
 pub(crate) mod supervisor;
 pub(crate) mod systemd;
-pub(crate) mod tasks;
-pub mod trim;
 pub(crate) mod upstream;
 pub(crate) mod visible;

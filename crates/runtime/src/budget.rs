@@ -281,7 +281,7 @@ mod tests {
     async fn send_waits_for_bytes_and_fails_once_the_receiver_is_gone() {
         let (tx, rx) = channel::<String>(10, 4);
         tx.send("1234".into()).await.unwrap();
-        let waiting = crate::tasks::spawn({
+        let waiting = crate::tracker::spawn({
             let tx = tx.clone();
             async move { tx.send("5678".into()).await.is_ok() }
         });

@@ -66,7 +66,7 @@ mod tests {
         assert_eq!(ask(&tx, d, |r| r).await, Err(AskError::Timeout(d)));
         let first = rx.recv().await.unwrap();
         drop(first);
-        let answering = crate::tasks::spawn(async move {
+        let answering = crate::tracker::spawn(async move {
             let r = rx.recv().await.unwrap();
             let _ = r.send(7);
             rx
@@ -81,7 +81,7 @@ mod tests {
         let (tx, mut rx) = mpsc::channel::<oneshot::Sender<u8>>(1);
         let (parked, _keep) = oneshot::channel();
         tx.send(parked).await.unwrap(); // full: the message has to wait for room
-        let answering = crate::tasks::spawn(async move {
+        let answering = crate::tracker::spawn(async move {
             tokio::time::sleep(Duration::from_millis(500)).await;
             drop(rx.recv().await.unwrap()); // room for the waiting message
             let r = rx.recv().await.unwrap();

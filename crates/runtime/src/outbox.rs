@@ -2,7 +2,7 @@
 
 use crate::budget::{self, Charged, Weigh};
 use crate::framing::OutLine;
-use crate::jsonrpc::Id;
+use mcpd_wire::jsonrpc::Id;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
