@@ -3,8 +3,8 @@
 use clap::Parser;
 use mcpd::cli::{Cli, Command, CtlCommand, Paths, SecretCommand};
 use mcpd::config::{Config, ConfigError};
-use mcpd::ctl::{self, CtlError};
-use mcpd::stdout::{Out, OutputError};
+use mcpd_ctl::stdout::{Out, OutputError};
+use mcpd_ctl::{self as ctl, CtlError};
 use std::error::Error;
 use std::process::ExitCode;
 use tokio_util::sync::CancellationToken;
@@ -45,7 +45,7 @@ fn main() -> ExitCode {
     // one worker instead of two kept tools/call throughput at 64 in flight (or raised it),
     // and the idle daemon is about 0.7 MiB smaller (one thread and its malloc arena less).
     let workers = std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1));
-    mcpd::trim::one_arena();
+    mcpd_runtime::trim::one_arena();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .enable_all()
@@ -119,13 +119,13 @@ async fn dispatch(command: Command) -> ExitCode {
                 CtlCommand::Call { tool, args } => match serde_json::from_str(&args) {
                     Ok(serde_json::Value::Object(args)) => ctl::call(&socket, &tool, args).await,
                     Ok(_) => {
-                        mcpd::errln!(
+                        mcpd_ctl::errln!(
                             "error: the arguments must be a JSON object, e.g. '{{\"path\": \"/tmp\"}}'"
                         );
                         return ExitCode::from(exit::USAGE);
                     }
                     Err(e) => {
-                        mcpd::errln!(
+                        mcpd_ctl::errln!(
                             "error: the arguments are not valid JSON: {e} (line {}, column {}); write a JSON object, e.g. '{{\"path\": \"/tmp\"}}'",
                             e.line(),
                             e.column()
@@ -161,10 +161,10 @@ async fn dispatch(command: Command) -> ExitCode {
 /// Loads the config file. A missing file at the default path means "no servers yet"; a
 /// missing file that was asked for by name is an error.
 fn load_config(paths: &Paths) -> Result<Config, ConfigError> {
-    match mcpd::paths::config_path(paths.config.clone()) {
+    match mcpd_ctl::paths::config_path(paths.config.clone()) {
         Some((path, explicit)) if explicit || path.exists() => Config::load(&path),
         Some((path, _)) => {
-            mcpd::errln!(
+            mcpd_ctl::errln!(
                 "mcpd: no config file at {}; starting with no servers. Create it with a [servers.NAME] table (see docs/configuration.md), then run `mcpd ctl reload`.",
                 path.display()
             );
@@ -197,18 +197,18 @@ fn connect(
 /// and look in each place the daemon may have chosen (`paths::socket_candidates`).
 fn socket(paths: &Paths) -> Result<std::path::PathBuf, CtlError> {
     let from_config = if paths.socket.is_none() {
-        let file = mcpd::paths::config_path(paths.config.clone()).filter(|(p, _)| p.exists());
+        let file = mcpd_ctl::paths::config_path(paths.config.clone()).filter(|(p, _)| p.exists());
         file.and_then(|(p, _)| match mcpd::config::socket_setting(&p) {
             Ok(socket) => socket,
             Err(e) => {
-                mcpd::errln!("warning: {e}; looking for the socket in the default places");
+                mcpd_ctl::errln!("warning: {e}; looking for the socket in the default places");
                 None
             }
         })
     } else {
         None
     };
-    ctl::locate(&mcpd::paths::socket_candidates(
+    ctl::locate(&mcpd_ctl::paths::socket_candidates(
         paths.socket.clone(),
         from_config,
     ))
@@ -219,14 +219,14 @@ async fn serve(paths: Paths, tap: mcpd::logging::LogTap) -> ExitCode {
     // the same user (an unconfined server among them) cannot read its memory or its
     // environment through /proc or ptrace. Its servers are dumpable again once they exec.
     if let Err(e) = nix::sys::prctl::set_dumpable(false) {
-        mcpd::errln!("error: cannot make the daemon non-dumpable (prctl PR_SET_DUMPABLE): {e}");
+        mcpd_ctl::errln!("error: cannot make the daemon non-dumpable (prctl PR_SET_DUMPABLE): {e}");
         return ExitCode::from(exit::RUNTIME);
     }
     let config = match load_config(&paths) {
         Ok(c) => c,
         Err(e) => return fail(exit::CONFIG, &e),
     };
-    let socket = mcpd::paths::socket_path(paths.socket.clone(), config.daemon.socket.clone());
+    let socket = mcpd_ctl::paths::socket_path(paths.socket.clone(), config.daemon.socket.clone());
     let shutdown = CancellationToken::new();
     let (reload_tx, reload_rx) = tokio::sync::mpsc::channel(1);
     // The signal handlers run beside the daemon, not as tasks of their own: they must
@@ -277,7 +277,7 @@ async fn signals(shutdown: CancellationToken) -> std::convert::Infallible {
         _ = term.recv() => {},
         _ = int.recv() => {},
     }
-    mcpd::errln!("mcpd: second signal, exiting now");
+    mcpd_ctl::errln!("mcpd: second signal, exiting now");
     std::process::exit(exit::RUNTIME.into());
 }
 
@@ -287,7 +287,7 @@ async fn check_config(paths: Paths) -> ExitCode {
         Err(e) => return fail(exit::CONFIG, &e),
     };
     let exists = config.source.as_ref().is_some_and(|p| p.exists());
-    let socket = mcpd::paths::socket_path(paths.socket, config.daemon.socket.clone());
+    let socket = mcpd_ctl::paths::socket_path(paths.socket, config.daemon.socket.clone());
     let secrets = mcpd::check_config::find_secrets(&config).await;
     printed(mcpd::check_config::report(
         &config, &socket, exists, &secrets,
@@ -308,7 +308,7 @@ fn man(dir: Option<&std::path::Path>) -> ExitCode {
     match mcpd::cli::man_pages(dir) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            mcpd::errln!(
+            mcpd_ctl::errln!(
                 "error: cannot write the man pages into {}: {e}",
                 dir.display()
             );
@@ -346,12 +346,12 @@ fn ctl_result(r: Result<(), CtlError>) -> ExitCode {
 /// text the message already includes (`… failed: {source}`) is not printed again.
 fn fail(code: u8, e: &dyn Error) -> ExitCode {
     let mut told = e.to_string();
-    mcpd::errln!("error: {told}");
+    mcpd_ctl::errln!("error: {told}");
     let mut source = e.source();
     while let Some(s) = source {
         let text = s.to_string();
         if !told.contains(&text) {
-            mcpd::errln!("caused by: {text}");
+            mcpd_ctl::errln!("caused by: {text}");
             told.push('\n');
             told.push_str(&text);
         }

@@ -135,7 +135,7 @@ pub async fn run(
             continue;
         };
         // Whether a server's process connected. At most 64 small procfs reads, bounded
-        // like the executable's below (`AgentInfo::unix`), and as early as can be: a
+        // like the executable's below (`roster::unix_agent`), and as early as can be: a
         // peer that is gone by then cannot be told (`PeerOrigin::Unknown`).
         let origin = super::lineage::origin(pid);
         let server = origin.server();
@@ -159,7 +159,7 @@ pub async fn run(
         ctx.peer_uid = uid;
         ctx.peer_pid = pid;
         ctx.peer_origin = origin;
-        let mut seed = crate::control_api::AgentInfo::unix(agent, pid, uid);
+        let mut seed = super::roster::unix_agent(agent, pid, uid);
         seed.server_pid = server;
         // `map`, not an `async` block awaiting it: that would hold the connection's
         // future twice (captured, and moved into the await).

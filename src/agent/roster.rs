@@ -10,32 +10,30 @@ const ASK_TIMEOUT: Duration = Duration::from_millis(500);
 /// How long `ctl agents` waits for the whole list (every agent asked at once).
 const LIST_TIMEOUT: Duration = Duration::from_secs(5);
 
-// The shape is `control_api`'s; filling it in from procfs is the daemon's business.
-impl AgentInfo {
-    /// An agent on the Unix socket, as known before it says who it is: its process and
-    /// that process's executable.
-    pub fn unix(agent: u64, pid: Option<i32>, uid: Option<u32>) -> AgentInfo {
-        let mut info = AgentInfo {
-            agent,
-            pid,
-            uid,
-            exe: pid.and_then(exe_of),
-            transport: Some("unix".into()),
-            ..Default::default()
-        };
-        // Behind `mcpd connect` is the client that started it: the one worth showing.
-        if let Some(bridge) = pid
-            && let Some(own) = own_exe()
-            && info.exe.as_deref() == Some(own)
-            && let Some(parent) = parent_of(bridge)
-        {
-            info.via = Some("mcpd connect".into());
-            info.bridge_pid = Some(bridge);
-            info.pid = Some(parent);
-            info.exe = exe_of(parent);
-        }
-        info
+/// An agent on the Unix socket, as known before it says who it is: its process and
+/// that process's executable. (The shape is `control_api`'s; filling it in from procfs
+/// is the daemon's business.)
+pub fn unix_agent(agent: u64, pid: Option<i32>, uid: Option<u32>) -> AgentInfo {
+    let mut info = AgentInfo {
+        agent,
+        pid,
+        uid,
+        exe: pid.and_then(exe_of),
+        transport: Some("unix".into()),
+        ..Default::default()
+    };
+    // Behind `mcpd connect` is the client that started it: the one worth showing.
+    if let Some(bridge) = pid
+        && let Some(own) = own_exe()
+        && info.exe.as_deref() == Some(own)
+        && let Some(parent) = parent_of(bridge)
+    {
+        info.via = Some("mcpd connect".into());
+        info.bridge_pid = Some(bridge);
+        info.pid = Some(parent);
+        info.exe = exe_of(parent);
     }
+    info
 }
 
 /// This daemon's own executable, read once: every socket connection is compared with it.

@@ -6,7 +6,7 @@ use crate::stdout::OutputError;
 use std::path::Path;
 
 pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
-    let result = request(socket, crate::protocol::method::MCPD_STATUS, None).await?;
+    let result = request(socket, mcpd_wire::protocol::method::MCPD_STATUS, None).await?;
     let mut out = Out::lock();
     if as_json {
         return print_json(&mut out, &result);

@@ -17,7 +17,12 @@ pub async fn search(
         "name": "mcpd__find_tools",
         "arguments": {"query": query, "limit": limit.clamp(1, 50), "server": server},
     });
-    let result = request(socket, crate::protocol::method::TOOLS_CALL, Some(params)).await?;
+    let result = request(
+        socket,
+        mcpd_wire::protocol::method::TOOLS_CALL,
+        Some(params),
+    )
+    .await?;
     let mut out = Out::lock();
     let hits = at(&result, "structuredContent");
     let hits = at(hits, "tools").as_array().cloned().unwrap_or_default();
@@ -52,9 +57,14 @@ pub async fn tools(socket: &Path, server: Option<&str>) -> Result<(), CtlError> 
         // Every tool, also when agents get the discovery list.
         let mut params = json!({ "_meta": { ALL_TOOLS: true } });
         if let Some(c) = &cursor {
-            crate::jsonrpc::set_member(&mut params, "cursor", json!(c));
+            mcpd_wire::jsonrpc::set_member(&mut params, "cursor", json!(c));
         }
-        let result = request(socket, crate::protocol::method::TOOLS_LIST, Some(params)).await?;
+        let result = request(
+            socket,
+            mcpd_wire::protocol::method::TOOLS_LIST,
+            Some(params),
+        )
+        .await?;
         for t in at(&result, "tools").as_array().into_iter().flatten() {
             let name = at(t, "name").as_str().unwrap_or("?");
             if prefix

@@ -2,7 +2,7 @@
 
 use super::{CtlError, Out, at, request_within};
 use crate::control_api::PINS;
-use crate::json::diff::{fields, line_diff};
+use mcpd_wire::json::diff::{fields, line_diff};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;

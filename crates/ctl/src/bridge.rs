@@ -19,7 +19,7 @@
 
 use super::{CTL_TIMEOUT, CtlError, refusal};
 use crate::control_api::PROJECT_NOTIFICATION;
-use crate::jsonrpc::{self, Id, Message};
+use mcpd_wire::jsonrpc::{self, Id, Message};
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use std::io::{self, Read, Write};

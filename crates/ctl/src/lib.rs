@@ -1,13 +1,23 @@
 //! The client side of the socket: `mcpd ctl` commands; `mcpd connect`'s stdio bridge is in `bridge.rs`.
+//!
+//! Also what the client shares with the daemon, so that neither names the other:
+//! `control_api` (the control methods' names and shapes), `paths` (where the socket is),
+//! `stdout` and `visible` (what reaches a terminal). The daemon depends on this crate for
+//! those; this crate depends on nothing of the daemon.
 
 use crate::control_api::ServerStatus;
-use crate::jsonrpc::{self, Id, Message};
 use crate::stdout::{Out, OutputError};
+use mcpd_wire::jsonrpc::{self, Id, Message};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
+
+pub mod control_api;
+pub mod paths;
+pub mod stdout;
+pub mod visible;
 
 mod agents;
 mod bridge;
@@ -230,7 +240,7 @@ pub async fn call(
     let params = json!({ "name": tool, "arguments": args });
     let result = request_within(
         socket,
-        crate::protocol::method::TOOLS_CALL,
+        mcpd_wire::protocol::method::TOOLS_CALL,
         Some(params),
         CALL_WAIT,
     )
@@ -274,7 +284,7 @@ fn says(text: &str, value: &Value) -> bool {
 
 /// One server's status row, or a clear error naming the configured servers.
 async fn server_row(socket: &Path, name: &str) -> Result<ServerStatus, CtlError> {
-    let result = request(socket, crate::protocol::method::MCPD_STATUS, None).await?;
+    let result = request(socket, mcpd_wire::protocol::method::MCPD_STATUS, None).await?;
     let servers: Vec<ServerStatus> = serde_json::from_value(at(&result, "servers").clone())
         .map_err(|e| CtlError::Unexpected(format!("status servers: {e}")))?;
     let names: Vec<String> = servers.iter().map(|s| s.name.clone()).collect();
@@ -282,7 +292,7 @@ async fn server_row(socket: &Path, name: &str) -> Result<ServerStatus, CtlError>
         .into_iter()
         .find(|s| s.name == name)
         .ok_or_else(|| CtlError::Rpc {
-            code: crate::jsonrpc::code::INVALID_PARAMS,
+            code: mcpd_wire::jsonrpc::code::INVALID_PARAMS,
             message: format!(
                 "no server named '{name}' (configured: {})",
                 names.join(", ")
