@@ -1,7 +1,13 @@
-//! The tidy checks, over the source tree: every `src/` file says what it is for in a `//!` line and stays short, the codemap names every module, no two modules (files, or top-level modules) import each other, directly or round a loop, and `ctl` imports nothing of the daemon's. The imports are read with a Rust parser (`tidy/imports.rs`); `tidy/loop_cases.rs` holds what those checks must fail.
+//! The tidy checks over every crate's source: each file says what it is for and stays short, the codemap names every folder, the floors depend only on floors below, and no modules import each other round a loop.
+//!
+//! Cargo holds the direction between crates (a crate names only what it depends on);
+//! within a crate, the imports are read with a Rust parser (`tidy/imports.rs`), and
+//! `tidy/loop_cases.rs` holds what those checks must fail. `tidy/floors.rs` reads the
+//! crates' manifests.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+mod floors;
 mod imports;
 mod loop_cases;
 
@@ -13,31 +19,64 @@ const MAX_LINES: usize = 500;
 /// of the agent side may be on it.
 const LONG_FILES: &[(&str, usize)] = &[];
 
-fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Every `.rs` file under `src/`, as paths relative to it, sorted.
-fn sources() -> Vec<String> {
+/// Each crate's source folder, relative to the root: the daemon's `src/` and every
+/// `crates/*/src/`.
+fn crate_sources() -> Vec<String> {
+    let mut dirs = vec!["src".to_owned()];
+    let mut members: Vec<String> = std::fs::read_dir(root().join("crates"))
+        .expect("read crates/")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.join("src").is_dir())
+        .map(|p| {
+            format!(
+                "crates/{}/src",
+                p.file_name().unwrap_or_default().to_string_lossy()
+            )
+        })
+        .collect();
+    members.sort();
+    dirs.extend(members);
+    dirs
+}
+
+/// Every `.rs` file under `dir` (relative to the root), as paths relative to `dir`, sorted.
+fn sources_in(dir: &str) -> Vec<String> {
     fn walk(dir: &Path, base: &Path, out: &mut Vec<String>) {
-        for entry in std::fs::read_dir(dir).expect("read src") {
+        for entry in std::fs::read_dir(dir).expect("read source folder") {
             let path = entry.expect("entry").path();
             if path.is_dir() {
                 walk(&path, base, out);
             } else if path.extension().is_some_and(|e| e == "rs") {
-                let rel = path.strip_prefix(base).expect("under src");
+                let rel = path.strip_prefix(base).expect("under the folder");
                 out.push(rel.to_string_lossy().into_owned());
             }
         }
     }
+    let base = root().join(dir);
     let mut out = Vec::new();
-    walk(&src(), &src(), &mut out);
+    walk(&base, &base, &mut out);
     out.sort();
     out
 }
 
+/// Every source file of every crate, as paths relative to the root.
+fn sources() -> Vec<String> {
+    crate_sources()
+        .iter()
+        .flat_map(|dir| {
+            sources_in(dir)
+                .into_iter()
+                .map(move |rel| format!("{dir}/{rel}"))
+        })
+        .collect()
+}
+
 fn read(rel: &str) -> String {
-    std::fs::read_to_string(src().join(rel)).expect("read source")
+    std::fs::read_to_string(root().join(rel)).expect("read source")
 }
 
 #[test]
@@ -65,12 +104,12 @@ fn every_source_file_says_what_it_is_for_and_stays_short() {
                 "{rel}: {lines} lines now; take it off LONG_FILES in tests/it/tidy.rs"
             ));
         }
-        if rel.starts_with("agent/") && limit > MAX_LINES {
+        if rel.starts_with("src/agent/") && limit > MAX_LINES {
             problems.push(format!("{rel}: the agent side has no long files"));
         }
     }
     for (f, _) in LONG_FILES {
-        if !src().join(f).exists() {
+        if !root().join(f).exists() {
             problems.push(format!("{f}: listed in LONG_FILES but gone"));
         }
     }
@@ -83,7 +122,7 @@ fn every_task_is_spawned_on_the_tracker() {
     // file IO, say) would let one through there, so this looks at the text.
     let mut problems = Vec::new();
     for rel in sources() {
-        if rel == "tasks.rs" {
+        if rel == "crates/runtime/src/tracker.rs" {
             continue;
         }
         for (n, line) in read(&rel).lines().enumerate() {
@@ -91,12 +130,16 @@ fn every_task_is_spawned_on_the_tracker() {
                 .split("//")
                 .next()
                 .unwrap_or_default()
-                .replace("crate::tasks::spawn", "");
+                .replace("crate::tasks::spawn", "")
+                .replace("tracker::spawn", "");
             if ["tokio::spawn(", "task::spawn(", "spawn_blocking("]
                 .iter()
                 .any(|p| code.contains(p))
             {
-                problems.push(format!("{rel}:{}: spawn through crate::tasks", n + 1));
+                problems.push(format!(
+                    "{rel}:{}: spawn through mcpd_runtime::tracker",
+                    n + 1
+                ));
             }
         }
     }
@@ -104,50 +147,64 @@ fn every_task_is_spawned_on_the_tracker() {
 }
 
 #[test]
-fn the_codemap_names_every_module() {
-    let arch =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md"))
-            .expect("ARCHITECTURE.md");
-    let mut missing = Vec::new();
-    for rel in sources() {
-        // Unit tests split out of a module are part of it.
-        if rel.ends_with("/tests.rs") {
-            continue;
-        }
-        let named = if let Some(dir) = rel.strip_suffix("/mod.rs") {
-            let last = dir.rsplit('/').next().unwrap_or(dir);
-            arch.contains(&format!("`{dir}/`"))
-                || arch.contains(&format!("`{last}/`"))
-                || arch.contains(&format!("{dir}/mod.rs"))
-        } else {
-            let file = rel.rsplit('/').next().unwrap_or(&rel);
-            arch.contains(&rel) || arch.contains(&format!("`{file}`"))
-        };
-        if !named {
-            missing.push(rel);
+fn the_codemap_names_every_folder() {
+    // Files say what they hold in their own `//!` lines; the map names the crates and
+    // their folders (each written `name/` in backquotes, with or without its parents).
+    let arch = std::fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let mut folders = std::collections::BTreeSet::new();
+    for dir in crate_sources() {
+        folders.insert(dir.trim_end_matches("/src").to_owned());
+        for rel in sources_in(&dir) {
+            if let Some((folder, _)) = rel.rsplit_once('/') {
+                folders.insert(format!("{dir}/{folder}"));
+            }
         }
     }
+    let missing: Vec<&String> = folders
+        .iter()
+        .filter(|path| {
+            let short = path
+                .trim_start_matches("src/")
+                .trim_start_matches("crates/");
+            let last = path.rsplit('/').next().unwrap_or(path);
+            ![path.as_str(), short, last]
+                .iter()
+                .any(|name| arch.contains(&format!("`{name}/`")))
+        })
+        .collect();
     assert!(
         missing.is_empty(),
-        "ARCHITECTURE.md's codemap does not name: {}",
-        missing.join(", ")
+        "ARCHITECTURE.md's codemap does not name these folders: {missing:?}"
     );
 }
 
-/// Every `src/` file with its text.
-fn all_sources() -> Vec<(String, String)> {
-    sources()
+/// Each crate's files with their text, as paths relative to its `src/`.
+fn crate_files() -> Vec<(String, Vec<(String, String)>)> {
+    crate_sources()
         .into_iter()
-        .map(|rel| {
-            let text = read(&rel);
-            (rel, text)
+        .map(|dir| {
+            let files = sources_in(&dir)
+                .into_iter()
+                .map(|rel| {
+                    let text = read(&format!("{dir}/{rel}"));
+                    (rel, text)
+                })
+                .collect();
+            (dir, files)
         })
         .collect()
 }
 
 #[test]
 fn no_modules_import_each_other_round_a_loop() {
-    let found = imports::file_loops(&all_sources());
+    let mut found = Vec::new();
+    for (dir, files) in crate_files() {
+        found.extend(
+            imports::file_loops(&files)
+                .into_iter()
+                .map(|l| format!("{dir}: {l}")),
+        );
+    }
     assert!(
         found.is_empty(),
         "modules that import each other:\n{}",
@@ -157,9 +214,16 @@ fn no_modules_import_each_other_round_a_loop() {
 
 #[test]
 fn no_top_level_modules_import_each_other_round_a_loop() {
-    // A file-level check cannot see `agent::a` -> `ctl::b` -> `agent::c`: every top-level
-    // module is a layer, and layers form a directed graph too.
-    let found = imports::top_level_loops(&all_sources());
+    // A file-level check cannot see `agent::a` -> `supervisor::b` -> `agent::c`: every
+    // top-level module of a crate is a layer, and layers form a directed graph too.
+    let mut found = Vec::new();
+    for (dir, files) in crate_files() {
+        found.extend(
+            imports::top_level_loops(&files)
+                .into_iter()
+                .map(|l| format!("{dir}: {l}")),
+        );
+    }
     assert!(
         found.is_empty(),
         "top-level modules that import each other:\n{}",
@@ -168,18 +232,8 @@ fn no_top_level_modules_import_each_other_round_a_loop() {
 }
 
 #[test]
-fn ctl_imports_nothing_of_the_daemon_but_control_api() {
-    // `mcpd ctl` speaks to the daemon over the socket: it shares shapes and names
-    // (`control_api.rs`) and the wire's models, never the daemon's internals.
-    let shared = [
-        "control_api",
-        "json",
-        "jsonrpc",
-        "paths",
-        "protocol",
-        "stdout",
-    ];
-    let found = imports::uses_outside(&all_sources(), "ctl", &shared);
+fn the_floors_depend_only_on_floors_below() {
+    let found = floors::check(root());
     assert!(found.is_empty(), "\n{}", found.join("\n"));
 }
 
@@ -187,8 +241,7 @@ fn ctl_imports_nothing_of_the_daemon_but_control_api() {
 /// with a link. The reference lives in docs/.
 #[test]
 fn readme_stays_a_front_door() {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("README.md");
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
     let lines = readme.lines().count();
     assert!(
         lines <= 200,

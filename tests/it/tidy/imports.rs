@@ -582,31 +582,6 @@ pub fn top_level_loops(sources: &[(String, String)]) -> Vec<String> {
     describe(&named)
 }
 
-/// Each file of top-level module `top` that names a module outside it and outside
-/// `allowed`, with what it names there (`ctl/agents.rs uses agent::roster::{AgentInfo}`).
-pub fn uses_outside(sources: &[(String, String)], top: &str, allowed: &[&str]) -> Vec<String> {
-    let (edges, files) = graph(sources);
-    let mut found = Vec::new();
-    for (from, targets) in &edges {
-        if from.first().is_none_or(|m| m != top) {
-            continue;
-        }
-        for (to, items) in targets {
-            let to_top = to.first().map(String::as_str).unwrap_or_default();
-            if to_top != top && !allowed.contains(&to_top) {
-                let items: Vec<&str> = items.iter().map(String::as_str).collect();
-                let rel = files.get(from).map_or("?", String::as_str);
-                found.push(format!(
-                    "{rel} uses {}::{{{}}}",
-                    to.join("::"),
-                    items.join(", ")
-                ));
-            }
-        }
-    }
-    found
-}
-
 fn describe(named: &BTreeMap<String, BTreeMap<String, BTreeSet<String>>>) -> Vec<String> {
     let plain: BTreeMap<String, BTreeSet<String>> = named
         .iter()

@@ -2,7 +2,7 @@
 //! way a path can name a module, so a hole in the checker shows up here first (the text
 //! scanner it replaced missed every `use super::{…}`).
 
-use super::imports::{file_loops, top_level_loops, uses_outside};
+use super::imports::{file_loops, top_level_loops};
 
 fn sources(files: &[(&str, &str)]) -> Vec<(String, String)> {
     files
@@ -217,23 +217,5 @@ fn names_a_glob_brings_in_are_followed() {
             ("z.rs", "use crate::a::b::X;"),
         ],
         &["a/b.rs", "z.rs"],
-    );
-}
-
-#[test]
-fn a_client_module_that_reaches_into_the_daemon_is_found() {
-    let files = sources(&[
-        ("ctl/mod.rs", "mod agents; use crate::api::Shape;"),
-        (
-            "ctl/agents.rs",
-            "fn f(a: Vec<crate::agent::roster::AgentInfo>) {}",
-        ),
-        ("agent/mod.rs", "pub mod roster;"),
-        ("agent/roster.rs", ""),
-        ("api.rs", ""),
-    ]);
-    assert_eq!(
-        uses_outside(&files, "ctl", &["api"]),
-        ["ctl/agents.rs uses agent::roster::{AgentInfo}"]
     );
 }
