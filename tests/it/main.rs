@@ -10,6 +10,7 @@
     clippy::disallowed_macros
 )]
 
+mod clock;
 mod support;
 
 mod catalog;

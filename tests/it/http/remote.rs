@@ -3,7 +3,6 @@
 use crate::http::fixture::{FixtureOptions, HttpFixture, Reply};
 use crate::support::*;
 use serde_json::{Value, json};
-use std::time::Duration;
 
 fn sse() -> FixtureOptions {
     FixtureOptions {
@@ -263,6 +262,7 @@ async fn refused_credentials_mark_the_server_failed_with_the_hint_and_stop_retry
             &fx.url(),
             "bearer_token_env = \"FIXTURE_TOKEN\"\n[servers.remote.restart]\nbackoff_initial = \"20ms\"\nbackoff_max = \"20ms\"",
         )
+        .clock("20ms")
         .start()
         .await;
     let s = d
@@ -277,9 +277,10 @@ async fn refused_credentials_mark_the_server_failed_with_the_hint_and_stop_retry
         "{err}"
     );
     assert!(!err.contains("wrong"), "the token leaked: {err}");
-    // With a 20 ms backoff, a retrying daemon would have sent dozens of POSTs by now.
+    // Twenty of the clock's 20 ms backoffs: a retrying daemon would have sent as many
+    // POSTs by then.
     let posts = fx.stats().posts;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    d.clock_ticks(20).await;
     assert_eq!(
         fx.stats().posts,
         posts,

@@ -6,6 +6,8 @@ use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
@@ -79,13 +81,19 @@ pub(crate) async fn log_in(d: &Daemon, name: &str) {
     assert!(stderr.contains(&format!("logged in to {name}")), "{stderr}");
 }
 
-async fn daemon(fx: &OAuthFixture, extra: &str) -> Daemon {
+fn builder(fx: &OAuthFixture, extra: &str) -> DaemonBuilder {
     DaemonBuilder::new()
         .fixture("local", &["--tools", "echo"])
         .remote("r", &fx.mcp_url(), extra)
-        .start()
-        .await
 }
+
+async fn daemon(fx: &OAuthFixture, extra: &str) -> Daemon {
+    builder(fx, extra).start().await
+}
+
+/// A restart after the default first backoff (250 ms with equal jitter, so under 250 ms)
+/// would have come by three of the clock's 250 ms periods (each at least 125 ms).
+const RETRY_WINDOW: u64 = 3;
 
 fn credentials(d: &Daemon) -> std::path::PathBuf {
     d.dir().join("state/credentials/r.json")
@@ -103,7 +111,7 @@ async fn wait_state(d: &Daemon, state: &str) -> Value {
 #[tokio::test]
 async fn a_server_that_asks_for_a_login_waits_for_ctl_login_then_serves_every_agent() {
     let fx = OAuthFixture::builder().start().await;
-    let d = daemon(&fx, "").await;
+    let d = builder(&fx, "").clock("250ms").start().await;
     let s = wait_state(&d, "needs-login").await;
     assert!(
         s["last_error"]
@@ -125,7 +133,7 @@ async fn a_server_that_asks_for_a_login_waits_for_ctl_login_then_serves_every_ag
     assert_eq!(text(&r), "x", "{r}");
     // Not retried in a loop.
     let posts = fx.http().stats().posts;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    d.clock_ticks(RETRY_WINDOW).await;
     assert_eq!(
         fx.http().stats().posts,
         posts,
@@ -195,7 +203,7 @@ async fn without_a_prefix_a_call_to_a_server_waiting_for_a_login_says_so() {
 #[tokio::test]
 async fn a_pasted_redirect_logs_in_and_a_restarted_daemon_needs_no_new_login() {
     let fx = OAuthFixture::builder().start().await;
-    let mut d = daemon(&fx, "").await;
+    let mut d = builder(&fx, "").clock("250ms").start().await;
     wait_state(&d, "needs-login").await;
     let (mut child, url) = start_login(&d, "r", &["--paste"]).await;
     // The browser could not reach this host's loopback: the person pastes the address.
@@ -248,7 +256,7 @@ async fn a_pasted_redirect_logs_in_and_a_restarted_daemon_needs_no_new_login() {
         "{s}"
     );
     let refreshes = fx.handle().token_requests("refresh_token");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    d.clock_ticks(RETRY_WINDOW).await;
     assert_eq!(fx.handle().token_requests("refresh_token"), refreshes);
     assert!(!credentials(&d).exists(), "spent credentials are removed");
 }
@@ -272,14 +280,18 @@ async fn sixteen_agents_share_one_refresh_per_expiry_and_never_fail() {
     wait_state(&d, "needs-login").await;
     log_in(&d, "r").await;
     wait_state(&d, "ready").await;
+    // The agents call until the authorization server has seen this many refreshes (about
+    // 30 s of two-second tokens): the run is counted in refreshes, not timed.
+    const REFRESHES: usize = 16;
     let started = Instant::now();
-    let run = Duration::from_secs(30);
+    let stop = Arc::new(AtomicBool::new(false));
     let mut agents = Vec::new();
     for i in 0..16 {
         let mut a = d.initialized_agent().await;
+        let stop = stop.clone();
         agents.push(tokio::spawn(async move {
             let (mut ok, mut failed) = (0u32, Vec::new());
-            while started.elapsed() < run {
+            while !stop.load(Ordering::Relaxed) {
                 let r = a.call("r__echo", json!({"text": format!("a{i}")})).await;
                 if text(&r) == format!("a{i}") {
                     ok += 1;
@@ -290,6 +302,16 @@ async fn sixteen_agents_share_one_refresh_per_expiry_and_never_fail() {
             (ok, failed)
         }));
     }
+    // One refresh per lifetime reaches the count in about 16 x 1.8 s. Past this deadline
+    // the bounds below fail whatever the count, so a timeout is left for them to judge.
+    let deadline = Duration::from_secs_f64(1.8 * (REFRESHES as f64 + 3.0) + 2.0);
+    let _ = tokio::time::timeout(deadline, async {
+        while fx.handle().token_requests("refresh_token") < REFRESHES {
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
     let mut total = 0;
     for a in agents {
         let (ok, failed) = a.await.expect("agent");
