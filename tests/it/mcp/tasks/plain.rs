@@ -6,6 +6,7 @@
 use super::*;
 use crate::support::*;
 use serde_json::{Value, json};
+use std::path::Path;
 
 /// The era of an agent that makes no task.
 #[derive(Clone, Copy)]
@@ -168,28 +169,8 @@ async fn plain_result(case: Plain) {
     match agent {
         // Cancelling the call cancels the task at its server, once mcpd follows it.
         AgentEra::Legacy => {
-            let id = a
-                .start_call(&server.tool("sleep"), json!({"ms": 600000}))
-                .await;
             let own = server.own_id(made + 1);
-            eventually("mcpd follows the task", WAIT, || async {
-                recorded_requests(&rec, pid)
-                    .iter()
-                    .any(|m| m["method"] == server.follow() && m["params"]["taskId"] == own)
-                    .then_some(())
-            })
-            .await;
-            a.send(
-                json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}}),
-            )
-            .await;
-            eventually("the server is asked to cancel the task", WAIT, || async {
-                recorded_requests(&rec, pid)
-                    .iter()
-                    .any(|m| m["method"] == "tasks/cancel" && m["params"]["taskId"] == own)
-                    .then_some(())
-            })
-            .await;
+            cancelled_at_its_server(&mut a, server, &rec, pid, &own).await;
         }
         // An agent that declares the extension still gets the task itself.
         AgentEra::Modern => {
@@ -198,6 +179,38 @@ async fn plain_result(case: Plain) {
             assert_eq!(r["result"]["resultType"], "task", "{r}");
         }
     }
+}
+
+/// A 2025-11-25 agent's call of the server's sleeping tool, cancelled once mcpd follows its
+/// task (the server's own id `own`): the server is asked to cancel the task.
+async fn cancelled_at_its_server(
+    a: &mut Agent,
+    server: ServerEra,
+    rec: &Path,
+    pid: u32,
+    own: &str,
+) {
+    let id = a
+        .start_call(&server.tool("sleep"), json!({"ms": 600000}))
+        .await;
+    eventually("mcpd follows the task", WAIT, || async {
+        recorded_requests(rec, pid)
+            .iter()
+            .any(|m| m["method"] == server.follow() && m["params"]["taskId"] == own)
+            .then_some(())
+    })
+    .await;
+    a.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}}),
+    )
+    .await;
+    eventually("the server is asked to cancel the task", WAIT, || async {
+        recorded_requests(rec, pid)
+            .iter()
+            .any(|m| m["method"] == "tasks/cancel" && m["params"]["taskId"] == own)
+            .then_some(())
+    })
+    .await;
 }
 
 /// Each row a test of its own: `name: agent era, server era, the sleeping task's ms;`.
