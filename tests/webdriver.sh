@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Sourced by tests/screenshots.sh and benches/dashboard_idle.sh: deadline waits, and a
 # headless Chromium driven through chromedriver's WebDriver API with curl and jq, with the
-# flags the browser tests use (tests/it/browser.rs), so nothing reaches the network.
+# flags the browser tests use (tests/it/dashboard/browser.rs), so nothing reaches the network.
 # `webdriver_start DIR` starts chromedriver (its HOME, profile and log under DIR) and opens
 # a session (`$sid`); `wd`, `js` and `goto` speak to it; `webdriver_stop` ends the session
 # and kills chromedriver's process group (Chromium's processes are in it). Callers run

@@ -62,7 +62,7 @@ trap cleanup EXIT
 
 # pin = "off": the suite changes the fixture's lists and expects list_changed; with the
 # default (trust-first) mcpd holds a new tool or prompt until a person approves it, so
-# agents see no change (pinning has its own tests: tests/it/pins.rs).
+# agents see no change (pinning has its own tests: tests/it/pins/held.rs).
 cat >"$work/mcpd.toml" <<TOML
 [daemon]
 socket = "$work/mcpd.sock"

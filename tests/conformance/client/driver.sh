@@ -199,7 +199,7 @@ secret_line='client_secret = "${secret:conformance-client}"'
   echo "socket = $(toml_str "$sock")"
   echo "state_dir = $(toml_str "$work/state")"
   echo 'shutdown_grace = "1s"'
-  # Unpinned: a scenario's server may change its lists, and pinning (tests/it/pins.rs)
+  # Unpinned: a scenario's server may change its lists, and pinning (tests/it/pins/held.rs)
   # would hold the change for a person.
   echo 'pin = "off"'
   echo
