@@ -1,22 +1,20 @@
 //! Which sandbox a local server's next process runs in: its profile prepared (paths resolved for its project, the ruleset built), or why it cannot be, which keeps it from starting.
 
-use super::Supervisor;
+use super::{Slot, Supervisor};
 use crate::config::StdioLaunch;
 use crate::registry::InstanceKey;
 use crate::upstream::process::SpawnError;
 use crate::upstream::sandbox::{self, Prepared};
 
-impl Supervisor {
-    /// The confinement of `name`'s next process: None when it runs unconfined (no
-    /// sandbox configured, or a remote server).
+impl Slot {
+    /// The confinement of this slot's next process (`name`): None when it runs
+    /// unconfined (no sandbox configured, or a remote server).
     pub(super) fn confinement(
         &self,
         name: &str,
         launch: &StdioLaunch,
     ) -> Result<Option<Prepared>, SpawnError> {
-        let Some(slot) = self.slots.get(name) else {
-            return Ok(None);
-        };
+        let slot = self;
         let Some(profile) = &slot.cfg.sandbox else {
             return Ok(None);
         };
