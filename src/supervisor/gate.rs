@@ -27,6 +27,30 @@ pub(super) enum FirstRound {
     Over,
 }
 
+impl FirstRound {
+    /// A list of `kind` came, or failed (None: nothing came). Whether the round is over
+    /// now (it was waiting, and nothing more is awaited).
+    pub(super) fn step(&mut self, kind: Option<Kind>) -> bool {
+        let FirstRound::Waiting { kinds, answered } = self else {
+            return false;
+        };
+        if let Some(kind) = kind {
+            *answered |= kinds.remove(&kind);
+        }
+        if !kinds.is_empty() {
+            return false;
+        }
+        *self = FirstRound::Over;
+        true
+    }
+
+    /// Whether the connection, ending now, had listed something of its first round
+    /// without finishing it.
+    pub(super) fn cut_short(&self) -> bool {
+        matches!(self, FirstRound::Waiting { answered: true, .. })
+    }
+}
+
 impl Supervisor {
     /// Lists every server's cached catalog at once, before any server is up; each is
     /// replaced when its server reports its real one. The cache holds the servers' own
@@ -95,16 +119,9 @@ impl Supervisor {
         let Some(r) = slot.running.as_mut() else {
             return;
         };
-        let FirstRound::Waiting { kinds, answered } = &mut r.first_round else {
-            return;
-        };
-        if let Some(kind) = kind {
-            *answered |= kinds.remove(&kind);
-        }
-        if !kinds.is_empty() {
+        if !r.first_round.step(kind) {
             return;
         }
-        r.first_round = FirstRound::Over;
         if std::mem::take(&mut slot.fill_only) {
             // Its catalog is known (and cached) now: rest until a call comes.
             slot.after_exit = AfterExit::Idle;
@@ -121,7 +138,7 @@ impl Supervisor {
     /// listed something, the server's first listing is over (the kinds it did not list
     /// count as listed empty), as a failed list would have been.
     pub(super) fn first_round_cut(&mut self, name: &Arc<str>, round: &FirstRound) {
-        if !matches!(round, FirstRound::Waiting { answered: true, .. }) {
+        if !round.cut_short() {
             return;
         }
         let server = self
@@ -264,5 +281,42 @@ impl Supervisor {
             Kind::Template => ListKind::Templates,
         };
         self.registry.replace_list(server, list, items, limit);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiting(kinds: &[Kind]) -> FirstRound {
+        FirstRound::Waiting {
+            kinds: kinds.iter().copied().collect(),
+            answered: false,
+        }
+    }
+
+    #[test]
+    fn a_first_round_is_over_once_each_kind_is_listed_or_failed() {
+        let mut r = waiting(&[Kind::Tool, Kind::Prompt]);
+        assert!(!r.step(None), "nothing came yet");
+        assert!(!r.cut_short(), "nothing listed: a cut ends nothing");
+        assert!(!r.step(Some(Kind::Resource)), "a kind not awaited");
+        assert!(!r.step(Some(Kind::Tool)));
+        assert!(
+            r.cut_short(),
+            "something listed: a cut ends the first listing"
+        );
+        assert!(r.step(Some(Kind::Prompt)));
+        assert!(matches!(r, FirstRound::Over));
+        assert!(!r.step(Some(Kind::Prompt)), "over once");
+        assert!(!r.cut_short());
+    }
+
+    #[test]
+    fn a_connection_that_awaits_no_list_ends_its_round_at_once_and_one_connecting_never_does() {
+        assert!(waiting(&[]).step(None));
+        let mut connecting = FirstRound::default();
+        assert!(!connecting.step(Some(Kind::Tool)));
+        assert!(!connecting.cut_short());
     }
 }
