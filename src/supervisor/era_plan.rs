@@ -98,7 +98,11 @@ impl Supervisor {
         let first = cfg.health.first_start_timeout;
         // A confined server's runner installs into its private cache: empty (its first
         // confined start, or after it was cleared), it downloads again.
-        let installed = self.started_before(&cfg) && !self.private_cache_empty(name);
+        let installed = self.started_before(&cfg)
+            && !self
+                .slots
+                .get(name)
+                .is_some_and(|s| s.private_cache_empty());
         if launch.package_runner().is_none() || first <= usual.limit || installed {
             return usual;
         }

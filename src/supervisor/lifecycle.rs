@@ -8,7 +8,7 @@ use tokio::time::Instant;
 impl Supervisor {
     pub(super) fn on_exit(&mut self, name: &Arc<str>, instance: u64, mut exit: ConnectionExit) {
         // A cause the user can fix with one command is said with it.
-        let cache = self.private_cache(name);
+        let cache = self.slots.get(name).and_then(|s| s.private_cache());
         if let Some(hint) = super::diagnose::broken_cache(name, cache.as_deref(), &exit.stderr_tail)
         {
             exit.error = Some(match exit.error.take() {
