@@ -336,22 +336,22 @@ pub enum StartError {
 
 /// The one-line summary systemd shows (`STATUS=`).
 fn summary(catalog: &crate::registry::Catalog, daemon: &DaemonInfo) -> String {
-    let total = catalog.servers.len();
+    let total = catalog.server_count();
     // A server run per agent or per project is as ready as its instances can be made.
     let ready = catalog
-        .servers
-        .values()
+        .servers()
+        .map(|(_, a)| a)
         .filter(|a| {
             use crate::registry::Availability as A;
             matches!(a, A::Ready(_) | A::PerAgent { .. } | A::PerProject { .. })
         })
         .count();
     let agents = daemon.agents.load(std::sync::atomic::Ordering::Relaxed);
-    let line = match catalog.instances.count() {
+    let line = match catalog.instance_count() {
         0 => format!("{ready}/{total} servers ready, {agents} agents"),
         n => format!("{ready}/{total} servers ready, {n} instances, {agents} agents"),
     };
-    let held = &catalog.held;
+    let held = &catalog.held();
     match held.tools.len() + held.prompts.len() + held.resources.len() {
         0 => line,
         n => format!("{line}, {n} definitions held for approval (mcpd ctl diff)"),

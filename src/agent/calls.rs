@@ -10,10 +10,9 @@ use crate::errors::AgentError;
 use crate::jsonrpc::{Id, Request};
 use crate::outbox::Outbox;
 use crate::protocol::method;
-use crate::registry::Availability;
+use crate::registry::Resolved;
 use crate::upstream::PlainCall;
 use serde_json::Value;
-use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// Starts a `tools/call`: finds the tool's server and returns the future of its answer.
@@ -37,14 +36,15 @@ pub fn start(
         return Err(fail(invalid("\"name\" must be a string")));
     };
     let catalog = ctx.catalog.borrow().clone();
-    let tool = catalog
-        .tool(name)
-        .filter(|t| session.sees_tool(&t.server, &t.qualified));
-    let Some(tool) = tool else {
+    let resolved = catalog.resolve(
+        name,
+        |s| session.sees_server(s),
+        |s, q| session.sees_tool(s, q),
+    );
+    let tool = match resolved {
+        Resolved::Tool(tool) => tool,
         // A held tool is neither unknown nor served: say that a person must look.
-        if let Some(server) = catalog.held.tools.get(name.as_str())
-            && session.sees_server(server)
-        {
+        Resolved::Held { server } => {
             return Err(fail(AgentError::Held {
                 kind: "tool",
                 name: name.clone(),
@@ -53,22 +53,11 @@ pub fn start(
         }
         // A tool of a server that has not listed its tools yet (it is starting, or has
         // never been reached) is not unknown: the call waits for the server to list
-        // them, once, or hears what is wrong with it. Without a prefix the name does not
-        // say its server; when exactly one server without a prefix has listed nothing,
-        // the call is most likely for it.
-        let by_prefix = name
-            .split_once(crate::protocol::naming::SEPARATOR)
-            .and_then(|(prefix, _)| catalog.prefixes.get(prefix))
-            .and_then(|server| catalog.servers.get_key_value(server))
-            .filter(|(_, a)| !matches!(a, Availability::Ready(_)));
-        let unlisted = match by_prefix {
-            Some(found) => Some(found),
-            None => match unlisted_unprefixed(&catalog, session)[..] {
-                [found] => Some(found),
-                _ => None,
-            },
-        };
-        if let Some((server, availability)) = unlisted {
+        // them, once, or hears what is wrong with it.
+        Resolved::Unlisted {
+            server,
+            availability,
+        } => {
             if session.redo.as_ref() != Some(&id) && super::wait::coming(&catalog, server) {
                 let (server, request) = (
                     server.clone(),
@@ -85,10 +74,12 @@ pub fn start(
                 why: availability.explain(),
             }));
         }
-        return Err(fail(AgentError::UnknownTool {
-            nearest: session.nearest_tools(&catalog, name),
-            name: name.clone(),
-        }));
+        Resolved::Unknown => {
+            return Err(fail(AgentError::UnknownTool {
+                nearest: session.nearest_tools(&catalog, name),
+                name: name.clone(),
+            }));
+        }
     };
     let server = tool.server.clone();
     // The server's own name, written over the agent's (its key is not made again).
@@ -160,27 +151,4 @@ fn invalid(reason: &str) -> AgentError {
         method: method::TOOLS_CALL.into(),
         reason: reason.into(),
     }
-}
-
-/// The servers without a prefix that this agent sees, that cannot take calls now and
-/// list no tool.
-fn unlisted_unprefixed<'a>(
-    catalog: &'a crate::registry::Catalog,
-    session: &Session,
-) -> Vec<(&'a Arc<str>, &'a Availability)> {
-    catalog
-        .unprefixed
-        .iter()
-        .filter(|s| session.sees_server(s))
-        .filter_map(|s| catalog.servers.get_key_value(s))
-        .filter(|(_, a)| {
-            !matches!(
-                a,
-                Availability::Ready(_)
-                    | Availability::PerAgent { .. }
-                    | Availability::PerProject { .. }
-            )
-        })
-        .filter(|(s, _)| !catalog.lists_tools_of(s))
-        .collect()
 }

@@ -239,7 +239,7 @@ fn find(args: &Value, catalog: &Catalog, session: &Session) -> Result<Value, Str
         Some(Value::String(s)) => Some(s.as_str()),
         Some(_) => return Err("\"server\" must be a string".into()),
     };
-    let hits = catalog.search.search(query, limit, |s, q| {
+    let hits = catalog.search().search(query, limit, |s, q| {
         server.is_none_or(|want| want == s) && session.sees_tool(s, q)
     });
     let mut text = String::new();

@@ -51,7 +51,7 @@ pub fn handle(
             {
                 return error(&req.id, e);
             }
-            let behind = ctx.catalog.borrow().mcpd_behind.clone();
+            let behind = ctx.catalog.borrow().mcpd_behind().to_vec();
             Handled::Now(initialize(&req, session, &behind))
         }
         "mcpd/profile" => {
@@ -290,7 +290,7 @@ fn tools_list(req: &Request, ctx: &AgentContext, modern: bool, session: &Session
                 modern: Option<Value>,
             }
             let modern = modern.then(|| {
-                let c = catalog.cache;
+                let c = catalog.cache();
                 json!({
                     "resultType": "complete",
                     "ttlMs": c.ttl_ms,

@@ -176,8 +176,8 @@ pub async fn run(
 fn confined_peer(ctx: &super::AgentContext, origin: super::PeerOrigin) -> bool {
     let catalog = ctx.catalog.borrow();
     match origin {
-        super::PeerOrigin::Server { leader } => catalog.confined.contains(&leader),
-        super::PeerOrigin::Unknown => !catalog.confined.is_empty(),
+        super::PeerOrigin::Server { leader } => catalog.is_confined(leader),
+        super::PeerOrigin::Unknown => catalog.any_confined(),
         super::PeerOrigin::Outside => false,
     }
 }

@@ -128,8 +128,12 @@ pub const INSTRUCTIONS: &str = "mcpd multiplexes several MCP servers. Tool names
 pub fn cache_hints(ctx: &AgentContext) -> (u64, &'static str) {
     let c = ctx.catalog.borrow();
     (
-        c.cache.ttl_ms,
-        if c.cache.private { "private" } else { "public" },
+        c.cache().ttl_ms,
+        if c.cache().private {
+            "private"
+        } else {
+            "public"
+        },
     )
 }
 
@@ -147,7 +151,7 @@ pub fn discover(req: &Request, ctx: &AgentContext) -> String {
         "instructions": INSTRUCTIONS,
         "ttlMs": ttl,
         "cacheScope": scope,
-        "_meta": era::handshake_meta(&ctx.catalog.borrow().mcpd_behind),
+        "_meta": era::handshake_meta(ctx.catalog.borrow().mcpd_behind()),
     });
     jsonrpc::result_line(&req.id, &result)
 }

@@ -27,7 +27,7 @@ pub fn reach(
     session: &Session,
     server: &Arc<str>,
 ) -> Result<Reach, AgentError> {
-    let (key, wait) = match catalog.servers.get(server) {
+    let (key, wait) = match catalog.availability(server) {
         Some(Availability::Ready(h)) => return Ok(Reach::Now(h.clone())),
         Some(Availability::Starting { wait } | Availability::Idle { wait }) => {
             let (watch, supervisor) = (watch.clone(), supervisor.clone());
@@ -67,7 +67,7 @@ pub fn reach(
             return Err(AgentError::Unavailable { server, why });
         }
     };
-    if let Some(h) = catalog.instances.get(server, &key) {
+    if let Some(h) = catalog.instance(server, &key) {
         return Ok(Reach::Now(h.clone()));
     }
     let fut = instance(server.clone(), key, wait, supervisor.clone());
@@ -84,7 +84,7 @@ async fn ready(
     let ready = async {
         let mut asked = false;
         loop {
-            let state = catalog.borrow_and_update().servers.get(&server).cloned();
+            let state = catalog.borrow_and_update().availability(&server).cloned();
             match state {
                 Some(Availability::Starting { .. }) => {}
                 Some(Availability::Idle { .. }) if !asked => {
@@ -159,7 +159,7 @@ pub fn now(
     session: &Session,
     server: &Arc<str>,
 ) -> Result<UpstreamHandle, AgentError> {
-    let key = match catalog.servers.get(server) {
+    let key = match catalog.availability(server) {
         Some(Availability::PerAgent { .. }) => Some(InstanceKey::Agent(session.agent)),
         Some(Availability::PerProject { .. }) => super::project::instance_key(session).ok(),
         _ => None,
@@ -167,8 +167,7 @@ pub fn now(
     match key {
         Some(key) => {
             catalog
-                .instances
-                .get(server, &key)
+                .instance(server, &key)
                 .cloned()
                 .ok_or_else(|| AgentError::Unavailable {
                     server: server.to_string(),
@@ -181,7 +180,7 @@ pub fn now(
 
 /// The handle of a server that can take requests now, or why it cannot.
 pub fn ready_handle(catalog: &Catalog, server: &Arc<str>) -> Result<UpstreamHandle, AgentError> {
-    match catalog.servers.get(server) {
+    match catalog.availability(server) {
         Some(Availability::Ready(h)) => Ok(h.clone()),
         other => {
             let why = other.map_or_else(

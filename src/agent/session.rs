@@ -96,7 +96,7 @@ impl Session {
     /// unknown tool's error).
     pub fn nearest_tools(&self, catalog: &crate::registry::Catalog, name: &str) -> Vec<String> {
         catalog
-            .search
+            .search()
             .search(name, 3, |s, q| self.sees_tool(s, q))
             .into_iter()
             .map(|h| h.qualified.to_owned())

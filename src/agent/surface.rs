@@ -56,9 +56,9 @@ pub fn list(
     };
     let catalog = ctx.catalog.borrow().clone();
     let items = match kind {
-        ListKind::Prompts => &catalog.surface.prompts,
-        ListKind::Resources => &catalog.surface.resources,
-        ListKind::Templates => &catalog.surface.templates,
+        ListKind::Prompts => &catalog.surface().prompts,
+        ListKind::Resources => &catalog.surface().resources,
+        ListKind::Templates => &catalog.surface().templates,
     };
     let (page, next) = match registry::page_entries(items, cursor) {
         Ok(p) => p,
@@ -80,12 +80,12 @@ pub fn list(
     let mut result = Value::Object(result);
     if modern {
         era::modernize_result(&mut result);
-        let scope = if catalog.cache.private {
+        let scope = if catalog.cache().private {
             "private"
         } else {
             "public"
         };
-        jsonrpc::set_member(&mut result, "ttlMs", json!(catalog.cache.ttl_ms));
+        jsonrpc::set_member(&mut result, "ttlMs", json!(catalog.cache().ttl_ms));
         jsonrpc::set_member(&mut result, "cacheScope", json!(scope));
     }
     Handled::Now(jsonrpc::result_line(&req.id, &result))
@@ -131,11 +131,11 @@ pub fn prompts_get(
     };
     let catalog = ctx.catalog.borrow().clone();
     let prompt = catalog
-        .surface
+        .surface()
         .prompt(&name)
         .filter(|p| session.sees_server(&p.server));
     let Some(prompt) = prompt else {
-        if let Some(server) = catalog.held.prompts.get(name.as_str())
+        if let Some(server) = catalog.held().prompts.get(name.as_str())
             && session.sees_server(server)
         {
             let e = AgentError::Held {
@@ -180,7 +180,7 @@ pub fn resources_read(
         Err(why) => return not_found(&req.id, &uri, why, modern),
     };
     if catalog
-        .held
+        .held()
         .resources
         .contains(&(server.clone(), original.clone()))
     {
@@ -197,7 +197,7 @@ pub fn resources_read(
         method: method::RESOURCES_READ,
         params: params.into(),
         rewrite: Rewrite::ContentUris {
-            surface: catalog.surface.clone(),
+            surface: catalog.surface().clone(),
         },
     };
     send(req.id, ctx, &catalog, route, outbox, session, modern)
@@ -209,8 +209,8 @@ fn route(
     uri: &str,
     session: &Session,
 ) -> Result<(Arc<str>, String), RouteError> {
-    let servers: Vec<&str> = catalog.servers.keys().map(|s| &**s).collect();
-    let (server, original) = catalog.surface.route_uri(uri, &servers)?;
+    let servers: Vec<&str> = catalog.servers().map(|(s, _)| s).map(|s| &**s).collect();
+    let (server, original) = catalog.surface().route_uri(uri, &servers)?;
     if !session.sees_server(&server) {
         return Err(RouteError::NotInProfile(uri.to_owned()));
     }
@@ -258,7 +258,7 @@ pub fn complete(
         Some("ref/prompt") => {
             let name = reference.get("name").and_then(Value::as_str).unwrap_or("");
             let prompt = catalog
-                .surface
+                .surface()
                 .prompt(name)
                 .filter(|p| session.sees_server(&p.server));
             let Some(prompt) = prompt else {
@@ -275,7 +275,7 @@ pub fn complete(
         Some("ref/resource") => {
             let uri = reference.get("uri").and_then(Value::as_str).unwrap_or("");
             let found = catalog
-                .surface
+                .surface()
                 .templates
                 .iter()
                 .find(|t| t.presented == uri && session.sees_server(&t.server))

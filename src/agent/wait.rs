@@ -23,8 +23,7 @@ pub const FIRST_LIST_WAIT: Duration = Duration::from_secs(5);
 pub fn starting_for(catalog: &Catalog, session: &Session) -> Vec<Arc<str>> {
     let has_project = session.project.current.is_some() || session.project.waiting().is_some();
     catalog
-        .servers
-        .iter()
+        .servers()
         .filter(|(s, _)| session.sees_server(s))
         .filter(|(_, a)| match a {
             Availability::Starting { .. } => true,
@@ -40,7 +39,7 @@ pub fn starting_for(catalog: &Catalog, session: &Session) -> Vec<Arc<str>> {
 /// or per project), and lists none yet.
 pub fn coming(catalog: &Catalog, server: &str) -> bool {
     let starting = matches!(
-        catalog.servers.get(server),
+        catalog.availability(server),
         Some(
             Availability::Starting { .. }
                 | Availability::Idle { .. }
@@ -61,7 +60,7 @@ pub fn call(
     session: &Session,
 ) -> Result<(Id, CancellationToken, ReplyFuture), AgentError> {
     let catalog = ctx.catalog.borrow().clone();
-    let wait = match catalog.servers.get(&server) {
+    let wait = match catalog.availability(&server) {
         Some(
             Availability::Starting { wait }
             | Availability::Idle { wait }
@@ -114,7 +113,7 @@ async fn listed(
                 if c.lists_tools_of(&server) {
                     return Ok(());
                 }
-                match c.servers.get(&server) {
+                match c.availability(&server) {
                     Some(Availability::Ready(_)) => return Ok(()),
                     Some(_) if coming(&c, &server) || start.is_some() => None,
                     Some(a) => Some(a.explain()),

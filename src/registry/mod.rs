@@ -6,6 +6,7 @@
 //! (prefix, renames); a name two servers present goes to one of them (`claims.rs`).
 
 mod availability;
+mod catalog;
 pub mod claims;
 mod held;
 mod paging;
@@ -18,6 +19,7 @@ pub use paging::page_entries;
 use crate::protocol::ListKind;
 use crate::protocol::naming::Naming;
 pub use availability::{Availability, InstanceKey, Instances};
+pub use catalog::{Catalog, Live, Resolved};
 pub use claims::{Collision, NameKind};
 pub use held::{Held, HeldKind};
 use serde_json::Value;
@@ -29,45 +31,6 @@ pub use tool::{GenerationError, ToolEntry};
 
 /// Tools returned per `tools/list` page to agents.
 pub const PAGE_SIZE: usize = 500;
-
-/// An immutable snapshot of everything agents can list and call.
-#[derive(Debug, Default)]
-pub struct Catalog {
-    /// Sorted by qualified name, so listings are deterministic. Shared with the
-    /// registry's generations, so a new snapshot copies pointers, not definitions.
-    tools: Vec<Arc<ToolEntry>>,
-    index: HashMap<String, usize>,
-    /// Every configured server and whether it can take calls.
-    pub servers: BTreeMap<Arc<str>, Availability>,
-    /// Changes whenever the set of tools or a definition changes, and only then.
-    pub tools_version: u64,
-    /// Every server's prompts, resources and templates.
-    pub surface: Arc<Surface>,
-    /// Change when the prompts, or the resources and templates, change.
-    pub prompts_version: u64,
-    pub resources_version: u64,
-    /// The cache hints mcpd puts on its listings for modern agents.
-    pub cache: CacheHint,
-    /// Which server a non-empty prefix belongs to, when only one server uses it: tells a
-    /// call to a server that has not listed its tools yet from a call to no tool at all.
-    pub prefixes: HashMap<String, Arc<str>>,
-    /// The servers whose tools have no prefix (`prefix = ""`): a call to a name no server
-    /// lists may be for one of them that has listed nothing yet.
-    pub unprefixed: Vec<Arc<str>>,
-    /// The mcpd daemons reached through the servers that are ready (their instance ids,
-    /// and the ones they reach): told in this daemon's handshake answers, so that a loop
-    /// of daemons is recognised (`upstream/handshake.rs`, `refuse_self`).
-    pub mcpd_behind: Vec<String>,
-    /// The search index over `tools` (tool discovery).
-    pub search: Arc<crate::discovery::Index>,
-    /// The ready instances of servers run per agent or per project, by server.
-    pub instances: Instances,
-    /// The process (group leader) ids of the confined servers running now: their
-    /// processes may not connect to mcpd's socket.
-    pub confined: Vec<u32>,
-    /// Definitions held for approval (names only).
-    pub held: Arc<Held>,
-}
 
 /// How long agents may cache mcpd's listings (`ttlMs`), and whether the cache is
 /// private to one authorization context (`cacheScope`).
@@ -87,18 +50,6 @@ impl Default for CacheHint {
             ttl_ms: DEFAULT_TTL_MS,
             private: false,
         }
-    }
-}
-
-impl Catalog {
-    pub fn tool(&self, qualified: &str) -> Option<&ToolEntry> {
-        let i = self.index.get(qualified)?;
-        self.tools.get(*i).map(|t| &**t)
-    }
-
-    /// Whether any tool of `server` is listed. A walk over every tool: for errors only.
-    pub fn lists_tools_of(&self, server: &str) -> bool {
-        self.tools.iter().any(|t| &*t.server == server)
     }
 }
 
@@ -353,7 +304,8 @@ impl Registry {
         self.held_stale
     }
 
-    /// A new snapshot for agents.
+    /// A new snapshot for agents (the supervisor adds what it knows of its running
+    /// servers with `Catalog::with_live`).
     pub fn catalog(&mut self, servers: BTreeMap<Arc<str>, Availability>) -> Catalog {
         if std::mem::take(&mut self.surface_stale) {
             self.rebuild_surface();
@@ -409,16 +361,13 @@ impl Registry {
             index,
             prefixes,
             unprefixed,
-            mcpd_behind: Vec::new(),
             servers,
             tools_version: self.version,
-            cache: CacheHint::default(),
             surface: self.surface.clone(),
             prompts_version: self.prompts_version,
             resources_version: self.resources_version,
-            instances: Instances::default(),
-            confined: Vec::new(),
             held: self.held.clone(),
+            live: Live::default(),
         }
     }
 

@@ -1,22 +1,20 @@
 //! Which sandbox a local server's next process runs in: its profile prepared (paths resolved for its project, the ruleset built), or why it cannot be, which keeps it from starting.
 
-use super::Supervisor;
+use super::Slot;
 use crate::config::StdioLaunch;
 use crate::registry::InstanceKey;
 use crate::upstream::process::SpawnError;
 use crate::upstream::sandbox::{self, Prepared};
 
-impl Supervisor {
-    /// The confinement of `name`'s next process: None when it runs unconfined (no
-    /// sandbox configured, or a remote server).
+impl Slot {
+    /// The confinement of this slot's next process (`name`): None when it runs
+    /// unconfined (no sandbox configured, or a remote server).
     pub(super) fn confinement(
         &self,
         name: &str,
         launch: &StdioLaunch,
     ) -> Result<Option<Prepared>, SpawnError> {
-        let Some(slot) = self.slots.get(name) else {
-            return Ok(None);
-        };
+        let slot = self;
         let Some(profile) = &slot.cfg.sandbox else {
             return Ok(None);
         };
@@ -39,11 +37,11 @@ impl Supervisor {
     }
 }
 
-impl Supervisor {
-    /// The private package cache of `name` when it runs confined (its instances share
+impl Slot {
+    /// The private package cache of this slot when it runs confined (its instances share
     /// their server's), for the hints that say which cache to clear.
-    pub(super) fn private_cache(&self, name: &str) -> Option<std::path::PathBuf> {
-        let slot = self.slots.get(name)?;
+    pub(super) fn private_cache(&self) -> Option<std::path::PathBuf> {
+        let slot = self;
         slot.cfg.sandbox.as_ref()?;
         let server = slot
             .instance
@@ -52,9 +50,9 @@ impl Supervisor {
         sandbox::cache_path(server)
     }
 
-    /// Whether `name` runs confined with a private cache that is missing or empty.
-    pub(super) fn private_cache_empty(&self, name: &str) -> bool {
-        let Some(cache) = self.private_cache(name) else {
+    /// Whether this slot runs confined with a private cache that is missing or empty.
+    pub(super) fn private_cache_empty(&self) -> bool {
+        let Some(cache) = self.private_cache() else {
             return false;
         };
         #[allow(

@@ -28,7 +28,7 @@ impl Supervisor {
             (ProtocolMode::Auto, Launch::Http(_)) => EraPlan::Auto,
             (ProtocolMode::Auto, Launch::Stdio(_)) => {
                 // An instance speaks its server's era, found once for all instances.
-                let Some(cached) = cfg.as_ref().and_then(|c| self.eras.get(c)) else {
+                let Some(cached) = cfg.as_ref().and_then(|c| self.store.era(c)) else {
                     return EraPlan::Auto;
                 };
                 slot.era_reason = Some(format!(
@@ -69,10 +69,10 @@ impl Supervisor {
                 }
                 reason
             }
-            None if self.eras.get(&cfg).is_some() => return,
+            None if self.store.era(&cfg).is_some() => return,
             None => format!("protocol = \"{}\" in the config", cfg.protocol.as_str()),
         };
-        self.eras.put(&cfg, era, reason);
+        self.store.put_era(&cfg, era, reason);
     }
 
     /// How long the next start of `name` may take to complete its handshake. A package
@@ -98,7 +98,11 @@ impl Supervisor {
         let first = cfg.health.first_start_timeout;
         // A confined server's runner installs into its private cache: empty (its first
         // confined start, or after it was cleared), it downloads again.
-        let installed = self.started_before(&cfg) && !self.private_cache_empty(name);
+        let installed = self.started_before(&cfg)
+            && !self
+                .slots
+                .get(name)
+                .is_some_and(|s| s.private_cache_empty());
         if launch.package_runner().is_none() || first <= usual.limit || installed {
             return usual;
         }
@@ -111,6 +115,6 @@ impl Supervisor {
     /// Whether a server has completed a handshake with this configuration before (its
     /// era was remembered then, whatever `protocol` says).
     fn started_before(&self, cfg: &ServerConfig) -> bool {
-        self.eras.get(cfg).is_some()
+        self.store.era(cfg).is_some()
     }
 }

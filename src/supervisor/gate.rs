@@ -1,10 +1,10 @@
 //! The one way a server's lists reach the registry: through its pins (`pins/`), which hold new and changed definitions, on arrival and from the cache at start; where each connection is in its first round of lists, which ends a server's first listing; and a person's answer to them (`ctl diff`, `approve`, `forget`).
 
-use super::pins::{Kind, NotHeld};
+use super::pins::{Admitted, Answer, Kind};
+pub use super::pins::{PinError, PinOp};
 use super::{AfterExit, Supervisor};
 use crate::config::PinMode;
 use crate::protocol::ListKind;
-use crate::registry::HeldKind;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -27,26 +27,28 @@ pub(super) enum FirstRound {
     Over,
 }
 
-/// What a person asks of a server's pins.
-#[derive(Debug)]
-pub enum PinOp {
-    /// Each held definition beside its approved one.
-    Diff,
-    /// Approve the held definitions named (all with none).
-    Approve(Vec<String>),
-    /// Drop every pin: what the server shows next is a first listing again.
-    Forget,
-}
+impl FirstRound {
+    /// A list of `kind` came, or failed (None: nothing came). Whether the round is over
+    /// now (it was waiting, and nothing more is awaited).
+    pub(super) fn step(&mut self, kind: Option<Kind>) -> bool {
+        let FirstRound::Waiting { kinds, answered } = self else {
+            return false;
+        };
+        if let Some(kind) = kind {
+            *answered |= kinds.remove(&kind);
+        }
+        if !kinds.is_empty() {
+            return false;
+        }
+        *self = FirstRound::Over;
+        true
+    }
 
-/// Why a pin operation failed.
-#[derive(Debug, thiserror::Error)]
-pub enum PinError {
-    #[error("no server named '{0}'")]
-    UnknownServer(String),
-    #[error("{0}; `mcpd ctl diff SERVER` lists what is held")]
-    NotHeld(#[from] NotHeld),
-    #[error("approved, but {0}: the approval lasts until mcpd stops")]
-    NotSaved(String),
+    /// Whether the connection, ending now, had listed something of its first round
+    /// without finishing it.
+    pub(super) fn cut_short(&self) -> bool {
+        matches!(self, FirstRound::Waiting { answered: true, .. })
+    }
 }
 
 impl Supervisor {
@@ -62,7 +64,7 @@ impl Supervisor {
         }
         let mut cached = Vec::new();
         for (name, slot) in &self.slots {
-            let Some(lists) = self.catalog_cache.get(&slot.cfg) else {
+            let Some(lists) = self.store.lists(&slot.cfg) else {
                 continue;
             };
             cached.push((name.clone(), lists.tools(), lists.clone()));
@@ -117,16 +119,9 @@ impl Supervisor {
         let Some(r) = slot.running.as_mut() else {
             return;
         };
-        let FirstRound::Waiting { kinds, answered } = &mut r.first_round else {
-            return;
-        };
-        if let Some(kind) = kind {
-            *answered |= kinds.remove(&kind);
-        }
-        if !kinds.is_empty() {
+        if !r.first_round.step(kind) {
             return;
         }
-        r.first_round = FirstRound::Over;
         if std::mem::take(&mut slot.fill_only) {
             // Its catalog is known (and cached) now: rest until a call comes.
             slot.after_exit = AfterExit::Idle;
@@ -143,7 +138,7 @@ impl Supervisor {
     /// listed something, the server's first listing is over (the kinds it did not list
     /// count as listed empty), as a failed list would have been.
     pub(super) fn first_round_cut(&mut self, name: &Arc<str>, round: &FirstRound) {
-        if !matches!(round, FirstRound::Waiting { answered: true, .. }) {
+        if !round.cut_short() {
             return;
         }
         let server = self
@@ -158,8 +153,7 @@ impl Supervisor {
     /// kind is gated (saved now, so a restart keeps it).
     fn first_listing_over(&mut self, server: &Arc<str>) {
         let mode = self.pin_mode(server);
-        self.pins.of(server, mode).first_listing_over();
-        self.pins.save_changed();
+        self.pins.first_listing_over(server, mode);
     }
 
     fn pin_mode(&self, server: &str) -> PinMode {
@@ -176,9 +170,8 @@ impl Supervisor {
         raw: Vec<Value>,
     ) -> Vec<Value> {
         let mode = self.pin_mode(server);
-        let out = self.pins.admit(server, mode, Kind::Tool, instance, raw);
-        self.note_held(server, Kind::Tool);
-        out
+        let admitted = self.pins.admit(server, mode, Kind::Tool, instance, raw);
+        self.note_held(server, admitted)
     }
 
     /// A prompt, resource or template list, likewise.
@@ -190,35 +183,22 @@ impl Supervisor {
         raw: Vec<Value>,
     ) -> Vec<Value> {
         let mode = self.pin_mode(server);
-        let out = self.pins.admit(server, mode, kind.into(), instance, raw);
-        self.note_held(server, kind.into());
-        out
+        let admitted = self.pins.admit(server, mode, kind.into(), instance, raw);
+        self.note_held(server, admitted)
     }
 
-    /// Tells the registry which names of `server` are held (calls to them say so).
-    fn note_held(&mut self, server: &Arc<str>, kind: Kind) {
-        let held = match kind {
-            Kind::Tool => HeldKind::Tool,
-            Kind::Prompt => HeldKind::Prompt,
-            Kind::Resource => HeldKind::Resource,
-            Kind::Template => return,
-        };
-        let ids = self
-            .pins
-            .get(server)
-            .map(|s| s.held_ids(kind))
-            .unwrap_or_default();
-        self.registry.set_held(server, held, ids);
+    /// Tells the registry which names of `server` are held (calls to them say so); what
+    /// agents may see of the list.
+    fn note_held(&mut self, server: &Arc<str>, admitted: Admitted) -> Vec<Value> {
+        if let Some((kind, ids)) = admitted.held {
+            self.registry.set_held(server, kind, ids);
+        }
+        admitted.items
     }
 
     /// How many definitions of `server` wait, and why its pin file cannot be used.
     pub(super) fn pin_view(&self, server: &str) -> Option<crate::control_api::PinView> {
-        let set = self.pins.get(server)?;
-        Some(crate::control_api::PinView {
-            mode: set.mode().as_str().into(),
-            held: set.held_count(),
-            broken: set.broken_why().map(str::to_owned),
-        })
+        self.pins.view(server)
     }
 
     /// `mcpd/pins`: answered at once, or (approve, forget) once the pin file is on disk.
@@ -233,24 +213,15 @@ impl Supervisor {
             return;
         };
         let (server, mode) = (server.clone(), slot.cfg.pin);
-        let forgot = matches!(op, PinOp::Forget);
-        let set = self.pins.of(&server, mode);
-        let kinds = match op {
-            PinOp::Diff => {
-                let _ = respond_to.send(Ok(diff(&server, set))); // the asker may be gone
+        let (kinds, forgot) = match self.pins.answer(&server, mode, op) {
+            Ok(Answer::Diff(diff)) => {
+                let _ = respond_to.send(Ok(diff)); // the asker may be gone
                 return;
             }
-            PinOp::Approve(names) => match set.approve(&names) {
-                Ok(kinds) => kinds,
-                Err(e) => {
-                    let _ = respond_to.send(Err(e.into()));
-                    return;
-                }
-            },
-            PinOp::Forget => {
-                set.forget();
-                // What it shows now is its first listing, trusted or held by the mode.
-                [Kind::Tool, Kind::Prompt, Kind::Resource, Kind::Template].into()
+            Ok(Answer::Readmit { kinds, forgot }) => (kinds, forgot),
+            Err(e) => {
+                let _ = respond_to.send(Err(e)); // the asker may be gone
+                return;
             }
         };
         let approved = kinds.len();
@@ -259,7 +230,7 @@ impl Supervisor {
         }
         if forgot {
             // ...and that listing is over: what it shows later is gated.
-            self.pins.of(&server, mode).first_listing_shown();
+            self.pins.first_listing_shown(&server, mode);
         }
         self.publish();
         let saved = self.pins.save(&server);
@@ -282,17 +253,17 @@ impl Supervisor {
             self.readmit(server, kind);
         }
         // What it showed was its first listing under `trust-first`: that is over now.
-        self.pins.of(server, mode).first_listing_shown();
+        self.pins.first_listing_shown(server, mode);
         self.pins.save_changed();
     }
 
     /// Lists again what `server` last sent of `kind`, through its pins now.
     fn readmit(&mut self, server: &Arc<str>, kind: Kind) {
         let mode = self.pin_mode(server);
-        let Some(items) = self.pins.of(server, mode).readmit_or_trust(kind) else {
+        let Some(admitted) = self.pins.readmit(server, mode, kind) else {
             return;
         };
-        self.note_held(server, kind);
+        let items = self.note_held(server, admitted);
         let limit = self.name_limit;
         let list = match kind {
             Kind::Tool => {
@@ -313,27 +284,39 @@ impl Supervisor {
     }
 }
 
-/// `ctl diff`'s answer: each held definition beside its approved version, if any.
-fn diff(server: &str, set: &super::pins::PinSet) -> Value {
-    let held: Vec<Value> = set
-        .held()
-        .map(|h| {
-            let approved = set
-                .approved()
-                .get(&(h.kind, h.pinned.id.clone()))
-                .map(|a| a.definition.clone());
-            json!({
-                "kind": h.kind.as_str(),
-                "id": h.pinned.id,
-                "held": h.pinned.definition,
-                "approved": approved,
-            })
-        })
-        .collect();
-    json!({
-        "server": server,
-        "mode": set.mode().as_str(),
-        "broken": set.broken_why(),
-        "held": held,
-    })
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiting(kinds: &[Kind]) -> FirstRound {
+        FirstRound::Waiting {
+            kinds: kinds.iter().copied().collect(),
+            answered: false,
+        }
+    }
+
+    #[test]
+    fn a_first_round_is_over_once_each_kind_is_listed_or_failed() {
+        let mut r = waiting(&[Kind::Tool, Kind::Prompt]);
+        assert!(!r.step(None), "nothing came yet");
+        assert!(!r.cut_short(), "nothing listed: a cut ends nothing");
+        assert!(!r.step(Some(Kind::Resource)), "a kind not awaited");
+        assert!(!r.step(Some(Kind::Tool)));
+        assert!(
+            r.cut_short(),
+            "something listed: a cut ends the first listing"
+        );
+        assert!(r.step(Some(Kind::Prompt)));
+        assert!(matches!(r, FirstRound::Over));
+        assert!(!r.step(Some(Kind::Prompt)), "over once");
+        assert!(!r.cut_short());
+    }
+
+    #[test]
+    fn a_connection_that_awaits_no_list_ends_its_round_at_once_and_one_connecting_never_does() {
+        assert!(waiting(&[]).step(None));
+        let mut connecting = FirstRound::default();
+        assert!(!connecting.step(Some(Kind::Tool)));
+        assert!(!connecting.cut_short());
+    }
 }

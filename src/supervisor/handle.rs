@@ -2,7 +2,7 @@
 
 use super::{
     EVENTS, INSTANCE_WAIT, MAILBOX, ReloadSummary, STATUS_WAIT, ServerStatus, Slot, Supervisor,
-    catalog_cache, eras, instances, state_file,
+    instances,
 };
 use crate::config::Config;
 use crate::registry::{Catalog, Registry};
@@ -142,33 +142,32 @@ impl SupervisorHandle {
             .values()
             .map(|cfg| (Arc::from(cfg.name.as_str()), Slot::new(cfg.clone())))
             .collect();
-        let writer = state_file::StateWriter::spawn();
         let state_dir = crate::paths::state_dir(config.daemon.state_dir.clone());
-        let credentials_dir = state_dir.clone();
         let configured = &|name: &str| config.servers.contains_key(name);
+        let store = super::store::StateStore::load(state_dir, configured);
         let sup = Supervisor {
             slots,
             registry: Registry::default(),
             catalog: catalog_tx,
-            events_tx,
             events_rx,
             rx,
             conns: JoinSet::new(),
-            eras: eras::EraCache::load(state_dir.clone(), configured, writer.clone()),
-            state_dir: credentials_dir,
-            pins: super::pins::Pins::new(state_dir.as_deref(), writer.clone()),
-            catalog_cache: catalog_cache::CatalogCache::load(state_dir, configured, writer.clone()),
-            writer,
-            next_instance: 0,
-            projects: std::collections::HashMap::new(),
-            next_project_check: tokio::time::Instant::now() + instances::PROJECT_CHECK,
-            max_line: config.daemon.max_message_bytes,
-            queue_bytes: config.daemon.queue_bytes,
+            pins: super::pins::PinGate::new(super::pins::Pins::new(store.dir(), store.writer())),
+            store,
+            projects: super::projects::Projects::default(),
+            starter: super::starter::Starter::new(
+                super::starter::Limits {
+                    max_line: config.daemon.max_message_bytes,
+                    queue_bytes: config.daemon.queue_bytes,
+                },
+                cancel.clone(),
+                events_tx,
+                sentinel,
+                task_status,
+                secrets,
+            ),
             name_limit: config.daemon.tool_name_limit,
             cancel,
-            sentinel,
-            task_status,
-            secrets,
         };
         let mut sup = sup;
         // The first catalog (cached lists, servers starting) is published before this

@@ -6,6 +6,7 @@
 //! (cached across restarts), and find a ready instance's handle in the catalog
 //! (`Catalog::instances`); only a call whose instance is not ready asks the supervisor.
 
+use super::projects;
 use super::{AfterExit, ServerState, Slot, Supervisor, SupervisorError};
 use crate::config::{Launch, Share};
 use crate::registry::InstanceKey;
@@ -18,9 +19,6 @@ use tokio::time::Instant;
 
 /// How long an instance outlives its agent's connection (a reconnecting agent finds it).
 pub const LINGER: Duration = Duration::from_secs(5);
-
-/// How often the projects of running instances are checked to still exist.
-pub const PROJECT_CHECK: Duration = Duration::from_secs(30);
 
 pub type Waiter = oneshot::Sender<Result<UpstreamHandle, SupervisorError>>;
 
@@ -147,24 +145,27 @@ impl Supervisor {
     /// worked in for longest stops (calls are not counted: they never reach the
     /// supervisor); when every one has an agent, the call is refused.
     fn make_room(&mut self, server: &str, max: usize) -> Result<(), SupervisorError> {
-        let live: Vec<(&Arc<str>, &Slot)> = self
+        let live = self
             .slots
             .iter()
             .filter(|(_, s)| !s.removing && s.template() == Some(server))
+            .filter_map(|(k, s)| {
+                Some(projects::Candidate {
+                    key: k.clone(),
+                    agents: self.agents_in(s),
+                    last_used: s.instance.as_ref()?.last_used,
+                })
+            })
             .collect();
-        if live.len() < max {
-            return Ok(());
-        }
-        let victim = live
-            .iter()
-            .filter(|(_, s)| self.agents_in(s) == 0)
-            .min_by_key(|(_, s)| s.instance.as_ref().map(|i| i.last_used))
-            .map(|(k, _)| (*k).clone());
-        let Some(victim) = victim else {
-            return Err(SupervisorError::TooManyProjects {
-                server: server.to_owned(),
-                max,
-            });
+        let victim = match projects::room(live, max) {
+            projects::Room::Free => return Ok(()),
+            projects::Room::Evict(victim) => victim,
+            projects::Room::Full => {
+                return Err(SupervisorError::TooManyProjects {
+                    server: server.to_owned(),
+                    max,
+                });
+            }
         };
         tracing::info!(upstream = %victim, "max_projects reached; stopping the least recently used instance no agent works in");
         self.stop_instance(&victim);
@@ -192,7 +193,7 @@ impl Supervisor {
     /// How many connected agents work in an instance's project (zero for per-agent ones).
     pub(super) fn agents_in(&self, slot: &Slot) -> usize {
         match slot.instance.as_ref().map(|i| &i.key) {
-            Some(InstanceKey::Project(p)) => self.projects.values().filter(|q| *q == p).count(),
+            Some(InstanceKey::Project(p)) => self.projects.agents_in(p),
             _ => 0,
         }
     }
@@ -206,12 +207,12 @@ impl Supervisor {
         servers: Vec<Arc<str>>,
     ) -> bool {
         let Some(project) = project else {
-            let left = self.projects.remove(&agent);
+            let left = self.projects.leave(agent);
             self.vacated(left);
             return false;
         };
-        let left = self.projects.insert(agent, project.clone());
-        self.vacated(left.filter(|p| *p != project));
+        let left = self.projects.enter(agent, project.clone());
+        self.vacated(left);
         let mut changed = false;
         for server in servers {
             let key = InstanceKey::Project(project.clone());
@@ -227,7 +228,7 @@ impl Supervisor {
 
     /// An agent disconnected: its instances stop after `LINGER`; it works in no project.
     pub(super) fn agent_gone(&mut self, agent: u64) {
-        let left = self.projects.remove(&agent);
+        let left = self.projects.leave(agent);
         self.vacated(left);
         let until = Instant::now() + LINGER;
         for slot in self.slots.values_mut() {
@@ -274,8 +275,20 @@ impl Supervisor {
         }
     }
 
-    /// Stops the instances whose project directory is gone.
-    pub(super) fn check_projects(&mut self) {
+    /// Whether any instance runs per project (the project check is armed only then).
+    pub(super) fn any_project_instance(&self) -> bool {
+        self.slots.values().any(|s| {
+            s.instance
+                .as_ref()
+                .is_some_and(|i| matches!(i.key, InstanceKey::Project(_)))
+        })
+    }
+
+    /// Stops the instances whose project directory is gone, when the check is due.
+    pub(super) fn check_projects(&mut self, now: Instant) {
+        if !self.projects.check_due(now) {
+            return;
+        }
         let gone: Vec<Arc<str>> = self
             .slots
             .iter()
@@ -335,7 +348,7 @@ impl Supervisor {
             Share::Shared => self.start(name),
             Share::Project { .. } => slot.state = ServerState::Idle,
             Share::Agent => {
-                if self.catalog_cache.get(&slot.cfg).is_some() {
+                if self.store.lists(&slot.cfg).is_some() {
                     slot.state = ServerState::Idle;
                 } else {
                     slot.fill_only = true;
@@ -381,11 +394,10 @@ impl Supervisor {
             }
             // A per-agent instance of a server now run per project (or the other way)
             // has no place any more.
-            let fits = matches!(
-                (slot.instance.as_ref().map(|i| &i.key), cfg.share),
-                (Some(InstanceKey::Agent(_)), Share::Agent)
-                    | (Some(InstanceKey::Project(_)), Share::Project { .. })
-            );
+            let fits = slot
+                .instance
+                .as_ref()
+                .is_some_and(|i| projects::fits(&i.key, cfg.share));
             if !fits || !cfg.enabled {
                 self.stop_instance(&key);
                 continue;

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 impl Supervisor {
     pub(super) fn on_exit(&mut self, name: &Arc<str>, instance: u64, mut exit: ConnectionExit) {
         // A cause the user can fix with one command is said with it.
-        let cache = self.private_cache(name);
+        let cache = self.slots.get(name).and_then(|s| s.private_cache());
         if let Some(hint) = super::diagnose::broken_cache(name, cache.as_deref(), &exit.stderr_tail)
         {
             exit.error = Some(match exit.error.take() {
@@ -16,7 +16,7 @@ impl Supervisor {
                 None => hint,
             });
         }
-        let sentinel = self.sentinel.clone();
+        let sentinel = self.starter.sentinel().clone();
         let Some(slot) = self.current(name, instance) else {
             return;
         };
@@ -31,7 +31,7 @@ impl Supervisor {
         if exit.era_mismatch && std::mem::take(&mut slot.plan_from_cache) {
             // The cached era stopped working: find it again next time.
             tracing::info!(upstream = %name, "the cached protocol era no longer works; asking the server again");
-            self.eras.forget(name);
+            self.store.forget_era(name);
         }
         self.first_round_cut(name, &running.first_round);
         let Some(slot) = self.slots.get_mut(name) else {
@@ -98,7 +98,7 @@ impl Supervisor {
                     // handshakes crossed, then cut: `agent/conn`, `on_catalog`), which may
                     // name tools that went round the loop.
                     self.registry.forget_server(name);
-                    self.catalog_cache.forget(name);
+                    self.store.forget_lists(name);
                 }
             }
             AfterExit::Restart => {
@@ -148,10 +148,7 @@ impl Supervisor {
     pub(super) fn retry_due(&mut self) {
         self.linger_due();
         let now = Instant::now();
-        if self.next_project_check <= now {
-            self.next_project_check = now + super::instances::PROJECT_CHECK;
-            self.check_projects();
-        }
+        self.check_projects(now);
         let due: Vec<Arc<str>> = self
             .slots
             .iter()

@@ -30,14 +30,13 @@ impl Supervisor {
             url: launch.url.clone(),
             oauth: *oauth,
             http,
-            secrets: self.secrets.clone(),
+            secrets: self.starter.secrets().clone(),
         });
-        let place =
-            crate::oauth::store::Place::of(self.state_dir.as_deref(), &cfg.name, setup.oauth.store);
+        let place = crate::oauth::store::Place::of(self.store.dir(), &cfg.name, setup.oauth.store);
         if place.is_none() {
             tracing::warn!(upstream = %cfg.name, "no state_dir (nor HOME): a login lasts until mcpd stops");
         }
-        let events = self.events_tx.clone();
+        let events = self.starter.events();
         let server: Arc<str> = Arc::from(cfg.name.as_str());
         let notify = Box::new(move |logged_in: bool| {
             let events = events.clone();

@@ -10,9 +10,12 @@ mod gate;
 mod handle;
 mod instances;
 mod pins;
+mod projects;
 mod reload;
 mod secrets;
+mod starter;
 pub(crate) mod state_file;
+mod store;
 
 pub use gate::PinOp;
 pub use reload::{ReloadSummary, Reloader};
@@ -25,8 +28,7 @@ mod status;
 
 use crate::config::Share;
 use crate::control_api::{HttpInfo, ServerState, ServerStatus};
-use crate::registry::{Catalog, Registry};
-use crate::sentinel::SentinelHandle;
+use crate::registry::{Catalog, Live, Registry};
 use crate::upstream::{ConnectionEvent, ConnectionExit, UpstreamHandle};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -93,40 +95,33 @@ struct Running {
     first_round: gate::FirstRound,
 }
 
+/// The actor: every server's slot and the registry, the mailboxes it reads, and its
+/// parts, each owning its own state (`store.rs`, `pins/`, `projects.rs`, `starter.rs`).
 struct Supervisor {
+    /// Every configured server and every instance, by name.
     slots: BTreeMap<Arc<str>, Slot>,
+    /// Every server's lists under presented names: each catalog is made from it.
     registry: Registry,
+    /// Where each new catalog is published to agents.
     catalog: watch::Sender<Arc<Catalog>>,
-    events_tx: mpsc::Sender<ConnectionEvent>,
+    /// What running connections report.
     events_rx: mpsc::Receiver<ConnectionEvent>,
+    /// The handles' requests.
     rx: mpsc::Receiver<SupervisorMsg>,
+    /// Connections and lookups of secrets: each says how it ended.
     conns: JoinSet<(Arc<str>, u64, Finished)>,
-    /// Servers' protocol eras, kept across daemon restarts.
-    eras: eras::EraCache,
-    /// Servers' last good lists, kept across daemon restarts.
-    catalog_cache: catalog_cache::CatalogCache,
-    /// Writes both caches' files, off the runtime.
-    writer: state_file::StateWriter,
+    /// What is kept across daemon restarts: eras, last good lists, where they live.
+    store: store::StateStore,
     /// Every server's pinned definitions: the gate of every list.
-    pins: pins::Pins,
-    /// Where state files and credentials live, if anywhere.
-    state_dir: Option<std::path::PathBuf>,
-    next_instance: u64,
-    /// Each connected agent's project, as it told it.
-    projects: std::collections::HashMap<u64, Arc<std::path::Path>>,
-    /// When the projects of running instances are next checked to exist.
-    next_project_check: Instant,
-    max_line: usize,
-    /// Bytes queued to one server at most (`daemon.queue_bytes`).
-    queue_bytes: usize,
+    pins: pins::PinGate,
+    /// Each connected agent's project, and when project instances are next checked.
+    projects: projects::Projects,
+    /// What every start needs: ids, secrets, the sentinel, connections' limits.
+    starter: starter::Starter,
+    /// Presented names' longest length (`daemon.tool_name_limit`).
     name_limit: usize,
+    /// Fires at shutdown; every connection's token is a child of it.
     cancel: CancellationToken,
-    /// Told about every process group, so none outlives a killed mcpd.
-    sentinel: SentinelHandle,
-    /// Given to every connection, for its server's task statuses (to the agent side).
-    task_status: crate::budget::Sender<crate::upstream::TaskStatus>,
-    /// Where `${secret:NAME}` references are looked up at each start.
-    secrets: crate::secrets::Secrets,
 }
 
 impl Supervisor {
@@ -154,7 +149,7 @@ impl Supervisor {
             }
             // A lazy server with a cached catalog waits for its first call; without one
             // it is started once to learn its tools, and goes idle afterwards.
-            let cached = self.catalog_cache.get(&slot.cfg).is_some();
+            let cached = self.store.lists(&slot.cfg).is_some();
             let (share, lazy) = (slot.cfg.share, slot.cfg.lazy);
             if matches!(share, Share::Project { .. })
                 && let Some(slot) = self.slots.get_mut(&name)
@@ -185,12 +180,16 @@ impl Supervisor {
         // after the first, not one per signal or per ended connection.
         let mut sweep_at: Option<Instant> = None;
         loop {
+            // The project check runs only while a project instance does: an idle daemon
+            // sleeps until something happens.
+            let any = self.any_project_instance();
+            self.projects.track(any, Instant::now());
             let next_retry = self
                 .slots
                 .values()
                 .flat_map(|s| [s.retry_at, s.instance.as_ref().and_then(|i| i.linger_until)])
                 .flatten()
-                .chain([self.next_project_check])
+                .chain(self.projects.deadline())
                 .min();
             tokio::select! {
                 biased;
@@ -294,32 +293,35 @@ impl Supervisor {
             .map(|(n, s)| (n.clone(), s.availability()))
             .collect();
         let before: Vec<_> = self.registry.collisions().cloned().collect();
-        let mut catalog = self.registry.catalog(servers);
-        catalog.confined = self
-            .slots
-            .values()
-            .filter_map(|s| s.running.as_ref().filter(|r| r.sandbox.is_some())?.pid)
-            .collect();
+        let catalog = self.registry.catalog(servers);
+        let mut live = Live {
+            confined: self
+                .slots
+                .values()
+                .filter_map(|s| s.running.as_ref().filter(|r| r.sandbox.is_some())?.pid)
+                .collect(),
+            mcpd_behind: self.mcpd_behind(),
+            ..Live::default()
+        };
         for slot in self.slots.values() {
             if let (Some(i), ServerState::Ready, Some(h)) = (
                 &slot.instance,
                 slot.state,
                 slot.running.as_ref().and_then(|r| r.handle.as_ref()),
             ) {
-                catalog
-                    .instances
+                live.instances
                     .insert(i.template.clone(), i.key.clone(), h.clone());
             }
         }
-        catalog.mcpd_behind = self.mcpd_behind();
         self.report_collisions(&before);
         // mcpd's listings are as fresh as the least fresh server's, and private if any
         // server's are.
         let hints = self.slots.values().filter_map(|s| s.cache);
         for (ttl, private) in hints {
-            catalog.cache.ttl_ms = catalog.cache.ttl_ms.min(ttl);
-            catalog.cache.private |= private;
+            live.cache.ttl_ms = live.cache.ttl_ms.min(ttl);
+            live.cache.private |= private;
         }
+        let catalog = catalog.with_live(live);
         self.catalog.send_replace(Arc::new(catalog));
     }
 
@@ -374,8 +376,8 @@ impl Supervisor {
             self.conns.shutdown().await;
         }
         self.reap_orphans();
-        self.writer.flush(STATE_FLUSH).await;
-        self.sentinel.clean();
+        self.store.flush(STATE_FLUSH).await;
+        self.starter.sentinel().clean();
     }
 
     /// Reaps zombie orphans, leaving alone the processes whose connection reaps them.
@@ -385,7 +387,7 @@ impl Supervisor {
             .values()
             .filter_map(|s| s.running.as_ref()?.pid)
             .collect();
-        owned.extend(self.sentinel.pid());
+        owned.extend(self.starter.sentinel().pid());
         let n = crate::reaper::reap_orphans(&owned);
         if n > 0 {
             tracing::debug!(reaped = n, "reaped orphaned processes");

@@ -140,8 +140,7 @@ impl Supervisor {
             if slot.instance.is_none() {
                 summary.removed.push(key.to_string());
                 self.registry.forget_server(&key);
-                self.catalog_cache.forget(&key);
-                self.eras.forget(&key);
+                self.store.forget(&key);
                 // Its stored login (file or keyring item) goes too, by its owner, after
                 // any write it has begun; instances share the server's login.
                 if let Some(login) = &slot.login {

@@ -35,13 +35,12 @@ impl Supervisor {
         if slot.resolving.is_some() {
             return false;
         }
-        self.next_instance += 1;
-        let lookup = self.next_instance;
+        let lookup = self.starter.next_id();
         slot.resolving = Some(lookup);
         slot.state = ServerState::Starting;
         slot.retry_at = None;
         let names = needed.clone();
-        let secrets = self.secrets.clone();
+        let secrets = self.starter.secrets().clone();
         let server = name.clone();
         self.conns.spawn(async move {
             let found = secrets.lookup_all(&names).await.map(|all| {

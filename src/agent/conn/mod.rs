@@ -124,7 +124,7 @@ impl Conn {
         let mut catalog = ctx.catalog.clone();
         let seen_versions = {
             let c = catalog.borrow_and_update();
-            (c.tools_version, c.prompts_version, c.resources_version)
+            c.versions()
         };
         let session = Session {
             agent,
@@ -310,11 +310,8 @@ impl Conn {
         let (versions, looped) = {
             let c = self.catalog.borrow_and_update();
             let looped =
-                (self.session.mcpd_instance.as_ref()).is_some_and(|i| c.mcpd_behind.contains(i));
-            (
-                (c.tools_version, c.prompts_version, c.resources_version),
-                looped,
-            )
+                (self.session.mcpd_instance.as_ref()).is_some_and(|i| c.mcpd_behind().contains(i));
+            (c.versions(), looped)
         };
         if looped {
             // A loop of daemons whose two handshakes crossed: each answer went out before

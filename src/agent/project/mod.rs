@@ -72,8 +72,7 @@ pub fn ask_roots(
 /// The project servers this agent sees, whose instances start in the background.
 fn project_servers(catalog: &Catalog, session: &Session) -> Vec<Arc<str>> {
     catalog
-        .servers
-        .iter()
+        .servers()
         .filter(|(s, a)| matches!(a, Availability::PerProject { .. }) && session.sees_server(s))
         .map(|(s, _)| s.clone())
         .collect()

@@ -79,8 +79,8 @@ pub fn handle(
     let (server, task) = (opened.server, opened.task);
     let catalog = ctx.catalog.borrow().clone();
     let Some(server) = catalog
-        .servers
-        .keys()
+        .servers()
+        .map(|(s, _)| s)
         .find(|s| ***s == *server && session.sees_server(s))
         .cloned()
     else {
@@ -156,8 +156,8 @@ pub fn list(req: Request, ctx: &AgentContext, session: &Session) -> Handled {
     };
     let catalog = ctx.catalog.borrow().clone();
     let reachable: HashMap<Arc<str>, UpstreamHandle> = catalog
-        .servers
-        .keys()
+        .servers()
+        .map(|(s, _)| s)
         .filter(|s| session.sees_server(s))
         .filter_map(|s| {
             Some((

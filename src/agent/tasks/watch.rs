@@ -73,8 +73,8 @@ pub fn start(
             continue;
         };
         let Some(server) = catalog
-            .servers
-            .keys()
+            .servers()
+            .map(|(s, _)| s)
             .find(|s| ***s == *opened.server && session.sees_server(s))
             .cloned()
         else {

@@ -79,8 +79,8 @@ pub(super) async fn page(State(pages): State<Pages>, uri: Uri) -> Response {
         .ctx
         .catalog
         .borrow()
-        .servers
-        .keys()
+        .servers()
+        .map(|(s, _)| s)
         .map(|s| s.to_string())
         .collect();
     servers.sort();

@@ -5,9 +5,11 @@
 //! adding it back must not trust it again silently.
 
 mod canon;
+mod gate;
 mod set;
 
 pub use canon::Kind;
+pub use gate::{Admitted, Answer, PinError, PinGate, PinOp};
 pub use set::{NotHeld, PinSet};
 
 use super::state_file::StateWriter;
