@@ -2,7 +2,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mcpd::fuzzing::{Config, allowed, join, valid_prefix, valid_server_name};
+use mcpd::fuzzing::{Config, valid_server_name};
+use mcpd_wire::protocol::naming::{allowed, join, valid_prefix};
 use std::path::Path;
 
 const PATH: &str = "/fuzz/mcpd.toml";

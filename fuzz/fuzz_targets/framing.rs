@@ -3,7 +3,7 @@
 
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
-use mcpd::fuzzing::{BoundedLines, Frame};
+use mcpd_runtime::framing::{BoundedLines, Frame};
 use tokio_util::codec::Decoder;
 
 fuzz_target!(|data: &[u8]| {

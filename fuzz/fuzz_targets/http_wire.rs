@@ -2,10 +2,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mcpd::fuzzing::{
-    ErrorObject, Id, Peek, SUBSCRIPTION_ID, error_line, restore_id, restore_subscription,
-    result_line,
-};
+use mcpd::fuzzing::{Peek, restore_id, restore_subscription};
+use mcpd_wire::jsonrpc::{ErrorObject, Id, error_line, result_line};
+use mcpd_wire::protocol::era::key::SUBSCRIPTION_ID;
 use serde_json::{Value, json};
 
 fuzz_target!(|data: &[u8]| {

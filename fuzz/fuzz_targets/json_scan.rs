@@ -2,9 +2,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mcpd::fuzzing::{
-    Known, each_object, each_object_in, is_value, members, members_in, object_members_listing,
-};
+use mcpd_wire::json::check::{is_value, object_members_listing};
+use mcpd_wire::json::scan::{Known, each_object, each_object_in, members, members_in};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 

@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mcpd::fuzzing::{
+use mcpd_wire::jsonrpc::{
     Id, Message, ParseError, error_line, notification_line, parse, peek_result, raw_result_line,
     request_line, response_line,
 };
