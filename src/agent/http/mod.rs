@@ -18,7 +18,7 @@ mod modern;
 mod relay;
 mod security;
 mod sessions;
-mod sse;
+pub(crate) mod sse;
 pub mod token;
 pub(crate) mod wire;
 
