@@ -311,7 +311,9 @@ fn agent_context(
         max_line: config.daemon.max_message_bytes,
         queue: config.daemon.agent_queue,
         queue_bytes: config.daemon.queue_bytes,
-        limits: mcpd_limits(config),
+        limits: crate::protocol::results::Limits {
+            max_media_bytes: config.daemon.max_media_bytes,
+        },
         profiles: std::sync::Arc::new(
             config
                 .profiles
@@ -492,11 +494,5 @@ async fn report_status(
                 () = shutdown.cancelled() => break,
             }
         }
-    }
-}
-
-fn mcpd_limits(config: &Config) -> crate::protocol::results::Limits {
-    crate::protocol::results::Limits {
-        max_media_bytes: config.daemon.max_media_bytes,
     }
 }
