@@ -39,6 +39,9 @@ pub enum AgentError {
     },
     #[error("this connection already has {0} requests in flight; wait for some to finish")]
     TooManyInFlight(usize),
+    /// The agent reused the id of one of its requests still in flight.
+    #[error("request id {0} is already in use by a request in flight")]
+    IdInUse(crate::jsonrpc::Id),
     #[error("mcpd is shutting down; reconnect once it is back")]
     ShuttingDown,
     #[error(
@@ -157,7 +160,7 @@ impl AgentError {
             AgentError::TooManyInFlight(_) => ErrorObject::new(mcpd_code::BUSY, message),
             AgentError::ShuttingDown => ErrorObject::new(mcpd_code::SHUTTING_DOWN, message),
             AgentError::CancelledByOperator => ErrorObject::new(mcpd_code::CANCELLED, message),
-            AgentError::MessageTooLarge(_) | AgentError::NotUtf8 => {
+            AgentError::MessageTooLarge(_) | AgentError::NotUtf8 | AgentError::IdInUse(_) => {
                 ErrorObject::new(code::INVALID_REQUEST, message)
             }
             AgentError::ControlDenied { .. } => ErrorObject::new(mcpd_code::ACCESS_DENIED, message),
