@@ -4,7 +4,7 @@ use crate::agent::{AgentContext, DaemonInfo, listener};
 use crate::config::Config;
 use crate::sentinel::SentinelHandle;
 use crate::supervisor::SupervisorHandle;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -20,64 +20,22 @@ pub async fn serve(
     config: Config,
     socket: PathBuf,
     shutdown: CancellationToken,
-    mut reloads: tokio::sync::mpsc::Receiver<()>,
+    reloads: tokio::sync::mpsc::Receiver<()>,
     tap: crate::logging::LogTap,
 ) -> Result<(), StartError> {
     // Before any child is started: none may inherit what mcpd inherited, and each gets
     // back the open-files limit mcpd started with.
     crate::inherit::close_inherited_on_exec();
     crate::inherit::raise_open_files();
-    // Under socket activation systemd owns the socket file; otherwise mcpd binds it.
-    let activated =
-        crate::systemd::activated_listener().map_err(listener::BindError::Activation)?;
-    let owns_socket = activated.is_none();
-    let listener = match activated {
-        Some(std_listener) => {
-            tokio::net::UnixListener::from_std(std_listener).map_err(|source| {
-                listener::BindError::Bind {
-                    path: socket.clone(),
-                    source,
-                }
-            })?
-        }
-        None => {
-            crate::socket_pointer::clear_for(&socket).await;
-            listener::bind(&socket).await?
-        }
-    };
+    let (listener, owns_socket) = bind_socket(&socket).await?;
     // Clients started without XDG_RUNTIME_DIR look in the fallback place last.
     let pointer = match owns_socket {
         true => crate::socket_pointer::leave(&socket).await,
         false => None,
     };
     tracing::info!(socket = %socket.display(), activated = !owns_socket, servers = config.servers.len(), "mcpd listening");
-    if config.servers.is_empty() {
-        tracing::warn!(
-            "no servers configured; add a [servers.NAME] table with a `command` to {}, then run `mcpd ctl reload`",
-            config
-                .source
-                .as_ref()
-                .map_or_else(|| "the config file".into(), |p| p.display().to_string())
-        );
-    }
-    // The dashboard's own port too is taken before anything starts: a taken port is a
-    // startup error that names daemon.ui_listen. Without a `ui_listen` of its own, it
-    // shares the HTTP listener's port when that listens on loopback.
-    let ui_on_http = config.daemon.ui.as_ref().is_some_and(|u| !u.explicit)
-        && config
-            .daemon
-            .http
-            .as_ref()
-            .is_some_and(|h| h.addr.ip().is_loopback());
-    // Without a port in `ui_listen`, the one of the last run is kept in the state
-    // directory, so the page's address survives a restart.
-    let ui = match &config.daemon.ui {
-        Some(cfg) if !ui_on_http => {
-            let state = crate::paths::state_dir(config.daemon.state_dir.clone());
-            Some(crate::dashboard::bind(cfg, state.as_deref()).await?)
-        }
-        _ => None,
-    };
+    warn_if_no_servers(&config);
+    let (ui, ui_on_http) = bind_dashboard(&config).await?;
     // Upstreams have their own token: they stop only after the agents have drained.
     let upstreams = CancellationToken::new();
     crate::reaper::become_subreaper();
@@ -102,37 +60,12 @@ pub async fn serve(
         task_status,
         secrets.clone(),
     );
-    // The HTTP listener binds before anything is reported ready, so a taken port is a
-    // startup error, not a surprise later.
-    let http = match &config.daemon.http {
-        None => None,
-        Some(cfg) => {
-            let tcp = crate::agent::http::bind(cfg).await?;
-            let token = match &cfg.auth {
-                crate::config::HttpAuth::None => {
-                    tracing::warn!(addr = %cfg.addr, "the HTTP listener requires no token (daemon.http_auth = \"none\"); any local process can use it");
-                    None
-                }
-                crate::config::HttpAuth::Token(Some(t)) => Some(t.clone()),
-                crate::config::HttpAuth::Token(None) => {
-                    Some(crate::agent::http::token::load_or_create(
-                        &crate::agent::http::token::path(&socket),
-                    )?)
-                }
-            };
-            if !cfg.addr.ip().is_loopback() {
-                tracing::warn!(addr = %cfg.addr, "the HTTP listener serves other hosts WITHOUT encryption (daemon.http_allow_remote); the bearer token and all traffic cross the network in clear text; put a TLS proxy in front or use an SSH tunnel");
-            }
-            let addr = tcp.local_addr().unwrap_or(cfg.addr);
-            tracing::info!(url = %format!("http://{addr}{}", crate::agent::http::PATH), "serving HTTP");
-            Some((tcp, cfg.clone(), token, addr))
-        }
-    };
+    let http = bind_http(&config, &socket).await?;
     // Started once nothing can fail any more; what was logged before waits in the tap.
     // It stops with the shutdown token, which closes any page still following it.
     let logs = crate::logging::LogBook::spawn(tap, shutdown.clone());
     let ui = match &http {
-        Some((_, _, _, addr)) if ui_on_http => Some(crate::dashboard::Place::Http(*addr)),
+        Some(bound) if ui_on_http => Some(crate::dashboard::Place::Http(bound.addr)),
         _ => ui,
     };
     let (ui, ui_pending) = match ui.map(crate::dashboard::prepare) {
@@ -142,71 +75,16 @@ pub async fn serve(
             Some(pending),
         ),
     };
-    let daemon = Arc::new(DaemonInfo {
-        started: Instant::now(),
-        socket: socket.clone(),
-        config: config.source.clone(),
-        agents: Default::default(),
-        agents_changed: tokio::sync::Notify::new(),
-        next_agent: Default::default(),
-        max_agents: config.daemon.max_agents,
-        secrets,
-        http: http
-            .as_ref()
-            .map(|(_, _, token, addr)| crate::agent::HttpInfo {
-                url: format!("http://{addr}{}", crate::agent::http::PATH),
-                token: token.clone(),
-            }),
-        ui,
-    });
-    let reloader = crate::supervisor::Reloader::spawn(
-        config.source.clone(),
-        config.clone(),
-        supervisor.clone(),
-    );
-    let hup = reloader.clone();
-    let stopping = shutdown.clone();
-    crate::tasks::spawn(async move {
-        // Ends with the daemon: its handle is one of those the reloader waits to see go.
-        while let Some(()) = tokio::select! {
-            r = reloads.recv() => r,
-            () = stopping.cancelled() => None,
-        } {
-            // The outcome is logged by the reloader.
-            let _ = hup.reload().await;
-        }
-    });
-    let ctx = AgentContext {
+    let daemon = daemon_info(&config, &socket, secrets, http.as_ref(), ui);
+    let reloader = spawn_reloader(&config, supervisor.clone(), reloads, shutdown.clone());
+    let ctx = agent_context(
+        &config,
         catalog,
         supervisor,
         reloader,
-        access: crate::agent::Access {
-            own: nix::unistd::getuid().as_raw(),
-            allowed: config.daemon.allow_uids.clone(),
-        },
-        peer_uid: None,
-        peer_pid: None,
-        peer_origin: crate::agent::PeerOrigin::Outside,
-        over_http: false,
-        agents: crate::agent::roster::AgentRoster::spawn(),
-        metrics: crate::metrics::Metrics::spawn(),
         daemon,
-        max_line: config.daemon.max_message_bytes,
-        queue: config.daemon.agent_queue,
-        queue_bytes: config.daemon.queue_bytes,
-        limits: mcpd_limits(&config),
-        profiles: std::sync::Arc::new(
-            config
-                .profiles
-                .iter()
-                .map(|(k, v)| (k.clone(), std::sync::Arc::new(v.clone())))
-                .collect(),
-        ),
-        drain_grace: config.daemon.shutdown_grace,
-        task_inputs: crate::agent::TaskInputs::spawn(),
-        task_book: crate::agent::TaskBook::spawn(task_statuses, config.daemon.max_message_bytes),
-        discovery: config.daemon.discovery.clone(),
-    };
+        task_statuses,
+    );
     let ui = ui_pending.map(|ui| ui.start(ctx.clone(), logs, shutdown.clone()));
     let (ui_tasks, ui_routes) = match ui {
         Some(started) => (started.tasks, started.routes),
@@ -214,11 +92,11 @@ pub async fn serve(
     };
     let agents = TaskTracker::new();
     let status = (ctx.catalog.clone(), ctx.daemon.clone());
-    let http_task = http.map(|(tcp, cfg, token, _)| {
+    let http_task = http.map(|bound| {
         crate::tasks::spawn(crate::agent::http::run(
-            tcp,
-            cfg,
-            token,
+            bound.tcp,
+            bound.cfg,
+            bound.token,
             (ctx.clone(), ui_routes),
             agents.clone(),
             shutdown.clone(),
@@ -241,67 +119,298 @@ pub async fn serve(
     crate::tasks::spawn(crate::trim::run(shutdown.clone()));
 
     shutdown.cancelled().await;
-    crate::systemd::stopping();
-    tracing::info!("shutting down");
-    let _ = listen.await; // the listener only ends by the token; a panic there is logged by tokio
-    if let Some(t) = http_task {
-        // Ends by the token too, once open responses finish; the agents' drain bounds that.
-        let _ =
-            tokio::time::timeout(config.daemon.shutdown_grace + Duration::from_secs(5), t).await;
+    Running {
+        listen,
+        http_task,
+        ui_tasks,
+        agents,
+        upstreams,
+        supervisor_task,
+        sentinel_task,
+        temp_dirs,
+        pointer,
+        owns_socket,
     }
-    // The dashboard stops accepting at once; open page loads get a moment to finish.
-    let _ = tokio::time::timeout(Duration::from_secs(3), futures::future::join_all(ui_tasks)).await;
-    agents.close();
-    let agent_deadline = config.daemon.shutdown_grace + Duration::from_secs(5);
-    if tokio::time::timeout(agent_deadline, agents.wait())
-        .await
-        .is_err()
-    {
-        tracing::warn!("some agent connections did not close in time");
-    }
-    upstreams.cancel();
-    let stop_deadline = config
-        .servers
-        .values()
-        .map(|s| s.health.stop_grace * 2)
-        .max()
-        .unwrap_or_default()
-        + Duration::from_secs(5);
-    if tokio::time::timeout(stop_deadline, supervisor_task)
-        .await
-        .is_err()
-    {
-        tracing::error!("the supervisor did not finish stopping servers in time");
-    }
-    // The supervisor held the last sentinel handle: its IO task now ends and reaps it.
-    let _ = tokio::time::timeout(Duration::from_secs(3), sentinel_task).await;
-    // Every server has stopped: their temporary directories go.
-    if let Some(claim) = temp_dirs {
-        claim.release();
-    }
-    // Whatever else was spawned (actors whose handles are now gone, a revocation, a
-    // status query) gets a last moment to finish.
-    match crate::tasks::drain(TASKS_DEADLINE).await {
-        0 => tracing::debug!("every task ended"),
-        n => tracing::warn!(tasks = n, "{n} tasks were still running at exit"),
-    }
-    if let Some(p) = pointer {
-        p.remove().await;
-    }
-    #[allow(
-        clippy::disallowed_methods,
-        reason = "one unlink, the last step of shutdown"
-    )]
-    let removed = if owns_socket {
-        std::fs::remove_file(&socket)
-    } else {
-        Ok(())
-    };
-    if let Err(e) = removed {
-        tracing::warn!(socket = %socket.display(), "could not remove the socket: {e}");
-    }
-    tracing::info!("mcpd stopped");
+    .stop(&config, &socket)
+    .await;
     Ok(())
+}
+
+/// The socket agents connect to, and whether mcpd owns its file: under socket activation
+/// systemd owns it; otherwise mcpd binds it.
+async fn bind_socket(socket: &Path) -> Result<(tokio::net::UnixListener, bool), StartError> {
+    let activated =
+        crate::systemd::activated_listener().map_err(listener::BindError::Activation)?;
+    let owns_socket = activated.is_none();
+    let listener = match activated {
+        Some(std_listener) => {
+            tokio::net::UnixListener::from_std(std_listener).map_err(|source| {
+                listener::BindError::Bind {
+                    path: socket.to_owned(),
+                    source,
+                }
+            })?
+        }
+        None => {
+            crate::socket_pointer::clear_for(socket).await;
+            listener::bind(socket).await?
+        }
+    };
+    Ok((listener, owns_socket))
+}
+
+/// An empty config is allowed (servers come with a reload), but worth a line saying how.
+fn warn_if_no_servers(config: &Config) {
+    if config.servers.is_empty() {
+        tracing::warn!(
+            "no servers configured; add a [servers.NAME] table with a `command` to {}, then run `mcpd ctl reload`",
+            config
+                .source
+                .as_ref()
+                .map_or_else(|| "the config file".into(), |p| p.display().to_string())
+        );
+    }
+}
+
+/// The dashboard's own port, and whether it shares the HTTP listener's instead.
+///
+/// The dashboard's own port too is taken before anything starts: a taken port is a
+/// startup error that names daemon.ui_listen. Without a `ui_listen` of its own, it
+/// shares the HTTP listener's port when that listens on loopback.
+async fn bind_dashboard(
+    config: &Config,
+) -> Result<(Option<crate::dashboard::Place>, bool), StartError> {
+    let ui_on_http = config.daemon.ui.as_ref().is_some_and(|u| !u.explicit)
+        && config
+            .daemon
+            .http
+            .as_ref()
+            .is_some_and(|h| h.addr.ip().is_loopback());
+    // Without a port in `ui_listen`, the one of the last run is kept in the state
+    // directory, so the page's address survives a restart.
+    let ui = match &config.daemon.ui {
+        Some(cfg) if !ui_on_http => {
+            let state = crate::paths::state_dir(config.daemon.state_dir.clone());
+            Some(crate::dashboard::bind(cfg, state.as_deref()).await?)
+        }
+        _ => None,
+    };
+    Ok((ui, ui_on_http))
+}
+
+/// The HTTP listener, bound, with its settings, its bearer token and its address.
+struct HttpBound {
+    tcp: tokio::net::TcpListener,
+    cfg: crate::config::HttpListen,
+    token: Option<crate::config::Secret>,
+    addr: std::net::SocketAddr,
+}
+
+/// Binds the HTTP listener before anything is reported ready, so a taken port is a
+/// startup error, not a surprise later.
+async fn bind_http(config: &Config, socket: &Path) -> Result<Option<HttpBound>, StartError> {
+    let Some(cfg) = &config.daemon.http else {
+        return Ok(None);
+    };
+    let tcp = crate::agent::http::bind(cfg).await?;
+    let token = match &cfg.auth {
+        crate::config::HttpAuth::None => {
+            tracing::warn!(addr = %cfg.addr, "the HTTP listener requires no token (daemon.http_auth = \"none\"); any local process can use it");
+            None
+        }
+        crate::config::HttpAuth::Token(Some(t)) => Some(t.clone()),
+        crate::config::HttpAuth::Token(None) => Some(crate::agent::http::token::load_or_create(
+            &crate::agent::http::token::path(socket),
+        )?),
+    };
+    if !cfg.addr.ip().is_loopback() {
+        tracing::warn!(addr = %cfg.addr, "the HTTP listener serves other hosts WITHOUT encryption (daemon.http_allow_remote); the bearer token and all traffic cross the network in clear text; put a TLS proxy in front or use an SSH tunnel");
+    }
+    let addr = tcp.local_addr().unwrap_or(cfg.addr);
+    tracing::info!(url = %format!("http://{addr}{}", crate::agent::http::PATH), "serving HTTP");
+    Ok(Some(HttpBound {
+        tcp,
+        cfg: cfg.clone(),
+        token,
+        addr,
+    }))
+}
+
+/// What `mcpd ctl status` and the dashboard tell of the daemon itself.
+fn daemon_info(
+    config: &Config,
+    socket: &Path,
+    secrets: crate::secrets::Secrets,
+    http: Option<&HttpBound>,
+    ui: Option<Arc<dyn crate::agent::UiLink>>,
+) -> Arc<DaemonInfo> {
+    Arc::new(DaemonInfo {
+        started: Instant::now(),
+        socket: socket.to_owned(),
+        config: config.source.clone(),
+        agents: Default::default(),
+        agents_changed: tokio::sync::Notify::new(),
+        next_agent: Default::default(),
+        max_agents: config.daemon.max_agents,
+        secrets,
+        http: http.map(|bound| crate::agent::HttpInfo {
+            url: format!("http://{}{}", bound.addr, crate::agent::http::PATH),
+            token: bound.token.clone(),
+        }),
+        ui,
+    })
+}
+
+/// The reloader, and the task that hands it each SIGHUP `main` forwards.
+fn spawn_reloader(
+    config: &Config,
+    supervisor: SupervisorHandle,
+    mut reloads: tokio::sync::mpsc::Receiver<()>,
+    stopping: CancellationToken,
+) -> crate::supervisor::Reloader {
+    let reloader =
+        crate::supervisor::Reloader::spawn(config.source.clone(), config.clone(), supervisor);
+    let hup = reloader.clone();
+    crate::tasks::spawn(async move {
+        // Ends with the daemon: its handle is one of those the reloader waits to see go.
+        while let Some(()) = tokio::select! {
+            r = reloads.recv() => r,
+            () = stopping.cancelled() => None,
+        } {
+            // The outcome is logged by the reloader.
+            let _ = hup.reload().await;
+        }
+    });
+    reloader
+}
+
+/// What every agent connection starts from.
+fn agent_context(
+    config: &Config,
+    catalog: tokio::sync::watch::Receiver<Arc<crate::registry::Catalog>>,
+    supervisor: SupervisorHandle,
+    reloader: crate::supervisor::Reloader,
+    daemon: Arc<DaemonInfo>,
+    task_statuses: tokio::sync::mpsc::Receiver<crate::budget::Charged<crate::upstream::TaskStatus>>,
+) -> AgentContext {
+    AgentContext {
+        catalog,
+        supervisor,
+        reloader,
+        access: crate::agent::Access {
+            own: nix::unistd::getuid().as_raw(),
+            allowed: config.daemon.allow_uids.clone(),
+        },
+        peer_uid: None,
+        peer_pid: None,
+        peer_origin: crate::agent::PeerOrigin::Outside,
+        over_http: false,
+        agents: crate::agent::roster::AgentRoster::spawn(),
+        metrics: crate::metrics::Metrics::spawn(),
+        daemon,
+        max_line: config.daemon.max_message_bytes,
+        queue: config.daemon.agent_queue,
+        queue_bytes: config.daemon.queue_bytes,
+        limits: crate::protocol::results::Limits {
+            max_media_bytes: config.daemon.max_media_bytes,
+        },
+        profiles: std::sync::Arc::new(
+            config
+                .profiles
+                .iter()
+                .map(|(k, v)| (k.clone(), std::sync::Arc::new(v.clone())))
+                .collect(),
+        ),
+        drain_grace: config.daemon.shutdown_grace,
+        task_inputs: crate::agent::TaskInputs::spawn(),
+        task_book: crate::agent::TaskBook::spawn(task_statuses, config.daemon.max_message_bytes),
+        discovery: config.daemon.discovery.clone(),
+    }
+}
+
+/// What runs once the daemon is ready, kept for the shutdown sequence.
+struct Running {
+    listen: tokio::task::JoinHandle<()>,
+    http_task: Option<tokio::task::JoinHandle<()>>,
+    ui_tasks: Vec<tokio::task::JoinHandle<()>>,
+    agents: TaskTracker,
+    upstreams: CancellationToken,
+    supervisor_task: tokio::task::JoinHandle<()>,
+    sentinel_task: tokio::task::JoinHandle<()>,
+    temp_dirs: Option<crate::upstream::sandbox::Claim>,
+    pointer: Option<crate::socket_pointer::Pointer>,
+    owns_socket: bool,
+}
+
+impl Running {
+    /// The shutdown sequence: stop accepting, drain the agents within the grace, stop
+    /// every server, then remove what the daemon left. Every wait has a deadline.
+    async fn stop(self, config: &Config, socket: &Path) {
+        crate::systemd::stopping();
+        tracing::info!("shutting down");
+        let _ = self.listen.await; // the listener only ends by the token; a panic there is logged by tokio
+        if let Some(t) = self.http_task {
+            // Ends by the token too, once open responses finish; the agents' drain bounds that.
+            let _ = tokio::time::timeout(config.daemon.shutdown_grace + Duration::from_secs(5), t)
+                .await;
+        }
+        // The dashboard stops accepting at once; open page loads get a moment to finish.
+        let _ = tokio::time::timeout(
+            Duration::from_secs(3),
+            futures::future::join_all(self.ui_tasks),
+        )
+        .await;
+        self.agents.close();
+        let agent_deadline = config.daemon.shutdown_grace + Duration::from_secs(5);
+        if tokio::time::timeout(agent_deadline, self.agents.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("some agent connections did not close in time");
+        }
+        self.upstreams.cancel();
+        let stop_deadline = config
+            .servers
+            .values()
+            .map(|s| s.health.stop_grace * 2)
+            .max()
+            .unwrap_or_default()
+            + Duration::from_secs(5);
+        if tokio::time::timeout(stop_deadline, self.supervisor_task)
+            .await
+            .is_err()
+        {
+            tracing::error!("the supervisor did not finish stopping servers in time");
+        }
+        // The supervisor held the last sentinel handle: its IO task now ends and reaps it.
+        let _ = tokio::time::timeout(Duration::from_secs(3), self.sentinel_task).await;
+        // Every server has stopped: their temporary directories go.
+        if let Some(claim) = self.temp_dirs {
+            claim.release();
+        }
+        // Whatever else was spawned (actors whose handles are now gone, a revocation, a
+        // status query) gets a last moment to finish.
+        match crate::tasks::drain(TASKS_DEADLINE).await {
+            0 => tracing::debug!("every task ended"),
+            n => tracing::warn!(tasks = n, "{n} tasks were still running at exit"),
+        }
+        if let Some(p) = self.pointer {
+            p.remove().await;
+        }
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "one unlink, the last step of shutdown"
+        )]
+        let removed = if self.owns_socket {
+            std::fs::remove_file(socket)
+        } else {
+            Ok(())
+        };
+        if let Err(e) = removed {
+            tracing::warn!(socket = %socket.display(), "could not remove the socket: {e}");
+        }
+        tracing::info!("mcpd stopped");
+    }
 }
 
 /// Claims this daemon's directory for its confined servers' temporary directories, and
@@ -385,11 +494,5 @@ async fn report_status(
                 () = shutdown.cancelled() => break,
             }
         }
-    }
-}
-
-fn mcpd_limits(config: &Config) -> crate::protocol::results::Limits {
-    crate::protocol::results::Limits {
-        max_media_bytes: config.daemon.max_media_bytes,
     }
 }

@@ -80,7 +80,7 @@ mod targets;
 
 use crate::bare_hop::Relay;
 use crate::burst::measure_burst;
-use crate::calls::{Mode, Paths, measure};
+use crate::calls::{Mode, Paths, Row, measure};
 use crate::daemon::{Daemon, ServerDef};
 use crate::hop::Hops;
 use crate::listing::measure_listing;
@@ -144,42 +144,31 @@ fn command_line(args: &[String]) -> String {
     }
 }
 
-async fn run(opts: Opts, args: Vec<String>) -> bool {
-    let began = Instant::now();
-    let argv0 = std::env::args().next().unwrap_or_default();
-    println!("mcpd relay benchmark");
-    println!(
-        "command: {}   (binary: {argv0} {})",
-        command_line(&args),
-        args.join(" ")
+/// `--spawn N`: the spawn cost of a confined server, with and without user namespaces.
+async fn run_spawn(opts: &Opts, began: Instant) -> bool {
+    println!("note: numbers are from one run on a shared machine; other work on it adds noise");
+    eprintln!(
+        "[relay-bench] spawn: {} iterations of each variant",
+        opts.spawn
     );
-    println!("{}", machine_facts());
-    let load_at_start = loadavg();
-    println!("loadavg at start: {load_at_start}");
-    if let Some(why) = opts.smoke_reason {
-        println!("note: {why}");
-    }
-    if opts.spawn > 0 {
-        println!("note: numbers are from one run on a shared machine; other work on it adds noise");
-        eprintln!(
-            "[relay-bench] spawn: {} iterations of each variant",
-            opts.spawn
-        );
-        // Twice: with user namespaces (each confined server in mount and PID namespaces
-        // of its own) and without (`MCPD_USERNS=0`), to show what they add.
-        let with = spawn::measure_spawn(opts.spawn, true).await;
-        let without = spawn::measure_spawn(opts.spawn, false).await;
-        let ok = spawn::print_spawn(&with) & spawn::print_spawn(&without);
-        spawn::print_namespaces(&with, &without);
-        println!();
-        println!(
-            "loadavg at end: {}; bench wall time {:.1} s; result: {}",
-            loadavg(),
-            began.elapsed().as_secs_f64(),
-            if ok { "ok" } else { "ERRORS (see above)" }
-        );
-        return ok;
-    }
+    // Twice: with user namespaces (each confined server in mount and PID namespaces
+    // of its own) and without (`MCPD_USERNS=0`), to show what they add.
+    let with = spawn::measure_spawn(opts.spawn, true).await;
+    let without = spawn::measure_spawn(opts.spawn, false).await;
+    let ok = spawn::print_spawn(&with) & spawn::print_spawn(&without);
+    spawn::print_namespaces(&with, &without);
+    println!();
+    println!(
+        "loadavg at end: {}; bench wall time {:.1} s; result: {}",
+        loadavg(),
+        began.elapsed().as_secs_f64(),
+        if ok { "ok" } else { "ERRORS (see above)" }
+    );
+    ok
+}
+
+/// The settings line of a relay run.
+fn print_settings(opts: &Opts) {
     println!(
         "settings: {} mode; {:.2} s counted per measurement after {:.2} s warm-up; concurrency {:?}; \
          {} listings; {} idle agents{}",
@@ -196,6 +185,143 @@ async fn run(opts: Opts, args: Vec<String>) -> bool {
             String::new()
         }
     );
+}
+
+/// Every row of the relay table: each payload, concurrency and path in turn.
+async fn measure_rows(opts: &Opts, to: &Paths<'_>, ok: &mut bool) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for &payload in &opts.payloads {
+        for &c in &opts.concurrency {
+            for &mode in &opts.paths {
+                let row = measure(mode, payload, c, opts, to).await;
+                eprintln!(
+                    "[relay-bench] {:<5} c={:<3} {:<10} {:>8.0} calls/s  p50 {} µs  p99 {} µs  errors {}{}{}{}",
+                    payload.name(),
+                    c,
+                    mode.name(),
+                    row.calls_per_s,
+                    us(row.p50_us),
+                    us(row.p99_us),
+                    row.tally.errors() + u64::from(row.failure.is_some()),
+                    row.hop_cpu_us
+                        .map_or(String::new(), |u| format!("  hop CPU {u:.1} µs/call")),
+                    row.mcpd_cpu_us
+                        .map_or(String::new(), |u| format!("  mcpd CPU {u:.1} µs/call")),
+                    match (row.mcpd_syscalls, row.mcpd_faults) {
+                        (Some(s), Some(f)) => format!(" ({s:.1} reads+writes, {f:.1} faults)"),
+                        _ => String::new(),
+                    }
+                );
+                *ok &= row.failure.is_none() && row.tally.errors() == 0;
+                rows.push(row);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    rows
+}
+
+/// What the relay rows run against: the bare relay, mcpd (with the project rows' instance
+/// ready when they run) and the hops to it.
+struct SetUp {
+    relay: Relay,
+    proj: Option<(tempfile::TempDir, std::path::PathBuf)>,
+    daemon: Daemon,
+    primed: Option<client::Client>,
+    hops: Hops,
+}
+
+/// Starts what the relay rows run against, saying what failed if anything does.
+async fn set_up(opts: &Opts, with_project: bool) -> Option<SetUp> {
+    let relay = match Relay::start() {
+        Ok(r) => r,
+        Err(e) => {
+            println!("FAILED to start the relay: {e}");
+            return None;
+        }
+    };
+    let mut servers = vec![ServerDef::shared("fx", Vec::new())];
+    if with_project {
+        servers.push(ServerDef::per_project(project::PX, project::fixture_args()));
+    }
+    let proj = match with_project.then(project::project_dir).transpose() {
+        Ok(p) => p,
+        Err(e) => {
+            println!("FAILED: {e}");
+            return None;
+        }
+    };
+    let daemon = match Daemon::start(&servers, &[]) {
+        Ok(d) => d,
+        Err(e) => {
+            println!("FAILED to start mcpd: {e}");
+            return None;
+        }
+    };
+    if let Err(e) = daemon.wait_ready().await {
+        println!("FAILED: mcpd never got ready: {e}");
+        return None;
+    }
+    // The project's instance is ready (and the shim rows' agents work in that project
+    // too) before any row is measured.
+    let mut primed = None;
+    if let Some((_, dir)) = &proj {
+        match project::prime(&daemon, dir).await {
+            Ok((took, client)) => {
+                println!(
+                    "project rows: {}; the agents tell project {}; its instance ready and \
+                     listed {:.1} ms after the first agent told it",
+                    project::describe_px(),
+                    dir.display(),
+                    took.as_secs_f64() * 1000.0
+                );
+                primed = Some(client);
+            }
+            Err(e) => {
+                println!("FAILED: the project rows' instance never got ready: {e}");
+                return None;
+            }
+        }
+    }
+    let hops = match Hops::find(opts.shim.clone()) {
+        Ok(h) => match &proj {
+            Some((_, dir)) => h.shim_in(dir),
+            None => h,
+        },
+        Err(e) => {
+            println!("FAILED: {e}");
+            return None;
+        }
+    };
+    println!("{}", hops.describe());
+    Some(SetUp {
+        relay,
+        proj,
+        daemon,
+        primed,
+        hops,
+    })
+}
+
+async fn run(opts: Opts, args: Vec<String>) -> bool {
+    let began = Instant::now();
+    let argv0 = std::env::args().next().unwrap_or_default();
+    println!("mcpd relay benchmark");
+    println!(
+        "command: {}   (binary: {argv0} {})",
+        command_line(&args),
+        args.join(" ")
+    );
+    println!("{}", machine_facts());
+    let load_at_start = loadavg();
+    println!("loadavg at start: {load_at_start}");
+    if let Some(why) = opts.smoke_reason {
+        println!("note: {why}");
+    }
+    if opts.spawn > 0 {
+        return run_spawn(&opts, began).await;
+    }
+    print_settings(&opts);
     println!("note: numbers are from one run on a shared machine; other work on it adds noise");
 
     let mut ok = true;
@@ -224,104 +350,25 @@ async fn run(opts: Opts, args: Vec<String>) -> bool {
         (Some(mem), Some(list), Some(burst))
     };
 
-    let relay = match Relay::start() {
-        Ok(r) => r,
-        Err(e) => {
-            println!("FAILED to start the relay: {e}");
-            return false;
-        }
-    };
     // The project rows' server, only when they run: otherwise the daemon is as it was.
     let with_project = opts.paths.contains(&Mode::Project);
-    let mut servers = vec![ServerDef::shared("fx", Vec::new())];
-    if with_project {
-        servers.push(ServerDef::per_project(project::PX, project::fixture_args()));
-    }
-    let proj = match with_project.then(project::project_dir).transpose() {
-        Ok(p) => p,
-        Err(e) => {
-            println!("FAILED: {e}");
-            return false;
-        }
-    };
-    let daemon = match Daemon::start(&servers, &[]) {
-        Ok(d) => d,
-        Err(e) => {
-            println!("FAILED to start mcpd: {e}");
-            return false;
-        }
-    };
-    if let Err(e) = daemon.wait_ready().await {
-        println!("FAILED: mcpd never got ready: {e}");
+    let Some(SetUp {
+        relay,
+        proj,
+        daemon,
+        primed,
+        hops,
+    }) = set_up(&opts, with_project).await
+    else {
         return false;
-    }
-    // The project's instance is ready (and the shim rows' agents work in that project
-    // too) before any row is measured.
-    let mut primed = None;
-    if let Some((_, dir)) = &proj {
-        match project::prime(&daemon, dir).await {
-            Ok((took, client)) => {
-                println!(
-                    "project rows: {}; the agents tell project {}; its instance ready and \
-                     listed {:.1} ms after the first agent told it",
-                    project::describe_px(),
-                    dir.display(),
-                    took.as_secs_f64() * 1000.0
-                );
-                primed = Some(client);
-            }
-            Err(e) => {
-                println!("FAILED: the project rows' instance never got ready: {e}");
-                return false;
-            }
-        }
-    }
-    let hops = match Hops::find(opts.shim.clone()) {
-        Ok(h) => match &proj {
-            Some((_, dir)) => h.shim_in(dir),
-            None => h,
-        },
-        Err(e) => {
-            println!("FAILED: {e}");
-            return false;
-        }
     };
-    println!("{}", hops.describe());
     let to = Paths {
         relay: &relay,
         daemon: &daemon,
         hops: &hops,
         project: proj.as_ref().map(|(_, p)| p.as_path()),
     };
-    let mut rows = Vec::new();
-    for &payload in &opts.payloads {
-        for &c in &opts.concurrency {
-            for &mode in &opts.paths {
-                let row = measure(mode, payload, c, &opts, &to).await;
-                eprintln!(
-                    "[relay-bench] {:<5} c={:<3} {:<10} {:>8.0} calls/s  p50 {} µs  p99 {} µs  errors {}{}{}{}",
-                    payload.name(),
-                    c,
-                    mode.name(),
-                    row.calls_per_s,
-                    us(row.p50_us),
-                    us(row.p99_us),
-                    row.tally.errors() + u64::from(row.failure.is_some()),
-                    row.hop_cpu_us
-                        .map_or(String::new(), |u| format!("  hop CPU {u:.1} µs/call")),
-                    row.mcpd_cpu_us
-                        .map_or(String::new(), |u| format!("  mcpd CPU {u:.1} µs/call")),
-                    match (row.mcpd_syscalls, row.mcpd_faults) {
-                        (Some(s), Some(f)) => format!(" ({s:.1} reads+writes, {f:.1} faults)"),
-                        _ => String::new(),
-                    }
-                );
-                ok &= row.failure.is_none() && row.tally.errors() == 0;
-                rows.push(row);
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
+    let rows = measure_rows(&opts, &to, &mut ok).await;
     let relay_rss = daemon.rss();
     let relay_hwm = daemon.hwm_kib();
     drop(primed);

@@ -1,7 +1,7 @@
 //! The agent socket: binding it safely, accepting connections under a cap, and handing each to its own actor.
 
 use super::AgentContext;
-use crate::jsonrpc::mcpd_code;
+use crate::errors::EdgeError;
 use crate::jsonrpc::{self, ErrorObject};
 use futures::FutureExt;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -113,14 +113,11 @@ pub async fn run(
                 uid,
                 "refused an agent from a user that may not use this daemon (daemon.allow_uids)"
             );
-            let e = ErrorObject::new(
-                mcpd_code::ACCESS_DENIED,
-                format!(
-                    "uid {} may not use this mcpd (it serves uid {}; see daemon.allow_uids)",
-                    uid.map_or("?".into(), |u| u.to_string()),
-                    ctx.access.own
-                ),
-            );
+            let e = EdgeError::OtherUser {
+                uid,
+                own: ctx.access.own,
+            }
+            .to_error_object();
             tracker.spawn(refuse_with(stream, e));
             continue;
         }
@@ -146,10 +143,7 @@ pub async fn run(
                 ?origin,
                 "refused a confined server's process on the socket"
             );
-            let e = ErrorObject::new(
-                mcpd_code::ACCESS_DENIED,
-                "a confined server's process may not connect to mcpd: through it, it would use every server with the user's rights, around its sandbox".to_owned(),
-            );
+            let e = EdgeError::ConfinedServer.to_error_object();
             tracker.spawn(refuse_with(stream, e));
             continue;
         }
@@ -183,12 +177,7 @@ fn confined_peer(ctx: &super::AgentContext, origin: super::PeerOrigin) -> bool {
 }
 
 async fn refuse(stream: UnixStream, max: usize) {
-    let e = ErrorObject::new(
-        mcpd_code::TOO_MANY_AGENTS,
-        format!(
-            "mcpd already serves {max} agents (daemon.max_agents); close another agent or raise the limit"
-        ),
-    );
+    let e = EdgeError::TooManyAgents(max).to_error_object();
     refuse_with(stream, e).await;
 }
 

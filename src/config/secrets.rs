@@ -136,7 +136,7 @@ impl ServerConfig {
                             "{k}: the value with its secrets put in is not a valid header value (a line break or control character in a secret?)"
                         ));
                     }
-                    *v = super::Secret::new(value.into_exposed());
+                    *v = value;
                 }
                 if let Some(b) = &mut out.bearer {
                     let k = key("bearer_token");
@@ -149,7 +149,7 @@ impl ServerConfig {
                             "{k}: the token with its secrets put in is empty or holds characters a header cannot carry"
                         ));
                     }
-                    *b = super::Secret::new(value.into_exposed());
+                    *b = value;
                 }
                 Ok(Launch::Http(out))
             }

@@ -1,26 +1,9 @@
 //! Values a setting takes from outside the file: a `Secret` (shown nowhere) and a `Missing` variable (one mcpd's environment lacks, which keeps only its server from starting).
 
-/// A value that must never be shown: header values and bearer tokens. `Debug` prints a
-/// placeholder, and there is deliberately no `Display`, so a secret cannot slip into a
-/// log line, a status row or an error message by formatting.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: String) -> Secret {
-        Secret(value)
-    }
-
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
+/// A value that must never be shown: header values and bearer tokens. It is the secrets'
+/// one value type (redacted wherever it is formatted, cleared from memory when dropped),
+/// under the name the config has always given it.
+pub use crate::secrets::SecretValue as Secret;
 
 /// A setting whose value comes from a variable that mcpd's environment lacks (or holds
 /// empty). The server it belongs to does not start, with a status line naming it; the

@@ -132,7 +132,7 @@ pub(super) fn vars_in(value: &str) -> Vec<String> {
     out
 }
 
-/// The variable of a value that is exactly one `${VAR}` reference, as [`reference`]
+/// The variable of a value that is exactly one `${VAR}` reference, as [`reference()`]
 /// rewrites it.
 pub(super) fn whole_var(value: &str) -> Option<&str> {
     let var = value.strip_prefix("${")?.strip_suffix('}')?;

@@ -365,7 +365,7 @@ pub async fn put_in(
             .find(|(name, _, _)| name == n)
             .map(|(_, v, _)| v.expose())
     })?;
-    Ok(crate::config::Secret::new(value.into_exposed()))
+    Ok(value)
 }
 
 /// Largest key, assertion or ID token file read.

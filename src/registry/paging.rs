@@ -59,16 +59,9 @@ fn page_of<T>(items: &[T], start: usize) -> (&[T], bool) {
 /// Cursors name the last tool of the page (hex-encoded to keep them opaque), so a page
 /// boundary stays right even when the catalog changes between pages.
 fn encode_cursor(last: &str) -> String {
-    last.bytes().map(|b| format!("{b:02x}")).collect()
+    hex::encode(last)
 }
 
 fn decode_cursor(c: &str) -> Option<String> {
-    if !c.len().is_multiple_of(2) {
-        return None;
-    }
-    let bytes: Option<Vec<u8>> = (0..c.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(c.get(i..i + 2)?, 16).ok())
-        .collect();
-    String::from_utf8(bytes?).ok()
+    String::from_utf8(hex::decode(c).ok()?).ok()
 }

@@ -6,8 +6,9 @@ use zeroize::Zeroize;
 /// A secret's value. It prints as `<redacted>` wherever it is formatted (logs, status,
 /// errors, `{:?}` of anything holding it); only `expose` gives the text. Its bytes are
 /// overwritten with zeros when it is dropped, so a value no longer needed does not linger
-/// in freed heap (copies made from `expose` are the caller's to keep short-lived).
-#[derive(Clone, Default)]
+/// in freed heap (copies made from `expose` are the caller's to keep short-lived). The
+/// config's header values and bearer tokens are this type too (`config::Secret`).
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct SecretValue(String);
 
 impl SecretValue {
@@ -21,7 +22,7 @@ impl SecretValue {
     }
 
     /// The value as a `String`, which is then the caller's to protect: for an API that
-    /// takes ownership (a `config::Secret`, a child's environment).
+    /// takes ownership (a child's environment).
     pub fn into_exposed(mut self) -> String {
         std::mem::take(&mut self.0)
     }

@@ -93,7 +93,7 @@ impl EraCache {
     }
 }
 
-/// A stable hash of how a server is started (FNV-1a 64 over a canonical rendering).
+/// A stable hash of how a server is started (SHA-256 over a canonical rendering).
 /// Environment values are hashed, never stored.
 pub fn fingerprint(cfg: &ServerConfig) -> String {
     let mut text = format!("protocol={}\n", cfg.protocol.as_str());
@@ -118,10 +118,5 @@ pub fn fingerprint(cfg: &ServerConfig) -> String {
             ));
         }
     }
-    let mut hash: u64 = 0xcbf29ce484222325;
-    for b in text.bytes() {
-        hash ^= u64::from(b);
-        hash = hash.wrapping_mul(0x100000001b3);
-    }
-    format!("{hash:016x}")
+    hex::encode(<sha2::Sha256 as sha2::Digest>::digest(text))
 }

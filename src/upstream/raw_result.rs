@@ -46,7 +46,7 @@ impl RawResult {
         self.line.get(self.range.clone()).unwrap_or_default()
     }
 
-    /// The result's top-level members (see [`RawMembers::of`]), read without searching
+    /// The result's top-level members (see [`RawMembers::of_known`]), read without searching
     /// its long strings again.
     pub fn members(&self) -> Option<RawMembers<'_>> {
         RawMembers::of_known(self.get(), Known::new(&self.line, &self.long_strings))

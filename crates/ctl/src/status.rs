@@ -16,7 +16,24 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
     // Each server's instances under it (`SERVER@AGENT`, `SERVER@/project`; server names
     // have no `@`).
     servers.sort_by(|a, b| group_key(&a.name).cmp(&group_key(&b.name)));
-    let d = at(&result, "daemon");
+    print_daemon(&mut out, at(&result, "daemon"))?;
+    if servers.is_empty() {
+        writeln!(
+            out,
+            "no servers configured; add a [servers.NAME] table to the config file (see docs/configuration.md)"
+        )?;
+        return Ok(());
+    }
+    print_table(&mut out, &servers)?;
+    print_projects(&mut out, &servers)?;
+    for s in &servers {
+        print_notes(&mut out, s)?;
+    }
+    Ok(())
+}
+
+/// The daemon's own lines: version, pid, uptime, socket, and what else it serves.
+fn print_daemon(out: &mut Out, d: &serde_json::Value) -> Result<(), OutputError> {
     writeln!(
         out,
         "mcpd {} pid {} up {} socket {} agents {}",
@@ -35,13 +52,11 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
     if let Some(store) = at(d, "secrets").as_str() {
         writeln!(out, "new secrets go to {store}")?;
     }
-    if servers.is_empty() {
-        writeln!(
-            out,
-            "no servers configured; add a [servers.NAME] table to the config file (see docs/configuration.md)"
-        )?;
-        return Ok(());
-    }
+    Ok(())
+}
+
+/// One row a server (its instances indented under it), under a heading.
+fn print_table(out: &mut Out, servers: &[ServerStatus]) -> Result<(), OutputError> {
     // Names are up to 32 characters (an agent's instance adds `@N`): the column is as
     // wide as the longest.
     let w = servers
@@ -66,7 +81,7 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
     )?;
     // Colour only for a person at a terminal; pipes and files get plain text.
     let colour = std::io::IsTerminal::is_terminal(&std::io::stdout());
-    for s in &servers {
+    for s in servers {
         let state = if s.probing {
             "probing"
         } else {
@@ -77,7 +92,7 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
             None => s.name.clone(),
         };
         write!(out, "{name:<w$} ")?;
-        paint(&mut out, state, s.state, colour)?;
+        paint(out, state, s.state, colour)?;
         writeln!(
             out,
             " {:<15} {:<7} {:<11} {:>8} {:>6} {:>9} {:>8} {:>8}",
@@ -91,6 +106,11 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
             human_secs(s.uptime_secs),
         )?;
     }
+    Ok(())
+}
+
+/// The per-project instances: how many agents work in each, and how long it has idled.
+fn print_projects(out: &mut Out, servers: &[ServerStatus]) -> Result<(), OutputError> {
     let projects: Vec<&ServerStatus> = servers.iter().filter(|s| s.project.is_some()).collect();
     if !projects.is_empty() {
         writeln!(out, "\nprojects:")?;
@@ -105,74 +125,83 @@ pub async fn status(socket: &Path, as_json: bool) -> Result<(), CtlError> {
             )?;
         }
     }
-    for s in &servers {
-        let mut notes = Vec::new();
-        if let Some(t) = s.next_retry_secs {
-            notes.push(format!("next retry in {}", human_secs(Some(t))));
+    Ok(())
+}
+
+/// A server's notes (and, when it is not ready, its last stderr lines), if it has any.
+fn print_notes(out: &mut Out, s: &ServerStatus) -> Result<(), OutputError> {
+    let notes = notes(s);
+    if !notes.is_empty() {
+        writeln!(out, "\n{}:", s.name)?;
+        for n in notes {
+            writeln!(out, "  {n}")?;
         }
-        if let Some(a) = &s.auth {
-            notes.extend(auth_note(&s.name, a));
-        }
-        if let Some(b) = &s.sandbox {
-            let paths = if b.per_instance() {
-                " in each instance".to_owned()
-            } else {
-                format!(", {} read and {} write paths", b.read, b.write)
-            };
-            notes.push(format!(
-                "sandbox: {} ABI {}{paths}, network {}{}",
-                b.mechanism,
-                b.abi,
-                b.network,
-                b.note
-                    .as_ref()
-                    .map(|n| format!(" ({n})"))
-                    .unwrap_or_default()
-            ));
-        }
-        if let Some(p) = &s.pins {
-            if let Some(why) = &p.broken {
-                notes.push(format!("pins: {why}"));
-            } else if p.held > 0 {
-                notes.push(format!(
-                    "pins: {} held for approval (`mcpd ctl diff {}`, then `mcpd ctl approve {}`)",
-                    p.held, s.name, s.name
-                ));
-            }
-        }
-        if let Some(e) = &s.last_error {
-            notes.push(format!("last error: {e}"));
-        }
-        if let Some(e) = &s.last_exit {
-            notes.push(format!("last exit: {e}"));
-        }
-        if let Some(e) = &s.catalog_error {
-            notes.push(format!("catalog: {e}"));
-        }
-        for c in &s.name_conflicts {
-            notes.push(format!(
-                "name conflict: {} {} is held by '{}'; this server's is not listed",
-                c.kind, c.name, c.held_by
-            ));
-        }
-        if let Some(r) = &s.era_reason
-            && s.state != ServerState::Ready
-        {
-            notes.push(format!("protocol: {r}"));
-        }
-        if !notes.is_empty() {
-            writeln!(out, "\n{}:", s.name)?;
-            for n in notes {
-                writeln!(out, "  {n}")?;
-            }
-            if s.state != ServerState::Ready {
-                for line in s.stderr_tail.iter().rev().take(5).rev() {
-                    writeln!(out, "  stderr| {line}")?;
-                }
+        if s.state != ServerState::Ready {
+            for line in s.stderr_tail.iter().rev().take(5).rev() {
+                writeln!(out, "  stderr| {line}")?;
             }
         }
     }
     Ok(())
+}
+
+/// What explains a server's state: retries, login, sandbox, pins, errors, conflicts.
+fn notes(s: &ServerStatus) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(t) = s.next_retry_secs {
+        notes.push(format!("next retry in {}", human_secs(Some(t))));
+    }
+    if let Some(a) = &s.auth {
+        notes.extend(auth_note(&s.name, a));
+    }
+    if let Some(b) = &s.sandbox {
+        let paths = if b.per_instance() {
+            " in each instance".to_owned()
+        } else {
+            format!(", {} read and {} write paths", b.read, b.write)
+        };
+        notes.push(format!(
+            "sandbox: {} ABI {}{paths}, network {}{}",
+            b.mechanism,
+            b.abi,
+            b.network,
+            b.note
+                .as_ref()
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default()
+        ));
+    }
+    if let Some(p) = &s.pins {
+        if let Some(why) = &p.broken {
+            notes.push(format!("pins: {why}"));
+        } else if p.held > 0 {
+            notes.push(format!(
+                "pins: {} held for approval (`mcpd ctl diff {}`, then `mcpd ctl approve {}`)",
+                p.held, s.name, s.name
+            ));
+        }
+    }
+    if let Some(e) = &s.last_error {
+        notes.push(format!("last error: {e}"));
+    }
+    if let Some(e) = &s.last_exit {
+        notes.push(format!("last exit: {e}"));
+    }
+    if let Some(e) = &s.catalog_error {
+        notes.push(format!("catalog: {e}"));
+    }
+    for c in &s.name_conflicts {
+        notes.push(format!(
+            "name conflict: {} {} is held by '{}'; this server's is not listed",
+            c.kind, c.name, c.held_by
+        ));
+    }
+    if let Some(r) = &s.era_reason
+        && s.state != ServerState::Ready
+    {
+        notes.push(format!("protocol: {r}"));
+    }
+    notes
 }
 
 /// Where a row sorts: its server's name, then the server before its instances.

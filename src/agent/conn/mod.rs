@@ -398,13 +398,7 @@ impl Conn {
             ));
         }
         if self.in_flight.contains(&req.id) {
-            let e = jsonrpc::ErrorObject::new(
-                jsonrpc::code::INVALID_REQUEST,
-                format!(
-                    "request id {} is already in use by a request in flight",
-                    req.id
-                ),
-            );
+            let e = AgentError::IdInUse(req.id.clone()).to_error_object();
             return unowned(jsonrpc::error_line(Some(&req.id), &e));
         }
         // An open subscription is a request in flight too.

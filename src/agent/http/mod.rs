@@ -18,12 +18,13 @@ mod modern;
 mod relay;
 mod security;
 mod sessions;
-mod sse;
+pub(crate) mod sse;
 pub mod token;
 pub(crate) mod wire;
 
 use super::AgentContext;
 use crate::config::HttpListen;
+use crate::errors::EdgeError;
 use crate::jsonrpc::{self, ErrorObject, Id};
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -159,10 +160,7 @@ async fn post(
         Err(r) => {
             return rpc_error(
                 StatusCode::BAD_REQUEST,
-                ErrorObject::new(
-                    jsonrpc::code::INVALID_REQUEST,
-                    format!("could not read the body: {}", r.body_text()),
-                ),
+                EdgeError::UnreadableBody(r.body_text()).to_error_object(),
             );
         }
     };
@@ -171,10 +169,7 @@ async fn post(
         Err(e) => {
             return rpc_error(
                 StatusCode::BAD_REQUEST,
-                ErrorObject::new(
-                    jsonrpc::code::PARSE_ERROR,
-                    format!("the body is not JSON: {e}"),
-                ),
+                EdgeError::NotJson(e.to_string()).to_error_object(),
             );
         }
     };
@@ -204,10 +199,7 @@ async fn post(
         let Some(id) = header_str(&headers, SESSION_HEADER) else {
             return rpc_error(
                 StatusCode::BAD_REQUEST,
-                ErrorObject::new(
-                    jsonrpc::code::INVALID_REQUEST,
-                    "no Mcp-Session-Id header: send initialize first, or use 2026-07-28 with per-request _meta".to_owned(),
-                ),
+                EdgeError::NoSessionHeader.to_error_object(),
             );
         };
         match shared.sessions.find(id).await {
@@ -240,10 +232,7 @@ async fn stateless(
         modern::MessageKind::Response => {
             return rpc_error(
                 StatusCode::BAD_REQUEST,
-                ErrorObject::new(
-                    jsonrpc::code::INVALID_REQUEST,
-                    "2026-07-28 clients send no responses; answer input requests by retrying with inputResponses".to_owned(),
-                ),
+                EdgeError::StatelessResponse.to_error_object(),
             );
         }
         // No client notification means anything over stateless HTTP (closing the
@@ -255,10 +244,7 @@ async fn stateless(
     // Stateless requests share one connection: a profile chosen there would be chosen
     // for every stateless client.
     if message.get("method").and_then(Value::as_str) == Some("mcpd/profile") {
-        let e = ErrorObject::new(
-            jsonrpc::code::INVALID_REQUEST,
-            "profiles need a session: choose one in initialize's _meta (\"mcpd/profile\") or with mcpd/profile in a legacy session".to_owned(),
-        );
+        let e = EdgeError::StatelessProfile.to_error_object();
         return rpc_error_for(StatusCode::BAD_REQUEST, id.as_ref(), e);
     }
     if let Some(e) = modern::removed_method(message) {
@@ -301,10 +287,7 @@ async fn answer(posted: Posted, modern: bool, sse: bool) -> Response {
     let Some(first) = rx.recv().await else {
         return rpc_error(
             StatusCode::INTERNAL_SERVER_ERROR,
-            ErrorObject::new(
-                jsonrpc::code::INTERNAL_ERROR,
-                "the agent connection ended before answering".to_owned(),
-            ),
+            EdgeError::ConnectionEnded.to_error_object(),
         );
     };
     if first.last {
@@ -381,11 +364,7 @@ fn accepts_sse(headers: &HeaderMap) -> bool {
 fn session_not_found() -> Response {
     rpc_error(
         StatusCode::NOT_FOUND,
-        ErrorObject::new(
-            jsonrpc::code::INVALID_REQUEST,
-            "no such session (it ended or expired); send initialize again without Mcp-Session-Id"
-                .to_owned(),
-        ),
+        EdgeError::UnknownSession.to_error_object(),
     )
 }
 

@@ -1,4 +1,6 @@
 //! Server-sent-event response bodies: a POST's stream (the messages about its request, then the reply) and a session's GET stream, with keep-alive comments.
+//!
+//! [`event`] is the one event encoder: the dashboard's streams use it too.
 
 use super::relay::{Item, StreamGuard};
 use axum::body::{Body, Bytes};
@@ -41,12 +43,12 @@ fn respond(first: Option<Item>, rx: mpsc::Receiver<Item>, guard: Option<StreamGu
     };
     let events = futures::stream::unfold(state, |mut s| async move {
         if let Some(item) = s.first.take() {
-            return Some((Ok::<_, Infallible>(event(&item.line)), s));
+            return Some((Ok::<_, Infallible>(message(&item.line)), s));
         }
         tokio::select! {
             item = s.rx.recv() => {
                 let item = item?;
-                Some((Ok(event(&item.line)), s))
+                Some((Ok(message(&item.line)), s))
             }
             _ = s.tick.tick() => Some((Ok(Bytes::from_static(b": keep-alive\n\n")), s)),
         }
@@ -65,10 +67,23 @@ fn respond(first: Option<Item>, rx: mpsc::Receiver<Item>, guard: Option<StreamGu
 
 /// One SSE event carrying one JSON-RPC message. Serialised JSON has no raw newlines,
 /// so one `data:` line holds it.
-fn event(line: &str) -> Bytes {
-    let mut b = Vec::with_capacity(line.len() + 24);
-    b.extend_from_slice(b"event: message\ndata: ");
-    b.extend_from_slice(line.as_bytes());
-    b.extend_from_slice(b"\n\n");
-    Bytes::from(b)
+fn message(line: &str) -> Bytes {
+    event("message", line)
+}
+
+/// One event: its name and data, each line of the data on a `data:` line (a trailing
+/// `\r` of a line dropped). The one encoder of event streams: the HTTP listener's and
+/// the dashboard's.
+pub(crate) fn event(name: &str, data: &str) -> Bytes {
+    let mut out = String::with_capacity(data.len() + name.len() + 24);
+    out.push_str("event: ");
+    out.push_str(name);
+    out.push('\n');
+    for line in data.split('\n') {
+        out.push_str("data: ");
+        out.push_str(line.strip_suffix('\r').unwrap_or(line));
+        out.push('\n');
+    }
+    out.push('\n');
+    Bytes::from(out)
 }

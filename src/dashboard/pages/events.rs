@@ -2,6 +2,7 @@
 
 use super::Pages;
 use super::overview::Live;
+pub(super) use crate::agent::http::sse::event;
 use crate::dashboard::auth::SessionId;
 use askama::Template;
 use axum::Extension;
@@ -32,21 +33,6 @@ where
         Body::from_stream(events),
     )
         .into_response()
-}
-
-/// One event: its name and data, each line of the data on a `data:` line.
-pub(super) fn event(name: &str, data: &str) -> Bytes {
-    let mut out = String::with_capacity(data.len() + 64);
-    out.push_str("event: ");
-    out.push_str(name);
-    out.push('\n');
-    for line in data.split('\n') {
-        out.push_str("data: ");
-        out.push_str(line.strip_suffix('\r').unwrap_or(line));
-        out.push('\n');
-    }
-    out.push('\n');
-    Bytes::from(out)
 }
 
 struct Follow {

@@ -348,6 +348,56 @@ const OAUTH_VARS: [(&str, &str); 3] = [
     ("STATIC_TOKEN", "t"),
 ];
 
+/// The Cursor and VS Code parts of `oauth_settings_of_remote_servers_are_carried_over`,
+/// and the notes on redirects and secrets left in a keychain.
+fn cursor_and_vscode_oauth_carried_over(parsed: &toml::Table, err: &str) {
+    // Cursor: "auth" with CLIENT_ID, CLIENT_SECRET as ${env:VAR} and a list of scopes.
+    let pipes = oauth(parsed, "pipes").expect("pipes oauth");
+    assert_eq!(pipes["client_id"].as_str(), Some("cursor-client"));
+    assert_eq!(
+        pipes["client_secret_env"].as_str(),
+        Some("PIPES_CLIENT_SECRET")
+    );
+    assert_eq!(
+        strs(&pipes["scopes"]),
+        ["openid", "kb:read", "offline_access"]
+    );
+    // A placeholder client id cannot be copied, and then neither can the secret.
+    let env_id = oauth(parsed, "pipes-env-id").expect("pipes-env-id oauth");
+    assert_eq!(env_id.len(), 1, "{env_id:?}");
+    assert_eq!(strs(&env_id["scopes"]), ["kb:read"]);
+    assert!(
+        err.contains("auth.CLIENT_ID \"${env:PIPES_CLIENT_ID}\" is a placeholder"),
+        "{err}"
+    );
+
+    // VS Code: "oauth" with clientId only.
+    let vs = oauth(parsed, "vs-slack").expect("vs-slack oauth");
+    assert_eq!(vs["client_id"].as_str(), Some("vscode-client-id"));
+    assert_eq!(vs.len(), 1, "{vs:?}");
+    assert!(
+        err.contains("oauth.clientId \"${input:client-id}\" is a placeholder"),
+        "{err}"
+    );
+
+    // The redirect and the secret kept in a keychain are pointed out once.
+    let note = err
+        .lines()
+        .find(|l| l.starts_with("note: an OAuth client_id was copied for"))
+        .unwrap_or_else(|| panic!("no redirect note in:\n{err}"));
+    for name in ["slack", "linear", "notion", "pipes", "vs-slack"] {
+        assert!(
+            note.contains(&format!(" {name},")) || note.contains(&format!(" {name}:")),
+            "{name}: {note}"
+        );
+    }
+    assert!(note.contains("http://127.0.0.1:PORT/callback"), "{note}");
+    assert!(
+        err.contains("no OAuth client secret was copied for slack, vs-slack"),
+        "{err}"
+    );
+}
+
 #[tokio::test]
 async fn oauth_settings_of_remote_servers_are_carried_over() {
     let dir = temp();
@@ -458,51 +508,7 @@ async fn oauth_settings_of_remote_servers_are_carried_over() {
     assert!(err.contains("\"oauth\" is not an object"), "{err}");
     assert!(err.contains("apply to remote servers"), "{err}");
 
-    // Cursor: "auth" with CLIENT_ID, CLIENT_SECRET as ${env:VAR} and a list of scopes.
-    let pipes = oauth(&parsed, "pipes").expect("pipes oauth");
-    assert_eq!(pipes["client_id"].as_str(), Some("cursor-client"));
-    assert_eq!(
-        pipes["client_secret_env"].as_str(),
-        Some("PIPES_CLIENT_SECRET")
-    );
-    assert_eq!(
-        strs(&pipes["scopes"]),
-        ["openid", "kb:read", "offline_access"]
-    );
-    // A placeholder client id cannot be copied, and then neither can the secret.
-    let env_id = oauth(&parsed, "pipes-env-id").expect("pipes-env-id oauth");
-    assert_eq!(env_id.len(), 1, "{env_id:?}");
-    assert_eq!(strs(&env_id["scopes"]), ["kb:read"]);
-    assert!(
-        err.contains("auth.CLIENT_ID \"${env:PIPES_CLIENT_ID}\" is a placeholder"),
-        "{err}"
-    );
-
-    // VS Code: "oauth" with clientId only.
-    let vs = oauth(&parsed, "vs-slack").expect("vs-slack oauth");
-    assert_eq!(vs["client_id"].as_str(), Some("vscode-client-id"));
-    assert_eq!(vs.len(), 1, "{vs:?}");
-    assert!(
-        err.contains("oauth.clientId \"${input:client-id}\" is a placeholder"),
-        "{err}"
-    );
-
-    // The redirect and the secret kept in a keychain are pointed out once.
-    let note = err
-        .lines()
-        .find(|l| l.starts_with("note: an OAuth client_id was copied for"))
-        .unwrap_or_else(|| panic!("no redirect note in:\n{err}"));
-    for name in ["slack", "linear", "notion", "pipes", "vs-slack"] {
-        assert!(
-            note.contains(&format!(" {name},")) || note.contains(&format!(" {name}:")),
-            "{name}: {note}"
-        );
-    }
-    assert!(note.contains("http://127.0.0.1:PORT/callback"), "{note}");
-    assert!(
-        err.contains("no OAuth client secret was copied for slack, vs-slack"),
-        "{err}"
-    );
+    cursor_and_vscode_oauth_carried_over(&parsed, &err);
 
     // The daemon accepts it once the variables are set; with one missing, only that server
     // will not start, and check-config says which variable it waits for.

@@ -273,6 +273,56 @@ async fn discover_daemon(peers: &Peers) -> Daemon {
     d
 }
 
+/// Step 4 of [`finds_describes_activates_and_calls`]: `call_tool` with progress and with
+/// elicitation, from a legacy and a modern upstream, reaches the client as a direct call
+/// would.
+fn progress_and_elicitation_reach_the_client(r: &Run, client: Client, steps: [usize; 4]) {
+    let [progress, modern_progress, ask, modern_ask] = steps;
+    let w = &r.what;
+    assert_eq!(r.text(progress), "done 3", "{w}");
+    let got: Vec<f64> = r.step(progress)["progress"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{w}: no progress: {}", r.step(progress)))
+        .iter()
+        .filter_map(|p| p["progress"].as_f64())
+        .collect();
+    assert_eq!(
+        got,
+        [1.0, 2.0, 3.0],
+        "{w}: the SDK's progress callback saw every step, under the token it sent: {}",
+        r.step(progress)
+    );
+    assert_eq!(r.text(modern_progress), "done 2", "{w}");
+    assert_eq!(
+        r.step(modern_progress)["progress"].as_array().map(Vec::len),
+        Some(2),
+        "{w}: progress from a modern upstream too: {}",
+        r.step(modern_progress)
+    );
+    assert_eq!(r.out["wire"]["progressNotifications"], 5, "{w}: {}", r.out);
+    // One elicitation per ask, from a legacy upstream (a real request) and from a modern
+    // one (input_required), each reaching the client by its own era's path.
+    assert_eq!(r.text(ask), "hello, Ada", "{w}");
+    assert_eq!(r.text(modern_ask), "hello, Ada", "{w}");
+    let asked = json!({"mode": "form", "message": "What is your name?"});
+    assert_eq!(
+        r.out["elicitations"],
+        json!([asked, asked]),
+        "{w}: one elicitation per ask, answered by the SDK's handler: {}",
+        r.out
+    );
+    let (requests, input_required) = if client.modern() { (0, 2) } else { (2, 0) };
+    assert_eq!(
+        (
+            &r.out["wire"]["elicitationRequests"],
+            &r.out["wire"]["inputRequiredResults"]
+        ),
+        (&json!(requests), &json!(input_required)),
+        "{w}: the elicitation came by the agent's own era's path: {}",
+        r.out
+    );
+}
+
 /// List, find, describe (activate), list-change, direct and meta calls, progress and
 /// elicitation, for one client.
 async fn finds_describes_activates_and_calls(peers: &Peers, d: &Daemon, client: Client) {
@@ -361,47 +411,10 @@ async fn finds_describes_activates_and_calls(peers: &Peers, d: &Daemon, client: 
     assert_eq!(r.text(direct_add), "5", "{w}");
 
     // 4. call_tool with progress and with elicitation, the same as a direct call.
-    assert_eq!(r.text(progress), "done 3", "{w}");
-    let got: Vec<f64> = r.step(progress)["progress"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{w}: no progress: {}", r.step(progress)))
-        .iter()
-        .filter_map(|p| p["progress"].as_f64())
-        .collect();
-    assert_eq!(
-        got,
-        [1.0, 2.0, 3.0],
-        "{w}: the SDK's progress callback saw every step, under the token it sent: {}",
-        r.step(progress)
-    );
-    assert_eq!(r.text(modern_progress), "done 2", "{w}");
-    assert_eq!(
-        r.step(modern_progress)["progress"].as_array().map(Vec::len),
-        Some(2),
-        "{w}: progress from a modern upstream too: {}",
-        r.step(modern_progress)
-    );
-    assert_eq!(r.out["wire"]["progressNotifications"], 5, "{w}: {}", r.out);
-    // One elicitation per ask, from a legacy upstream (a real request) and from a modern
-    // one (input_required), each reaching the client by its own era's path.
-    assert_eq!(r.text(ask), "hello, Ada", "{w}");
-    assert_eq!(r.text(modern_ask), "hello, Ada", "{w}");
-    let asked = json!({"mode": "form", "message": "What is your name?"});
-    assert_eq!(
-        r.out["elicitations"],
-        json!([asked, asked]),
-        "{w}: one elicitation per ask, answered by the SDK's handler: {}",
-        r.out
-    );
-    let (requests, input_required) = if client.modern() { (0, 2) } else { (2, 0) };
-    assert_eq!(
-        (
-            &r.out["wire"]["elicitationRequests"],
-            &r.out["wire"]["inputRequiredResults"]
-        ),
-        (&json!(requests), &json!(input_required)),
-        "{w}: the elicitation came by the agent's own era's path: {}",
-        r.out
+    progress_and_elicitation_reach_the_client(
+        &r,
+        client,
+        [progress, modern_progress, ask, modern_ask],
     );
     assert_eq!(
         r.result(via_echo)["content"],

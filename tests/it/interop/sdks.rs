@@ -494,57 +494,11 @@ fn read_content<'a>(out: &'a Value, i: usize, uri: &str) -> &'a Value {
     &contents[0]
 }
 
-#[tokio::test]
-async fn the_python_sdk_client_gets_prompts_and_reads_resources_of_a_published_server_through_mcpd_connect()
- {
-    let Some(peers) = peers(
-        "the_python_sdk_client_gets_prompts_and_reads_resources_of_a_published_server_through_mcpd_connect",
-    ) else {
-        return;
-    };
-    let d = peers.daemon().await;
-    let docs = peers
-        .everything_server()
-        .parent()
-        .expect("dist/")
-        .join("docs");
-    let features = "demo://resource/static/document/features.md";
-    let text_42 = "demo://resource/dynamic/text/42";
-    let blob_7 = "demo://resource/dynamic/blob/7";
-    let out = run_py_surface_client(
-        &peers,
-        &d,
-        &[
-            "--get-prompt",
-            "everything__args-prompt",
-            r#"{"city":"Paris","state":"Texas"}"#,
-            "--get-prompt",
-            "everything__simple-prompt",
-            "{}",
-            "--get-prompt",
-            "everything__resource-prompt",
-            r#"{"resourceType":"Text","resourceId":"3"}"#,
-            "--read-listed",
-            "/features.md",
-            "--read",
-            text_42,
-            "--read",
-            blob_7,
-        ],
-    )
-    .await;
-
-    assert_eq!(out["protocolVersion"], SDK_PROTOCOL, "{out}");
-    assert_eq!(out["serverInfo"]["name"], "mcpd", "{out}");
-    for cap in ["prompts", "resources"] {
-        assert!(
-            out["capabilities"][cap].is_object(),
-            "no {cap} capability: {out}"
-        );
-    }
-
+/// The prompts part of the Python SDK client's surface test: server-everything's four
+/// prompts listed under their qualified names, and three of them got.
+fn everything_prompts_listed_and_got(out: &Value) {
     // Prompts: server-everything's four, qualified; mcp-server-time has none.
-    let mut prompts = strings_at(&out, "prompts", "name");
+    let mut prompts = strings_at(out, "prompts", "name");
     prompts.sort_unstable();
     assert_eq!(
         prompts,
@@ -606,6 +560,58 @@ async fn the_python_sdk_client_gets_prompts_and_reads_resources_of_a_published_s
         embedded_text.starts_with("Resource 3: This is a plaintext resource created at "),
         "{out}"
     );
+}
+
+#[tokio::test]
+async fn the_python_sdk_client_gets_prompts_and_reads_resources_of_a_published_server_through_mcpd_connect()
+ {
+    let Some(peers) = peers(
+        "the_python_sdk_client_gets_prompts_and_reads_resources_of_a_published_server_through_mcpd_connect",
+    ) else {
+        return;
+    };
+    let d = peers.daemon().await;
+    let docs = peers
+        .everything_server()
+        .parent()
+        .expect("dist/")
+        .join("docs");
+    let features = "demo://resource/static/document/features.md";
+    let text_42 = "demo://resource/dynamic/text/42";
+    let blob_7 = "demo://resource/dynamic/blob/7";
+    let out = run_py_surface_client(
+        &peers,
+        &d,
+        &[
+            "--get-prompt",
+            "everything__args-prompt",
+            r#"{"city":"Paris","state":"Texas"}"#,
+            "--get-prompt",
+            "everything__simple-prompt",
+            "{}",
+            "--get-prompt",
+            "everything__resource-prompt",
+            r#"{"resourceType":"Text","resourceId":"3"}"#,
+            "--read-listed",
+            "/features.md",
+            "--read",
+            text_42,
+            "--read",
+            blob_7,
+        ],
+    )
+    .await;
+
+    assert_eq!(out["protocolVersion"], SDK_PROTOCOL, "{out}");
+    assert_eq!(out["serverInfo"]["name"], "mcpd", "{out}");
+    for cap in ["prompts", "resources"] {
+        assert!(
+            out["capabilities"][cap].is_object(),
+            "no {cap} capability: {out}"
+        );
+    }
+
+    everything_prompts_listed_and_got(&out);
 
     // Resources: one per file in server-everything's docs/, URIs kept as they are since
     // only one server lists them; and its two templates.

@@ -141,8 +141,9 @@ impl<'a> RawMembers<'a> {
         Self::of_known(raw, Known::default())
     }
 
-    /// [`RawMembers::of`], jumping over the strings `known` lists (here and in every
-    /// later scan of the members).
+    /// The members of `raw`, as `of` reads them (None when it is not an object or names
+    /// a member twice), jumping over the strings `known` lists (here and in every later
+    /// scan of the members).
     pub fn of_known(raw: &'a str, known: Known<'a>) -> Option<RawMembers<'a>> {
         let list = scan::members_in(raw, known)?;
         unique(&list).then_some(RawMembers { list, known })
