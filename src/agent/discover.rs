@@ -16,6 +16,7 @@ use crate::config::{Discovery, RESERVED};
 use crate::errors::AgentError;
 use crate::jsonrpc::{self, Id, Request};
 use crate::outbox::Outbox;
+use crate::protocol::era::Era;
 use crate::protocol::method;
 use crate::registry::Catalog;
 use serde_json::value::RawValue;
@@ -171,7 +172,7 @@ pub fn call(
     ctx: &AgentContext,
     outbox: &Outbox,
     session: &mut Session,
-    modern: bool,
+    era: Era,
 ) -> Handled {
     let mut params = match req.params.take() {
         Some(Value::Object(params)) => params,
@@ -182,7 +183,7 @@ pub fn call(
         _ => String::new(),
     };
     if name == CALL {
-        return call_tool(req.id, params, plain, ctx, outbox, session, modern);
+        return call_tool(req.id, params, plain, ctx, outbox, session, era);
     }
     if let Some(plain) = plain {
         params = plain.merged(params);
@@ -203,7 +204,7 @@ pub fn call(
             return Handled::Now(jsonrpc::error_line(Some(&req.id), &e.to_error_object()));
         }
     };
-    if modern {
+    if era == Era::Modern {
         crate::protocol::era::modernize_result(&mut result);
     }
     Handled::Now(jsonrpc::result_line(&req.id, &result))
@@ -361,7 +362,7 @@ fn call_tool(
     ctx: &AgentContext,
     outbox: &Outbox,
     session: &mut Session,
-    modern: bool,
+    era: Era,
 ) -> Handled {
     let refuse = |reason: &str| {
         let e = AgentError::InvalidParams {
@@ -409,7 +410,7 @@ fn call_tool(
         method: method::TOOLS_CALL.into(),
         params: Some(Value::Object(params)),
     };
-    match super::calls::start(inner, arguments, ctx, outbox, session, modern) {
+    match super::calls::start(inner, arguments, ctx, outbox, session, era) {
         Ok((id, cancel, fut)) => Handled::Later { id, cancel, fut },
         Err(refusal) => Handled::Now(refusal.line()),
     }

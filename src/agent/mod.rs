@@ -1,27 +1,28 @@
 //! Server side of mcpd: the Unix-socket listener and one actor per agent connection.
 
+mod call;
 mod calls;
 mod conn;
 mod control;
 mod discover;
+mod era_check;
 mod forward;
 mod handlers;
 pub mod http;
 mod in_flight;
-mod input;
-mod legacy_call;
 mod lineage;
+mod listen;
 pub mod listener;
 pub mod local;
-mod modern;
 mod params;
+mod pending_input;
 mod project;
-mod rare;
-mod reach;
 mod render;
 mod reply;
 mod request_state;
+mod resolve;
 pub mod roster;
+mod self_description;
 mod session;
 mod surface;
 mod tasks;

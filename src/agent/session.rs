@@ -55,6 +55,38 @@ pub struct Session {
 }
 
 impl Session {
+    /// The session of connection `agent` before the agent has said anything.
+    pub fn new(
+        agent: u64,
+        asks: mpsc::Sender<Box<ServerAsk>>,
+        metrics: crate::metrics::Metrics,
+        project: super::project::claim::Project,
+    ) -> Session {
+        Session {
+            agent,
+            protocol_version: None,
+            client_name: None,
+            client_version: None,
+            mcpd_instance: None,
+            initialized: false,
+            redo: None,
+            listed: false,
+            era: None,
+            // A connection that never sends `initialize` (`mcpd ctl call`) declared none.
+            capabilities: std::sync::Arc::new(serde_json::json!({})),
+            listens: HashMap::new(),
+            asks,
+            subscribed: Default::default(),
+            resources: Default::default(),
+            log_level: None,
+            metrics,
+            profile: None,
+            counted: None,
+            active: std::collections::VecDeque::new(),
+            project,
+        }
+    }
+
     /// What this connection says about itself for `mcpd ctl agents`.
     pub fn describe(
         &self,

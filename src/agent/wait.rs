@@ -2,8 +2,8 @@
 
 use super::AgentContext;
 use super::params::PlainArguments;
-use super::reach::{Reach, reach};
 use super::reply::{Again, ReplyFuture, Step};
+use super::resolve::{Reach, reach};
 use super::session::Session;
 use crate::errors::AgentError;
 use crate::jsonrpc::{self, Id, Request};

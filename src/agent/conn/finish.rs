@@ -33,7 +33,7 @@ impl Conn {
         {
             let catalog = self.ctx.catalog.borrow();
             for server in &self.session.subscribed {
-                if let Ok(h) = crate::agent::reach::now(&catalog, &self.session, server) {
+                if let Ok(h) = crate::agent::resolve::now(&catalog, &self.session, server) {
                     h.forget(agent);
                 }
             }

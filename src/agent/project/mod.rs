@@ -27,7 +27,7 @@ use tokio::sync::oneshot;
 /// Asks a legacy agent that declared `roots` for them (after `initialized`, and on
 /// `notifications/roots/list_changed`); its answer becomes a claim.
 pub fn ask_roots(
-    inputs: &mut super::input::Inputs,
+    inputs: &mut super::pending_input::Inputs,
     session: &mut Session,
     outbox: &Outbox,
     agent: u64,

@@ -80,7 +80,7 @@ pub fn start(
         else {
             continue;
         };
-        let Ok(handle) = crate::agent::reach::ready_handle(&catalog, &server) else {
+        let Ok(handle) = crate::agent::resolve::ready_handle(&catalog, &server) else {
             continue;
         };
         honoured.push(Value::String(id.to_owned()));
