@@ -176,7 +176,7 @@ pub async fn serve(
             let _ = hup.reload().await;
         }
     });
-    let ctx = AgentContext {
+    let shared = crate::agent::SharedContext {
         catalog,
         supervisor,
         reloader,
@@ -184,10 +184,6 @@ pub async fn serve(
             own: nix::unistd::getuid().as_raw(),
             allowed: config.daemon.allow_uids.clone(),
         },
-        peer_uid: None,
-        peer_pid: None,
-        peer_origin: crate::agent::PeerOrigin::Outside,
-        over_http: false,
         agents: crate::agent::roster::AgentRoster::spawn(),
         metrics: crate::metrics::Metrics::spawn(),
         daemon,
@@ -206,6 +202,11 @@ pub async fn serve(
         task_inputs: crate::agent::TaskInputs::spawn(),
         task_book: crate::agent::TaskBook::spawn(task_statuses, config.daemon.max_message_bytes),
         discovery: config.daemon.discovery.clone(),
+    };
+    // The listeners give each connection its own peer.
+    let ctx = AgentContext {
+        shared: std::sync::Arc::new(shared),
+        peer: crate::agent::Peer::socket(None, None, crate::agent::PeerOrigin::Outside),
     };
     let ui = ui_pending.map(|ui| ui.start(ctx.clone(), logs, shutdown.clone()));
     let (ui_tasks, ui_routes) = match ui {

@@ -306,7 +306,7 @@ fn describe(
     }
     // Stateless HTTP clients share one connection: there is no session of theirs to
     // activate tools in (they call through mcpd__call_tool).
-    let stateless = ctx.over_http && session.era == Some(crate::protocol::era::Era::Modern);
+    let stateless = ctx.peer.over_http && session.era == Some(crate::protocol::era::Era::Modern);
     let changed = !stateless && activate(session, settings(ctx, session).max_active, found);
     if changed && discovers(ctx, session, catalog) {
         session.notify_list_changed(outbox, method::TOOLS_LIST_CHANGED);

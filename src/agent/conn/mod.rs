@@ -119,7 +119,7 @@ impl Conn {
         projects: mpsc::Sender<super::project::News>,
     ) -> Conn {
         // Another user's agent (`allow_uids`) names no directory for project servers.
-        let foreign = ctx.peer_uid.is_some_and(|u| u != ctx.access.own && u != 0);
+        let foreign = ctx.peer.uid.is_some_and(|u| u != ctx.access.own && u != 0);
         let mut catalog = ctx.catalog.clone();
         let seen_versions = {
             let c = catalog.borrow_and_update();
