@@ -70,7 +70,7 @@ pub fn start(
             },
         };
         if let Some((server, availability)) = unlisted {
-            if session.redo.as_ref() != Some(&id) && super::wait::coming(&catalog, server) {
+            if !session.is_redo(&id) && super::wait::coming(&catalog, server) {
                 let (server, request) = (
                     server.clone(),
                     Request {

@@ -118,10 +118,7 @@ pub fn is_meta(req: &Request) -> bool {
 
 /// The discovery settings that apply to this agent.
 pub fn settings<'a>(ctx: &'a AgentContext, session: &'a Session) -> &'a Discovery {
-    session
-        .profile
-        .as_ref()
-        .map_or(&ctx.discovery, |p| &p.discovery)
+    session.profile().map_or(&ctx.discovery, |p| &p.discovery)
 }
 
 /// Whether this agent's `tools/list` is the discovery list now.
@@ -149,7 +146,7 @@ pub fn list<'a>(
 ) -> Vec<&'a RawValue> {
     let d = settings(ctx, session);
     let mut names: Vec<&str> = d.pinned.iter().map(String::as_str).collect();
-    for a in session.active.iter().rev() {
+    for a in session.active().iter().rev() {
         if !names.contains(&a.as_str()) {
             names.push(a);
         }
@@ -306,8 +303,8 @@ fn describe(
     }
     // Stateless HTTP clients share one connection: there is no session of theirs to
     // activate tools in (they call through mcpd__call_tool).
-    let stateless = ctx.peer.over_http && session.era == Some(crate::protocol::era::Era::Modern);
-    let changed = !stateless && activate(session, settings(ctx, session).max_active, found);
+    let stateless = ctx.peer.over_http && session.era() == Some(crate::protocol::era::Era::Modern);
+    let changed = !stateless && session.activate(settings(ctx, session).max_active, found);
     if changed && discovers(ctx, session, catalog) {
         session.notify_list_changed(outbox, method::TOOLS_LIST_CHANGED);
     }
@@ -331,24 +328,6 @@ fn describe(
         ));
     }
     Ok(both(text, json!({"tools": tools, "unknown": unknown})))
-}
-
-/// Adds `names` to the agent's active tools, most recent last, keeping at most `max`.
-/// Whether the set changed.
-fn activate(session: &mut Session, max: usize, names: Vec<String>) -> bool {
-    let before: Vec<String> = session.active.iter().cloned().collect();
-    for n in names {
-        session.active.retain(|a| *a != n);
-        session.active.push_back(n);
-    }
-    while session.active.len() > max {
-        session.active.pop_front();
-    }
-    let mut a: Vec<&String> = before.iter().collect();
-    let mut b: Vec<&String> = session.active.iter().collect();
-    a.sort();
-    b.sort();
-    a != b
 }
 
 /// `mcpd__call_tool`: the named tool's call, with the rest of the request as it came

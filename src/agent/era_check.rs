@@ -26,7 +26,7 @@ pub fn check(req: &Request, session: &mut Session) -> EraCheck {
         return EraCheck::Refuse(jsonrpc::error_line(Some(&req.id), &e));
     }
     if req.method == method::INITIALIZE {
-        if session.era == Some(Era::Modern) {
+        if session.era() == Some(Era::Modern) {
             let requested = req
                 .params
                 .as_ref()
@@ -47,8 +47,7 @@ pub fn check(req: &Request, session: &mut Session) -> EraCheck {
             EraCheck::Serve { era: Era::Modern }
         }
         RequestEra::Modern => {
-            if session.era.is_none() {
-                session.era = Some(Era::Modern);
+            if session.era().is_none() {
                 let info = req
                     .params
                     .as_ref()
@@ -59,9 +58,8 @@ pub fn check(req: &Request, session: &mut Session) -> EraCheck {
                         .and_then(Value::as_str)
                         .map(str::to_owned)
                 };
-                session.client_name = field("name");
-                session.client_version = field("version");
-                tracing::info!(agent = session.agent, "agent speaks 2026-07-28");
+                session.pin_modern(field("name"), field("version"));
+                tracing::info!(agent = session.agent(), "agent speaks 2026-07-28");
             }
             EraCheck::Serve { era: Era::Modern }
         }
@@ -71,7 +69,9 @@ pub fn check(req: &Request, session: &mut Session) -> EraCheck {
             "Unsupported protocol version",
         )),
         RequestEra::MissingKey(k) => EraCheck::Refuse(missing_key(&req.id, k)),
-        RequestEra::Legacy if session.era == Some(Era::Modern) && !is_mcpd_method(&req.method) => {
+        RequestEra::Legacy
+            if session.era() == Some(Era::Modern) && !is_mcpd_method(&req.method) =>
+        {
             EraCheck::Refuse(missing_key(&req.id, key::PROTOCOL_VERSION))
         }
         RequestEra::Legacy => EraCheck::Serve { era: Era::Legacy },

@@ -62,14 +62,14 @@ impl Caller {
     /// The caller of a request of era `era` on `session`'s connection: a 2026-07-28
     /// request, or any request on a connection pinned to that era, is a modern call.
     pub fn of(outbox: &Outbox, session: &Session, era: Era) -> Caller {
-        let modern = era == Era::Modern || session.era == Some(Era::Modern);
+        let modern = era == Era::Modern || session.era() == Some(Era::Modern);
         Caller {
-            metrics: session.metrics.clone(),
+            metrics: session.metrics().clone(),
             outbox: outbox.clone(),
             era: if modern { Era::Modern } else { Era::Legacy },
-            caps: session.capabilities.clone(),
-            asks: session.asks.clone(),
-            log_level: session.log_level.clone(),
+            caps: session.capabilities().clone(),
+            asks: session.asks().clone(),
+            log_level: session.log_level().cloned(),
         }
     }
 }

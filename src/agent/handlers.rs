@@ -26,8 +26,8 @@ pub fn handle(
     session: &mut Session,
 ) -> Handled {
     let (req, plain) = only_for_tools(req, plain);
-    if session.counted.is_none() && !control::is_control(&req.method) {
-        session.counted = Some(super::AgentGauge::count(&ctx.daemon));
+    if !control::is_control(&req.method) {
+        session.count_as_agent(&ctx.daemon);
     }
     let era = match era_check::check(&req, session) {
         era_check::EraCheck::Refuse(line) => return Handled::Now(line),
@@ -79,7 +79,7 @@ pub fn handle(
                 .as_ref()
                 .and_then(crate::protocol::era::instance_in)
             {
-                session.mcpd_instance = Some(i);
+                session.is_mcpd(i);
             }
             Handled::Now(self_description::discover(&req, ctx))
         }
@@ -99,7 +99,7 @@ pub fn handle(
             let (mut listen, ack) = listen::listen(&req, task_ids);
             listen.tasks = watching;
             listen.watching = count;
-            session.listens.insert(req.id.clone(), listen);
+            session.open_listen(req.id.clone(), listen);
             Handled::Now(ack)
         }
         method::PROMPTS_LIST => surface::list(&req, ctx, ListKind::Prompts, era, session),
@@ -117,7 +117,7 @@ pub fn handle(
         method::TOOLS_LIST => {
             // A session's first list waits a little for servers still starting, so it
             // is complete (`wait.rs`).
-            if !std::mem::replace(&mut session.listed, true) {
+            if session.first_listing() {
                 let starting = super::wait::starting_for(&ctx.catalog.borrow(), session);
                 if !starting.is_empty() {
                     let (id, cancel, fut) = super::wait::first_list(req, starting, ctx);
@@ -171,26 +171,26 @@ fn initialize(req: &Request, session: &mut Session, behind: &[String]) -> String
         Some(v) if protocol::is_legacy_version(v) => v,
         _ => protocol::LATEST_LEGACY,
     };
-    session.protocol_version = Some(version.to_owned());
-    session.era = Some(crate::protocol::era::Era::Legacy);
-    session.capabilities = params
+    let capabilities = params
         .and_then(|p| p.get("capabilities"))
         .filter(|c| c.is_object())
         .cloned()
-        .unwrap_or_else(|| json!({}))
-        .into();
-    session.client_name = params
-        .and_then(|p| p.pointer("/clientInfo/name"))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    session.client_version = params
-        .and_then(|p| p.pointer("/clientInfo/version"))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    session.mcpd_instance = params.and_then(crate::protocol::era::instance_in);
+        .unwrap_or_else(|| json!({}));
+    let field = |pointer: &str| {
+        params
+            .and_then(|p| p.pointer(pointer))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let client = super::session::Client {
+        name: field("/clientInfo/name"),
+        version: field("/clientInfo/version"),
+        mcpd_instance: params.and_then(crate::protocol::era::instance_in),
+    };
+    session.initialize(capabilities, client);
     tracing::info!(
-        agent = session.agent,
-        client = session.client_name.as_deref().unwrap_or("?"),
+        agent = session.agent(),
+        client = session.client_name().unwrap_or("?"),
         protocol = version,
         "agent initialized"
     );
@@ -219,11 +219,11 @@ fn choose_profile(name: &str, ctx: &AgentContext, session: &mut Session) -> Resu
     match ctx.profiles.get(name) {
         Some(p) => {
             tracing::info!(
-                agent = session.agent,
+                agent = session.agent(),
                 profile = name,
                 "agent chose a profile"
             );
-            session.profile = Some(p.clone());
+            session.choose_profile(p.clone());
             super::project::on_profile(session);
             Ok(())
         }

@@ -14,7 +14,7 @@ pub const MAX_LISTEN_URIS: usize = 1024;
 /// Refuses a subscription beyond the caps: too many open on this connection, or too
 /// many resources in it.
 pub fn may_listen(req: &Request, session: &Session) -> Result<(), ErrorObject> {
-    if session.listens.len() >= MAX_LISTENS {
+    if session.listens().len() >= MAX_LISTENS {
         return Err(ErrorObject::new(
             crate::jsonrpc::mcpd_code::BUSY,
             format!(

@@ -92,7 +92,7 @@ impl Inputs {
     /// Sends a server's request to a legacy agent as a real request, if the agent declared
     /// the capability it needs; the answer goes back through `respond_to`.
     pub fn ask(&mut self, session: &Session, outbox: &Outbox, ask: ServerAsk) {
-        if let Err(e) = has_capability(&session.capabilities, &ask.method) {
+        if let Err(e) = has_capability(session.capabilities(), &ask.method) {
             let _ = ask.respond_to.send(Err(e)); // the server side may have given up
             return;
         }

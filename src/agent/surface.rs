@@ -342,18 +342,13 @@ pub fn subscribe(
         Err(e) => return Handled::Now(jsonrpc::error_line(Some(&req.id), &e.to_error_object())),
     };
     let key = (server.clone(), original.clone());
-    if !on {
-        session.resources.remove(&key);
-    } else if session.resources.len() >= MAX_SUBSCRIPTIONS && !session.resources.contains(&key) {
+    if !session.subscribe(key, on, MAX_SUBSCRIPTIONS) {
         return too_many_subscriptions(&req.id, m);
-    } else {
-        session.resources.insert(key);
     }
-    session.subscribed.insert(server.clone());
     let sub = Subscription {
         uri: original,
         presented: uri,
-        agent: session.agent,
+        agent: session.agent(),
         outbox: outbox.clone(),
         listen: None,
     };
@@ -402,7 +397,7 @@ pub fn listen_resources(
     for uri in uris.iter().filter_map(Value::as_str) {
         let Ok((server, original)) = route(&catalog, uri, session) else {
             tracing::debug!(
-                agent = session.agent,
+                agent = session.agent(),
                 uri,
                 "a subscription to a resource no server offers"
             );
@@ -415,21 +410,18 @@ pub fn listen_resources(
         wanted.push((server, original, uri, handle));
     }
     // All or none: a subscription is refused whole if its resources would pass the limit.
-    let new: std::collections::HashSet<_> = wanted
+    let keys = wanted
         .iter()
         .map(|(server, original, ..)| (server.clone(), original.clone()))
-        .filter(|key| !session.resources.contains(key))
         .collect();
-    if session.resources.len() + new.len() > MAX_SUBSCRIPTIONS {
+    if !session.subscribe_all(keys, MAX_SUBSCRIPTIONS) {
         return Err(too_many_subscriptions(&req.id, method::LISTEN));
     }
-    session.resources.extend(new);
-    for (server, original, uri, handle) in wanted {
-        session.subscribed.insert(server);
+    for (_, original, uri, handle) in wanted {
         let sub = Subscription {
             uri: original,
             presented: uri.to_owned(),
-            agent: session.agent,
+            agent: session.agent(),
             outbox: outbox.about(&req.id),
             listen: Some(req.id.clone()),
         };
@@ -454,7 +446,7 @@ pub fn set_level(req: &Request, session: &mut Session) -> Handled {
         .and_then(Value::as_str);
     match level {
         Some(l) if crate::protocol::logging::rank(l).is_some() => {
-            session.log_level = Some(l.to_owned());
+            session.set_log_level(l.to_owned());
             Handled::Now(jsonrpc::result_line(&req.id, &json!({})))
         }
         _ => invalid(

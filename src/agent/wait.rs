@@ -21,7 +21,7 @@ pub const FIRST_LIST_WAIT: Duration = Duration::from_secs(5);
 /// The servers `session` sees whose tools are on their way without a call: starting, or
 /// run per project when the agent names one (its instance starts in the background).
 pub fn starting_for(catalog: &Catalog, session: &Session) -> Vec<Arc<str>> {
-    let has_project = session.project.current.is_some() || session.project.waiting().is_some();
+    let has_project = session.project().current.is_some() || session.project().waiting().is_some();
     catalog
         .servers
         .iter()

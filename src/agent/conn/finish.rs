@@ -32,7 +32,7 @@ impl Conn {
         // Its resource subscriptions end with it.
         {
             let catalog = self.ctx.catalog.borrow();
-            for server in &self.session.subscribed {
+            for server in self.session.subscribed() {
                 if let Ok(h) = crate::agent::resolve::now(&catalog, &self.session, server) {
                     h.forget(agent);
                 }

@@ -254,9 +254,9 @@ impl Conn {
             }
             Step::Again(again) => {
                 let super::reply::Again { request, plain } = *again;
-                self.session.redo = Some(request.id.clone());
+                self.session.set_redo(Some(request.id.clone()));
                 let out = self.on_request(request, plain);
-                self.session.redo = None;
+                self.session.set_redo(None);
                 if let Some(out) = out {
                     self.held.reply(&self.outbox, out);
                 }
@@ -287,8 +287,7 @@ impl Conn {
     fn on_catalog(&mut self) -> bool {
         let (versions, looped) = {
             let c = self.catalog.borrow_and_update();
-            let looped =
-                (self.session.mcpd_instance.as_ref()).is_some_and(|i| c.mcpd_behind.contains(i));
+            let looped = (self.session.mcpd_instance()).is_some_and(|i| c.mcpd_behind.contains(i));
             (
                 (c.tools_version, c.prompts_version, c.resources_version),
                 looped,
@@ -389,7 +388,7 @@ impl Conn {
             return unowned(jsonrpc::error_line(Some(&req.id), &e));
         }
         // An open subscription is a request in flight too.
-        if self.in_flight.len() + self.session.listens.len() >= self.max_in_flight {
+        if self.in_flight.len() + self.session.listens().len() >= self.max_in_flight {
             let e = AgentError::TooManyInFlight(self.max_in_flight).to_error_object();
             return unowned(jsonrpc::error_line(Some(&req.id), &e));
         }
@@ -432,7 +431,7 @@ impl Conn {
     fn on_notification(&mut self, n: jsonrpc::Notification) {
         match n.method.as_str() {
             method::INITIALIZED => {
-                self.session.initialized = true;
+                self.session.mark_initialized();
                 project::ask_roots(
                     &mut self.inputs,
                     &mut self.session,
@@ -458,7 +457,7 @@ impl Conn {
                 if let Some(id) = id {
                     self.in_flight.cancel(&id);
                     // Ending a subscription is silent: no response is due.
-                    self.session.listens.remove(&id);
+                    self.session.end_listen(&id);
                 }
             }
             other => tracing::debug!(agent = self.agent, method = other, "ignored a notification"),

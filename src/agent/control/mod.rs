@@ -33,7 +33,7 @@ pub(super) fn may_control(ctx: &AgentContext, session: &Session) -> Result<(), C
         Err(ControlDenial::Server)
     } else if ctx.peer.origin == PeerOrigin::Unknown {
         Err(ControlDenial::UnknownOrigin)
-    } else if session.profile.is_some() {
+    } else if session.profile().is_some() {
         Err(ControlDenial::Profile)
     } else {
         Ok(())

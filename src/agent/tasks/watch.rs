@@ -54,7 +54,7 @@ pub fn start(
             "notifications.taskIds must be a list of task ids",
         ));
     };
-    let already: usize = session.listens.values().map(|l| l.watching).sum();
+    let already: usize = session.listens().values().map(|l| l.watching).sum();
     if already + ids.len() > MAX_WATCHED {
         return Err(ErrorObject::new(
             jsonrpc::code::INVALID_PARAMS,
