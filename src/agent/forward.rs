@@ -42,8 +42,6 @@ pub struct Target {
     pub handle: UpstreamHandle,
 }
 
-/// Sends a routed request and returns the future of its answer: progress goes to the
-/// agent, the server's requests during it are bridged to the agent's era.
 /// What a call needs to know about the agent making it, owned so a call can start
 /// later (after its server is ready).
 #[derive(Clone)]
@@ -74,6 +72,8 @@ impl Caller {
     }
 }
 
+/// Sends a routed request and returns the future of its answer: progress goes to the
+/// agent, the server's requests during it are bridged to the agent's era.
 pub fn launch(id: Id, target: Target, caller: &Caller) -> (Id, CancellationToken, ReplyFuture) {
     let cancel = CancellationToken::new();
     let fut = launch_with(id.clone(), target, caller, cancel.clone());
