@@ -293,7 +293,7 @@ fn agent_context(
     daemon: Arc<DaemonInfo>,
     task_statuses: tokio::sync::mpsc::Receiver<crate::budget::Charged<crate::upstream::TaskStatus>>,
 ) -> AgentContext {
-    AgentContext {
+    let shared = crate::agent::SharedContext {
         catalog,
         supervisor,
         reloader,
@@ -301,10 +301,6 @@ fn agent_context(
             own: nix::unistd::getuid().as_raw(),
             allowed: config.daemon.allow_uids.clone(),
         },
-        peer_uid: None,
-        peer_pid: None,
-        peer_origin: crate::agent::PeerOrigin::Outside,
-        over_http: false,
         agents: crate::agent::roster::AgentRoster::spawn(),
         metrics: crate::metrics::Metrics::spawn(),
         daemon,
@@ -325,6 +321,11 @@ fn agent_context(
         task_inputs: crate::agent::TaskInputs::spawn(),
         task_book: crate::agent::TaskBook::spawn(task_statuses, config.daemon.max_message_bytes),
         discovery: config.daemon.discovery.clone(),
+    };
+    // The listeners give each connection its own peer.
+    AgentContext {
+        shared: Arc::new(shared),
+        peer: crate::agent::Peer::socket(None, None, crate::agent::PeerOrigin::Outside),
     }
 }
 

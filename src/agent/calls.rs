@@ -9,6 +9,7 @@ use super::session::Session;
 use crate::errors::AgentError;
 use crate::jsonrpc::{Id, Request};
 use crate::outbox::Outbox;
+use crate::protocol::era::Era;
 use crate::protocol::method;
 use crate::registry::Resolved;
 use crate::upstream::PlainCall;
@@ -22,7 +23,7 @@ pub fn start(
     ctx: &AgentContext,
     outbox: &Outbox,
     session: &Session,
-    modern: bool,
+    era: Era,
 ) -> Result<(Id, CancellationToken, ReplyFuture), Refusal> {
     let Request { id, params, .. } = req;
     let fail = |error: AgentError| Refusal {
@@ -58,7 +59,7 @@ pub fn start(
             server,
             availability,
         } => {
-            if session.redo.as_ref() != Some(&id) && super::wait::coming(&catalog, server) {
+            if !session.is_redo(&id) && super::wait::coming(&catalog, server) {
                 let (server, request) = (
                     server.clone(),
                     Request {
@@ -92,10 +93,11 @@ pub fn start(
     // legacy agent's `task` goes to its server; a tool that runs only as a task gets one
     // from mcpd when the agent did not ask.
     let required = tool.task_required;
-    if modern {
+    if era == Era::Modern {
         params.remove("task");
     }
-    let declared = modern && crate::protocol::tasks::declared_in_meta(params.get("_meta"));
+    let declared =
+        era == Era::Modern && crate::protocol::tasks::declared_in_meta(params.get("_meta"));
     if declared && required {
         // A modern agent that can do tasks gets a 2025-11-25 one as an extension task.
         params.insert("task".into(), serde_json::json!({}));
@@ -106,9 +108,9 @@ pub fn start(
             book: ctx.task_book.clone(),
             status_to: None,
         }
-    } else if modern && !required {
+    } else if era == Era::Modern && !required {
         TaskMode::None
-    } else if !modern && params.get("task").is_some_and(Value::is_object) {
+    } else if era == Era::Legacy && params.get("task").is_some_and(Value::is_object) {
         TaskMode::Owned {
             owner: super::tasks::ids::owner(ctx),
             book: ctx.task_book.clone(),
@@ -132,7 +134,7 @@ pub fn start(
         }),
         None => params.into(),
     };
-    let caller = Caller::of(outbox, session, modern);
+    let caller = Caller::of(outbox, session, era);
     let route = Route {
         server: server.clone(),
         method: method::TOOLS_CALL,
@@ -141,7 +143,7 @@ pub fn start(
     };
     // A server still starting (its tools listed from the cached catalog) or idle is
     // waited for; one run per agent or per project, the caller's instance is called.
-    let reach = super::reach::reach(&catalog, &ctx.catalog, &ctx.supervisor, session, &server)
+    let reach = super::resolve::reach(&catalog, &ctx.catalog, &ctx.supervisor, session, &server)
         .map_err(fail)?;
     Ok(forward::go(id, route, reach, &caller))
 }

@@ -16,6 +16,7 @@ use crate::config::{Discovery, RESERVED};
 use crate::errors::AgentError;
 use crate::jsonrpc::{self, Id, Request};
 use crate::outbox::Outbox;
+use crate::protocol::era::Era;
 use crate::protocol::method;
 use crate::registry::Catalog;
 use serde_json::value::RawValue;
@@ -117,10 +118,7 @@ pub fn is_meta(req: &Request) -> bool {
 
 /// The discovery settings that apply to this agent.
 pub fn settings<'a>(ctx: &'a AgentContext, session: &'a Session) -> &'a Discovery {
-    session
-        .profile
-        .as_ref()
-        .map_or(&ctx.discovery, |p| &p.discovery)
+    session.profile().map_or(&ctx.discovery, |p| &p.discovery)
 }
 
 /// Whether this agent's `tools/list` is the discovery list now.
@@ -148,7 +146,7 @@ pub fn list<'a>(
 ) -> Vec<&'a RawValue> {
     let d = settings(ctx, session);
     let mut names: Vec<&str> = d.pinned.iter().map(String::as_str).collect();
-    for a in session.active.iter().rev() {
+    for a in session.active().iter().rev() {
         if !names.contains(&a.as_str()) {
             names.push(a);
         }
@@ -171,7 +169,7 @@ pub fn call(
     ctx: &AgentContext,
     outbox: &Outbox,
     session: &mut Session,
-    modern: bool,
+    era: Era,
 ) -> Handled {
     let mut params = match req.params.take() {
         Some(Value::Object(params)) => params,
@@ -182,7 +180,7 @@ pub fn call(
         _ => String::new(),
     };
     if name == CALL {
-        return call_tool(req.id, params, plain, ctx, outbox, session, modern);
+        return call_tool(req.id, params, plain, ctx, outbox, session, era);
     }
     if let Some(plain) = plain {
         params = plain.merged(params);
@@ -203,7 +201,7 @@ pub fn call(
             return Handled::Now(jsonrpc::error_line(Some(&req.id), &e.to_error_object()));
         }
     };
-    if modern {
+    if era == Era::Modern {
         crate::protocol::era::modernize_result(&mut result);
     }
     Handled::Now(jsonrpc::result_line(&req.id, &result))
@@ -305,8 +303,8 @@ fn describe(
     }
     // Stateless HTTP clients share one connection: there is no session of theirs to
     // activate tools in (they call through mcpd__call_tool).
-    let stateless = ctx.over_http && session.era == Some(crate::protocol::era::Era::Modern);
-    let changed = !stateless && activate(session, settings(ctx, session).max_active, found);
+    let stateless = ctx.peer.over_http && session.era() == Some(crate::protocol::era::Era::Modern);
+    let changed = !stateless && session.activate(settings(ctx, session).max_active, found);
     if changed && discovers(ctx, session, catalog) {
         session.notify_list_changed(outbox, method::TOOLS_LIST_CHANGED);
     }
@@ -332,24 +330,6 @@ fn describe(
     Ok(both(text, json!({"tools": tools, "unknown": unknown})))
 }
 
-/// Adds `names` to the agent's active tools, most recent last, keeping at most `max`.
-/// Whether the set changed.
-fn activate(session: &mut Session, max: usize, names: Vec<String>) -> bool {
-    let before: Vec<String> = session.active.iter().cloned().collect();
-    for n in names {
-        session.active.retain(|a| *a != n);
-        session.active.push_back(n);
-    }
-    while session.active.len() > max {
-        session.active.pop_front();
-    }
-    let mut a: Vec<&String> = before.iter().collect();
-    let mut b: Vec<&String> = session.active.iter().collect();
-    a.sort();
-    b.sort();
-    a != b
-}
-
 /// `mcpd__call_tool`: the named tool's call, with the rest of the request as it came
 /// (its `_meta`, and a modern agent's `inputResponses` and `requestState` on a retry).
 /// `params` are the request's but for the arguments when they are in `plain`: then the
@@ -361,7 +341,7 @@ fn call_tool(
     ctx: &AgentContext,
     outbox: &Outbox,
     session: &mut Session,
-    modern: bool,
+    era: Era,
 ) -> Handled {
     let refuse = |reason: &str| {
         let e = AgentError::InvalidParams {
@@ -409,7 +389,7 @@ fn call_tool(
         method: method::TOOLS_CALL.into(),
         params: Some(Value::Object(params)),
     };
-    match super::calls::start(inner, arguments, ctx, outbox, session, modern) {
+    match super::calls::start(inner, arguments, ctx, outbox, session, era) {
         Ok((id, cancel, fut)) => Handled::Later { id, cancel, fut },
         Err(refusal) => Handled::Now(refusal.line()),
     }

@@ -1,17 +1,18 @@
-//! Forwarding an agent's request to its server: the route, the caller's side of it (its outbox, era, capabilities), waiting for a server that is starting or for the agent's own instance, and the future of the answer.
+//! Forwarding an agent's request to its server: the route, the caller's side of it (its outbox, era, capabilities), waiting for a server that is starting or for the agent's own instance, and the call's plan (`call/`) chosen once, whose branch is the future of the answer.
 
-use super::input;
+use super::call::fulfil::Fulfil;
+use super::call::{AgentSide, Call, CallPlan, parked};
 use super::params::Params;
-use super::reach::Reach;
-use super::render::{Rewrite, TaskMode};
-use super::reply::{InFlight, ReplyFuture, Step};
+use super::render::Rewrite;
+use super::reply::{ReplyFuture, Step};
+use super::resolve::Reach;
 use super::session::Session;
 use crate::jsonrpc::{self, Id};
 use crate::outbox::Outbox;
 use crate::protocol::era::{self, Era};
-use crate::upstream::{CallOptions, LogRoute, ProgressSink, ServerAsk, UpstreamHandle};
+use crate::upstream::{LogRoute, ProgressSink, ServerAsk, UpstreamHandle};
 use futures::FutureExt;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::mpsc;
@@ -24,9 +25,6 @@ static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
 pub fn next_call() -> crate::upstream::CallId {
     NEXT_CALL.fetch_add(1, Ordering::Relaxed)
 }
-
-/// Server requests queued per modern-agent call.
-const CALL_ASKS: usize = 4;
 
 /// Where a request goes and what it says there, before its server's handle is known.
 pub struct Route {
@@ -44,15 +42,13 @@ pub struct Target {
     pub handle: UpstreamHandle,
 }
 
-/// Sends a routed request and returns the future of its answer: progress goes to the
-/// agent, the server's requests during it are bridged to the agent's era.
 /// What a call needs to know about the agent making it, owned so a call can start
 /// later (after its server is ready).
 #[derive(Clone)]
 pub struct Caller {
     outbox: Outbox,
-    /// The agent speaks the modern era (this request, or the connection).
-    modern: bool,
+    /// The agent's era: this request's, or the connection's.
+    era: Era,
     /// The capabilities a legacy agent declared in `initialize`.
     caps: Arc<Value>,
     asks: mpsc::Sender<Box<ServerAsk>>,
@@ -61,25 +57,30 @@ pub struct Caller {
 }
 
 impl Caller {
-    pub fn of(outbox: &Outbox, session: &Session, modern: bool) -> Caller {
+    /// The caller of a request of era `era` on `session`'s connection: a 2026-07-28
+    /// request, or any request on a connection pinned to that era, is a modern call.
+    pub fn of(outbox: &Outbox, session: &Session, era: Era) -> Caller {
+        let modern = era == Era::Modern || session.era() == Some(Era::Modern);
         Caller {
-            metrics: session.metrics.clone(),
+            metrics: session.metrics().clone(),
             outbox: outbox.clone(),
-            modern: modern || session.era == Some(Era::Modern),
-            caps: session.capabilities.clone(),
-            asks: session.asks.clone(),
-            log_level: session.log_level.clone(),
+            era: if modern { Era::Modern } else { Era::Legacy },
+            caps: session.capabilities().clone(),
+            asks: session.asks().clone(),
+            log_level: session.log_level().cloned(),
         }
     }
 }
 
+/// Sends a routed request and returns the future of its answer: progress goes to the
+/// agent, the server's requests during it are bridged to the agent's era.
 pub fn launch(id: Id, target: Target, caller: &Caller) -> (Id, CancellationToken, ReplyFuture) {
     let cancel = CancellationToken::new();
     let fut = launch_with(id.clone(), target, caller, cancel.clone());
     (id, cancel, fut)
 }
 
-/// Sends a request wherever it can reach its server (`reach.rs`): at once, or once its
+/// Sends a request wherever it can reach its server (`resolve.rs`): at once, or once its
 /// server (or the agent's instance) is ready; a cancellation meanwhile ends it at once.
 pub fn go(
     id: Id,
@@ -136,7 +137,6 @@ fn launch_with(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
 
 fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToken) -> ReplyFuture {
     let outbox = &caller.outbox.about(&id);
-    let modern = caller.modern;
     let Target {
         route:
             Route {
@@ -147,6 +147,7 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
             },
         handle,
     } = target;
+    let plan = CallPlan::decide(caller.era, method, &rewrite);
     let progress = params
         .meta()
         .and_then(|m| m.get("progressToken"))
@@ -154,129 +155,48 @@ fn call_future(id: Id, target: Target, caller: &Caller, cancel: CancellationToke
             token: token.clone(),
             outbox: outbox.clone(),
         });
-    // A modern agent asks for log messages per request; a legacy one sets a level for
-    // its calls (or gets everything).
-    let logs = if modern {
-        params.parsed().and_then(requested_level).map(|l| LogRoute {
+    // A 2026-07-28 agent asks for log messages per request; an agent of the `initialize`
+    // era sets a level for its calls (or gets everything). A modern server is asked for
+    // log messages at that level, upstream, when the request is dressed for its era.
+    let logs = match plan.agent {
+        AgentSide::Parks => params.parsed().and_then(requested_level).map(|l| LogRoute {
             outbox: outbox.clone(),
             threshold: Some(l.to_owned()),
-        })
-    } else {
-        // A modern server is asked for log messages at this level, upstream, when the
-        // request is dressed for its era.
-        Some(LogRoute {
+        }),
+        AgentSide::Fulfils => Some(LogRoute {
             outbox: outbox.clone(),
             threshold: caller.log_level.clone(),
-        })
+        }),
     };
-    let call = NEXT_CALL.fetch_add(1, Ordering::Relaxed);
-    if modern {
-        let caps = params
-            .meta()
-            .and_then(|m| m.get(era::key::CLIENT_CAPABILITIES))
-            .cloned()
-            .unwrap_or_else(|| json!({}));
-        let (asks_tx, asks) = mpsc::channel(CALL_ASKS);
-        // A tool that runs only as a 2025-11-25 task is made one and followed.
-        let follow = matches!(
-            rewrite,
-            Rewrite::ToolResult {
-                tasks: TaskMode::Follow,
-                ..
-            }
-        );
-        // An agent that did not declare the Tasks extension calling a tool: a modern
-        // server that runs it only as a task answers -32021.
-        let may_bridge = matches!(
-            rewrite,
-            Rewrite::ToolResult {
-                tasks: TaskMode::None,
-                ..
-            }
-        );
-        let opts = CallOptions {
-            progress,
-            caps: None,
-            asks: Some(asks_tx.clone()),
-            logs,
-        };
-        let reply = if follow {
-            let (h, s) = (handle.clone(), server.clone());
-            let params = params.into_map();
-            super::tasks::follow::follow_legacy(h, call, s, params, asks_tx).boxed()
-        } else if may_bridge {
-            bridged(
-                handle.clone(),
-                call,
-                server.clone(),
-                (method, params),
-                opts,
-                asks_tx,
-            )
-            .boxed()
-        } else {
-            // A plain call's arguments go on as the agent wrote them (`params.rs`).
-            handle.call(call, method, params, opts).boxed()
-        };
-        input::drive(InFlight {
-            id,
-            server,
-            handle,
-            call,
-            cancel: cancel.clone(),
-            reply,
-            asks,
-            caps,
-            method,
-            rewrite,
-        })
-    } else {
+    if plan.agent == AgentSide::Fulfils {
         // The statuses of a 2025-11-25 task this call makes come from this connection.
         rewrite.route_statuses(&caller.outbox, handle.instance());
-        let legacy = super::legacy_call::LegacyCall {
-            id,
-            server,
-            handle,
+    }
+    let call = Call {
+        id,
+        server,
+        handle,
+        call: next_call(),
+        cancel,
+        params,
+        method,
+        rewrite,
+        progress,
+        logs,
+    };
+    match plan.agent {
+        AgentSide::Parks => parked::start(call, plan.work),
+        AgentSide::Fulfils => Fulfil {
             call,
-            cancel: cancel.clone(),
-            params,
-            progress,
+            work: plan.work,
             caps: caller.caps.clone(),
             asks: caller.asks.clone(),
-            method,
-            rewrite,
-            logs,
-        };
-        legacy.run().boxed()
-    }
-}
-
-/// A modern agent's `tools/call` that did not declare the Tasks extension. When its
-/// server runs the tool only as a task (-32021 naming the extension), mcpd declares the
-/// extension itself and follows the task to its result, as it does for a legacy agent
-/// (`legacy_call.rs`): the agent gets the tool's result, its input requests as
-/// `input_required` rounds. The params are kept for that retry: for a plain call, two
-/// shared pointers.
-async fn bridged(
-    handle: UpstreamHandle,
-    call: crate::upstream::CallId,
-    server: Arc<str>,
-    (method, params): (&'static str, Params),
-    opts: CallOptions,
-    asks: mpsc::Sender<Box<ServerAsk>>,
-) -> crate::upstream::RawReply {
-    let retry = params.clone();
-    let reply = handle.call(call, method, params, opts).await;
-    match reply {
-        Ok(Err(e)) if crate::protocol::tasks::requires_extension(&e) => {
-            let params = retry.into_map();
-            super::tasks::follow::follow(handle, call, server, params, asks, None).await
         }
-        other => other,
+        .run(),
     }
 }
 
-/// The level a modern agent asks for in its request's `_meta`.
+/// The level a 2026-07-28 agent asks for in its request's `_meta`.
 pub fn requested_level(params: &Map<String, Value>) -> Option<&str> {
     params.get("_meta")?.get(era::key::LOG_LEVEL)?.as_str()
 }

@@ -3,11 +3,12 @@
 use super::params::PlainArguments;
 use super::reply::Handled;
 use super::session::Session;
-use super::{AgentContext, calls, control, modern, surface, tasks};
+use super::{AgentContext, calls, control, era_check, listen, self_description, surface, tasks};
 use crate::errors::AgentError;
 use crate::jsonrpc::{self, Id, Request};
 use crate::outbox::Outbox;
 use crate::protocol::ListKind;
+use crate::protocol::era::Era;
 use crate::protocol::{self, method};
 use crate::supervisor::Action;
 use serde_json::value::RawValue;
@@ -25,12 +26,12 @@ pub fn handle(
     session: &mut Session,
 ) -> Handled {
     let (req, plain) = only_for_tools(req, plain);
-    if session.counted.is_none() && !control::is_control(&req.method) {
-        session.counted = Some(super::AgentGauge::count(&ctx.daemon));
+    if !control::is_control(&req.method) {
+        session.count_as_agent(&ctx.daemon);
     }
-    let modern = match modern::check(&req, session) {
-        modern::EraCheck::Refuse(line) => return Handled::Now(line),
-        modern::EraCheck::Serve { modern } => modern,
+    let era = match era_check::check(&req, session) {
+        era_check::EraCheck::Refuse(line) => return Handled::Now(line),
+        era_check::EraCheck::Serve { era } => era,
     };
     if control::is_control(&req.method)
         && let Err(why) = control::may_control(ctx, session)
@@ -78,12 +79,12 @@ pub fn handle(
                 .as_ref()
                 .and_then(crate::protocol::era::instance_in)
             {
-                session.mcpd_instance = Some(i);
+                session.is_mcpd(i);
             }
-            Handled::Now(modern::discover(&req, ctx))
+            Handled::Now(self_description::discover(&req, ctx))
         }
-        method::LISTEN if modern => {
-            if let Err(e) = modern::may_listen(&req, session) {
+        method::LISTEN if era == Era::Modern => {
+            if let Err(e) = listen::may_listen(&req, session) {
                 return Handled::Now(jsonrpc::error_line(Some(&req.id), &e));
             }
             // Watchers first: a refusal after them drops their guard, which ends them.
@@ -95,20 +96,20 @@ pub fn handle(
                 return refusal;
             }
             let count = task_ids.len();
-            let (mut listen, ack) = modern::listen(&req, task_ids);
+            let (mut listen, ack) = listen::listen(&req, task_ids);
             listen.tasks = watching;
             listen.watching = count;
-            session.listens.insert(req.id.clone(), listen);
+            session.open_listen(req.id.clone(), listen);
             Handled::Now(ack)
         }
-        method::PROMPTS_LIST => surface::list(&req, ctx, ListKind::Prompts, modern, session),
-        method::RESOURCES_LIST => surface::list(&req, ctx, ListKind::Resources, modern, session),
+        method::PROMPTS_LIST => surface::list(&req, ctx, ListKind::Prompts, era, session),
+        method::RESOURCES_LIST => surface::list(&req, ctx, ListKind::Resources, era, session),
         method::RESOURCE_TEMPLATES_LIST => {
-            surface::list(&req, ctx, ListKind::Templates, modern, session)
+            surface::list(&req, ctx, ListKind::Templates, era, session)
         }
-        method::PROMPTS_GET => surface::prompts_get(req, ctx, outbox, session, modern),
-        method::RESOURCES_READ => surface::resources_read(req, ctx, outbox, session, modern),
-        method::COMPLETE => surface::complete(req, ctx, outbox, session, modern),
+        method::PROMPTS_GET => surface::prompts_get(req, ctx, outbox, session, era),
+        method::RESOURCES_READ => surface::resources_read(req, ctx, outbox, session, era),
+        method::COMPLETE => surface::complete(req, ctx, outbox, session, era),
         method::RESOURCES_SUBSCRIBE => surface::subscribe(req, ctx, outbox, session, true),
         method::RESOURCES_UNSUBSCRIBE => surface::subscribe(req, ctx, outbox, session, false),
         method::SET_LEVEL => surface::set_level(&req, session),
@@ -116,27 +117,27 @@ pub fn handle(
         method::TOOLS_LIST => {
             // A session's first list waits a little for servers still starting, so it
             // is complete (`wait.rs`).
-            if !std::mem::replace(&mut session.listed, true) {
+            if session.first_listing() {
                 let starting = super::wait::starting_for(&ctx.catalog.borrow(), session);
                 if !starting.is_empty() {
                     let (id, cancel, fut) = super::wait::first_list(req, starting, ctx);
                     return Handled::Later { id, cancel, fut };
                 }
             }
-            tools_list(&req, ctx, modern, session)
+            tools_list(&req, ctx, era, session)
         }
         method::TOOLS_CALL if super::discover::is_meta(&req) => {
-            super::discover::call(req, plain, ctx, outbox, session, modern)
+            super::discover::call(req, plain, ctx, outbox, session, era)
         }
-        method::TOOLS_CALL => match calls::start(req, plain, ctx, outbox, session, modern) {
+        method::TOOLS_CALL => match calls::start(req, plain, ctx, outbox, session, era) {
             Ok((id, cancel, fut)) => Handled::Later { id, cancel, fut },
             Err(refusal) => Handled::Now(refusal.line()),
         },
         crate::protocol::tasks::GET
         | crate::protocol::tasks::UPDATE
         | crate::protocol::tasks::CANCEL
-        | method::TASKS_RESULT => tasks::handle(req, ctx, outbox, session, modern),
-        method::TASKS_LIST if !modern => tasks::list(req, ctx, session),
+        | method::TASKS_RESULT => tasks::handle(req, ctx, outbox, session, era),
+        method::TASKS_LIST if era == Era::Legacy => tasks::list(req, ctx, session),
         method::MCPD_STATUS => control::status(req, ctx),
         "mcpd/reload" => control::reload(req, ctx),
         "mcpd/metrics" => control::metrics(req, ctx),
@@ -170,30 +171,30 @@ fn initialize(req: &Request, session: &mut Session, behind: &[String]) -> String
         Some(v) if protocol::is_legacy_version(v) => v,
         _ => protocol::LATEST_LEGACY,
     };
-    session.protocol_version = Some(version.to_owned());
-    session.era = Some(crate::protocol::era::Era::Legacy);
-    session.capabilities = params
+    let capabilities = params
         .and_then(|p| p.get("capabilities"))
         .filter(|c| c.is_object())
         .cloned()
-        .unwrap_or_else(|| json!({}))
-        .into();
-    session.client_name = params
-        .and_then(|p| p.pointer("/clientInfo/name"))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    session.client_version = params
-        .and_then(|p| p.pointer("/clientInfo/version"))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    session.mcpd_instance = params.and_then(crate::protocol::era::instance_in);
+        .unwrap_or_else(|| json!({}));
+    let field = |pointer: &str| {
+        params
+            .and_then(|p| p.pointer(pointer))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let client = super::session::Client {
+        name: field("/clientInfo/name"),
+        version: field("/clientInfo/version"),
+        mcpd_instance: params.and_then(crate::protocol::era::instance_in),
+    };
+    session.initialize(capabilities, client);
     tracing::info!(
-        agent = session.agent,
-        client = session.client_name.as_deref().unwrap_or("?"),
+        agent = session.agent(),
+        client = session.client_name().unwrap_or("?"),
         protocol = version,
         "agent initialized"
     );
-    let mut capabilities = modern::capabilities();
+    let mut capabilities = self_description::capabilities();
     if version == protocol::TASKS_VERSION {
         // 2025-11-25 tool tasks pass through to the servers that run them (translated
         // for extension servers); `tasks/list` shows the agent's own, from mcpd's book.
@@ -207,7 +208,7 @@ fn initialize(req: &Request, session: &mut Session, behind: &[String]) -> String
         "protocolVersion": version,
         "capabilities": capabilities,
         "serverInfo": crate::protocol::era::server_info(),
-        "instructions": modern::INSTRUCTIONS,
+        "instructions": self_description::INSTRUCTIONS,
         "_meta": crate::protocol::era::daemon_meta(behind),
     });
     jsonrpc::result_line(&req.id, &result)
@@ -218,11 +219,11 @@ fn choose_profile(name: &str, ctx: &AgentContext, session: &mut Session) -> Resu
     match ctx.profiles.get(name) {
         Some(p) => {
             tracing::info!(
-                agent = session.agent,
+                agent = session.agent(),
                 profile = name,
                 "agent chose a profile"
             );
-            session.profile = Some(p.clone());
+            session.choose_profile(p.clone());
             super::project::on_profile(session);
             Ok(())
         }
@@ -240,7 +241,7 @@ fn choose_profile(name: &str, ctx: &AgentContext, session: &mut Session) -> Resu
     }
 }
 
-fn tools_list(req: &Request, ctx: &AgentContext, modern: bool, session: &Session) -> Handled {
+fn tools_list(req: &Request, ctx: &AgentContext, era: Era, session: &Session) -> Handled {
     let cursor = req.params.as_ref().and_then(|p| p.get("cursor"));
     let cursor = match cursor {
         None | Some(Value::Null) => None,
@@ -263,7 +264,7 @@ fn tools_list(req: &Request, ctx: &AgentContext, modern: bool, session: &Session
             #[serde(flatten, skip_serializing_if = "Option::is_none")]
             modern: Option<Value>,
         }
-        let modern = modern.then(|| {
+        let modern = (era == Era::Modern).then(|| {
             json!({
                 "resultType": "complete",
                 "ttlMs": 0,
@@ -289,7 +290,7 @@ fn tools_list(req: &Request, ctx: &AgentContext, modern: bool, session: &Session
                 #[serde(flatten, skip_serializing_if = "Option::is_none")]
                 modern: Option<Value>,
             }
-            let modern = modern.then(|| {
+            let modern = (era == Era::Modern).then(|| {
                 let c = catalog.cache();
                 json!({
                     "resultType": "complete",

@@ -149,10 +149,7 @@ pub async fn run(
         }
         // An Option field logs its value, or nothing when None.
         tracing::info!(agent, pid, uid, ?origin, "agent connected");
-        let mut ctx = ctx.clone();
-        ctx.peer_uid = uid;
-        ctx.peer_pid = pid;
-        ctx.peer_origin = origin;
+        let ctx = ctx.with_peer(super::Peer::socket(uid, pid, origin));
         let mut seed = super::roster::unix_agent(agent, pid, uid);
         seed.server_pid = server;
         // `map`, not an `async` block awaiting it: that would hold the connection's

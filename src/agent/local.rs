@@ -36,12 +36,8 @@ pub async fn call_tool(
     within: Duration,
     shutdown: CancellationToken,
 ) -> Result<Value, LocalCallError> {
-    let mut ctx = ctx.clone();
     // The daemon's user, in the daemon itself: no peer process to look at.
-    ctx.peer_uid = Some(ctx.access.own);
-    ctx.peer_pid = None;
-    ctx.peer_origin = super::PeerOrigin::Outside;
-    ctx.over_http = false;
+    let ctx = ctx.with_peer(super::Peer::inside(ctx.access.own));
     let agent = ctx.daemon.next_agent.fetch_add(1, Ordering::Relaxed) + 1;
     let (outbox, mut out_rx) = crate::outbox::Outbox::new(ctx.queue, ctx.queue_bytes);
     let (answer_tx, answer_rx) = oneshot::channel::<String>();

@@ -1,27 +1,28 @@
 //! Server side of mcpd: the Unix-socket listener and one actor per agent connection.
 
+mod call;
 mod calls;
 mod conn;
 mod control;
 mod discover;
+mod era_check;
 mod forward;
 mod handlers;
 pub mod http;
 mod in_flight;
-mod input;
-mod legacy_call;
 mod lineage;
+mod listen;
 pub mod listener;
 pub mod local;
-mod modern;
 mod params;
+mod pending_input;
 mod project;
-mod rare;
-mod reach;
 mod render;
 mod reply;
 mod request_state;
+mod resolve;
 pub mod roster;
+mod self_description;
 mod session;
 mod surface;
 mod tasks;
@@ -126,27 +127,89 @@ impl Access {
     }
 }
 
-/// What every agent connection needs; cloned per connection.
+/// What an agent connection needs: the daemon's part, one for every connection, and the
+/// facts about this connection's peer. Cloned per connection for the cost of an `Arc`.
 #[derive(Clone)]
 pub struct AgentContext {
+    /// What every connection shares.
+    pub shared: Arc<SharedContext>,
+    /// Who is at the other end of this connection (set at accept).
+    pub peer: Peer,
+}
+
+/// The connection reads the daemon's part as its own: a handler says `ctx.catalog`, and
+/// the peer's facts are spelt `ctx.peer`.
+impl std::ops::Deref for AgentContext {
+    type Target = SharedContext;
+
+    fn deref(&self) -> &SharedContext {
+        &self.shared
+    }
+}
+
+impl AgentContext {
+    /// The context of a connection from `peer`.
+    pub fn with_peer(&self, peer: Peer) -> AgentContext {
+        AgentContext {
+            shared: self.shared.clone(),
+            peer,
+        }
+    }
+}
+
+/// Who an agent connection's peer is, as told at accept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer {
+    /// The connecting agent's uid, from its peer credentials.
+    pub uid: Option<u32>,
+    /// The connecting agent's pid, from its peer credentials.
+    pub pid: Option<i32>,
+    /// Whether the peer is a process of a server mcpd started (from its pid, at accept):
+    /// a server runs as the daemon's user, so the uid alone cannot tell. Such a peer, or
+    /// one whose origin could not be told (`Unknown`, which a server can cause), never
+    /// gets control methods (`control::may_control`). `server()` is the server's leader
+    /// pid, to look its server up by (a sandboxed server's processes are to get no access
+    /// at all; `Unknown` should then count as sandboxed). `Outside` for HTTP agents,
+    /// which have no peer process.
+    pub origin: PeerOrigin,
+    /// Whether the agent came over the HTTP listener.
+    pub over_http: bool,
+}
+
+impl Peer {
+    /// A peer on the Unix socket, with its credentials and origin.
+    pub fn socket(uid: Option<u32>, pid: Option<i32>, origin: PeerOrigin) -> Peer {
+        Peer {
+            uid,
+            pid,
+            origin,
+            over_http: false,
+        }
+    }
+
+    /// An agent over the HTTP listener: no peer process.
+    pub fn http() -> Peer {
+        Peer {
+            uid: None,
+            pid: None,
+            origin: PeerOrigin::Outside,
+            over_http: true,
+        }
+    }
+
+    /// The daemon itself, as user `uid` (the dashboard's own connection).
+    pub fn inside(uid: u32) -> Peer {
+        Peer::socket(Some(uid), None, PeerOrigin::Outside)
+    }
+}
+
+/// What every agent connection shares: the daemon's catalog, supervisor and actors, and
+/// its settings for agents.
+pub struct SharedContext {
     pub catalog: watch::Receiver<Arc<Catalog>>,
     pub supervisor: SupervisorHandle,
     /// Who may connect and control the daemon.
     pub access: Access,
-    /// The connecting agent's uid, from its peer credentials (set per connection).
-    pub peer_uid: Option<u32>,
-    /// The connecting agent's pid, from its peer credentials (set per connection).
-    pub peer_pid: Option<i32>,
-    /// Whether the peer is a process of a server mcpd started (set per connection, at
-    /// accept, from its pid): a server runs as the daemon's user, so the uid alone cannot
-    /// tell. Such a peer, or one whose origin could not be told (`Unknown`, which a server
-    /// can cause), never gets control methods (`control::may_control`). `server()` is the
-    /// server's leader pid, to look its server up by (a sandboxed server's processes are
-    /// to get no access at all; `Unknown` should then count as sandboxed). `Outside` for
-    /// HTTP agents, which have no peer process.
-    pub peer_origin: PeerOrigin,
-    /// Whether the agent came over the HTTP listener (set per connection).
-    pub over_http: bool,
     /// Call and byte counters, for `mcpd ctl metrics`.
     pub metrics: crate::metrics::Metrics,
     /// Every connected agent, for `mcpd ctl agents`.

@@ -3,7 +3,7 @@
 use super::tasks::status::StatusTo;
 use crate::errors::AgentError;
 use crate::jsonrpc::{self, Id};
-use crate::protocol::era;
+use crate::protocol::era::{self, Era};
 use crate::protocol::results::{RawMembers, passes_unchanged};
 use crate::upstream::{RawReply, RawResult, Reply};
 use serde_json::Value;
@@ -67,7 +67,7 @@ pub enum TaskMode {
         status_to: Option<Box<StatusTo>>,
     },
     /// The tool runs only as a 2025-11-25 task and the agent did not ask for one: mcpd
-    /// asks for it and follows it to its result (`legacy_call.rs`).
+    /// asks for it and follows it to its result (`call/fulfil.rs`, `call/parked.rs`).
     Follow,
 }
 
@@ -79,16 +79,16 @@ pub fn render_raw(
     server: &str,
     method: &str,
     reply: RawReply,
-    modern: bool,
+    shape: Era,
     rewrite: &Rewrite,
 ) -> String {
     match reply {
         Ok(Ok(raw)) => {
-            let plain = passed_on(raw.members(), modern, rewrite);
-            render_members(id, (server, method), raw, plain, modern, rewrite)
+            let plain = passed_on(raw.members(), shape, rewrite);
+            render_members(id, (server, method), raw, plain, shape, rewrite)
         }
-        Ok(Err(e)) => render(id, server, method, Ok(Err(e)), modern, rewrite),
-        Err(e) => render(id, server, method, Err(e), modern, rewrite),
+        Ok(Err(e)) => render(id, server, method, Ok(Err(e)), shape, rewrite),
+        Err(e) => render(id, server, method, Err(e), shape, rewrite),
     }
 }
 
@@ -97,7 +97,7 @@ pub fn render_raw(
 /// members changed. None: it needs the full path.
 pub(super) fn passed_on(
     members: Option<RawMembers>,
-    modern: bool,
+    shape: Era,
     rewrite: &Rewrite,
 ) -> Option<era::Presented> {
     let members = members?;
@@ -108,7 +108,7 @@ pub(super) fn passed_on(
             passes_unchanged(&members, output_schema.as_deref())
         }
     };
-    plain.then(|| era::present_raw(&members, modern))
+    plain.then(|| era::present_raw(&members, shape == Era::Modern))
 }
 
 /// [`render_raw`] once [`passed_on`] has decided.
@@ -117,24 +117,24 @@ pub(super) fn render_members(
     (server, method): (&str, &str),
     raw: RawResult,
     plain: Option<era::Presented>,
-    modern: bool,
+    shape: Era,
     rewrite: &Rewrite,
 ) -> String {
     match plain {
         Some(era::Presented::AsIs) => raw.into_response_line(id),
         Some(era::Presented::Text(text)) => jsonrpc::raw_result_line(id, &text),
-        None => render(id, server, method, raw.to_value().map(Ok), modern, rewrite),
+        None => render(id, server, method, raw.to_value().map(Ok), shape, rewrite),
     }
 }
 
 /// The agent's answer for an upstream reply: the server's own result or error, or mcpd's
-/// explanation of why there is none. A modern agent's result gets the modern shape.
+/// explanation of why there is none, in the shape of the agent's era (`shape`).
 pub fn render(
     id: &Id,
     server: &str,
     method: &str,
     reply: Reply,
-    modern: bool,
+    shape: Era,
     rewrite: &Rewrite,
 ) -> String {
     match reply {
@@ -167,9 +167,12 @@ pub fn render(
                         };
                         return jsonrpc::error_line(Some(id), &e.to_error_object());
                     };
-                    if let Some(made) =
-                        super::tasks::ids::present_created(&mut result, owner, server, !modern)
-                    {
+                    if let Some(made) = super::tasks::ids::present_created(
+                        &mut result,
+                        owner,
+                        server,
+                        shape == Era::Legacy,
+                    ) {
                         book.record(owner.clone(), made, status_to.as_deref().cloned());
                     }
                 }
@@ -201,7 +204,7 @@ pub fn render(
                     }
                 }
             }
-            if modern {
+            if shape == Era::Modern {
                 era::modernize_result(&mut result);
             } else {
                 era::legacy_result(&mut result);

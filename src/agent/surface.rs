@@ -2,15 +2,15 @@
 
 use super::AgentContext;
 use super::forward::{self, Caller, Route};
-use super::reach::Reach;
 use super::render::{self, Rewrite};
 use super::reply::{Handled, Step};
+use super::resolve::Reach;
 use super::session::Session;
 use crate::errors::AgentError;
 use crate::jsonrpc::{self, ErrorObject, Id, Request};
 use crate::outbox::Outbox;
 use crate::protocol::ListKind;
-use crate::protocol::era;
+use crate::protocol::era::{self, Era};
 use crate::protocol::method;
 use crate::registry;
 use crate::registry::surface::RouteError;
@@ -46,7 +46,7 @@ pub fn list(
     req: &Request,
     ctx: &AgentContext,
     kind: ListKind,
-    modern: bool,
+    era: Era,
     session: &Session,
 ) -> Handled {
     let cursor = match req.params.as_ref().and_then(|p| p.get("cursor")) {
@@ -78,7 +78,7 @@ pub fn list(
         result.insert("nextCursor".into(), Value::String(next));
     }
     let mut result = Value::Object(result);
-    if modern {
+    if era == Era::Modern {
         era::modernize_result(&mut result);
         let scope = if catalog.cache().private {
             "private"
@@ -123,7 +123,7 @@ pub fn prompts_get(
     ctx: &AgentContext,
     outbox: &Outbox,
     session: &Session,
-    modern: bool,
+    era: Era,
 ) -> Handled {
     let (mut params, name) = match params_with(&req, method::PROMPTS_GET, "name") {
         Ok(p) => p,
@@ -159,7 +159,7 @@ pub fn prompts_get(
         params: params.into(),
         rewrite: Rewrite::None,
     };
-    send(req.id, ctx, &catalog, route, outbox, session, modern)
+    send(req.id, ctx, &catalog, route, outbox, session, era)
 }
 
 /// `resources/read`: routed by URI (see `registry::surface` for the scheme).
@@ -168,7 +168,7 @@ pub fn resources_read(
     ctx: &AgentContext,
     outbox: &Outbox,
     session: &Session,
-    modern: bool,
+    era: Era,
 ) -> Handled {
     let (mut params, uri) = match params_with(&req, method::RESOURCES_READ, "uri") {
         Ok(p) => p,
@@ -177,7 +177,7 @@ pub fn resources_read(
     let catalog = ctx.catalog.borrow().clone();
     let (server, original) = match route(&catalog, &uri, session) {
         Ok(r) => r,
-        Err(why) => return not_found(&req.id, &uri, why, modern),
+        Err(why) => return not_found(&req.id, &uri, why, era),
     };
     if catalog
         .held()
@@ -200,7 +200,7 @@ pub fn resources_read(
             surface: catalog.surface().clone(),
         },
     };
-    send(req.id, ctx, &catalog, route, outbox, session, modern)
+    send(req.id, ctx, &catalog, route, outbox, session, era)
 }
 
 /// Routes a URI among the servers the agent's profile includes.
@@ -220,13 +220,13 @@ fn route(
 /// A URI that could not be routed. A resource no server offers is -32602 for a modern
 /// agent (SEP-2164) and -32002 (the code of the legacy revisions) for a legacy one; a URI
 /// over the length cap is -32602 in both eras, and is not echoed back.
-fn not_found(id: &Id, uri: &str, why: RouteError, modern: bool) -> Handled {
+fn not_found(id: &Id, uri: &str, why: RouteError, era: Era) -> Handled {
     let e = match why {
         RouteError::TooLong { .. } => {
             ErrorObject::new(jsonrpc::code::INVALID_PARAMS, why.to_string())
         }
         _ => {
-            let code = if modern {
+            let code = if era == Era::Modern {
                 jsonrpc::code::INVALID_PARAMS
             } else {
                 -32002
@@ -243,7 +243,7 @@ pub fn complete(
     ctx: &AgentContext,
     outbox: &Outbox,
     session: &Session,
-    modern: bool,
+    era: Era,
 ) -> Handled {
     let Some(mut params) = params_of(&req) else {
         return invalid(
@@ -284,7 +284,7 @@ pub fn complete(
                 Some(f) => f,
                 None => match route(&catalog, uri, session) {
                     Ok(r) => r,
-                    Err(why) => return not_found(&req.id, uri, why, modern),
+                    Err(why) => return not_found(&req.id, uri, why, era),
                 },
             };
             let mut r = reference.clone();
@@ -306,7 +306,7 @@ pub fn complete(
         params: params.into(),
         rewrite: Rewrite::None,
     };
-    send(req.id, ctx, &catalog, route, outbox, session, modern)
+    send(req.id, ctx, &catalog, route, outbox, session, era)
 }
 
 /// `resources/subscribe` and `resources/unsubscribe` of a legacy agent.
@@ -335,25 +335,20 @@ pub fn subscribe(
     let (server, original) = match route(&catalog, &uri, session) {
         // Subscriptions are legacy-only (modern agents use subscriptions/listen).
         Ok(r) => r,
-        Err(why) => return not_found(&req.id, &uri, why, false),
+        Err(why) => return not_found(&req.id, &uri, why, Era::Legacy),
     };
     let handle = match reach(ctx, &catalog, session, &server) {
         Ok(r) => r,
         Err(e) => return Handled::Now(jsonrpc::error_line(Some(&req.id), &e.to_error_object())),
     };
     let key = (server.clone(), original.clone());
-    if !on {
-        session.resources.remove(&key);
-    } else if session.resources.len() >= MAX_SUBSCRIPTIONS && !session.resources.contains(&key) {
+    if !session.subscribe(key, on, MAX_SUBSCRIPTIONS) {
         return too_many_subscriptions(&req.id, m);
-    } else {
-        session.resources.insert(key);
     }
-    session.subscribed.insert(server.clone());
     let sub = Subscription {
         uri: original,
         presented: uri,
-        agent: session.agent,
+        agent: session.agent(),
         outbox: outbox.clone(),
         listen: None,
     };
@@ -371,7 +366,7 @@ pub fn subscribe(
                 return (reply_id, Step::Reply(line));
             }
         };
-        let line = render::render(&reply_id, &server, m, reply, false, &Rewrite::None);
+        let line = render::render(&reply_id, &server, m, reply, Era::Legacy, &Rewrite::None);
         (reply_id, Step::Reply(line))
     };
     Handled::Later {
@@ -402,7 +397,7 @@ pub fn listen_resources(
     for uri in uris.iter().filter_map(Value::as_str) {
         let Ok((server, original)) = route(&catalog, uri, session) else {
             tracing::debug!(
-                agent = session.agent,
+                agent = session.agent(),
                 uri,
                 "a subscription to a resource no server offers"
             );
@@ -415,21 +410,18 @@ pub fn listen_resources(
         wanted.push((server, original, uri, handle));
     }
     // All or none: a subscription is refused whole if its resources would pass the limit.
-    let new: std::collections::HashSet<_> = wanted
+    let keys = wanted
         .iter()
         .map(|(server, original, ..)| (server.clone(), original.clone()))
-        .filter(|key| !session.resources.contains(key))
         .collect();
-    if session.resources.len() + new.len() > MAX_SUBSCRIPTIONS {
+    if !session.subscribe_all(keys, MAX_SUBSCRIPTIONS) {
         return Err(too_many_subscriptions(&req.id, method::LISTEN));
     }
-    session.resources.extend(new);
-    for (server, original, uri, handle) in wanted {
-        session.subscribed.insert(server);
+    for (_, original, uri, handle) in wanted {
         let sub = Subscription {
             uri: original,
             presented: uri.to_owned(),
-            agent: session.agent,
+            agent: session.agent(),
             outbox: outbox.about(&req.id),
             listen: Some(req.id.clone()),
         };
@@ -454,7 +446,7 @@ pub fn set_level(req: &Request, session: &mut Session) -> Handled {
         .and_then(Value::as_str);
     match level {
         Some(l) if crate::protocol::logging::rank(l).is_some() => {
-            session.log_level = Some(l.to_owned());
+            session.set_log_level(l.to_owned());
             Handled::Now(jsonrpc::result_line(&req.id, &json!({})))
         }
         _ => invalid(
@@ -478,22 +470,22 @@ fn send(
     route: Route,
     outbox: &Outbox,
     session: &Session,
-    modern: bool,
+    era: Era,
 ) -> Handled {
     let reach = match reach(ctx, catalog, session, &route.server) {
         Ok(r) => r,
         Err(e) => return Handled::Now(jsonrpc::error_line(Some(&id), &e.to_error_object())),
     };
-    let caller = Caller::of(outbox, session, modern);
+    let caller = Caller::of(outbox, session, era);
     later(forward::go(id, route, reach, &caller))
 }
 
-/// How this agent's request reaches `server` (`reach.rs`).
+/// How this agent's request reaches `server` (`resolve.rs`).
 fn reach(
     ctx: &AgentContext,
     catalog: &registry::Catalog,
     session: &Session,
     server: &std::sync::Arc<str>,
 ) -> Result<Reach, crate::errors::AgentError> {
-    super::reach::reach(catalog, &ctx.catalog, &ctx.supervisor, session, server)
+    super::resolve::reach(catalog, &ctx.catalog, &ctx.supervisor, session, server)
 }

@@ -2,8 +2,8 @@
 
 use super::AgentContext;
 use super::params::PlainArguments;
-use super::reach::{Reach, reach};
 use super::reply::{Again, ReplyFuture, Step};
+use super::resolve::{Reach, reach};
 use super::session::Session;
 use crate::errors::AgentError;
 use crate::jsonrpc::{self, Id, Request};
@@ -21,7 +21,7 @@ pub const FIRST_LIST_WAIT: Duration = Duration::from_secs(5);
 /// The servers `session` sees whose tools are on their way without a call: starting, or
 /// run per project when the agent names one (its instance starts in the background).
 pub fn starting_for(catalog: &Catalog, session: &Session) -> Vec<Arc<str>> {
-    let has_project = session.project.current.is_some() || session.project.waiting().is_some();
+    let has_project = session.project().current.is_some() || session.project().waiting().is_some();
     catalog
         .servers()
         .filter(|(s, _)| session.sees_server(s))

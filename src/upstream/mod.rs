@@ -12,7 +12,7 @@ mod handshake;
 pub mod http;
 mod list;
 pub use list::ListError;
-mod modern;
+mod dress;
 pub mod process;
 mod raw_result;
 pub mod sandbox;

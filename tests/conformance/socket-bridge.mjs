@@ -235,7 +235,7 @@ async function paramHeaders(tool) {
   return []; // a tool mcpd does not list gets mcpd's own "unknown tool" answer
 }
 
-// The `Mcp-Param-*` checks mcpd's listener makes (agent/http/modern.rs, check_param_headers).
+// The `Mcp-Param-*` checks mcpd's listener makes (agent/http/stateless.rs, check_param_headers).
 async function checkParams(req, msg) {
   if (msg.method !== "tools/call" || typeof msg.params?.name !== "string") return null;
   for (const [arg, name] of await paramHeaders(msg.params.name)) {
@@ -255,7 +255,7 @@ async function checkParams(req, msg) {
   return null;
 }
 
-// The checks of the headers against the body that mcpd's listener makes (agent/http/modern.rs).
+// The checks of the headers against the body that mcpd's listener makes (agent/http/stateless.rs).
 function checkHeaders(req, msg) {
   const version = msg.params?._meta?.[PV];
   if (version === undefined) return [400, -32602, `the request's _meta lacks the required key "${PV}"`, { missing: PV }];

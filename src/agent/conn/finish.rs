@@ -32,8 +32,8 @@ impl Conn {
         // Its resource subscriptions end with it.
         {
             let catalog = self.ctx.catalog.borrow();
-            for server in &self.session.subscribed {
-                if let Ok(h) = crate::agent::reach::now(&catalog, &self.session, server) {
+            for server in self.session.subscribed() {
+                if let Ok(h) = crate::agent::resolve::now(&catalog, &self.session, server) {
                     h.forget(agent);
                 }
             }

@@ -1,14 +1,14 @@
 //! One agent connection as an actor: the `Conn` owns the session, the calls in flight and the cross-era input state, reads the agent's frames, and sends every answer through the outbox.
 
 mod finish;
+mod wakeups;
 
 use super::AgentContext;
 use super::handlers;
 use super::in_flight::{Ended, InFlight};
-use super::input::{self, Inputs, Resumed};
 use super::params::PlainArguments;
+use super::pending_input::{self, Inputs, Resumed};
 use super::project;
-use super::rare::Rare;
 use super::reply::{Handled, ReplyFuture, Step};
 use super::session::Session;
 use crate::errors::AgentError;
@@ -19,8 +19,6 @@ use crate::protocol::method;
 use crate::upstream::ServerAsk;
 use futures::stream::FuturesUnordered;
 use futures::{Stream, StreamExt};
-use serde_json::json;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::UnixStream;
@@ -28,6 +26,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use wakeups::Wakeup;
 
 /// How long cancellations of a closing connection's calls may take to reach upstream.
 const CANCEL_FLUSH: Duration = Duration::from_secs(2);
@@ -81,7 +80,7 @@ where
     S: Stream<Item = std::io::Result<Frame>> + Unpin,
 {
     let agent = seed.agent;
-    let (asks_tx, asks) = mpsc::channel(input::AGENT_ASKS);
+    let (asks_tx, asks) = mpsc::channel(pending_input::AGENT_ASKS);
     let (describe_tx, describes) = mpsc::channel(4);
     let (project_tx, projects) = mpsc::channel(4);
     ctx.agents.join(seed, describe_tx);
@@ -120,35 +119,14 @@ impl Conn {
         projects: mpsc::Sender<super::project::News>,
     ) -> Conn {
         // Another user's agent (`allow_uids`) names no directory for project servers.
-        let foreign = ctx.peer_uid.is_some_and(|u| u != ctx.access.own && u != 0);
+        let foreign = ctx.peer.uid.is_some_and(|u| u != ctx.access.own && u != 0);
         let mut catalog = ctx.catalog.clone();
         let seen_versions = {
             let c = catalog.borrow_and_update();
             c.versions()
         };
-        let session = Session {
-            agent,
-            protocol_version: None,
-            client_name: None,
-            client_version: None,
-            mcpd_instance: None,
-            initialized: false,
-            redo: None,
-            listed: false,
-            era: None,
-            // A connection that never sends `initialize` (`mcpd ctl call`) declared none.
-            capabilities: Arc::new(json!({})),
-            listens: HashMap::new(),
-            asks,
-            subscribed: Default::default(),
-            resources: Default::default(),
-            log_level: None,
-            metrics: ctx.metrics.clone(),
-            profile: None,
-            counted: None,
-            active: std::collections::VecDeque::new(),
-            project: super::project::Project::new(projects, foreign),
-        };
+        let project = super::project::Project::new(projects, foreign);
+        let session = Session::new(agent, asks, ctx.metrics.clone(), project);
         Conn {
             agent,
             max_in_flight: (ctx.queue / 2).max(8),
@@ -189,8 +167,8 @@ impl Conn {
             // A permit for held replies borrows the queue it is for: a copy of the outbox
             // here, so the handlers may borrow the connection as they like.
             let room = self.outbox.clone();
-            // What rarely fires is polled only when it wakes the connection (`Rare`).
-            let mut rare = Rare::of(
+            // What rarely fires is polled only when it wakes the connection (`Wakeup`).
+            let mut wakeups = Wakeup::of(
                 &shutdown,
                 &self.outbox,
                 &self.catalog,
@@ -208,22 +186,22 @@ impl Conn {
                 let expiry = self.inputs.next_expiry();
                 tokio::select! {
                     biased;
-                    Some(rare) = rare.next() => match rare {
-                        Rare::Stopping => {
+                    Some(wakeup) = wakeups.next() => match wakeup {
+                        Wakeup::Stopping => {
                             self.drain_deadline = Some(Instant::now() + self.ctx.drain_grace);
                         }
-                        Rare::Overflowed => {
+                        Wakeup::Overflowed => {
                             tracing::warn!(agent, queue, "agent is not reading its socket; disconnecting it");
                             break Close::Gone;
                         }
-                        Rare::Ask(ask) => self.inputs.ask(&self.session, &self.outbox, *ask),
-                        Rare::Roster(ask) => self.on_roster(ask),
-                        Rare::Catalog => {
+                        Wakeup::Ask(ask) => self.inputs.ask(&self.session, &self.outbox, *ask),
+                        Wakeup::Roster(ask) => self.on_roster(ask),
+                        Wakeup::Catalog => {
                             if !self.on_catalog() {
                                 break Close::Gone;
                             }
                         }
-                        Rare::Project(news) => project::on_news(&self.ctx, &mut self.session, news),
+                        Wakeup::Project(news) => project::on_news(&self.ctx, &mut self.session, news),
                     },
                     () = sleep_until(drain), if drain.is_some() => break Close::Shutdown,
                     () = sleep_until(stall), if stall.is_some() => {
@@ -276,9 +254,9 @@ impl Conn {
             }
             Step::Again(again) => {
                 let super::reply::Again { request, plain } = *again;
-                self.session.redo = Some(request.id.clone());
+                self.session.set_redo(Some(request.id.clone()));
                 let out = self.on_request(request, plain);
-                self.session.redo = None;
+                self.session.set_redo(None);
                 if let Some(out) = out {
                     self.held.reply(&self.outbox, out);
                 }
@@ -310,7 +288,7 @@ impl Conn {
         let (versions, looped) = {
             let c = self.catalog.borrow_and_update();
             let looped =
-                (self.session.mcpd_instance.as_ref()).is_some_and(|i| c.mcpd_behind().contains(i));
+                (self.session.mcpd_instance()).is_some_and(|i| c.mcpd_behind().contains(i));
             (c.versions(), looped)
         };
         if looped {
@@ -402,7 +380,7 @@ impl Conn {
             return unowned(jsonrpc::error_line(Some(&req.id), &e));
         }
         // An open subscription is a request in flight too.
-        if self.in_flight.len() + self.session.listens.len() >= self.max_in_flight {
+        if self.in_flight.len() + self.session.listens().len() >= self.max_in_flight {
             let e = AgentError::TooManyInFlight(self.max_in_flight).to_error_object();
             return unowned(jsonrpc::error_line(Some(&req.id), &e));
         }
@@ -417,7 +395,8 @@ impl Conn {
                     let tool = tool.and_then(serde_json::Value::as_str);
                     self.in_flight
                         .insert(req.id.clone(), cancel.clone(), &req.method, tool);
-                    self.calls.push(input::resume(call, req.id, cancel));
+                    let resumed = super::call::parked::resume(call, req.id, cancel);
+                    self.calls.push(resumed);
                     return None;
                 }
             }
@@ -444,7 +423,7 @@ impl Conn {
     fn on_notification(&mut self, n: jsonrpc::Notification) {
         match n.method.as_str() {
             method::INITIALIZED => {
-                self.session.initialized = true;
+                self.session.mark_initialized();
                 project::ask_roots(
                     &mut self.inputs,
                     &mut self.session,
@@ -470,7 +449,7 @@ impl Conn {
                 if let Some(id) = id {
                     self.in_flight.cancel(&id);
                     // Ending a subscription is silent: no response is due.
-                    self.session.listens.remove(&id);
+                    self.session.end_listen(&id);
                 }
             }
             other => tracing::debug!(agent = self.agent, method = other, "ignored a notification"),

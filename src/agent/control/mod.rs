@@ -25,15 +25,15 @@ pub(super) fn is_control(m: &str) -> bool {
 /// has not narrowed itself to a profile, from a process that is not a server's (a
 /// server runs as the daemon's user, so its uid proves nothing).
 pub(super) fn may_control(ctx: &AgentContext, session: &Session) -> Result<(), ControlDenial> {
-    if ctx.over_http {
+    if ctx.peer.over_http {
         Err(ControlDenial::Http)
-    } else if !ctx.access.controls(ctx.peer_uid) {
+    } else if !ctx.access.controls(ctx.peer.uid) {
         Err(ControlDenial::OtherUser)
-    } else if let PeerOrigin::Server { .. } = ctx.peer_origin {
+    } else if let PeerOrigin::Server { .. } = ctx.peer.origin {
         Err(ControlDenial::Server)
-    } else if ctx.peer_origin == PeerOrigin::Unknown {
+    } else if ctx.peer.origin == PeerOrigin::Unknown {
         Err(ControlDenial::UnknownOrigin)
-    } else if session.profile.is_some() {
+    } else if session.profile().is_some() {
         Err(ControlDenial::Profile)
     } else {
         Ok(())

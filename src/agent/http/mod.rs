@@ -8,17 +8,17 @@
 //!   (`conn::run`) with a relay (`relay.rs`) in front of it. Later POSTs, the GET stream
 //!   and DELETE find it by id (`sessions.rs`).
 //! - A 2026-07-28 request (its `_meta` or its `MCP-Protocol-Version` says so) is
-//!   stateless: its headers are checked against its body (`modern.rs`) and it goes to the
+//!   stateless: its headers are checked against its body (`stateless.rs`) and it goes to the
 //!   one shared stateless agent connection, whose relay renames ids.
 //! - A POST's reply goes back as JSON when it is the first message ready, or else as an
 //!   SSE stream of the messages about the request followed by the reply. A client that
 //!   closes the response cancels the request upstream.
 
-mod modern;
 mod relay;
 mod security;
 mod sessions;
 pub(crate) mod sse;
+mod stateless;
 pub mod token;
 pub(crate) mod wire;
 
@@ -26,6 +26,7 @@ use super::AgentContext;
 use crate::config::HttpListen;
 use crate::errors::EdgeError;
 use crate::jsonrpc::{self, ErrorObject, Id};
+use crate::protocol::era::Era;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, State};
@@ -173,12 +174,12 @@ async fn post(
             );
         }
     };
-    let kind = match modern::kind(&message) {
+    let kind = match stateless::kind(&message) {
         Ok(k) => k,
         Err(e) => return rpc_error(StatusCode::BAD_REQUEST, e),
     };
     let version = header_str(&headers, VERSION_HEADER);
-    if modern::is_modern(&message, version) {
+    if stateless::is_modern(&message, version) {
         let message = Inbound::new(message, &body);
         return stateless(&shared, &headers, message, kind, remote).await;
     }
@@ -210,7 +211,7 @@ async fn post(
     let Some(posted) = relay.post(vec![Inbound::new(message, &body)], sse).await else {
         return session_not_found();
     };
-    let mut response = answer(posted, false, sse).await;
+    let mut response = answer(posted, Era::Legacy, sse).await;
     if let Some(id) = new_session
         && let Ok(v) = HeaderValue::from_str(&id)
     {
@@ -224,12 +225,12 @@ async fn stateless(
     shared: &Shared,
     headers: &HeaderMap,
     inbound: Inbound,
-    kind: modern::MessageKind,
+    kind: stateless::MessageKind,
     remote: SocketAddr,
 ) -> Response {
     let message = &inbound.value;
     match kind {
-        modern::MessageKind::Response => {
+        stateless::MessageKind::Response => {
             return rpc_error(
                 StatusCode::BAD_REQUEST,
                 EdgeError::StatelessResponse.to_error_object(),
@@ -237,8 +238,8 @@ async fn stateless(
         }
         // No client notification means anything over stateless HTTP (closing the
         // response stream is the cancellation).
-        modern::MessageKind::Notification => return StatusCode::ACCEPTED.into_response(),
-        modern::MessageKind::Request => {}
+        stateless::MessageKind::Notification => return StatusCode::ACCEPTED.into_response(),
+        stateless::MessageKind::Request => {}
     }
     let id = message.get("id").and_then(Id::from_value);
     // Stateless requests share one connection: a profile chosen there would be chosen
@@ -247,13 +248,13 @@ async fn stateless(
         let e = EdgeError::StatelessProfile.to_error_object();
         return rpc_error_for(StatusCode::BAD_REQUEST, id.as_ref(), e);
     }
-    if let Some(e) = modern::removed_method(message) {
+    if let Some(e) = stateless::removed_method(message) {
         return rpc_error_for(StatusCode::NOT_FOUND, id.as_ref(), e);
     }
-    if let Err((status, e)) = modern::check_headers(headers, message) {
+    if let Err((status, e)) = stateless::check_headers(headers, message) {
         return rpc_error_for(status, id.as_ref(), e);
     }
-    let checked = modern::check_param_headers(headers, message, &shared.catalog.borrow());
+    let checked = stateless::check_param_headers(headers, message, &shared.catalog.borrow());
     if let Err(e) = checked {
         return rpc_error_for(StatusCode::BAD_REQUEST, id.as_ref(), e);
     }
@@ -265,7 +266,7 @@ async fn stateless(
     };
     let sse = accepts_sse(headers);
     match relay.post(vec![inbound], sse).await {
-        Some(posted) => answer(posted, true, sse).await,
+        Some(posted) => answer(posted, Era::Modern, sse).await,
         None => plain(
             StatusCode::SERVICE_UNAVAILABLE,
             "mcpd is shutting down".to_owned(),
@@ -276,7 +277,7 @@ async fn stateless(
 /// Turns what the relay gave a POST into the HTTP response: 202; an SSE stream when the
 /// client accepts one; JSON otherwise, and for a stateless error whose HTTP status
 /// must say what went wrong (the status is sent before the body).
-async fn answer(posted: Posted, modern: bool, sse: bool) -> Response {
+async fn answer(posted: Posted, era: Era, sse: bool) -> Response {
     let (mut rx, guard) = match posted {
         Posted::Accepted => return StatusCode::ACCEPTED.into_response(),
         Posted::Unavailable(why) => return plain(StatusCode::SERVICE_UNAVAILABLE, why.into()),
@@ -291,8 +292,8 @@ async fn answer(posted: Posted, modern: bool, sse: bool) -> Response {
         );
     };
     if first.last {
-        let status = if modern {
-            modern::status_of(&first.line)
+        let status = if era == Era::Modern {
+            stateless::status_of(&first.line)
         } else {
             StatusCode::OK
         };
@@ -305,7 +306,7 @@ async fn answer(posted: Posted, modern: bool, sse: bool) -> Response {
 }
 
 async fn get(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    if header_str(&headers, VERSION_HEADER).is_some_and(modern::is_modern_version) {
+    if header_str(&headers, VERSION_HEADER).is_some_and(stateless::is_modern_version) {
         return method_not_allowed("2026-07-28 has no GET stream; use POST");
     }
     let Some(id) = header_str(&headers, SESSION_HEADER) else {
@@ -333,7 +334,7 @@ async fn get(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response 
 }
 
 async fn delete(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    if header_str(&headers, VERSION_HEADER).is_some_and(modern::is_modern_version) {
+    if header_str(&headers, VERSION_HEADER).is_some_and(stateless::is_modern_version) {
         return method_not_allowed("2026-07-28 has no sessions to delete");
     }
     let Some(id) = header_str(&headers, SESSION_HEADER) else {

@@ -166,13 +166,9 @@ impl Starter {
     /// Starts one agent connection with its relay: a session's when `session` is
     /// given, else the shared stateless one.
     fn start(&self, remote: SocketAddr, session: Option<String>) -> RelayHandle {
-        let mut ctx = self.ctx.clone();
         // HTTP agents have no peer credentials: they may use the daemon (they showed
         // the token) but not control it.
-        ctx.peer_uid = None;
-        ctx.peer_pid = None;
-        ctx.peer_origin = crate::agent::PeerOrigin::Outside;
-        ctx.over_http = true;
+        let ctx = self.ctx.with_peer(crate::agent::Peer::http());
         let agent = ctx.daemon.next_agent.fetch_add(1, Ordering::Relaxed) + 1;
         let (outbox, out_rx) = Outbox::new(ctx.queue, ctx.queue_bytes);
         let (frames_tx, mut frames_rx) = mpsc::channel(FRAMES);

@@ -27,14 +27,14 @@ use tokio::sync::oneshot;
 /// Asks a legacy agent that declared `roots` for them (after `initialized`, and on
 /// `notifications/roots/list_changed`); its answer becomes a claim.
 pub fn ask_roots(
-    inputs: &mut super::input::Inputs,
+    inputs: &mut super::pending_input::Inputs,
     session: &mut Session,
     outbox: &Outbox,
     agent: u64,
 ) {
-    if session.project.foreign
+    if session.project().foreign
         || !session
-            .capabilities
+            .capabilities()
             .get("roots")
             .is_some_and(Value::is_object)
     {
@@ -47,8 +47,8 @@ pub fn ask_roots(
         respond_to,
     };
     inputs.ask(session, outbox, ask);
-    session.project.pending();
-    let tx = session.project.tx.clone();
+    session.project_mut().pending();
+    let tx = session.project().tx.clone();
     crate::tasks::spawn(async move {
         // An agent that does not answer in time gives no roots; a later
         // `roots/list_changed` asks again.
@@ -81,10 +81,10 @@ fn project_servers(catalog: &Catalog, session: &Session) -> Vec<Arc<str>> {
 /// A checked claim arrived: applies it, and tells the supervisor when the project in
 /// force changed.
 pub fn on_news(ctx: &AgentContext, session: &mut Session, news: News) {
-    let Some(now) = session.project.apply(news) else {
+    let Some(now) = session.project_mut().apply(news) else {
         return;
     };
-    let agent = session.agent;
+    let agent = session.agent();
     match &now {
         Some(p) => tracing::info!(agent, project = %p.display(), "the agent works in a project"),
         None => tracing::info!(agent, "the agent works in no project now"),
@@ -99,15 +99,15 @@ pub fn on_notification(session: &mut Session, params: Option<&Value>) {
         .and_then(|p| p.get("path"))
         .and_then(Value::as_str)
         .map(PathBuf::from);
-    let agent = session.agent;
-    session.project.claim(agent, Source::Shim, path);
+    let agent = session.agent();
+    session.project_mut().claim(agent, Source::Shim, path);
 }
 
 /// A profile was chosen: its `project`, if it sets one, fixes the agent's.
 pub fn on_profile(session: &mut Session) {
-    let fixed = session.profile.as_ref().and_then(|p| p.project.clone());
-    let agent = session.agent;
-    session.project.claim(agent, Source::Profile, fixed);
+    let fixed = session.profile().and_then(|p| p.project.clone());
+    let agent = session.agent();
+    session.project_mut().claim(agent, Source::Profile, fixed);
 }
 
 /// The key of a project instance once the agent's claims are checked (at most
@@ -125,12 +125,12 @@ const NO_PROJECT: &str = "this agent has no project: start `mcpd connect` in the
 
 /// The key of this agent's project instance, or why it has none.
 pub fn instance_key(session: &Session) -> Result<crate::registry::InstanceKey, &'static str> {
-    if session.project.foreign {
+    if session.project().foreign {
         return Err(
             "servers run per project serve only the daemon's own user: another user's agent cannot name a directory for them",
         );
     }
-    match &session.project.current {
+    match &session.project().current {
         Some(p) => Ok(crate::registry::InstanceKey::Project(p.clone())),
         None => Err(NO_PROJECT),
     }

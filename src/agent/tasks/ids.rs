@@ -19,7 +19,7 @@ const PREFIX: &str = "mcpdt1.";
 
 /// Who may use the tasks an agent makes.
 pub fn owner(ctx: &AgentContext) -> Arc<str> {
-    match (ctx.over_http, ctx.peer_uid) {
+    match (ctx.peer.over_http, ctx.peer.uid) {
         (true, _) => Arc::from("http"),
         (false, Some(uid)) => Arc::from(format!("uid:{uid}")),
         (false, None) => Arc::from("socket"),

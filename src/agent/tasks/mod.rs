@@ -31,6 +31,7 @@ use super::session::Session;
 use crate::errors::AgentError;
 use crate::jsonrpc::{self, Request};
 use crate::outbox::Outbox;
+use crate::protocol::era::Era;
 use crate::protocol::method;
 use crate::protocol::tasks;
 use crate::upstream::{CallOptions, UpstreamHandle};
@@ -46,19 +47,21 @@ pub fn handle(
     ctx: &AgentContext,
     outbox: &Outbox,
     session: &Session,
-    modern: bool,
+    era: Era,
 ) -> Handled {
     let refuse = |e: jsonrpc::ErrorObject| Handled::Now(jsonrpc::error_line(Some(&req.id), &e));
     // 2025-11-25 has `tasks/result` (no `tasks/update`) and no per-request declaration;
     // the extension has `tasks/update` and wants it declared on every request.
-    let method: &'static str = match (req.method.as_str(), modern) {
+    let method: &'static str = match (req.method.as_str(), era) {
         (tasks::GET, _) => tasks::GET,
         (tasks::CANCEL, _) => tasks::CANCEL,
-        (tasks::UPDATE, true) => tasks::UPDATE,
-        (crate::protocol::method::TASKS_RESULT, false) => crate::protocol::method::TASKS_RESULT,
+        (tasks::UPDATE, Era::Modern) => tasks::UPDATE,
+        (crate::protocol::method::TASKS_RESULT, Era::Legacy) => {
+            crate::protocol::method::TASKS_RESULT
+        }
         (other, _) => return refuse(AgentError::UnknownMethod(other.to_owned()).to_error_object()),
     };
-    if modern && !tasks::declared(req.params.as_ref()) {
+    if era == Era::Modern && !tasks::declared(req.params.as_ref()) {
         return refuse(tasks::not_declared(method));
     }
     let Some(Value::Object(mut params)) = req.params.clone() else {
@@ -88,11 +91,11 @@ pub fn handle(
             "its server is not one this agent can reach",
         ));
     };
-    let handle = match crate::agent::reach::now(&catalog, session, &server) {
+    let handle = match crate::agent::resolve::now(&catalog, session, &server) {
         Ok(h) => h,
         Err(e) => return refuse(e.to_error_object()),
     };
-    if modern && opened.kind == Kind::Legacy {
+    if era == Era::Modern && opened.kind == Kind::Legacy {
         // A 2025-11-25 task a modern agent holds: translated here.
         let up = Upstream {
             handle,
@@ -123,11 +126,11 @@ pub fn handle(
         params: params.into(),
         rewrite: Rewrite::Task {
             sealed,
-            // `tasks/result` and `tasks/cancel` of these are translated in `legacy_call.rs`.
-            legacy_view: !modern && opened.kind == Kind::Extension,
+            // `tasks/result` and `tasks/cancel` of these are translated in `call/fulfil.rs`.
+            legacy_view: era == Era::Legacy && opened.kind == Kind::Extension,
         },
     };
-    let caller = Caller::of(outbox, session, modern);
+    let caller = Caller::of(outbox, session, era);
     let (id, cancel, fut) = forward::launch(req.id, Target { route, handle }, &caller);
     Handled::Later { id, cancel, fut }
 }
@@ -162,7 +165,7 @@ pub fn list(req: Request, ctx: &AgentContext, session: &Session) -> Handled {
         .filter_map(|s| {
             Some((
                 s.clone(),
-                crate::agent::reach::now(&catalog, session, s).ok()?,
+                crate::agent::resolve::now(&catalog, session, s).ok()?,
             ))
         })
         .collect();
@@ -238,7 +241,7 @@ fn later(
             r = reply => r,
             () = c.cancelled() => return (reply_id, Step::Cancelled),
         };
-        let line = render::render_raw(&reply_id, &server, method, reply, true, &rewrite);
+        let line = render::render_raw(&reply_id, &server, method, reply, Era::Modern, &rewrite);
         (reply_id, Step::Reply(line))
     }
     .boxed();

@@ -54,7 +54,7 @@ pub fn start(
             "notifications.taskIds must be a list of task ids",
         ));
     };
-    let already: usize = session.listens.values().map(|l| l.watching).sum();
+    let already: usize = session.listens().values().map(|l| l.watching).sum();
     if already + ids.len() > MAX_WATCHED {
         return Err(ErrorObject::new(
             jsonrpc::code::INVALID_PARAMS,
@@ -80,7 +80,7 @@ pub fn start(
         else {
             continue;
         };
-        let Ok(handle) = crate::agent::reach::ready_handle(&catalog, &server) else {
+        let Ok(handle) = crate::agent::resolve::ready_handle(&catalog, &server) else {
             continue;
         };
         honoured.push(Value::String(id.to_owned()));

@@ -3,9 +3,9 @@
 use super::{Actor, MIN_TTL_REFRESH};
 use crate::protocol::ListKind;
 use crate::protocol::era::Era;
+use crate::upstream::dress;
 use crate::upstream::list::ListError;
 use crate::upstream::list::ToolList;
-use crate::upstream::modern;
 use crate::upstream::{ConnectionEvent, fetch_list, fetch_tools};
 use futures::FutureExt;
 use std::time::Duration;
@@ -79,10 +79,10 @@ impl Actor {
                     .map(|ttl| Instant::now() + Duration::from_millis(ttl).max(MIN_TTL_REFRESH));
                 let mut tools = list.tools;
                 if self.tasks {
-                    modern::may_run_as_tasks(&mut tools);
+                    dress::may_run_as_tasks(&mut tools);
                 }
                 if self.http && self.era == Era::Modern {
-                    let (kept, headers) = modern::check_tools(&self.server, tools);
+                    let (kept, headers) = dress::check_tools(&self.server, tools);
                     self.param_headers = headers;
                     Ok(kept)
                 } else {

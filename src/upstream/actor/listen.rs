@@ -4,7 +4,7 @@ use super::{Actor, LISTEN_RETRY, ListenState, PendingRequest, Responder};
 use crate::jsonrpc::ErrorObject;
 use crate::protocol::era::Era;
 use crate::protocol::method;
-use crate::upstream::modern;
+use crate::upstream::dress;
 use crate::upstream::transport::Outbound;
 use crate::upstream::{CallOptions, Reply, ReplyTo, Subscription};
 use serde_json::json;
@@ -20,7 +20,7 @@ impl Actor {
         let (line, sent) = self.dress().request(
             id,
             method::LISTEN,
-            Some(modern::listen_params(&self.subs.uris())),
+            Some(dress::listen_params(&self.subs.uris())),
             None,
         );
         if self

@@ -3,8 +3,8 @@
 //! This file holds the actor's state, its constructor and `run` loop, and the mailbox; the
 //! child modules hold the rest of its methods, one concern each.
 
+use super::dress::ParamHeaders;
 use super::list::ToolList;
-use super::modern::ParamHeaders;
 use super::process::StderrTail;
 use super::subscriptions::Subscriptions;
 use super::transport::{Inbound, Outbound};

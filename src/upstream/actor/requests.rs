@@ -4,7 +4,7 @@ use super::{Actor, MAX_RESUMES, PendingRequest, Responder};
 use crate::jsonrpc;
 use crate::protocol::era::Era;
 use crate::protocol::method;
-use crate::upstream::modern::Dress;
+use crate::upstream::dress::Dress;
 use crate::upstream::transport::Sent;
 use crate::upstream::transport::{Outbound, Resume};
 use crate::upstream::{CallId, CallOptions, CallParams, LogRoute, ReplyTo, UpstreamError};

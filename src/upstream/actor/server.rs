@@ -5,7 +5,7 @@ use crate::framing::Frame;
 use crate::jsonrpc::{self, ErrorObject, Id, Message, Notification, Request, Response, code};
 use crate::protocol::ListKind;
 use crate::protocol::method;
-use crate::upstream::modern;
+use crate::upstream::dress;
 use crate::upstream::subscriptions;
 use crate::upstream::transport::Outbound;
 use crate::upstream::{RawResult, ServerAsk, TaskStatus};
@@ -84,7 +84,7 @@ impl Actor {
 
     /// A notification from the server, `bytes` long on the wire.
     fn on_notification(&mut self, n: Notification, related: Option<u64>, bytes: usize) {
-        if let Some(sub) = modern::subscription_of(n.params.as_ref())
+        if let Some(sub) = dress::subscription_of(n.params.as_ref())
             && !matches!(self.listen, ListenState::Open(id) if id == sub)
         {
             tracing::debug!(upstream = %self.server, "dropped a notification for an unknown subscription");

@@ -9,20 +9,20 @@
 //! profile to make a server work.
 
 mod init;
+mod launch_paths;
 mod netns;
 mod own;
 mod paths;
 mod private;
-mod reach;
 mod seccomp;
 mod settings;
 mod tmp;
 
+pub use launch_paths::outside;
 pub use netns::Isolation;
 pub use own::{Own, cache_path};
 pub use paths::{Paths, paths};
 pub use private::{Private, SHM_SHOWN, userns_works};
-pub use reach::outside;
 pub use tmp::{Claim, claim, sweep};
 
 use crate::config::{Network, SandboxProfile, StdioLaunch};

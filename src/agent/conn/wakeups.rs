@@ -1,6 +1,6 @@
-//! What wakes an agent connection rarely (shutdown, an overflowed queue, a server's question, the roster (`ctl agents`, a cancel), a changed catalog, a checked project claim), as one stream polled only when one of them fires.
+//! The seldom wake-ups of an agent connection (shutdown, an overflowed queue, a server's question, the roster (`ctl agents`, a cancel), a changed catalog, a checked project claim), as one stream polled only when one of them fires.
 
-use super::roster::RosterAsk;
+use crate::agent::roster::RosterAsk;
 use crate::outbox::Outbox;
 use crate::registry::Catalog;
 use crate::upstream::ServerAsk;
@@ -12,17 +12,17 @@ use tokio_util::sync::CancellationToken;
 
 /// What wakes a connection rarely: shutdown, an overflowed queue, a server's question for
 /// the agent, `ctl agents` asking about it, a changed catalog.
-pub enum Rare {
+pub enum Wakeup {
     Stopping,
     Overflowed,
     Ask(Box<ServerAsk>),
     Roster(RosterAsk),
     Catalog,
     /// A claim about the agent's project, checked.
-    Project(super::project::claim::News),
+    Project(crate::agent::project::claim::News),
 }
 
-impl Rare {
+impl Wakeup {
     /// All of a connection's rare sources as one stream, which polls a source only after
     /// it woke the task. Polled beside each message, as `select!` branches would be,
     /// they cost a lock or two each (a cancellation token, a watch) on every turn of the
@@ -34,25 +34,25 @@ impl Rare {
         catalog: &watch::Receiver<Arc<Catalog>>,
         asks: mpsc::Receiver<Box<ServerAsk>>,
         describes: mpsc::Receiver<RosterAsk>,
-        projects: mpsc::Receiver<super::project::claim::News>,
-    ) -> SelectAll<BoxStream<'static, Rare>> {
+        projects: mpsc::Receiver<crate::agent::project::claim::News>,
+    ) -> SelectAll<BoxStream<'static, Wakeup>> {
         use futures::stream::{once, unfold};
-        let stopping = once(shutdown.clone().cancelled_owned()).map(|()| Rare::Stopping);
+        let stopping = once(shutdown.clone().cancelled_owned()).map(|()| Wakeup::Stopping);
         let overflowed =
-            once(outbox.overflowed().clone().cancelled_owned()).map(|()| Rare::Overflowed);
+            once(outbox.overflowed().clone().cancelled_owned()).map(|()| Wakeup::Overflowed);
         let asks = unfold(asks, |mut rx| async move {
-            Some((Rare::Ask(rx.recv().await?), rx))
+            Some((Wakeup::Ask(rx.recv().await?), rx))
         });
         let describes = unfold(describes, |mut rx| async move {
-            Some((Rare::Roster(rx.recv().await?), rx))
+            Some((Wakeup::Roster(rx.recv().await?), rx))
         });
         let projects = unfold(projects, |mut rx| async move {
-            Some((Rare::Project(rx.recv().await?), rx))
+            Some((Wakeup::Project(rx.recv().await?), rx))
         });
         // A copy of the receiver: the connection reads the catalog through its own.
         let catalog = unfold(catalog.clone(), |mut rx| async move {
             rx.changed().await.ok()?;
-            Some((Rare::Catalog, rx))
+            Some((Wakeup::Catalog, rx))
         });
         futures::stream::select_all([
             stopping.boxed(),

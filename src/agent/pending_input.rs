@@ -1,19 +1,19 @@
-//! Input across eras: a modern agent's call paused for input (answered `input_required`, parked until the agent retries with mcpd's sealed `requestState`), and mcpd's own requests to the agent (`legacy_call.rs` has the legacy agent's side).
+//! The input a connection waits for: mcpd's own requests to the agent, until it answers, and 2026-07-28 agents' calls parked for their input, until the agent retries with mcpd's sealed `requestState`.
 //!
-//! A call is a future inside its agent's actor. For a legacy agent it fulfils a modern
-//! server's `input_required` itself and retries. For a modern agent, a legacy server's
-//! request during the call makes the future yield the call back to the actor, which
-//! answers `input_required` and parks it here until the agent retries.
+//! A call is a future inside its agent's actor. For an agent of the `initialize` era it
+//! fulfils a modern server's `input_required` itself and retries (`call/fulfil.rs`). For
+//! a 2026-07-28 agent, a legacy server's request during the call makes the future yield
+//! the call back to the actor (`call/parked.rs`), which answers `input_required` and
+//! parks it here until the agent retries.
 
-use super::render;
-use super::reply::{InFlight, ReplyFuture, Step};
+use super::call::parked;
+use super::reply::{InFlight, ReplyFuture};
 use super::request_state;
 use super::session::Session;
 use crate::jsonrpc::{self, ErrorObject, Id};
 use crate::outbox::{Held, Out, Outbox};
 use crate::protocol::era;
-use crate::upstream::{RawReply, ServerAsk};
-use futures::FutureExt;
+use crate::upstream::ServerAsk;
 use futures::stream::FuturesUnordered;
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -85,14 +85,14 @@ impl Inputs {
             let cancel = CancellationToken::new();
             cancel.cancel();
             let id = p.call.id.clone();
-            calls.push(resume(p.call, id, cancel));
+            calls.push(parked::resume(p.call, id, cancel));
         }
     }
 
     /// Sends a server's request to a legacy agent as a real request, if the agent declared
     /// the capability it needs; the answer goes back through `respond_to`.
     pub fn ask(&mut self, session: &Session, outbox: &Outbox, ask: ServerAsk) {
-        if let Err(e) = has_capability(&session.capabilities, &ask.method) {
+        if let Err(e) = has_capability(session.capabilities(), &ask.method) {
             let _ = ask.respond_to.send(Err(e)); // the server side may have given up
             return;
         }
@@ -258,7 +258,7 @@ impl Inputs {
                 let cancel = CancellationToken::new();
                 cancel.cancel();
                 let id = p.call.id.clone();
-                calls.push(resume(p.call, id, cancel));
+                calls.push(parked::resume(p.call, id, cancel));
             }
         }
     }
@@ -270,48 +270,6 @@ pub enum Resumed {
     NotARetry,
     Refused(String),
     Resume(InFlight),
-}
-
-/// Resumes a parked call as the answer to the agent's retry `id`.
-pub fn resume(mut call: InFlight, id: Id, cancel: CancellationToken) -> ReplyFuture {
-    call.id = id;
-    call.cancel = cancel;
-    drive(call)
-}
-
-/// Drives a modern agent's call until it answers, is cancelled, or needs input.
-pub fn drive(mut c: InFlight) -> ReplyFuture {
-    async move {
-        enum Next {
-            Reply(RawReply),
-            Ask(ServerAsk),
-            Cancelled,
-        }
-        let next = tokio::select! {
-            reply = &mut c.reply => Next::Reply(reply),
-            Some(ask) = c.asks.recv() => Next::Ask(*ask),
-            () = c.cancel.cancelled() => Next::Cancelled,
-        };
-        let id = c.id.clone();
-        match next {
-            Next::Reply(reply) => {
-                let line = render::render_raw(&id, &c.server, c.method, reply, true, &c.rewrite);
-                (id, Step::Reply(line))
-            }
-            Next::Ask(ask) => (
-                id,
-                Step::Park {
-                    ask,
-                    call: Box::new(c),
-                },
-            ),
-            Next::Cancelled => {
-                super::tasks::abandon::abandon(c.handle, c.call, c.reply, &c.rewrite).await;
-                (id, Step::Cancelled)
-            }
-        }
-    }
-    .boxed()
 }
 
 /// Whether an agent declared the capability a server request needs.

@@ -59,11 +59,11 @@ pub fn is_modern(message: &Value, version_header: Option<&str>) -> bool {
 }
 
 /// The error for a stateless request whose method 2026-07-28 removed (404 with -32601
-/// over HTTP): the connection actor's answer (`agent::modern::removed`), given before
+/// over HTTP): the connection actor's answer (`agent::era_check::removed`), given before
 /// the header checks because such a request may carry the version only in its header.
 pub fn removed_method(message: &Value) -> Option<ErrorObject> {
     let m = message.get("method").and_then(Value::as_str)?;
-    crate::agent::modern::removed(m)
+    crate::agent::era_check::removed(m)
 }
 
 /// Checks `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` against the body:

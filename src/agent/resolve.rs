@@ -1,4 +1,4 @@
-//! How a request reaches its server, for every method alike: a ready server's connection, the agent's ready instance (found in the catalog, no actor asked), or the future of one that is starting, idle, or not made yet.
+//! Resolving how a request reaches its server, for every method alike: a ready server's connection, the agent's ready instance (found in the catalog, no actor asked), or the future of one that is starting, idle, or not made yet.
 
 use super::session::Session;
 use crate::errors::AgentError;
@@ -34,10 +34,10 @@ pub fn reach(
             let fut = ready(server.clone(), *wait, watch, supervisor);
             return Ok(Reach::Later(fut.boxed()));
         }
-        Some(Availability::PerAgent { wait }) => (InstanceKey::Agent(session.agent), *wait),
+        Some(Availability::PerAgent { wait }) => (InstanceKey::Agent(session.agent()), *wait),
         Some(Availability::PerProject { wait }) => {
             // Its directory or roots are being checked: the call waits for them.
-            if let Some(seen) = session.project.waiting() {
+            if let Some(seen) = session.project().waiting() {
                 let (server, wait, sup) = (server.clone(), *wait, supervisor.clone());
                 let fut = async move {
                     match super::project::settled(seen).await {
@@ -160,7 +160,7 @@ pub fn now(
     server: &Arc<str>,
 ) -> Result<UpstreamHandle, AgentError> {
     let key = match catalog.availability(server) {
-        Some(Availability::PerAgent { .. }) => Some(InstanceKey::Agent(session.agent)),
+        Some(Availability::PerAgent { .. }) => Some(InstanceKey::Agent(session.agent())),
         Some(Availability::PerProject { .. }) => super::project::instance_key(session).ok(),
         _ => None,
     };
