@@ -23,7 +23,11 @@ pub fn cache_hints(ctx: &AgentContext) -> (u64, &'static str) {
     let c = ctx.catalog.borrow();
     (
         c.cache().ttl_ms,
-        if c.cache().private { "private" } else { "public" },
+        if c.cache().private {
+            "private"
+        } else {
+            "public"
+        },
     )
 }
 
