@@ -1,7 +1,7 @@
 //! `mcpd check-config`: what the daemon would run with this config, and the warnings a person can act on before starting it (a command not on `PATH`, a variable not set, a path a confined server names outside its sandbox).
 
 use crate::config::{Config, Launch, ServerConfig, StdioLaunch};
-use crate::stdout::{Out, OutputError};
+use mcpd_ctl::stdout::{Out, OutputError};
 use std::path::{Path, PathBuf};
 
 /// Prints the report. `exists`: the config file is there (else the daemon would start
@@ -106,7 +106,7 @@ pub async fn find_secrets(config: &Config) -> Found {
         return found;
     }
     let stores = crate::secrets::Secrets::new(
-        crate::paths::state_dir(config.daemon.state_dir.clone()).as_deref(),
+        mcpd_ctl::paths::state_dir(config.daemon.state_dir.clone()).as_deref(),
         config.daemon.secrets,
     );
     for name in names {

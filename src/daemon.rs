@@ -50,7 +50,7 @@ pub async fn serve(
     // Where `${secret:NAME}` is looked up at each server's start, and `ctl secret` reads
     // and writes. `[daemon] secrets` and the state directory take effect at a restart.
     let secrets = crate::secrets::Secrets::new(
-        crate::paths::state_dir(config.daemon.state_dir.clone()).as_deref(),
+        mcpd_ctl::paths::state_dir(config.daemon.state_dir.clone()).as_deref(),
         config.daemon.secrets,
     );
     let (supervisor, catalog, supervisor_task) = SupervisorHandle::spawn(
@@ -93,7 +93,7 @@ pub async fn serve(
     let agents = TaskTracker::new();
     let status = (ctx.catalog.clone(), ctx.daemon.clone());
     let http_task = http.map(|bound| {
-        crate::tasks::spawn(crate::agent::http::run(
+        mcpd_runtime::tracker::spawn(crate::agent::http::run(
             bound.tcp,
             bound.cfg,
             bound.token,
@@ -102,7 +102,7 @@ pub async fn serve(
             shutdown.clone(),
         ))
     });
-    let listen = crate::tasks::spawn(listener::run(
+    let listen = mcpd_runtime::tracker::spawn(listener::run(
         listener,
         ctx,
         config.daemon.max_agents,
@@ -114,9 +114,9 @@ pub async fn serve(
     crate::systemd::ready(&summary(&status.0.borrow(), &status.1));
     crate::systemd::watchdog(shutdown.clone());
     if crate::systemd::notifying() {
-        crate::tasks::spawn(report_status(status.0, status.1, shutdown.clone()));
+        mcpd_runtime::tracker::spawn(report_status(status.0, status.1, shutdown.clone()));
     }
-    crate::tasks::spawn(crate::trim::run(shutdown.clone()));
+    mcpd_runtime::tracker::spawn(mcpd_runtime::trim::run(shutdown.clone()));
 
     shutdown.cancelled().await;
     Running {
@@ -190,7 +190,7 @@ async fn bind_dashboard(
     // directory, so the page's address survives a restart.
     let ui = match &config.daemon.ui {
         Some(cfg) if !ui_on_http => {
-            let state = crate::paths::state_dir(config.daemon.state_dir.clone());
+            let state = mcpd_ctl::paths::state_dir(config.daemon.state_dir.clone());
             Some(crate::dashboard::bind(cfg, state.as_deref()).await?)
         }
         _ => None,
@@ -271,7 +271,7 @@ fn spawn_reloader(
     let reloader =
         crate::supervisor::Reloader::spawn(config.source.clone(), config.clone(), supervisor);
     let hup = reloader.clone();
-    crate::tasks::spawn(async move {
+    mcpd_runtime::tracker::spawn(async move {
         // Ends with the daemon: its handle is one of those the reloader waits to see go.
         while let Some(()) = tokio::select! {
             r = reloads.recv() => r,
@@ -291,7 +291,9 @@ fn agent_context(
     supervisor: SupervisorHandle,
     reloader: crate::supervisor::Reloader,
     daemon: Arc<DaemonInfo>,
-    task_statuses: tokio::sync::mpsc::Receiver<crate::budget::Charged<crate::upstream::TaskStatus>>,
+    task_statuses: tokio::sync::mpsc::Receiver<
+        mcpd_runtime::budget::Charged<crate::upstream::TaskStatus>,
+    >,
 ) -> AgentContext {
     let shared = crate::agent::SharedContext {
         catalog,
@@ -307,7 +309,7 @@ fn agent_context(
         max_line: config.daemon.max_message_bytes,
         queue: config.daemon.agent_queue,
         queue_bytes: config.daemon.queue_bytes,
-        limits: crate::protocol::results::Limits {
+        limits: mcpd_wire::protocol::results::Limits {
             max_media_bytes: config.daemon.max_media_bytes,
         },
         profiles: std::sync::Arc::new(
@@ -391,7 +393,7 @@ impl Running {
         }
         // Whatever else was spawned (actors whose handles are now gone, a revocation, a
         // status query) gets a last moment to finish.
-        match crate::tasks::drain(TASKS_DEADLINE).await {
+        match mcpd_runtime::tracker::drain(TASKS_DEADLINE).await {
             0 => tracing::debug!("every task ended"),
             n => tracing::warn!(tasks = n, "{n} tasks were still running at exit"),
         }
@@ -426,7 +428,7 @@ fn confined_temp_dirs() -> Option<crate::upstream::sandbox::Claim> {
             )
         })
         .ok();
-    crate::tasks::spawn_blocking(|| match crate::upstream::sandbox::sweep() {
+    mcpd_runtime::tracker::spawn_blocking(|| match crate::upstream::sandbox::sweep() {
         0 => {}
         n => tracing::info!("removed the temporary directories of {n} daemons no longer running"),
     });

@@ -1,8 +1,8 @@
 //! The one place where failures become JSON-RPC errors that tell an agent what happened and what to do.
 
-use crate::control_api::UNKNOWN_TOOL_HINT;
-use crate::jsonrpc::{ErrorObject, code, mcpd_code};
 use crate::upstream::UpstreamError;
+use mcpd_ctl::control_api::UNKNOWN_TOOL_HINT;
+use mcpd_wire::jsonrpc::{ErrorObject, code, mcpd_code};
 use serde_json::json;
 
 /// Why a request from an agent could not be served. Named by cause, so an agent is never
@@ -41,7 +41,7 @@ pub enum AgentError {
     TooManyInFlight(usize),
     /// The agent reused the id of one of its requests still in flight.
     #[error("request id {0} is already in use by a request in flight")]
-    IdInUse(crate::jsonrpc::Id),
+    IdInUse(mcpd_wire::jsonrpc::Id),
     #[error("mcpd is shutting down; reconnect once it is back")]
     ShuttingDown,
     #[error(

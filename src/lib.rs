@@ -1,9 +1,8 @@
-//! mcpd: a local MCP multiplexer daemon. Modules in reading order, from the wire inwards.
-
-// The floors below the daemon (wire, runtime, ctl), named here by its old paths while the daemon moves to `mcpd_wire::…`.
-pub(crate) use mcpd_ctl::{control_api, errln, paths, stdout, visible};
-pub(crate) use mcpd_runtime::{ask, budget, framing, outbox, private_file, tracker as tasks, trim};
-pub(crate) use mcpd_wire::{json, jsonrpc, protocol};
+//! mcpd: a local MCP multiplexer daemon. Modules in reading order, from the floors inwards.
+//!
+//! The floors are crates of their own: `mcpd_wire` (JSON, JSON-RPC, MCP shapes),
+//! `mcpd_runtime` (the task tracker, ask, budgets, framing, outboxes) and `mcpd_ctl` (the
+//! client, the control contract, socket paths); this crate is the daemon on top.
 
 pub(crate) mod agent;
 pub mod check_config;

@@ -48,7 +48,8 @@ impl SentinelHandle {
                 tracing::warn!(
                     "cannot start the sentinel process ({e}); grandchildren of servers may outlive a killed mcpd"
                 );
-                let task = crate::tasks::spawn(async move { while rx.recv().await.is_some() {} });
+                let task =
+                    mcpd_runtime::tracker::spawn(async move { while rx.recv().await.is_some() {} });
                 return (SentinelHandle { tx, pid: None }, task);
             }
         };
@@ -56,7 +57,7 @@ impl SentinelHandle {
         let mut stdin = child.stdin.take();
         // The IO task owns the pipe; it ends after the daemon says `clean` and drops
         // every handle, then reaps the sentinel.
-        let task = crate::tasks::spawn(async move {
+        let task = mcpd_runtime::tracker::spawn(async move {
             while let Some(line) = rx.recv().await {
                 if let Some(pipe) = stdin.as_mut()
                     && pipe.write_all(line.as_bytes()).await.is_err()

@@ -24,7 +24,7 @@ pub struct Pointer {
 /// Leaves a pointer to `socket` where clients without `XDG_RUNTIME_DIR` look, when they
 /// would not find it otherwise and no live daemon is there.
 pub async fn leave(socket: &Path) -> Option<Pointer> {
-    let at = crate::paths::pointer_place(socket)?;
+    let at = mcpd_ctl::paths::pointer_place(socket)?;
     let dir = at.parent()?;
     if let Err(e) = own_dir(dir).await {
         tracing::warn!(dir = %dir.display(), "no pointer to the socket for clients without XDG_RUNTIME_DIR: {e}");
@@ -83,7 +83,7 @@ impl Pointer {
 /// Before a daemon binds `socket`: when that is the fallback place and holds another
 /// daemon's pointer, the pointer goes (the place is for the daemon that listens there).
 pub async fn clear_for(socket: &Path) {
-    if socket != crate::paths::fallback_socket() {
+    if socket != mcpd_ctl::paths::fallback_socket() {
         return;
     }
     let pointer = tokio::fs::symlink_metadata(socket)

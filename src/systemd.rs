@@ -119,7 +119,7 @@ pub fn watchdog(cancel: CancellationToken) {
         return;
     };
     let every = (interval / 2).max(Duration::from_millis(100));
-    crate::tasks::spawn(async move {
+    mcpd_runtime::tracker::spawn(async move {
         let mut tick = tokio::time::interval(every);
         loop {
             tokio::select! {

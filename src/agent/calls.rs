@@ -7,12 +7,12 @@ use super::render::{Rewrite, TaskMode};
 use super::reply::{Refusal, ReplyFuture};
 use super::session::Session;
 use crate::errors::AgentError;
-use crate::jsonrpc::{Id, Request};
-use crate::outbox::Outbox;
-use crate::protocol::era::Era;
-use crate::protocol::method;
 use crate::registry::Resolved;
 use crate::upstream::PlainCall;
+use mcpd_runtime::outbox::Outbox;
+use mcpd_wire::jsonrpc::{Id, Request};
+use mcpd_wire::protocol::era::Era;
+use mcpd_wire::protocol::method;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -97,7 +97,7 @@ pub fn start(
         params.remove("task");
     }
     let declared =
-        era == Era::Modern && crate::protocol::tasks::declared_in_meta(params.get("_meta"));
+        era == Era::Modern && mcpd_wire::protocol::tasks::declared_in_meta(params.get("_meta"));
     if declared && required {
         // A modern agent that can do tasks gets a 2025-11-25 one as an extension task.
         params.insert("task".into(), serde_json::json!({}));

@@ -14,11 +14,11 @@ use super::reply::Handled;
 use super::session::Session;
 use crate::config::{Discovery, RESERVED};
 use crate::errors::AgentError;
-use crate::jsonrpc::{self, Id, Request};
-use crate::outbox::Outbox;
-use crate::protocol::era::Era;
-use crate::protocol::method;
 use crate::registry::Catalog;
+use mcpd_runtime::outbox::Outbox;
+use mcpd_wire::jsonrpc::{self, Id, Request};
+use mcpd_wire::protocol::era::Era;
+use mcpd_wire::protocol::method;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use std::sync::{Arc, LazyLock};
@@ -202,7 +202,7 @@ pub fn call(
         }
     };
     if era == Era::Modern {
-        crate::protocol::era::modernize_result(&mut result);
+        mcpd_wire::protocol::era::modernize_result(&mut result);
     }
     Handled::Now(jsonrpc::result_line(&req.id, &result))
 }
@@ -303,7 +303,8 @@ fn describe(
     }
     // Stateless HTTP clients share one connection: there is no session of theirs to
     // activate tools in (they call through mcpd__call_tool).
-    let stateless = ctx.peer.over_http && session.era() == Some(crate::protocol::era::Era::Modern);
+    let stateless =
+        ctx.peer.over_http && session.era() == Some(mcpd_wire::protocol::era::Era::Modern);
     let changed = !stateless && session.activate(settings(ctx, session).max_active, found);
     if changed && discovers(ctx, session, catalog) {
         session.notify_list_changed(outbox, method::TOOLS_LIST_CHANGED);

@@ -1,9 +1,9 @@
 //! Which era a request speaks: the connection pinned by its first decisive exchange, requests that do not fit its era refused, and the methods 2026-07-28 removed answered alike for socket and HTTP agents.
 
 use super::session::Session;
-use crate::jsonrpc::{self, ErrorObject, Id, Request};
-use crate::protocol::era::{self, Era, RequestEra, key};
-use crate::protocol::method;
+use mcpd_wire::jsonrpc::{self, ErrorObject, Id, Request};
+use mcpd_wire::protocol::era::{self, Era, RequestEra, key};
+use mcpd_wire::protocol::method;
 use serde_json::{Value, json};
 
 /// What `handle` should do with a request after looking at its era.

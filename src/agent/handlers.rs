@@ -5,12 +5,12 @@ use super::reply::Handled;
 use super::session::Session;
 use super::{AgentContext, calls, control, era_check, listen, self_description, surface, tasks};
 use crate::errors::AgentError;
-use crate::jsonrpc::{self, Id, Request};
-use crate::outbox::Outbox;
-use crate::protocol::ListKind;
-use crate::protocol::era::Era;
-use crate::protocol::{self, method};
 use crate::supervisor::Action;
+use mcpd_runtime::outbox::Outbox;
+use mcpd_wire::jsonrpc::{self, Id, Request};
+use mcpd_wire::protocol::ListKind;
+use mcpd_wire::protocol::era::Era;
+use mcpd_wire::protocol::{self, method};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
@@ -77,7 +77,7 @@ pub fn handle(
             if let Some(i) = req
                 .params
                 .as_ref()
-                .and_then(crate::protocol::era::instance_in)
+                .and_then(mcpd_wire::protocol::era::instance_in)
             {
                 session.is_mcpd(i);
             }
@@ -133,9 +133,9 @@ pub fn handle(
             Ok((id, cancel, fut)) => Handled::Later { id, cancel, fut },
             Err(refusal) => Handled::Now(refusal.line()),
         },
-        crate::protocol::tasks::GET
-        | crate::protocol::tasks::UPDATE
-        | crate::protocol::tasks::CANCEL
+        mcpd_wire::protocol::tasks::GET
+        | mcpd_wire::protocol::tasks::UPDATE
+        | mcpd_wire::protocol::tasks::CANCEL
         | method::TASKS_RESULT => tasks::handle(req, ctx, outbox, session, era),
         method::TASKS_LIST if era == Era::Legacy => tasks::list(req, ctx, session),
         method::MCPD_STATUS => control::status(req, ctx),
@@ -143,10 +143,10 @@ pub fn handle(
         "mcpd/metrics" => control::metrics(req, ctx),
         "mcpd/agents" => control::agents(req, ctx),
         "mcpd/http-token" => Handled::Now(control::http_token(&req.id, ctx)),
-        crate::control_api::UI => control::ui(req, ctx),
-        crate::control_api::CANCEL => control::cancel(req, ctx),
-        crate::control_api::PINS => control::pins(req, ctx),
-        crate::control_api::SECRETS => control::secrets::handle(req, ctx),
+        mcpd_ctl::control_api::UI => control::ui(req, ctx),
+        mcpd_ctl::control_api::CANCEL => control::cancel(req, ctx),
+        mcpd_ctl::control_api::PINS => control::pins(req, ctx),
+        mcpd_ctl::control_api::SECRETS => control::secrets::handle(req, ctx),
         "mcpd/restart" => control::control(req, ctx, Action::Restart),
         "mcpd/stop" => control::control(req, ctx, Action::Stop),
         "mcpd/start" => control::control(req, ctx, Action::Start),
@@ -185,7 +185,7 @@ fn initialize(req: &Request, session: &mut Session, behind: &[String]) -> String
     let client = super::session::Client {
         name: field("/clientInfo/name"),
         version: field("/clientInfo/version"),
-        mcpd_instance: params.and_then(crate::protocol::era::instance_in),
+        mcpd_instance: params.and_then(mcpd_wire::protocol::era::instance_in),
     };
     session.initialize(capabilities, client);
     tracing::info!(
@@ -207,9 +207,9 @@ fn initialize(req: &Request, session: &mut Session, behind: &[String]) -> String
     let result = json!({
         "protocolVersion": version,
         "capabilities": capabilities,
-        "serverInfo": crate::protocol::era::server_info(),
+        "serverInfo": mcpd_wire::protocol::era::server_info(),
         "instructions": self_description::INSTRUCTIONS,
-        "_meta": crate::protocol::era::daemon_meta(behind),
+        "_meta": mcpd_wire::protocol::era::daemon_meta(behind),
     });
     jsonrpc::result_line(&req.id, &result)
 }
@@ -253,7 +253,7 @@ fn tools_list(req: &Request, ctx: &AgentContext, era: Era, session: &Session) ->
         .params
         .as_ref()
         .and_then(|p| p.get("_meta"))
-        .and_then(|m| m.get(crate::control_api::ALL_TOOLS))
+        .and_then(|m| m.get(mcpd_ctl::control_api::ALL_TOOLS))
         .and_then(Value::as_bool)
         == Some(true);
     if !all && super::discover::discovers(ctx, session, &catalog) {
@@ -269,7 +269,7 @@ fn tools_list(req: &Request, ctx: &AgentContext, era: Era, session: &Session) ->
                 "resultType": "complete",
                 "ttlMs": 0,
                 "cacheScope": "private",
-                "_meta": { crate::protocol::era::key::SERVER_INFO: crate::protocol::era::server_info() },
+                "_meta": { mcpd_wire::protocol::era::key::SERVER_INFO: mcpd_wire::protocol::era::server_info() },
             })
         });
         let result = Listed {
@@ -296,7 +296,7 @@ fn tools_list(req: &Request, ctx: &AgentContext, era: Era, session: &Session) ->
                     "resultType": "complete",
                     "ttlMs": c.ttl_ms,
                     "cacheScope": if c.private { "private" } else { "public" },
-                    "_meta": { crate::protocol::era::key::SERVER_INFO: crate::protocol::era::server_info() },
+                    "_meta": { mcpd_wire::protocol::era::key::SERVER_INFO: mcpd_wire::protocol::era::server_info() },
                 })
             });
             let result = Page {
@@ -334,7 +334,7 @@ fn only_for_tools(
     plain: Option<PlainArguments>,
 ) -> (Request, Option<PlainArguments>) {
     match plain {
-        Some(p) if req.method != crate::protocol::method::TOOLS_CALL => {
+        Some(p) if req.method != mcpd_wire::protocol::method::TOOLS_CALL => {
             req.params = match req.params.take() {
                 Some(Value::Object(params)) => Some(Value::Object(p.merged(params))),
                 other => other,

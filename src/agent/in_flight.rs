@@ -1,7 +1,7 @@
 //! An agent connection's requests in flight: what cancels each, and what `ctl agents` and the dashboard show of it (method, tool, since when), and the ones the daemon's user cancelled, whose agent is told so.
 
-use crate::control_api::CallInfo;
-use crate::jsonrpc::Id;
+use mcpd_ctl::control_api::CallInfo;
+use mcpd_wire::jsonrpc::Id;
 use std::collections::HashMap;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;

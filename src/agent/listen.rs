@@ -1,9 +1,9 @@
 //! A 2026-07-28 agent's `subscriptions/listen`: the caps on how many and how large, and the acknowledgement of what mcpd honours.
 
 use super::session::{Listen, Session};
-use crate::jsonrpc::{self, ErrorObject, Request};
-use crate::protocol::era::key;
-use crate::protocol::method;
+use mcpd_wire::jsonrpc::{self, ErrorObject, Request};
+use mcpd_wire::protocol::era::key;
+use mcpd_wire::protocol::method;
 use serde_json::{Value, json};
 
 /// Open `subscriptions/listen` requests one connection may have at once.
@@ -16,7 +16,7 @@ pub const MAX_LISTEN_URIS: usize = 1024;
 pub fn may_listen(req: &Request, session: &Session) -> Result<(), ErrorObject> {
     if session.listens().len() >= MAX_LISTENS {
         return Err(ErrorObject::new(
-            crate::jsonrpc::mcpd_code::BUSY,
+            mcpd_wire::jsonrpc::mcpd_code::BUSY,
             format!(
                 "this connection already has {MAX_LISTENS} open subscriptions/listen requests; cancel one first"
             ),

@@ -2,8 +2,8 @@
 
 use super::AgentContext;
 use crate::errors::EdgeError;
-use crate::jsonrpc::{self, ErrorObject};
 use futures::FutureExt;
+use mcpd_wire::jsonrpc::{self, ErrorObject};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,9 +1,9 @@
 //! An agent connection inside the daemon, for the dashboard's try-it form: a tool is called through the same connection actor as any agent's (the same names, checks, limits and metrics), the call shows in `ctl agents` with its duration while it runs and can be cancelled there, and the connection closes when the answer came or the page gave up.
 
 use super::AgentContext;
-use crate::control_api::AgentInfo;
-use crate::framing::Frame;
-use crate::jsonrpc::{self, Id};
+use mcpd_ctl::control_api::AgentInfo;
+use mcpd_runtime::framing::Frame;
+use mcpd_wire::jsonrpc::{self, Id};
 use serde_json::{Value, json};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -39,11 +39,11 @@ pub async fn call_tool(
     // The daemon's user, in the daemon itself: no peer process to look at.
     let ctx = ctx.with_peer(super::Peer::inside(ctx.access.own));
     let agent = ctx.daemon.next_agent.fetch_add(1, Ordering::Relaxed) + 1;
-    let (outbox, mut out_rx) = crate::outbox::Outbox::new(ctx.queue, ctx.queue_bytes);
+    let (outbox, mut out_rx) = mcpd_runtime::outbox::Outbox::new(ctx.queue, ctx.queue_bytes);
     let (answer_tx, answer_rx) = oneshot::channel::<String>();
     // The connection's writer: it waits for the call's answer and drops the rest (the
     // initialize result, notifications).
-    let writer = crate::tasks::spawn(async move {
+    let writer = mcpd_runtime::tracker::spawn(async move {
         let mut answer = Some(answer_tx);
         let mut bytes = 0u64;
         while let Some(out) = out_rx.recv().await {
@@ -68,29 +68,29 @@ pub async fn call_tool(
         transport: Some("dashboard".into()),
         ..Default::default()
     };
-    crate::tasks::spawn(super::conn::run(
+    mcpd_runtime::tracker::spawn(super::conn::run(
         frames, outbox, writer, seed, ctx, shutdown,
     ));
     let init = json!({
-        "protocolVersion": crate::protocol::LATEST_LEGACY,
+        "protocolVersion": mcpd_wire::protocol::LATEST_LEGACY,
         "capabilities": {},
         "clientInfo": {"name": client, "version": env!("CARGO_PKG_VERSION")},
     });
     let call = json!({"name": tool, "arguments": arguments});
     let claim = project.map(|p| {
         let path = json!({ "path": p });
-        jsonrpc::notification_line(crate::control_api::PROJECT_NOTIFICATION, Some(&path))
+        jsonrpc::notification_line(mcpd_ctl::control_api::PROJECT_NOTIFICATION, Some(&path))
     });
     let lines = claim.into_iter().chain([
         jsonrpc::request_line(
             &Id::from(0),
-            crate::protocol::method::INITIALIZE,
+            mcpd_wire::protocol::method::INITIALIZE,
             Some(&init),
         ),
-        jsonrpc::notification_line(crate::protocol::method::INITIALIZED, None),
+        jsonrpc::notification_line(mcpd_wire::protocol::method::INITIALIZED, None),
         jsonrpc::request_line(
             &Id::from(CALL),
-            crate::protocol::method::TOOLS_CALL,
+            mcpd_wire::protocol::method::TOOLS_CALL,
             Some(&call),
         ),
     ]);

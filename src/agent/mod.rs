@@ -71,7 +71,7 @@ pub trait UiLink: Send + Sync + std::fmt::Debug {
     /// A fresh launch URL, valid once for the duration returned.
     fn launch_url(
         &self,
-    ) -> futures::future::BoxFuture<'_, Result<(String, Duration), crate::ask::AskError>>;
+    ) -> futures::future::BoxFuture<'_, Result<(String, Duration), mcpd_runtime::ask::AskError>>;
 }
 
 /// One connection's place in `DaemonInfo::agents`, held from its first request that is
@@ -224,7 +224,7 @@ pub struct SharedContext {
     /// The profiles agents can choose, by name.
     pub profiles: Arc<std::collections::BTreeMap<String, Arc<crate::config::Profile>>>,
     /// Bounds on the results passed to agents (image and audio sizes).
-    pub limits: crate::protocol::results::Limits,
+    pub limits: mcpd_wire::protocol::results::Limits,
     /// How long in-flight calls may finish once shutdown begins.
     pub drain_grace: Duration,
     /// The input requests of 2025-11-25 tasks that modern agents hold.

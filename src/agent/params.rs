@@ -10,8 +10,8 @@
 //! an `input_required` retry) gets them parsed through [`Params::into_map`] or
 //! [`Params::change`].
 
-use crate::jsonrpc::{self, Request};
 use crate::upstream::{CallParams, PlainCall};
+use mcpd_wire::jsonrpc::{self, Request};
 use serde_json::{Map, Value};
 use std::sync::Arc;
 
@@ -100,7 +100,7 @@ impl PlainArguments {
 pub fn plain_call(call: jsonrpc::PeekedToolCall<'_>) -> (Request, PlainArguments) {
     let req = Request {
         id: call.id,
-        method: crate::protocol::method::TOOLS_CALL.into(),
+        method: mcpd_wire::protocol::method::TOOLS_CALL.into(),
         params: Some(Value::Object(call.params)),
     };
     (req, PlainArguments(call.arguments.map(Arc::from)))

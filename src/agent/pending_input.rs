@@ -10,11 +10,11 @@ use super::call::parked;
 use super::reply::{InFlight, ReplyFuture};
 use super::request_state;
 use super::session::Session;
-use crate::jsonrpc::{self, ErrorObject, Id};
-use crate::outbox::{Held, Out, Outbox};
-use crate::protocol::era;
 use crate::upstream::ServerAsk;
 use futures::stream::FuturesUnordered;
+use mcpd_runtime::outbox::{Held, Out, Outbox};
+use mcpd_wire::jsonrpc::{self, ErrorObject, Id};
+use mcpd_wire::protocol::era;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -101,7 +101,7 @@ impl Inputs {
             .retain(|_, (respond_to, _)| !respond_to.is_closed());
         if self.outgoing.len() >= MAX_OUTGOING {
             let e = ErrorObject::new(
-                crate::jsonrpc::mcpd_code::BUSY,
+                mcpd_wire::jsonrpc::mcpd_code::BUSY,
                 format!("{MAX_OUTGOING} requests to this agent already wait for its answer"),
             );
             let _ = ask.respond_to.send(Err(e)); // the server side may have given up
@@ -154,7 +154,7 @@ impl Inputs {
             "resultType": "input_required",
             "inputRequests": { key.clone(): { "method": ask.method, "params": ask.params } },
             "requestState": request_state::seal(self.binding, n),
-            "_meta": { crate::protocol::era::key::SERVER_INFO: crate::protocol::era::server_info() },
+            "_meta": { mcpd_wire::protocol::era::key::SERVER_INFO: mcpd_wire::protocol::era::server_info() },
         });
         let line = jsonrpc::result_line(&id, &result);
         held.reply(
@@ -236,7 +236,7 @@ impl Inputs {
         for id in unanswered {
             if let Some((respond_to, _)) = self.outgoing.remove(&id) {
                 let e = ErrorObject::new(
-                    crate::jsonrpc::mcpd_code::TIMEOUT,
+                    mcpd_wire::jsonrpc::mcpd_code::TIMEOUT,
                     "the agent did not answer in time".to_owned(),
                 );
                 let _ = respond_to.send(Err(e)); // the server may have given up

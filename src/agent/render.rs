@@ -2,10 +2,10 @@
 
 use super::tasks::status::StatusTo;
 use crate::errors::AgentError;
-use crate::jsonrpc::{self, Id};
-use crate::protocol::era::{self, Era};
-use crate::protocol::results::{RawMembers, passes_unchanged};
 use crate::upstream::{RawReply, RawResult, Reply};
+use mcpd_wire::jsonrpc::{self, Id};
+use mcpd_wire::protocol::era::{self, Era};
+use mcpd_wire::protocol::results::{RawMembers, passes_unchanged};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -20,7 +20,7 @@ pub enum Rewrite {
     /// `tools/call`: the result is checked (shape, media, the tool's `outputSchema`).
     ToolResult {
         output_schema: Option<Arc<Value>>,
-        limits: crate::protocol::results::Limits,
+        limits: mcpd_wire::protocol::results::Limits,
         tasks: TaskMode,
     },
     /// `tasks/*`: the server's task id becomes the one the agent knows (`sealed`). A
@@ -37,7 +37,7 @@ impl Rewrite {
     /// connection's own, not the call's: they come after the call's answer). A modern
     /// agent gets no `notifications/tasks/status`: it names the task in a
     /// `subscriptions/listen` and gets `notifications/tasks` (`tasks/watch.rs`).
-    pub fn route_statuses(&mut self, outbox: &crate::outbox::Outbox, instance: u64) {
+    pub fn route_statuses(&mut self, outbox: &mcpd_runtime::outbox::Outbox, instance: u64) {
         if let Rewrite::ToolResult {
             tasks: TaskMode::Owned { status_to, .. },
             ..
@@ -181,7 +181,7 @@ pub fn render(
                     limits,
                     ..
                 } => {
-                    use crate::protocol::results::{Checked, check_call_result};
+                    use mcpd_wire::protocol::results::{Checked, check_call_result};
                     match check_call_result(&mut result, output_schema.as_deref(), limits) {
                         Checked::Ok => {}
                         Checked::Fixed(notes) => {
@@ -238,9 +238,9 @@ fn present_contents(result: &mut Value, surface: &crate::registry::Surface, serv
 
 #[cfg(test)]
 mod tests {
-    use crate::jsonrpc::{Message, parse, peek_result, raw_result_line};
     use crate::upstream::RawResult;
     use mcpd_wire::jsonrpc::strategies::id_text;
+    use mcpd_wire::jsonrpc::{Message, parse, peek_result, raw_result_line};
 
     proptest::proptest! {
         /// A server's result passed on in its own line (rewritten in place) reads exactly

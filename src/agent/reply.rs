@@ -1,9 +1,9 @@
 //! What handling an agent's request gives the connection: an answer now, or a future of one; how that future ends (a reply, a cancellation, or a call parked for the agent's input).
 
 use super::render::Rewrite;
-use crate::jsonrpc::Id;
 use crate::upstream::{CallId, RawReply, ServerAsk, UpstreamHandle};
 use futures::future::BoxFuture;
+use mcpd_wire::jsonrpc::Id;
 use serde_json::Value;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -19,7 +19,7 @@ pub struct Refusal {
 impl Refusal {
     /// The error response for the agent.
     pub fn line(&self) -> String {
-        crate::jsonrpc::error_line(Some(&self.id), &self.error.to_error_object())
+        mcpd_wire::jsonrpc::error_line(Some(&self.id), &self.error.to_error_object())
     }
 }
 
@@ -54,7 +54,7 @@ pub enum Step {
 
 /// A request to handle again, as the agent sent it.
 pub struct Again {
-    pub request: crate::jsonrpc::Request,
+    pub request: mcpd_wire::jsonrpc::Request,
     pub plain: Option<super::params::PlainArguments>,
 }
 

@@ -1,6 +1,6 @@
 //! Who is connected: the roster, an actor that knows every agent connection and asks each for its live details when `mcpd ctl agents` wants them.
 
-use crate::control_api::AgentInfo;
+use mcpd_ctl::control_api::AgentInfo;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -65,7 +65,7 @@ pub enum RosterAsk {
     Describe(oneshot::Sender<AgentInfo>),
     /// To cancel a request in flight for the daemon's user; answers whether it was.
     Cancel {
-        id: crate::jsonrpc::Id,
+        id: mcpd_wire::jsonrpc::Id,
         respond_to: oneshot::Sender<bool>,
     },
 }
@@ -115,7 +115,7 @@ impl AgentRoster {
             agents: BTreeMap::new(),
             rx,
         };
-        crate::tasks::spawn(roster.run());
+        mcpd_runtime::tracker::spawn(roster.run());
         AgentRoster { tx }
     }
 
@@ -139,11 +139,11 @@ impl AgentRoster {
             id: id.to_owned(),
         };
         let parsed = serde_json::from_str(id).ok();
-        let parsed = parsed.as_ref().and_then(crate::jsonrpc::Id::from_value);
+        let parsed = parsed.as_ref().and_then(mcpd_wire::jsonrpc::Id::from_value);
         let Some(parsed) = parsed else {
             return Err(no_request());
         };
-        let found = crate::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Find {
+        let found = mcpd_runtime::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Find {
             agent,
             respond_to,
         })
@@ -151,7 +151,7 @@ impl AgentRoster {
         let Ok(Some(ask)) = found else {
             return Err(CancelError::NoAgent(agent));
         };
-        let asked = crate::ask::ask(&ask, ASK_TIMEOUT, |respond_to| RosterAsk::Cancel {
+        let asked = mcpd_runtime::ask::ask(&ask, ASK_TIMEOUT, |respond_to| RosterAsk::Cancel {
             id: parsed,
             respond_to,
         })
@@ -159,13 +159,13 @@ impl AgentRoster {
         match asked {
             Ok(true) => Ok(()),
             Ok(false) => Err(no_request()),
-            Err(crate::ask::AskError::Gone) => Err(CancelError::NoAgent(agent)),
+            Err(mcpd_runtime::ask::AskError::Gone) => Err(CancelError::NoAgent(agent)),
             Err(_) => Err(CancelError::Busy(agent)),
         }
     }
 
     pub async fn list(&self) -> Vec<AgentInfo> {
-        crate::ask::ask(&self.tx, LIST_TIMEOUT, |respond_to| Msg::List {
+        mcpd_runtime::ask::ask(&self.tx, LIST_TIMEOUT, |respond_to| Msg::List {
             respond_to,
         })
         .await
@@ -205,7 +205,7 @@ impl Roster {
                 // Asked from a task of its own, so a slow agent never holds up joins and
                 // leaves.
                 let known: Vec<(AgentInfo, Asker)> = self.agents.values().cloned().collect();
-                crate::tasks::spawn(async move {
+                mcpd_runtime::tracker::spawn(async move {
                     let asked = known.into_iter().map(|(base, ask)| describe(base, ask));
                     let mut out = futures::future::join_all(asked).await;
                     out.retain(|a| !a.control_only);

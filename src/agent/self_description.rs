@@ -1,8 +1,8 @@
 //! What mcpd says about itself to agents of either era: its capabilities, its instructions, the cache hints of its listings, and the `server/discover` answer.
 
 use super::AgentContext;
-use crate::jsonrpc::{self, Request};
-use crate::protocol::era;
+use mcpd_wire::jsonrpc::{self, Request};
+use mcpd_wire::protocol::era;
 use serde_json::{Value, json};
 
 /// mcpd's own capabilities, the same in both eras.
@@ -37,7 +37,7 @@ pub fn discover(req: &Request, ctx: &AgentContext) -> String {
     // Tasks pass through to the servers that make them (the extension is declared per
     // request, and each server decides per call).
     let mut caps = capabilities();
-    crate::protocol::tasks::declare(&mut caps);
+    mcpd_wire::protocol::tasks::declare(&mut caps);
     let result = json!({
         "resultType": "complete",
         "supportedVersions": era::supported_versions(),

@@ -1,9 +1,9 @@
 //! One agent connection's session: what the agent said about itself, its era, its profile, its subscriptions; the state every handler reads.
 
-use crate::jsonrpc::Id;
-use crate::protocol::era::Era;
-use crate::protocol::method;
 use crate::upstream::ServerAsk;
+use mcpd_wire::jsonrpc::Id;
+use mcpd_wire::protocol::era::Era;
+use mcpd_wire::protocol::method;
 use serde_json::Value;
 use std::collections::HashMap;
 use tokio::sync::mpsc;
@@ -23,7 +23,7 @@ pub struct Session {
     initialized: bool,
     /// The request being handled again after it waited for servers to start
     /// (`wait.rs`): it does not wait twice.
-    redo: Option<crate::jsonrpc::Id>,
+    redo: Option<mcpd_wire::jsonrpc::Id>,
     /// Whether the agent has listed tools: only its first list waits for servers.
     listed: bool,
     /// The era the connection is pinned to by its first decisive exchange.
@@ -286,14 +286,14 @@ impl Session {
     pub fn describe(
         &self,
         in_flight: &super::in_flight::InFlight,
-    ) -> crate::control_api::AgentInfo {
-        crate::control_api::AgentInfo {
+    ) -> mcpd_ctl::control_api::AgentInfo {
+        mcpd_ctl::control_api::AgentInfo {
             agent: self.agent,
             client: self.client_name.clone(),
             client_version: self.client_version.clone(),
             era: self.era.map(|e| e.as_str().to_owned()),
             in_flight: in_flight.len(),
-            calls: in_flight.describe(crate::control_api::CALLS_SHOWN),
+            calls: in_flight.describe(mcpd_ctl::control_api::CALLS_SHOWN),
             profile: self.profile.as_ref().map(|p| p.name.clone()),
             project: self
                 .project
@@ -334,19 +334,22 @@ impl Session {
     /// prompts, resources), once per change.
     pub fn notify_changes(
         &self,
-        outbox: &crate::outbox::Outbox,
+        outbox: &mcpd_runtime::outbox::Outbox,
         old: (u64, u64, u64),
         new: (u64, u64, u64),
     ) {
         let changed = [
-            (old.0 != new.0, crate::protocol::method::TOOLS_LIST_CHANGED),
+            (
+                old.0 != new.0,
+                mcpd_wire::protocol::method::TOOLS_LIST_CHANGED,
+            ),
             (
                 old.1 != new.1,
-                crate::protocol::method::PROMPTS_LIST_CHANGED,
+                mcpd_wire::protocol::method::PROMPTS_LIST_CHANGED,
             ),
             (
                 old.2 != new.2,
-                crate::protocol::method::RESOURCES_LIST_CHANGED,
+                mcpd_wire::protocol::method::RESOURCES_LIST_CHANGED,
             ),
         ];
         for (did, m) in changed {
@@ -359,16 +362,16 @@ impl Session {
     /// Tells the agent one of its lists changed (`m`, a list-changed method): a legacy
     /// agent by the plain notification once it is initialized, a modern one on each
     /// subscription that asked for that kind.
-    pub fn notify_list_changed(&self, outbox: &crate::outbox::Outbox, m: &str) {
+    pub fn notify_list_changed(&self, outbox: &mcpd_runtime::outbox::Outbox, m: &str) {
         if self.era != Some(Era::Modern) && self.initialized {
-            outbox.send(crate::jsonrpc::notification_line(m, None));
+            outbox.send(mcpd_wire::jsonrpc::notification_line(m, None));
         }
         for (id, listen) in &self.listens {
             if listen.wants(m) {
                 let params = serde_json::json!({
-                    "_meta": { crate::protocol::era::key::SUBSCRIPTION_ID: id }
+                    "_meta": { mcpd_wire::protocol::era::key::SUBSCRIPTION_ID: id }
                 });
-                outbox.send_about(id, crate::jsonrpc::notification_line(m, Some(&params)));
+                outbox.send_about(id, mcpd_wire::jsonrpc::notification_line(m, Some(&params)));
             }
         }
     }

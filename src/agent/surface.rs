@@ -7,15 +7,15 @@ use super::reply::{Handled, Step};
 use super::resolve::Reach;
 use super::session::Session;
 use crate::errors::AgentError;
-use crate::jsonrpc::{self, ErrorObject, Id, Request};
-use crate::outbox::Outbox;
-use crate::protocol::ListKind;
-use crate::protocol::era::{self, Era};
-use crate::protocol::method;
 use crate::registry;
 use crate::registry::surface::RouteError;
 use crate::upstream::Subscription;
 use futures::FutureExt;
+use mcpd_runtime::outbox::Outbox;
+use mcpd_wire::jsonrpc::{self, ErrorObject, Id, Request};
+use mcpd_wire::protocol::ListKind;
+use mcpd_wire::protocol::era::{self, Era};
+use mcpd_wire::protocol::method;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -426,7 +426,7 @@ pub fn listen_resources(
             listen: Some(req.id.clone()),
         };
         // The acknowledgement does not wait for the servers; a failure is only logged.
-        crate::tasks::spawn(async move {
+        mcpd_runtime::tracker::spawn(async move {
             if let Err(e) = handle.subscribe(sub, true).await {
                 tracing::debug!("a resource subscription failed: {e}");
             }
@@ -445,7 +445,7 @@ pub fn set_level(req: &Request, session: &mut Session) -> Handled {
         .and_then(|p| p.get("level"))
         .and_then(Value::as_str);
     match level {
-        Some(l) if crate::protocol::logging::rank(l).is_some() => {
+        Some(l) if mcpd_wire::protocol::logging::rank(l).is_some() => {
             session.set_log_level(l.to_owned());
             Handled::Now(jsonrpc::result_line(&req.id, &json!({})))
         }

@@ -23,11 +23,11 @@ mod server;
 mod ui;
 mod value;
 
-pub use crate::protocol::naming::Naming;
 pub use discovery::{Discovery, RESERVED, ToolMode};
 pub use error::ConfigError;
 pub use filter::{Profile, ToolFilter, glob};
 pub use http::{HttpAuth, HttpListen};
+pub use mcpd_wire::protocol::naming::Naming;
 pub use naming::valid_server_name;
 pub use oauth::{ClientAuth, CredentialStore, Grant, IdentityProvider, KeySource, OAuthConfig};
 pub use pin::PinMode;

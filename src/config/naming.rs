@@ -1,7 +1,7 @@
 //! A server's naming settings (`prefix`, `[servers.NAME.tools] rename`, `[servers.NAME.prompts] rename`) validated into a `Naming`, with the name budget checked at load.
 
 use super::{ConfigError, Validator};
-use crate::protocol::naming::{self, Naming};
+use mcpd_wire::protocol::naming::{self, Naming};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 

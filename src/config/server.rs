@@ -64,7 +64,7 @@ impl Validator<'_> {
             )?,
             tools: self.tool_filter(&key, s.tools.clone())?,
             // Replaced by the validated naming once the name limit is known.
-            naming: crate::protocol::naming::Naming::prefixed(name),
+            naming: mcpd_wire::protocol::naming::Naming::prefixed(name),
             share,
             // Set by the caller, which knows the daemon's default.
             sandbox: None,

@@ -1,7 +1,7 @@
 //! The owner of the dashboard's launch tokens and sessions (`auth::Keys`), which pages and `mcpd/ui` reach through a `DashboardHandle`. It sleeps in its mailbox while nobody asks: no timer (keys expire when asked about).
 
 use super::auth::{Key, Keys, TOKEN_TTL};
-use crate::ask::AskError;
+use mcpd_runtime::ask::AskError;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,7 +47,7 @@ impl DashboardHandle {
 
     /// A fresh launch URL: the login address with a token valid once, for `TOKEN_TTL`.
     pub async fn launch_url(&self) -> Result<(String, Duration), AskError> {
-        let token = crate::ask::ask(&self.tx, ASK_WAIT, |respond_to| DashboardMsg::Mint {
+        let token = mcpd_runtime::ask::ask(&self.tx, ASK_WAIT, |respond_to| DashboardMsg::Mint {
             respond_to,
         })
         .await?;
@@ -60,7 +60,7 @@ impl DashboardHandle {
     /// The new session's id for a launch token, or None (unknown, used, expired, or the
     /// dashboard is stopping).
     pub(super) async fn redeem(&self, token: Key) -> Option<Key> {
-        crate::ask::ask(&self.tx, ASK_WAIT, |respond_to| DashboardMsg::Redeem {
+        mcpd_runtime::ask::ask(&self.tx, ASK_WAIT, |respond_to| DashboardMsg::Redeem {
             token,
             respond_to,
         })
@@ -71,7 +71,7 @@ impl DashboardHandle {
 
     /// Whether a session is open (and keeps it open).
     pub(super) async fn check(&self, session: Key) -> bool {
-        crate::ask::ask(&self.tx, ASK_WAIT, |respond_to| DashboardMsg::Check {
+        mcpd_runtime::ask::ask(&self.tx, ASK_WAIT, |respond_to| DashboardMsg::Check {
             session,
             respond_to,
         })

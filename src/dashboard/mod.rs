@@ -159,7 +159,8 @@ impl Pending {
         // The guard is outermost: every route and the fallback are behind it.
         let app =
             pages::routes(pages).layer(axum::middleware::from_fn_with_state(guard, guard::guard));
-        let keys = crate::tasks::spawn(actor::DashboardActor::new(mailbox).run(shutdown.clone()));
+        let keys =
+            mcpd_runtime::tracker::spawn(actor::DashboardActor::new(mailbox).run(shutdown.clone()));
         let mut started = Started {
             tasks: vec![keys],
             routes: None,
@@ -173,7 +174,7 @@ impl Pending {
                 };
                 started
                     .tasks
-                    .push(crate::tasks::spawn(crate::http_accept::serve(
+                    .push(mcpd_runtime::tracker::spawn(crate::http_accept::serve(
                         listener, app, limits, shutdown,
                     )));
             }

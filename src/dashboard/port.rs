@@ -37,8 +37,10 @@ pub(super) async fn remember(state: &Path, port: u16) {
         }
     };
     let shown = path.display().to_string();
-    let written =
-        crate::tasks::spawn_blocking(move || crate::private_file::write(&path, &bytes)).await;
+    let written = mcpd_runtime::tracker::spawn_blocking(move || {
+        mcpd_runtime::private_file::write(&path, &bytes)
+    })
+    .await;
     match written {
         Ok(Ok(())) => tracing::debug!(port, file = %shown, "kept the dashboard's port"),
         Ok(Err(e)) => tracing::warn!(

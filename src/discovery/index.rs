@@ -88,7 +88,7 @@ impl Segment {
                 }
             };
             let (prefix, own) = qualified
-                .split_once(crate::protocol::naming::SEPARATOR)
+                .split_once(mcpd_wire::protocol::naming::SEPARATOR)
                 .unwrap_or(("", qualified));
             add(own, W_NAME);
             add(prefix, W_PREFIX);

@@ -74,7 +74,7 @@ async fn serve_with(listener: TcpListener, proxy: Proxy, cancel: CancellationTok
                 let cancel = cancel.clone();
                 // On the daemon's tracker too, so that shutdown counts a tunnel that
                 // outlives this loop; the local one lets `serve` wait for its own.
-                crate::tasks::spawn(connections.track_future(async move {
+                mcpd_runtime::tracker::spawn(connections.track_future(async move {
                     proxy.connection(stream, cancel).await;
                     drop(permit);
                 }));

@@ -15,9 +15,9 @@ const ESTABLISHED: &[u8] = b"HTTP/1.1 200 Connection established\r\n\r\n";
 async fn echo() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    crate::tasks::spawn(async move {
+    mcpd_runtime::tracker::spawn(async move {
         while let Ok((mut stream, _)) = listener.accept().await {
-            crate::tasks::spawn(async move {
+            mcpd_runtime::tracker::spawn(async move {
                 let (mut r, mut w) = stream.split();
                 let _ = tokio::io::copy(&mut r, &mut w).await;
             });
@@ -48,7 +48,7 @@ async fn proxy(entries: &[String], resolver: Resolver) -> Running {
     let addr = listener.local_addr().unwrap();
     let cancel = CancellationToken::new();
     let proxy = Proxy::new(Arc::new(Allow::new(rules)), "demo".to_owned(), resolver);
-    let done = crate::tasks::spawn(serve_with(listener, proxy, cancel.clone()));
+    let done = mcpd_runtime::tracker::spawn(serve_with(listener, proxy, cancel.clone()));
     Running { addr, cancel, done }
 }
 

@@ -63,7 +63,7 @@ impl Resolver {
                     // outlives its timeout still counts.
                     let permit = Arc::clone(lookups).acquire_owned().await.ok();
                     let name = name.to_owned();
-                    crate::tasks::spawn_blocking(move || {
+                    mcpd_runtime::tracker::spawn_blocking(move || {
                         let _permit = permit;
                         (name.as_str(), port).to_socket_addrs().map(|addrs| {
                             addrs.map(|a| a.ip()).take(MAX_ANSWERS).collect::<Vec<_>>()

@@ -73,7 +73,7 @@ pub(super) fn read(
         let def = match serde_json::to_value(def) {
             Ok(Value::Object(def)) => def,
             _ => {
-                crate::errln!("{label}: skipped {name:?}: [mcp_servers.{name}] is not a table");
+                mcpd_ctl::errln!("{label}: skipped {name:?}: [mcp_servers.{name}] is not a table");
                 continue;
             }
         };

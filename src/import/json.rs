@@ -95,7 +95,7 @@ fn take(out: &mut Vec<Entry>, servers: Option<&Value>, source: &str) -> Result<(
                 dialect: Dialect::Json,
                 def: def.clone(),
             }),
-            None => crate::errln!("{source}: skipped {name:?}: not a JSON object"),
+            None => mcpd_ctl::errln!("{source}: skipped {name:?}: not a JSON object"),
         }
     }
     Ok(())

@@ -38,7 +38,7 @@ pub use names::sanitize_name;
 pub use sources::{CLIENTS, client_paths};
 
 use crate::config::Config;
-use crate::stdout::{Out, OutputError};
+use mcpd_ctl::stdout::{Out, OutputError};
 use notes::Notes;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -134,7 +134,7 @@ struct Converted {
 pub async fn run(opts: &Options) -> Result<(), ImportError> {
     let files = sources::source_files(&opts.from)?;
     if files.is_empty() {
-        crate::errln!(
+        mcpd_ctl::errln!(
             "mcpd import: found no client config files (looked for {}); name one with --from FILE",
             CLIENTS.join(", ")
         );
@@ -145,7 +145,7 @@ pub async fn run(opts: &Options) -> Result<(), ImportError> {
         entries.extend(sources::read_source(source)?);
     }
 
-    let (config_path, _) = crate::paths::config_path(opts.config.clone()).ok_or_else(|| {
+    let (config_path, _) = mcpd_ctl::paths::config_path(opts.config.clone()).ok_or_else(|| {
         ImportError::Runtime(
             "cannot find mcpd's config file: set --config, $MCPD_CONFIG or $HOME".into(),
         )
@@ -154,7 +154,7 @@ pub async fn run(opts: &Options) -> Result<(), ImportError> {
     let (mut accepted, notes) = accept(entries, &existing_servers, &config_path);
     notes.print();
     if accepted.is_empty() {
-        crate::errln!("mcpd import: nothing new to import");
+        mcpd_ctl::errln!("mcpd import: nothing new to import");
         return Ok(());
     }
     // Checked before any store is searched; its `[daemon]` says which stores to use.
@@ -170,9 +170,9 @@ pub async fn run(opts: &Options) -> Result<(), ImportError> {
         write!(out, "{appended}")?;
         out.flush()?;
         for line in store::would(&target, &accepted).await {
-            crate::errln!("{line}");
+            mcpd_ctl::errln!("{line}");
         }
-        crate::errln!(
+        mcpd_ctl::errln!(
             "mcpd import: --dry-run: would append {} server(s) to {}; nothing stored or written",
             accepted.len(),
             config_path.display()
@@ -216,7 +216,7 @@ pub async fn run(opts: &Options) -> Result<(), ImportError> {
 fn sandbox_warnings(config: &Config, accepted: &[Converted]) {
     for server in accepted.iter().filter_map(|c| config.servers.get(&c.name)) {
         for w in crate::check_config::sandbox_warnings(server) {
-            crate::errln!("[servers.{}]: warning: {w}", server.name);
+            mcpd_ctl::errln!("[servers.{}]: warning: {w}", server.name);
         }
     }
 }
@@ -284,9 +284,9 @@ fn accept(
         let what = format!("{}: server {:?}", entry.source, entry.original);
         if let Some(old) = existing.get(&base) {
             if old.as_table() == Some(&table) {
-                crate::errln!("{what} is already present as [servers.{base}]");
+                mcpd_ctl::errln!("{what} is already present as [servers.{base}]");
             } else {
-                crate::errln!(
+                mcpd_ctl::errln!(
                     "{}: skipped server {:?}: [servers.{base}] already exists in {} with a different definition; \
                      rename the existing table (or the server in the client) and run mcpd import again",
                     entry.source,
@@ -301,11 +301,11 @@ fn accept(
             .iter()
             .any(|c| c.table == table && same_moves(&c.moves, &moves))
         {
-            crate::errln!("{what} is the same as one imported already; skipped");
+            mcpd_ctl::errln!("{what} is the same as one imported already; skipped");
             continue;
         }
         let Some(name) = names::unique_name(&base, &taken) else {
-            crate::errln!(
+            mcpd_ctl::errln!(
                 "{}: skipped server {:?}: no free name like [servers.{base}-N] is left",
                 entry.source,
                 entry.original
@@ -329,7 +329,7 @@ fn accept(
             }
         };
         if name != entry.original {
-            crate::errln!("{what} becomes [servers.{name}]");
+            mcpd_ctl::errln!("{what} becomes [servers.{name}]");
         }
         let description = entry
             .def

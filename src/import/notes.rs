@@ -72,7 +72,7 @@ impl Notes {
             warnings,
         } = other;
         for w in &warnings {
-            crate::errln!("{w}");
+            mcpd_ctl::errln!("{w}");
         }
         self.needs.extend(needs);
         self.literal_env.extend(literal_env);
@@ -83,20 +83,20 @@ impl Notes {
     /// Prints the warnings of an entry that was not imported; the rest does not apply.
     pub(super) fn absorb_warnings(&mut self, other: Notes) {
         for w in &other.warnings {
-            crate::errln!("{w}");
+            mcpd_ctl::errln!("{w}");
         }
     }
 
     pub(super) fn print(&self) {
         if !self.literal_env.is_empty() {
-            crate::errln!(
+            mcpd_ctl::errln!(
                 "note: env values of {} that do not look like secrets were copied as they are; if one is a secret, \
                  store it with `mcpd ctl secret set NAME` and write \"${{secret:NAME}}\" in its place",
                 self.literal_env.join(", ")
             );
         }
         if !self.oauth_clients.is_empty() {
-            crate::errln!(
+            mcpd_ctl::errln!(
                 "note: an OAuth client_id was copied for {}: mcpd logs in with the redirect \
                  http://127.0.0.1:PORT/callback (PORT is redirect_port, else a random one), which the OAuth app \
                  must allow (Claude Code registers http://localhost:PORT/callback, the other clients their own redirects)",
@@ -104,7 +104,7 @@ impl Notes {
             );
         }
         if !self.oauth_without_secret.is_empty() {
-            crate::errln!(
+            mcpd_ctl::errln!(
                 "note: no OAuth client secret was copied for {} (Claude Code and VS Code keep it in the keychain \
                  or their secret storage, not in the config): if the app has one, set client_secret_env in \
                  [servers.NAME.oauth] to a variable of mcpd's environment that holds it",
@@ -160,7 +160,7 @@ impl Notes {
     /// Prints [`Notes::need_lines`]: the last thing an import says.
     pub(super) fn print_needs(&self) {
         for line in self.need_lines() {
-            crate::errln!("{line}");
+            mcpd_ctl::errln!("{line}");
         }
     }
 }

@@ -100,7 +100,7 @@ pub(super) fn source_files(from: &[String]) -> Result<Vec<Source>, ImportError> 
         if let Some(client) = CLIENTS.iter().find(|c| **c == value.as_str()) {
             let files = found(client);
             if files.is_empty() {
-                crate::errln!(
+                mcpd_ctl::errln!(
                     "mcpd import: no {value} config found (looked at {})",
                     client_paths(value)
                         .iter()

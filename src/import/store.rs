@@ -127,7 +127,7 @@ pub(super) struct Target {
 
 impl Target {
     pub(super) fn new(state_dir: Option<std::path::PathBuf>, preferred: Preferred) -> Target {
-        let dir = crate::paths::state_dir(state_dir);
+        let dir = mcpd_ctl::paths::state_dir(state_dir);
         Target {
             secrets: Secrets::new(dir.as_deref(), preferred),
             preferred,

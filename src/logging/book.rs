@@ -49,14 +49,14 @@ impl LogBook {
     pub fn spawn(tap: LogTap, shutdown: CancellationToken) -> LogBook {
         let (tx, rx) = mpsc::channel(16);
         let dropped = tap.dropped.clone();
-        crate::tasks::spawn(Book::new(rx, tap.rx, shutdown).run());
+        mcpd_runtime::tracker::spawn(Book::new(rx, tap.rx, shutdown).run());
         LogBook { tx, dropped }
     }
 
     /// The newest `limit` lines that pass `filter`, oldest first. Empty when the book
     /// has stopped or is too busy to answer.
     pub async fn recent(&self, filter: LogFilter, limit: usize) -> Vec<LogLine> {
-        crate::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Recent {
+        mcpd_runtime::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Recent {
             filter,
             limit,
             respond_to,
@@ -70,7 +70,7 @@ impl LogBook {
     /// `FOLLOW_QUEUE` lines behind. Follow first, then ask for `recent`, and skip the
     /// `seq`s already seen: the book answers in order, so no line falls in between.
     pub async fn follow(&self, filter: LogFilter) -> Option<mpsc::Receiver<LogLine>> {
-        crate::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Follow {
+        mcpd_runtime::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Follow {
             filter,
             respond_to,
         })

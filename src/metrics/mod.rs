@@ -64,7 +64,7 @@ impl Metrics {
             history: Histories::new(Instant::now()),
             rx,
         };
-        crate::tasks::spawn(counters.run());
+        mcpd_runtime::tracker::spawn(counters.run());
         Metrics { tx }
     }
 
@@ -87,7 +87,7 @@ impl Metrics {
 
     /// The call and byte metrics in Prometheus text format.
     pub async fn render(&self) -> String {
-        crate::ask::ask(&self.tx, RENDER_TIMEOUT, |respond_to| Msg::Render {
+        mcpd_runtime::ask::ask(&self.tx, RENDER_TIMEOUT, |respond_to| Msg::Render {
             respond_to,
         })
         .await
@@ -98,7 +98,7 @@ impl Metrics {
     /// if it has had no call since the daemon started (or is beyond the servers kept),
     /// or the counters did not answer.
     pub async fn history(&self, server: &str) -> Option<History> {
-        crate::ask::ask(&self.tx, HISTORY_TIMEOUT, |respond_to| Msg::History {
+        mcpd_runtime::ask::ask(&self.tx, HISTORY_TIMEOUT, |respond_to| Msg::History {
             server: server.to_owned(),
             respond_to,
         })

@@ -301,7 +301,7 @@ mod tests {
             let doc: Value = serde_json::from_str(&doc).unwrap();
             app = app.route(path, get(move || async move { Json(doc) }));
         }
-        crate::tasks::spawn(async move { axum::serve(listener, app).await });
+        mcpd_runtime::tracker::spawn(async move { axum::serve(listener, app).await });
         base
     }
 

@@ -55,7 +55,7 @@ pub enum LoginError {
     #[error("the login cannot be stored: {0}")]
     NotStored(String),
     #[error("the login is not available: {0}")]
-    Gone(#[from] crate::ask::AskError),
+    Gone(#[from] mcpd_runtime::ask::AskError),
     #[error("{0}")]
     Other(String),
     /// The configured client secret names a secret that cannot be looked up.

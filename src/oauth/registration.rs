@@ -176,7 +176,7 @@ async fn dynamic(
         "software_version": env!("CARGO_PKG_VERSION"),
     });
     if !meta.scopes_supported.is_empty() {
-        crate::jsonrpc::set_member(&mut body, "scope", json!(meta.scopes_supported.join(" ")));
+        mcpd_wire::jsonrpc::set_member(&mut body, "scope", json!(meta.scopes_supported.join(" ")));
     }
     let resp = http
         .post(endpoint)
@@ -281,7 +281,7 @@ mod tests {
         );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/register", listener.local_addr().unwrap());
-        crate::tasks::spawn(async move { axum::serve(listener, app).await });
+        mcpd_runtime::tracker::spawn(async move { axum::serve(listener, app).await });
         let c = register(
             &http,
             "x",

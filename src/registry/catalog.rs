@@ -104,7 +104,7 @@ impl Catalog {
         // Without a prefix the name does not say its server; when exactly one server
         // without a prefix has listed nothing, the call is most likely for it.
         let by_prefix = name
-            .split_once(crate::protocol::naming::SEPARATOR)
+            .split_once(mcpd_wire::protocol::naming::SEPARATOR)
             .and_then(|(prefix, _)| self.prefixes.get(prefix))
             .and_then(|server| self.servers.get_key_value(server))
             .filter(|(_, a)| !matches!(a, Availability::Ready(_)));

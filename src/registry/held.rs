@@ -1,6 +1,6 @@
 //! Definitions held for a person's approval, by the names agents would use: a call to one is answered "held, approve it", never "unknown", and never with its text.
 
-use crate::protocol::naming::Naming;
+use mcpd_wire::protocol::naming::Naming;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 

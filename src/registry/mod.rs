@@ -16,12 +16,12 @@ mod tool;
 
 pub use paging::page_entries;
 
-use crate::protocol::ListKind;
-use crate::protocol::naming::Naming;
 pub use availability::{Availability, InstanceKey, Instances};
 pub use catalog::{Catalog, Live, Resolved};
 pub use claims::{Collision, NameKind};
 pub use held::{Held, HeldKind};
+use mcpd_wire::protocol::ListKind;
+use mcpd_wire::protocol::naming::Naming;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

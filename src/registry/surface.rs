@@ -8,7 +8,7 @@
 //! template) is routed by the servers' URI templates; when templates of several servers
 //! match, the agent is told to use the qualified form.
 
-use crate::protocol::ListKind;
+use mcpd_wire::protocol::ListKind;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -352,7 +352,7 @@ mod tests {
     }
 
     fn build(raw: &BTreeMap<(Arc<str>, ListKind), Vec<Value>>) -> Surface {
-        let name = |s: &Arc<str>, n: &str| crate::protocol::naming::qualify(s, n, 64);
+        let name = |s: &Arc<str>, n: &str| mcpd_wire::protocol::naming::qualify(s, n, 64);
         Surface::build(raw, &name, &|_, _| true)
     }
 

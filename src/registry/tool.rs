@@ -1,6 +1,6 @@
 //! One tool as agents see it (`ToolEntry`), and how a server's tool list becomes those entries or the reason it cannot.
 
-use crate::protocol::naming::Naming;
+use mcpd_wire::protocol::naming::Naming;
 use serde_json::Value;
 use serde_json::value::RawValue;
 use std::collections::HashMap;

@@ -23,14 +23,14 @@ pub(super) async fn read(
     dir: PathBuf,
     name: SecretName,
 ) -> Result<Option<SecretValue>, SecretError> {
-    crate::tasks::spawn_blocking(move || read_blocking(&dir, &name))
+    mcpd_runtime::tracker::spawn_blocking(move || read_blocking(&dir, &name))
         .await
         .map_err(|e| SecretError::io("reading a systemd credential", std::io::Error::other(e)))?
 }
 
 /// The names of the credentials in `dir` (files whose names are secret names).
 pub(super) async fn list(dir: PathBuf) -> Result<Vec<String>, SecretError> {
-    crate::tasks::spawn_blocking(move || list_blocking(&dir))
+    mcpd_runtime::tracker::spawn_blocking(move || list_blocking(&dir))
         .await
         .map_err(|e| SecretError::io("listing systemd credentials", std::io::Error::other(e)))?
 }

@@ -72,7 +72,7 @@ impl FileStore {
         );
         let what = format!("writing secret {name:?} to {}", path.display());
         blocking("writing the file store", move || {
-            crate::private_file::write(&path, &bytes).map_err(|e| SecretError::io(what, e))
+            mcpd_runtime::private_file::write(&path, &bytes).map_err(|e| SecretError::io(what, e))
         })
         .await
     }
@@ -99,7 +99,7 @@ async fn blocking<T: Send + 'static>(
     what: &str,
     f: impl FnOnce() -> Result<T, SecretError> + Send + 'static,
 ) -> Result<T, SecretError> {
-    crate::tasks::spawn_blocking(f)
+    mcpd_runtime::tracker::spawn_blocking(f)
         .await
         .map_err(|e| SecretError::io(what, std::io::Error::other(e)))?
 }

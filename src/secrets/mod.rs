@@ -47,7 +47,7 @@
 //! reached is passed over by lookups, listings and removals, and is an error for `set`
 //! only when it is the configured store. Errors ([`SecretError`]) name secrets and files,
 //! never values. Everything runs on the tokio runtime, file IO on tracked blocking
-//! threads (`crate::tasks`).
+//! threads (`mcpd_runtime::tracker`).
 //!
 //! Where it runs: `Secrets::new` reads `$CREDENTIALS_DIRECTORY` when called and finds the
 //! session bus when the keyring is first reached, so the daemon and a `mcpd ctl secret`

@@ -11,7 +11,7 @@
 
 use super::state_file::{StateWriter, load};
 use crate::config::ServerConfig;
-use crate::protocol::ListKind;
+use mcpd_wire::protocol::ListKind;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;

@@ -84,7 +84,7 @@ pub(super) fn serve_egress(
         }
     };
     let cancel = tokio_util::sync::CancellationToken::new();
-    crate::tasks::spawn(crate::egress::serve(
+    mcpd_runtime::tracker::spawn(crate::egress::serve(
         listener,
         allow,
         name.to_owned(),

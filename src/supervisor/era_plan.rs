@@ -2,8 +2,8 @@
 
 use super::Supervisor;
 use crate::config::{Launch, ProtocolMode, ServerConfig};
-use crate::protocol::era::Era;
 use crate::upstream::serve::{EraPlan, Startup};
+use mcpd_wire::protocol::era::Era;
 use std::sync::Arc;
 
 impl Supervisor {

@@ -4,7 +4,7 @@
 //! decides how the server is started; any change to that configuration invalidates it.
 
 use crate::config::{Launch, ServerConfig};
-use crate::protocol::era::Era;
+use mcpd_wire::protocol::era::Era;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;

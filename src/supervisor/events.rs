@@ -47,7 +47,7 @@ impl Supervisor {
         instance: u64,
         handle: crate::upstream::UpstreamHandle,
         identity: crate::upstream::ServerIdentity,
-        http: Option<tokio::sync::watch::Receiver<crate::control_api::HttpInfo>>,
+        http: Option<tokio::sync::watch::Receiver<mcpd_ctl::control_api::HttpInfo>>,
     ) {
         let Some(slot) = self.current(server, instance) else {
             return;
@@ -64,7 +64,7 @@ impl Supervisor {
             r.http = http;
             r.probing = false;
         }
-        let era = crate::protocol::era::Era::of_version(&identity.protocol_version);
+        let era = mcpd_wire::protocol::era::Era::of_version(&identity.protocol_version);
         // Found in place, or after the process quit on `server/discover`.
         let found = identity.era_reason.clone().or(slot.quit_on_discover.take());
         slot.identity = Some(identity);
@@ -131,7 +131,7 @@ impl Supervisor {
         &mut self,
         server: Arc<str>,
         instance: u64,
-        kind: crate::protocol::ListKind,
+        kind: mcpd_wire::protocol::ListKind,
         items: Result<Vec<serde_json::Value>, crate::upstream::ListError>,
     ) {
         let Some(slot) = self.current(&server, instance) else {

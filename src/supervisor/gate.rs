@@ -4,7 +4,7 @@ use super::pins::{Admitted, Answer, Kind};
 pub use super::pins::{PinError, PinOp};
 use super::{AfterExit, Supervisor};
 use crate::config::PinMode;
-use crate::protocol::ListKind;
+use mcpd_wire::protocol::ListKind;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -197,7 +197,7 @@ impl Supervisor {
     }
 
     /// How many definitions of `server` wait, and why its pin file cannot be used.
-    pub(super) fn pin_view(&self, server: &str) -> Option<crate::control_api::PinView> {
+    pub(super) fn pin_view(&self, server: &str) -> Option<mcpd_ctl::control_api::PinView> {
         self.pins.view(server)
     }
 
@@ -235,7 +235,7 @@ impl Supervisor {
         self.publish();
         let saved = self.pins.save(&server);
         tracing::info!(upstream = %server, "pins changed by a person");
-        crate::tasks::spawn(async move {
+        mcpd_runtime::tracker::spawn(async move {
             let answer = match saved.await {
                 Ok(Ok(())) => Ok(json!({ "kinds": approved })),
                 Ok(Err(e)) => Err(PinError::NotSaved(e)),

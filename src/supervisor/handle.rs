@@ -89,7 +89,7 @@ pub enum SupervisorError {
     )]
     NoOAuth(String),
     #[error("the supervisor did not answer: {0}")]
-    NoAnswer(#[from] crate::ask::AskError),
+    NoAnswer(#[from] mcpd_runtime::ask::AskError),
 }
 
 impl Supervisor {
@@ -127,7 +127,7 @@ impl SupervisorHandle {
         config: &Config,
         cancel: CancellationToken,
         sentinel: SentinelHandle,
-        task_status: crate::budget::Sender<crate::upstream::TaskStatus>,
+        task_status: mcpd_runtime::budget::Sender<crate::upstream::TaskStatus>,
         secrets: crate::secrets::Secrets,
     ) -> (
         SupervisorHandle,
@@ -142,7 +142,7 @@ impl SupervisorHandle {
             .values()
             .map(|cfg| (Arc::from(cfg.name.as_str()), Slot::new(cfg.clone())))
             .collect();
-        let state_dir = crate::paths::state_dir(config.daemon.state_dir.clone());
+        let state_dir = mcpd_ctl::paths::state_dir(config.daemon.state_dir.clone());
         let configured = &|name: &str| config.servers.contains_key(name);
         let store = super::store::StateStore::load(state_dir, configured);
         let sup = Supervisor {
@@ -173,14 +173,14 @@ impl SupervisorHandle {
         // The first catalog (cached lists, servers starting) is published before this
         // returns, so an agent accepted at once never sees an empty daemon.
         sup.boot();
-        let task = crate::tasks::spawn(sup.run());
+        let task = mcpd_runtime::tracker::spawn(sup.run());
         (SupervisorHandle { tx }, catalog_rx, task)
     }
 
     /// Tells the supervisor the secret `name` was set: the servers it started because
     /// they waited for it, and the running ones that refer to it.
     pub async fn secret_set(&self, name: &str) -> Option<(Vec<String>, Vec<String>)> {
-        crate::ask::ask(&self.tx, STATUS_WAIT, |respond_to| {
+        mcpd_runtime::ask::ask(&self.tx, STATUS_WAIT, |respond_to| {
             SupervisorMsg::SecretSet {
                 name: name.to_owned(),
                 respond_to,
@@ -191,8 +191,8 @@ impl SupervisorHandle {
     }
 
     pub async fn status(&self) -> Option<Vec<ServerStatus>> {
-        let asked = crate::ask::ask(&self.tx, STATUS_WAIT, |respond_to| SupervisorMsg::Status {
-            respond_to,
+        let asked = mcpd_runtime::ask::ask(&self.tx, STATUS_WAIT, |respond_to| {
+            SupervisorMsg::Status { respond_to }
         })
         .await;
         asked.ok()
@@ -204,7 +204,7 @@ impl SupervisorHandle {
         server: &str,
         key: crate::registry::InstanceKey,
     ) -> Result<UpstreamHandle, SupervisorError> {
-        let asked = crate::ask::ask(&self.tx, INSTANCE_WAIT, |respond_to| {
+        let asked = mcpd_runtime::ask::ask(&self.tx, INSTANCE_WAIT, |respond_to| {
             SupervisorMsg::Instance {
                 server: server.to_owned(),
                 key,
@@ -216,8 +216,11 @@ impl SupervisorHandle {
     }
 
     /// Applies a new configuration's servers; returns what changed.
-    pub async fn reload(&self, config: Config) -> Result<ReloadSummary, crate::ask::AskError> {
-        crate::ask::ask(&self.tx, STATUS_WAIT, |respond_to| SupervisorMsg::Reload {
+    pub async fn reload(
+        &self,
+        config: Config,
+    ) -> Result<ReloadSummary, mcpd_runtime::ask::AskError> {
+        mcpd_runtime::ask::ask(&self.tx, STATUS_WAIT, |respond_to| SupervisorMsg::Reload {
             config: Box::new(config),
             respond_to,
         })
@@ -258,7 +261,7 @@ impl SupervisorHandle {
         &self,
         name: &str,
     ) -> Result<crate::oauth::credential::CredentialHandle, SupervisorError> {
-        let asked = crate::ask::ask(&self.tx, Duration::from_secs(10), |respond_to| {
+        let asked = mcpd_runtime::ask::ask(&self.tx, Duration::from_secs(10), |respond_to| {
             SupervisorMsg::Login {
                 name: name.to_owned(),
                 respond_to,
@@ -275,7 +278,7 @@ impl SupervisorHandle {
         name: &str,
         op: super::gate::PinOp,
     ) -> Result<serde_json::Value, String> {
-        let asked = crate::ask::ask(&self.tx, Duration::from_secs(30), |respond_to| {
+        let asked = mcpd_runtime::ask::ask(&self.tx, Duration::from_secs(30), |respond_to| {
             SupervisorMsg::Pins {
                 name: name.to_owned(),
                 op,
@@ -290,12 +293,13 @@ impl SupervisorHandle {
     }
 
     pub async fn control(&self, name: &str, action: Action) -> Result<(), SupervisorError> {
-        let asked = crate::ask::ask(&self.tx, STATUS_WAIT, |respond_to| SupervisorMsg::Control {
-            name: name.to_owned(),
-            action,
-            respond_to,
-        })
-        .await;
+        let asked =
+            mcpd_runtime::ask::ask(&self.tx, STATUS_WAIT, |respond_to| SupervisorMsg::Control {
+                name: name.to_owned(),
+                action,
+                respond_to,
+            })
+            .await;
         asked.unwrap_or_else(|e| Err(e.into()))
     }
 }

@@ -41,7 +41,7 @@ impl Supervisor {
         let notify = Box::new(move |logged_in: bool| {
             let events = events.clone();
             let server = server.clone();
-            crate::tasks::spawn(async move {
+            mcpd_runtime::tracker::spawn(async move {
                 // If the supervisor is gone, the daemon is stopping.
                 let _ = events
                     .send(ConnectionEvent::Login { server, logged_in })

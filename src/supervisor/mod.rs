@@ -27,9 +27,9 @@ mod starting;
 mod status;
 
 use crate::config::Share;
-use crate::control_api::{HttpInfo, ServerState, ServerStatus};
 use crate::registry::{Catalog, Live, Registry};
 use crate::upstream::{ConnectionEvent, ConnectionExit, UpstreamHandle};
+use mcpd_ctl::control_api::{HttpInfo, ServerState, ServerStatus};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -88,7 +88,7 @@ struct Running {
     /// Its handshake is finding the server's era in place (`handshake::in_place`).
     probing: bool,
     /// What confines its process, if anything does.
-    sandbox: Option<crate::control_api::SandboxView>,
+    sandbox: Option<mcpd_ctl::control_api::SandboxView>,
     /// Stops its network proxy (a host list's) when the process is gone.
     _egress: Option<tokio_util::sync::DropGuard>,
     /// Where its first round of lists is (`gate.rs`).
@@ -339,7 +339,7 @@ impl Supervisor {
         for identity in reached.filter_map(|s| s.identity.as_ref()) {
             let ids = identity.mcpd_instance.iter().chain(&identity.mcpd_behind);
             for id in ids {
-                if out.len() < crate::protocol::era::MAX_BEHIND && !out.contains(id) {
+                if out.len() < mcpd_wire::protocol::era::MAX_BEHIND && !out.contains(id) {
                     out.push(id.clone());
                 }
             }

@@ -48,17 +48,17 @@ impl Reloader {
             supervisor,
             rx,
         };
-        crate::tasks::spawn(actor.run());
+        mcpd_runtime::tracker::spawn(actor.run());
         Reloader { tx }
     }
 
     /// Reloads; the error says why nothing changed.
     pub async fn reload(&self) -> Result<ReloadSummary, ReloadError> {
-        let asked = crate::ask::ask(&self.tx, RELOAD_TIMEOUT, |respond_to| respond_to).await;
+        let asked = mcpd_runtime::ask::ask(&self.tx, RELOAD_TIMEOUT, |respond_to| respond_to).await;
         asked.unwrap_or_else(|e| {
             Err(match e {
-                crate::ask::AskError::Gone => ReloadError::ShuttingDown,
-                e @ crate::ask::AskError::Timeout(_) => ReloadError::Busy(e.to_string()),
+                mcpd_runtime::ask::AskError::Gone => ReloadError::ShuttingDown,
+                e @ mcpd_runtime::ask::AskError::Timeout(_) => ReloadError::Busy(e.to_string()),
             })
         })
     }
@@ -90,7 +90,7 @@ impl ConfigOwner {
             return Err(ReloadError::NoConfigFile);
         };
         // Read on a blocking thread: the runtime's workers serve agents meanwhile.
-        let new = crate::tasks::spawn_blocking(move || Config::load(&path))
+        let new = mcpd_runtime::tracker::spawn_blocking(move || Config::load(&path))
             .await
             .map_err(|e| ReloadError::Read(e.to_string()))?
             .map_err(|e| ReloadError::Invalid(e.to_string()))?;

@@ -28,7 +28,7 @@ pub(super) struct Starter {
     /// Told about every process group, so none outlives a killed mcpd.
     sentinel: SentinelHandle,
     /// Given to every connection, for its server's task statuses (to the agent side).
-    task_status: crate::budget::Sender<crate::upstream::TaskStatus>,
+    task_status: mcpd_runtime::budget::Sender<crate::upstream::TaskStatus>,
     /// Where `${secret:NAME}` references are looked up at each start.
     secrets: crate::secrets::Secrets,
 }
@@ -59,7 +59,7 @@ impl Starter {
         cancel: CancellationToken,
         events: mpsc::Sender<ConnectionEvent>,
         sentinel: SentinelHandle,
-        task_status: crate::budget::Sender<crate::upstream::TaskStatus>,
+        task_status: mcpd_runtime::budget::Sender<crate::upstream::TaskStatus>,
         secrets: crate::secrets::Secrets,
     ) -> Starter {
         Starter {

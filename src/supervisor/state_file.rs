@@ -65,7 +65,7 @@ impl StateWriter {
     /// workers, and a burst of changes to one file writes it once.
     pub fn spawn() -> StateWriter {
         let (tx, rx) = mpsc::channel(QUEUE);
-        crate::tasks::spawn(StateWriterActor { rx }.run());
+        mcpd_runtime::tracker::spawn(StateWriterActor { rx }.run());
         StateWriter { tx }
     }
 
@@ -103,7 +103,10 @@ impl StateWriter {
 
     /// Waits, at most `within`, until everything queued so far is written (shutdown).
     pub async fn flush(&self, within: Duration) {
-        if crate::ask::ask(&self.tx, within, Msg::Flush).await.is_err() {
+        if mcpd_runtime::ask::ask(&self.tx, within, Msg::Flush)
+            .await
+            .is_err()
+        {
             tracing::warn!("some state files were not saved before shutdown");
         }
     }
@@ -119,7 +122,7 @@ impl StateWriterActor {
     async fn run(mut self) {
         while let Some(first) = self.rx.recv().await {
             let (jobs, flushes) = self.batch(first);
-            let done = crate::tasks::spawn_blocking(move || {
+            let done = mcpd_runtime::tracker::spawn_blocking(move || {
                 for (path, (job, acks)) in jobs {
                     let result = apply(&path, job);
                     for ack in acks {
@@ -167,10 +170,12 @@ impl StateWriterActor {
 
 fn apply(path: &Path, job: Job) -> Result<(), String> {
     match job {
-        Job::Write { bytes, what } => crate::private_file::write(path, &bytes).map_err(|e| {
-            tracing::warn!(path = %path.display(), "could not save the {what}: {e}");
-            format!("could not save the {what} {}: {e}", path.display())
-        }),
+        Job::Write { bytes, what } => {
+            mcpd_runtime::private_file::write(path, &bytes).map_err(|e| {
+                tracing::warn!(path = %path.display(), "could not save the {what}: {e}");
+                format!("could not save the {what} {}: {e}", path.display())
+            })
+        }
         Job::Remove => match std::fs::remove_file(path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),

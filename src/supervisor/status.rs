@@ -2,9 +2,9 @@
 
 use super::{Slot, Supervisor};
 use crate::config::{Launch, ProtocolMode};
-use crate::control_api::{NameConflict, SandboxView, ServerStatus};
-use crate::protocol::era::Era;
 use crate::registry::{Collision, InstanceKey};
+use mcpd_ctl::control_api::{NameConflict, SandboxView, ServerStatus};
+use mcpd_wire::protocol::era::Era;
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -185,7 +185,7 @@ impl Supervisor {
                 live.push((rows.len() - 1, h));
             }
         }
-        crate::tasks::spawn(async move {
+        mcpd_runtime::tracker::spawn(async move {
             for (i, handle) in live {
                 if let Ok(Some(s)) = tokio::time::timeout(LIVE_TIMEOUT, handle.live_status()).await
                 {

@@ -4,10 +4,10 @@ use super::actor::End;
 use super::serve::{ConnectionContext, EraPlan, negotiate, report_lost, serve};
 use super::transport::{Inbound, Outbound};
 use super::{ConnectionExit, handshake, http, process};
-use crate::budget;
 use crate::config::Launch;
-use crate::framing;
 use futures::StreamExt;
+use mcpd_runtime::budget;
+use mcpd_runtime::framing;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
@@ -50,9 +50,9 @@ async fn run_stdio(ctx: ConnectionContext, spawned: process::Spawned) -> Connect
     } = spawned;
     tracing::info!(upstream = %server, pid, command = %ctx.config.target(), "started server process");
     let (out_tx, out_rx) = budget::channel::<Outbound>(STDIN_QUEUE, ctx.queue_bytes);
-    let writer = crate::tasks::spawn(framing::write_lines(stdin, out_rx));
+    let writer = mcpd_runtime::tracker::spawn(framing::write_lines(stdin, out_rx));
     let (err_tx, mut err_rx) = mpsc::channel(STDERR_QUEUE);
-    let stderr_task = crate::tasks::spawn(process::read_stderr(
+    let stderr_task = mcpd_runtime::tracker::spawn(process::read_stderr(
         server.clone(),
         stderr,
         err_tx,

@@ -1,9 +1,9 @@
 //! How a request is dressed for a server's era: the modern `_meta` envelope and HTTP request-metadata headers, or neither.
 
 use super::transport::Sent;
-use crate::jsonrpc::{self, Id};
-use crate::protocol::era::{self, Era};
-use crate::protocol::{headers, method};
+use mcpd_wire::jsonrpc::{self, Id};
+use mcpd_wire::protocol::era::{self, Era};
+use mcpd_wire::protocol::{headers, method};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
@@ -32,7 +32,7 @@ impl Dress<'_> {
         let sent = match self.era {
             Era::Modern => {
                 era::add_envelope(&mut params, caps.unwrap_or(&json!({})));
-                crate::protocol::tasks::declare_for_modern(method, &mut params);
+                mcpd_wire::protocol::tasks::declare_for_modern(method, &mut params);
                 let name = params.as_ref().and_then(|p| named(method, p));
                 let mut sent = Sent::modern(id, method, name);
                 if self.http && method == method::TOOLS_CALL {
@@ -128,7 +128,7 @@ pub fn listen_params(resources: &[String]) -> Value {
         "resourcesListChanged": true,
     });
     if !resources.is_empty() {
-        crate::jsonrpc::set_member(&mut filter, "resourceSubscriptions", json!(resources));
+        mcpd_wire::jsonrpc::set_member(&mut filter, "resourceSubscriptions", json!(resources));
     }
     json!({ "notifications": filter })
 }

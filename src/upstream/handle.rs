@@ -1,7 +1,7 @@
 //! The handle of an upstream connection's actor: the messages its mailbox takes, and the calls that send them and wait for the reply within a backstop deadline.
 
 use super::{CallId, CallOptions, CallParams, LiveStatus, RawReply, Reply, ReplyTo, UpstreamError};
-use crate::outbox::Outbox;
+use mcpd_runtime::outbox::Outbox;
 use serde_json::Value;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -44,7 +44,7 @@ pub struct Subscription {
     pub outbox: Outbox,
     /// For a modern agent, the `subscriptions/listen` it came with (its notifications
     /// carry that id).
-    pub listen: Option<crate::jsonrpc::Id>,
+    pub listen: Option<mcpd_wire::jsonrpc::Id>,
 }
 
 /// How long a 2025-11-25 `tasks/result` may wait for its task's end.
@@ -110,7 +110,7 @@ impl UpstreamHandle {
         opts: CallOptions,
     ) -> impl Future<Output = RawReply> + Send + 'static {
         let deadline = match method {
-            crate::protocol::method::TASKS_RESULT => TASK_WAIT + BACKSTOP,
+            mcpd_wire::protocol::method::TASKS_RESULT => TASK_WAIT + BACKSTOP,
             _ => self.deadline,
         };
         let (respond_to, rx) = oneshot::channel();
@@ -148,10 +148,12 @@ impl UpstreamHandle {
     ) -> impl Future<Output = Result<T, UpstreamError>> + Send + 'static {
         let tx = self.tx.clone();
         async move {
-            match crate::ask::deliver(&tx, deadline, msg, rx).await {
+            match mcpd_runtime::ask::deliver(&tx, deadline, msg, rx).await {
                 Ok(reply) => reply,
-                Err(crate::ask::AskError::Gone) => Err(UpstreamError::Gone),
-                Err(crate::ask::AskError::Timeout(after)) => Err(UpstreamError::Timeout { after }),
+                Err(mcpd_runtime::ask::AskError::Gone) => Err(UpstreamError::Gone),
+                Err(mcpd_runtime::ask::AskError::Timeout(after)) => {
+                    Err(UpstreamError::Timeout { after })
+                }
             }
         }
     }

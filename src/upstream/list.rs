@@ -1,7 +1,7 @@
 //! Fetching a server's whole tool list through its handle, following pagination cursors safely.
 
 use super::UpstreamHandle;
-use crate::protocol::method;
+use mcpd_wire::protocol::method;
 use serde_json::{Value, json};
 use std::collections::HashSet;
 

@@ -20,8 +20,8 @@ pub mod serve;
 mod subscriptions;
 mod transport;
 
-use crate::jsonrpc::ErrorObject;
-use crate::outbox::Outbox;
+use mcpd_runtime::outbox::Outbox;
+use mcpd_wire::jsonrpc::ErrorObject;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -160,7 +160,7 @@ pub struct TaskStatus {
     pub bytes: usize,
 }
 
-impl crate::budget::Weigh for TaskStatus {
+impl mcpd_runtime::budget::Weigh for TaskStatus {
     fn bytes(&self) -> usize {
         self.bytes
     }
@@ -174,10 +174,10 @@ const TASK_STATUS_BYTES: usize = 1 << 20;
 
 /// The channel every connection sends [`TaskStatus`]es on (`try_send`, never waiting).
 pub fn task_status_channel() -> (
-    crate::budget::Sender<TaskStatus>,
-    mpsc::Receiver<crate::budget::Charged<TaskStatus>>,
+    mcpd_runtime::budget::Sender<TaskStatus>,
+    mpsc::Receiver<mcpd_runtime::budget::Charged<TaskStatus>>,
 ) {
-    crate::budget::channel(TASK_STATUSES, TASK_STATUS_BYTES)
+    mcpd_runtime::budget::channel(TASK_STATUSES, TASK_STATUS_BYTES)
 }
 
 /// What an agent call brings besides its request: where progress goes, the agent's
@@ -308,12 +308,12 @@ impl ServerIdentity {
 
     /// The lists besides tools the server's capabilities say it has: the ones its
     /// connection fetches at once, with the tool list when it has tools.
-    pub fn list_kinds(&self) -> Vec<crate::protocol::ListKind> {
+    pub fn list_kinds(&self) -> Vec<mcpd_wire::protocol::ListKind> {
         Self::list_kinds_of(&self.capabilities)
     }
 
-    pub(crate) fn list_kinds_of(caps: &Value) -> Vec<crate::protocol::ListKind> {
-        use crate::protocol::ListKind;
+    pub(crate) fn list_kinds_of(caps: &Value) -> Vec<mcpd_wire::protocol::ListKind> {
+        use mcpd_wire::protocol::ListKind;
         let has = |key: &str| caps.get(key).is_some_and(Value::is_object);
         let mut kinds = Vec::new();
         if has("prompts") {
@@ -338,7 +338,7 @@ pub enum ConnectionEvent {
         handle: UpstreamHandle,
         identity: ServerIdentity,
         /// For a remote server, its live HTTP state.
-        http: Option<tokio::sync::watch::Receiver<crate::control_api::HttpInfo>>,
+        http: Option<tokio::sync::watch::Receiver<mcpd_ctl::control_api::HttpInfo>>,
     },
     /// The connection is unusable (e.g. the server stopped answering pings) and is being
     /// stopped; sent before the stop, which may take a while, so no one routes to it.
@@ -356,7 +356,7 @@ pub enum ConnectionEvent {
     List {
         server: Arc<str>,
         instance: u64,
-        kind: crate::protocol::ListKind,
+        kind: mcpd_wire::protocol::ListKind,
         items: Result<Vec<Value>, list::ListError>,
     },
     /// A fresh tool list, or why it could not be fetched.

@@ -280,7 +280,7 @@ pub async fn read_stderr(
                 let line = mask.apply(line.trim_end()).into_owned();
                 // Escaped for the daemon's log: a carriage return or an escape sequence
                 // there would rewrite the line a person reads (`visible.rs`).
-                let shown = crate::visible::Visible(&line);
+                let shown = mcpd_ctl::visible::Visible(&line);
                 tracing::info!(target: "mcpd::stderr", upstream = %server, "{shown}");
                 // A full queue means the connection is busy; the log line above suffices.
                 let _ = tx.try_send(line);

@@ -1,8 +1,8 @@
 //! A server's result kept as the text it came in, passed on to the agent in the same buffer.
 
 use super::UpstreamError;
-use crate::json::scan::Known;
-use crate::protocol::results::RawMembers;
+use mcpd_wire::json::scan::Known;
+use mcpd_wire::protocol::results::RawMembers;
 use serde_json::Value;
 
 /// A server's result kept as the text it sent: the line it came in and where the result
@@ -56,7 +56,7 @@ impl RawResult {
     /// agent's `id` around the server's text. The server's line is rewritten in place (its
     /// envelope before and after the result replaced), so a large result is moved within
     /// its own buffer at most, never copied into a new one.
-    pub fn into_response_line(self, id: &crate::jsonrpc::Id) -> String {
+    pub fn into_response_line(self, id: &mcpd_wire::jsonrpc::Id) -> String {
         let RawResult {
             mut line, range, ..
         } = self;
@@ -65,14 +65,14 @@ impl RawResult {
             && line.is_char_boundary(range.end);
         if !whole {
             // Not a result range (see `new`): the empty text, as `get` reads it.
-            return crate::jsonrpc::raw_result_line(id, "");
+            return mcpd_wire::jsonrpc::raw_result_line(id, "");
         }
         line.truncate(range.end);
         line.push('}');
         // mcpd's envelope up to the result: that of an empty result, less its `}`. When it
         // is shorter than the server's, spaces before the result make up the difference
         // (JSON allows them), so the result stays where it is instead of being moved.
-        let mut head = crate::jsonrpc::raw_result_line(id, "");
+        let mut head = mcpd_wire::jsonrpc::raw_result_line(id, "");
         head.pop();
         if head.len() < range.start {
             head.extend(std::iter::repeat_n(' ', range.start - head.len()));

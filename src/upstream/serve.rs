@@ -4,11 +4,11 @@ use super::actor::{Actor, End, Offers};
 use super::process::{self, StderrTail};
 use super::transport::{Inbound, Outbound};
 use super::{ConnectionEvent, ConnectionExit, ServerIdentity, handshake};
-use crate::budget;
 use crate::config::ServerConfig;
-use crate::control_api::HttpInfo;
-use crate::protocol::era::Era;
 use futures::Stream;
+use mcpd_ctl::control_api::HttpInfo;
+use mcpd_runtime::budget;
+use mcpd_wire::protocol::era::Era;
 use std::future::Future;
 use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
@@ -159,7 +159,7 @@ where
     let tasks = era == Era::Modern
         && identity_caps
             .pointer("/extensions")
-            .and_then(|e| e.get(crate::protocol::tasks::EXTENSION))
+            .and_then(|e| e.get(mcpd_wire::protocol::tasks::EXTENSION))
             .is_some_and(serde_json::Value::is_object);
     let connected = ConnectionEvent::Connected {
         server,

@@ -1,9 +1,9 @@
 //! Agents' subscriptions to one server's resources: counted per URI so the server hears of the first subscriber and the last one leaving, and its updates reach exactly the subscribed agents.
 
 use super::Subscription;
-use crate::jsonrpc;
-use crate::protocol::era::key;
-use crate::protocol::method;
+use mcpd_wire::jsonrpc;
+use mcpd_wire::protocol::era::key;
+use mcpd_wire::protocol::method;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
@@ -137,7 +137,7 @@ mod tests {
     use super::*;
 
     fn sub(uri: &str, agent: u64) -> Subscription {
-        let (outbox, _rx) = crate::outbox::Outbox::new(4, 1024);
+        let (outbox, _rx) = mcpd_runtime::outbox::Outbox::new(4, 1024);
         Subscription {
             uri: uri.to_owned(),
             presented: uri.to_owned(),

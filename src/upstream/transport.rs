@@ -6,8 +6,8 @@
 //! back as a line, so routing, timeouts and cancellation live in one place for both.
 
 use super::UpstreamError;
-use crate::framing::{Frame, OutLine};
-use crate::protocol::era;
+use mcpd_runtime::framing::{Frame, OutLine};
+use mcpd_wire::protocol::era;
 
 /// A request mcpd sends, as the transport needs to know it.
 #[derive(Debug, Clone)]
@@ -42,7 +42,7 @@ impl Sent {
         if let Some(name) = name {
             headers.push((
                 "mcp-name".to_owned(),
-                crate::protocol::headers::header_value(name),
+                mcpd_wire::protocol::headers::header_value(name),
             ));
         }
         Sent {
@@ -101,7 +101,7 @@ pub enum Inbound {
     Closed { error: String, fatal: bool },
 }
 
-impl crate::budget::Weigh for Outbound {
+impl mcpd_runtime::budget::Weigh for Outbound {
     fn bytes(&self) -> usize {
         self.line().map_or(0, str::len)
     }

@@ -21,7 +21,7 @@ pub async fn bridged(
     let retry = params.clone();
     let reply = handle.call(call, method, params, opts).await;
     match reply {
-        Ok(Err(e)) if crate::protocol::tasks::requires_extension(&e) => {
+        Ok(Err(e)) if mcpd_wire::protocol::tasks::requires_extension(&e) => {
             let params = retry.into_map();
             crate::agent::tasks::follow::follow(handle, call, server, params, asks, None).await
         }

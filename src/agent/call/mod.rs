@@ -7,8 +7,8 @@ pub mod plan;
 
 use super::params::Params;
 use super::render::Rewrite;
-use crate::jsonrpc::Id;
 use crate::upstream::{CallId, LogRoute, ProgressSink, UpstreamHandle};
+use mcpd_wire::jsonrpc::Id;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 

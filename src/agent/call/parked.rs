@@ -3,10 +3,10 @@
 use super::{Call, Work};
 use crate::agent::render;
 use crate::agent::reply::{InFlight, ReplyFuture, Step};
-use crate::jsonrpc::Id;
-use crate::protocol::era::{self, Era};
 use crate::upstream::{CallOptions, RawReply, ServerAsk};
 use futures::FutureExt;
+use mcpd_wire::jsonrpc::Id;
+use mcpd_wire::protocol::era::{self, Era};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;

@@ -7,8 +7,8 @@
 //! existing one chosen for it), not a new row of branches.
 
 use crate::agent::render::{Rewrite, TaskMode};
-use crate::protocol::era::Era;
-use crate::protocol::{method, tasks};
+use mcpd_wire::protocol::era::Era;
+use mcpd_wire::protocol::{method, tasks};
 
 /// How one call goes: decided by [`CallPlan::decide`] before anything is sent, then only
 /// read. Small and `Copy`: it costs a call nothing to carry.
@@ -100,7 +100,7 @@ mod tests {
     fn tool(tasks: TaskMode) -> Rewrite {
         Rewrite::ToolResult {
             output_schema: None,
-            limits: crate::protocol::results::Limits::default(),
+            limits: mcpd_wire::protocol::results::Limits::default(),
             tasks,
         }
     }

@@ -3,9 +3,9 @@
 use super::{CANCEL_FLUSH, Close, Conn, WRITE_FLUSH};
 use crate::agent::reply::Step;
 use crate::errors::AgentError;
-use crate::jsonrpc;
-use crate::outbox::Out;
 use futures::StreamExt;
+use mcpd_runtime::outbox::Out;
+use mcpd_wire::jsonrpc;
 use tokio::task::JoinHandle;
 
 impl Conn {

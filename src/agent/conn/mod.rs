@@ -12,13 +12,13 @@ use super::project;
 use super::reply::{Handled, ReplyFuture, Step};
 use super::session::Session;
 use crate::errors::AgentError;
-use crate::framing::{self, Frame};
-use crate::jsonrpc::{self, Id, Message};
-use crate::outbox::{Held, Out, Outbox};
-use crate::protocol::method;
 use crate::upstream::ServerAsk;
 use futures::stream::FuturesUnordered;
 use futures::{Stream, StreamExt};
+use mcpd_runtime::framing::{self, Frame};
+use mcpd_runtime::outbox::{Held, Out, Outbox};
+use mcpd_wire::jsonrpc::{self, Id, Message};
+use mcpd_wire::protocol::method;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::UnixStream;
@@ -52,13 +52,13 @@ const READ_BUFFER: usize = 1024;
 /// serves it. (Not `async fn`s down to the loop: each would keep a copy of its arguments.)
 pub fn serve(
     stream: UnixStream,
-    seed: crate::control_api::AgentInfo,
+    seed: mcpd_ctl::control_api::AgentInfo,
     ctx: AgentContext,
     shutdown: CancellationToken,
 ) -> impl Future<Output = ()> + use<> {
     let (read, write) = stream.into_split();
     let (outbox, out_rx) = Outbox::new(ctx.queue, ctx.queue_bytes);
-    let writer = crate::tasks::spawn(framing::write_lines(write, out_rx));
+    let writer = mcpd_runtime::tracker::spawn(framing::write_lines(write, out_rx));
     // A small first buffer: most agents are idle most of the time, and it grows (doubling)
     // for the first large request.
     let frames = framing::LineReader::with_capacity(read, ctx.max_line, READ_BUFFER);
@@ -72,7 +72,7 @@ pub fn run<S>(
     frames: S,
     outbox: Outbox,
     writer: JoinHandle<std::io::Result<u64>>,
-    seed: crate::control_api::AgentInfo,
+    seed: mcpd_ctl::control_api::AgentInfo,
     ctx: AgentContext,
     shutdown: CancellationToken,
 ) -> impl Future<Output = ()>

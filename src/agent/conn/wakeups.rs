@@ -1,11 +1,11 @@
 //! The seldom wake-ups of an agent connection (shutdown, an overflowed queue, a server's question, the roster (`ctl agents`, a cancel), a changed catalog, a checked project claim), as one stream polled only when one of them fires.
 
 use crate::agent::roster::RosterAsk;
-use crate::outbox::Outbox;
 use crate::registry::Catalog;
 use crate::upstream::ServerAsk;
 use futures::StreamExt;
 use futures::stream::{BoxStream, SelectAll};
+use mcpd_runtime::outbox::Outbox;
 use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;

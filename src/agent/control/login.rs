@@ -2,8 +2,8 @@
 
 use crate::agent::AgentContext;
 use crate::agent::reply::{Handled, Step};
-use crate::jsonrpc::{self, ErrorObject, Request};
 use futures::FutureExt;
+use mcpd_wire::jsonrpc::{self, ErrorObject, Request};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -41,7 +41,7 @@ pub fn handle(req: Request, ctx: &AgentContext) -> Handled {
     let id = req.id;
     let reply_id = id.clone();
     let fut = async move {
-        let refused = crate::jsonrpc::mcpd_code::NEEDS_LOGIN;
+        let refused = mcpd_wire::jsonrpc::mcpd_code::NEEDS_LOGIN;
         let line = match supervisor.login(&name).await {
             Err(why) => fail(&reply_id, jsonrpc::code::INVALID_PARAMS, why.to_string()),
             Ok(login) => match method.as_str() {

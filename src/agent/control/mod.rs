@@ -7,9 +7,9 @@ use super::reply::{Handled, Step};
 use super::session::Session;
 use super::{AgentContext, PeerOrigin};
 use crate::errors::{AgentError, ControlDenial};
-use crate::jsonrpc::{self, Id, Request};
 use crate::supervisor::Action;
 use futures::FutureExt;
+use mcpd_wire::jsonrpc::{self, Id, Request};
 use serde_json::{Value, json};
 use std::sync::atomic::Ordering;
 use tokio_util::sync::CancellationToken;
@@ -84,7 +84,7 @@ pub(super) fn cancel(req: Request, ctx: &AgentContext) -> Handled {
 }
 
 /// The metrics that are states rather than counts, from the supervisor and the daemon.
-fn gauges(out: &mut String, servers: &[crate::control_api::ServerStatus], agents: usize) {
+fn gauges(out: &mut String, servers: &[mcpd_ctl::control_api::ServerStatus], agents: usize) {
     use std::fmt::Write as _;
     let _ = writeln!(
         out,
@@ -95,7 +95,7 @@ fn gauges(out: &mut String, servers: &[crate::control_api::ServerStatus], agents
         "# HELP mcpd_server_up Whether a server is ready (1) or not (0).\n# TYPE mcpd_server_up gauge"
     );
     for s in servers {
-        let up = u8::from(s.state == crate::control_api::ServerState::Ready);
+        let up = u8::from(s.state == mcpd_ctl::control_api::ServerState::Ready);
         let _ = writeln!(out, "mcpd_server_up{{server=\"{}\"}} {up}", s.name);
     }
     let _ = writeln!(

@@ -4,8 +4,8 @@ use super::super::AgentContext;
 use super::super::reply::Handled;
 use super::later;
 use crate::errors::AgentError;
-use crate::jsonrpc::{self, Request};
 use crate::secrets::{SecretError, SecretValue};
+use mcpd_wire::jsonrpc::{self, Request};
 use serde_json::{Value, json};
 
 pub(in crate::agent) fn handle(mut req: Request, ctx: &AgentContext) -> Handled {

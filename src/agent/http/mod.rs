@@ -25,13 +25,13 @@ pub(crate) mod wire;
 use super::AgentContext;
 use crate::config::HttpListen;
 use crate::errors::EdgeError;
-use crate::jsonrpc::{self, ErrorObject, Id};
-use crate::protocol::era::Era;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use mcpd_wire::jsonrpc::{self, ErrorObject, Id};
+use mcpd_wire::protocol::era::Era;
 use relay::{Inbound, Posted};
 use serde_json::Value;
 use sessions::Sessions;
@@ -184,8 +184,8 @@ async fn post(
         return stateless(&shared, &headers, message, kind, remote).await;
     }
     let sse = accepts_sse(&headers);
-    let is_initialize =
-        message.get("method").and_then(Value::as_str) == Some(crate::protocol::method::INITIALIZE);
+    let is_initialize = message.get("method").and_then(Value::as_str)
+        == Some(mcpd_wire::protocol::method::INITIALIZE);
     let (relay, new_session) = if is_initialize {
         match shared.sessions.open(remote).await {
             Some((id, relay)) => (relay, Some(id)),

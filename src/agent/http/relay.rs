@@ -13,10 +13,10 @@
 //! clients may use the same ids at once.
 
 use super::wire::{Peek, restore_id, restore_subscription};
-use crate::budget::{Charge, Charged};
-use crate::framing::Frame;
-use crate::jsonrpc::{self, Id};
-use crate::outbox::Out;
+use mcpd_runtime::budget::{Charge, Charged};
+use mcpd_runtime::framing::Frame;
+use mcpd_runtime::outbox::Out;
+use mcpd_wire::jsonrpc::{self, Id};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -391,7 +391,7 @@ impl Relay {
             (Some(id), true)
                 if out
                     .line
-                    .contains(crate::protocol::era::key::SUBSCRIPTION_ID) =>
+                    .contains(mcpd_wire::protocol::era::key::SUBSCRIPTION_ID) =>
             {
                 match self.owners.get(id) {
                     Some(o) => restore_subscription(out.line, &o.original),
@@ -429,7 +429,7 @@ impl Relay {
         for id in stream.waiting {
             self.owners.remove(&id);
             let cancel = jsonrpc::notification_line(
-                crate::protocol::method::CANCELLED,
+                mcpd_wire::protocol::method::CANCELLED,
                 Some(&json!({
                     "requestId": id.to_value(),
                     "reason": "the HTTP client closed its response stream",

@@ -126,11 +126,14 @@ fn host_part(value: &str) -> String {
 }
 
 fn forbidden(why: &str) -> Response {
-    let e = crate::jsonrpc::ErrorObject::new(crate::jsonrpc::code::INVALID_REQUEST, why.to_owned());
+    let e = mcpd_wire::jsonrpc::ErrorObject::new(
+        mcpd_wire::jsonrpc::code::INVALID_REQUEST,
+        why.to_owned(),
+    );
     (
         StatusCode::FORBIDDEN,
         [(header::CONTENT_TYPE, "application/json")],
-        crate::jsonrpc::error_line(None, &e),
+        mcpd_wire::jsonrpc::error_line(None, &e),
     )
         .into_response()
 }

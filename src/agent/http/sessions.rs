@@ -2,9 +2,9 @@
 
 use super::relay::{Relay, RelayHandle, SESSION_IDLE};
 use crate::agent::AgentContext;
-use crate::control_api::AgentInfo;
-use crate::outbox::Outbox;
 use futures::FutureExt;
+use mcpd_ctl::control_api::AgentInfo;
+use mcpd_runtime::outbox::Outbox;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -63,13 +63,13 @@ impl Sessions {
             starter,
             rx,
         };
-        crate::tasks::spawn(table.run());
+        mcpd_runtime::tracker::spawn(table.run());
         me
     }
 
     /// Starts a new legacy session; None when `max` are open.
     pub async fn open(&self, remote: SocketAddr) -> Option<(String, RelayHandle)> {
-        crate::ask::ask(&self.tx, ASK_TIMEOUT, |reply| Msg::Open { remote, reply })
+        mcpd_runtime::ask::ask(&self.tx, ASK_TIMEOUT, |reply| Msg::Open { remote, reply })
             .await
             .ok()
             .flatten()
@@ -77,7 +77,7 @@ impl Sessions {
 
     pub async fn find(&self, id: &str) -> Option<RelayHandle> {
         let id = id.to_owned();
-        crate::ask::ask(&self.tx, ASK_TIMEOUT, |reply| Msg::Find { id, reply })
+        mcpd_runtime::ask::ask(&self.tx, ASK_TIMEOUT, |reply| Msg::Find { id, reply })
             .await
             .ok()
             .flatten()
@@ -91,7 +91,7 @@ impl Sessions {
 
     /// The shared connection for stateless requests, started again if it ended.
     pub async fn stateless(&self, remote: SocketAddr) -> Option<RelayHandle> {
-        crate::ask::ask(&self.tx, ASK_TIMEOUT, |reply| Msg::Stateless {
+        mcpd_runtime::ask::ask(&self.tx, ASK_TIMEOUT, |reply| Msg::Stateless {
             remote,
             reply,
         })
@@ -174,7 +174,7 @@ impl Starter {
         let (frames_tx, mut frames_rx) = mpsc::channel(FRAMES);
         let stateless = session.is_none();
         let (relay, handle) = Relay::new(agent, stateless, frames_tx, out_rx);
-        let writer = crate::tasks::spawn(relay.run((!stateless).then_some(SESSION_IDLE)));
+        let writer = mcpd_runtime::tracker::spawn(relay.run((!stateless).then_some(SESSION_IDLE)));
         let frames = futures::stream::poll_fn(move |cx| {
             frames_rx
                 .poll_recv(cx)

@@ -1,10 +1,10 @@
 //! The stateless 2026-07-28 side of the HTTP listener: telling eras apart, checking the request-metadata headers against the body, and the HTTP status of an answer.
 
-use crate::jsonrpc::{self, ErrorObject};
-use crate::protocol::era::{self, key};
-use crate::protocol::method;
 use axum::http::{HeaderMap, StatusCode};
 use base64::Engine;
+use mcpd_wire::jsonrpc::{self, ErrorObject};
+use mcpd_wire::protocol::era::{self, key};
+use mcpd_wire::protocol::method;
 use serde_json::{Value, json};
 
 /// What a POSTed message is.
@@ -49,7 +49,7 @@ pub fn kind(message: &Value) -> Result<MessageKind, ErrorObject> {
 
 /// Whether a version is served statelessly.
 pub fn is_modern_version(v: &str) -> bool {
-    !crate::protocol::is_legacy_version(v)
+    !mcpd_wire::protocol::is_legacy_version(v)
 }
 
 /// A message is stateless when its `_meta` carries a protocol version or its
@@ -132,7 +132,7 @@ pub fn check_headers(
     let name_field = match body_method {
         method::TOOLS_CALL | method::PROMPTS_GET => Some("name"),
         method::RESOURCES_READ => Some("uri"),
-        m if crate::protocol::tasks::is_task_method(m) => Some("taskId"),
+        m if mcpd_wire::protocol::tasks::is_task_method(m) => Some("taskId"),
         _ => None,
     };
     if let Some(field) = name_field {
@@ -186,7 +186,7 @@ pub fn check_param_headers(
         .map(|s| s.input_schema)
         .unwrap_or_default();
     // A tool with invalid annotations is never listed over HTTP, so none are expected.
-    let Ok(pairs) = crate::protocol::headers::param_headers(&schema) else {
+    let Ok(pairs) = mcpd_wire::protocol::headers::param_headers(&schema) else {
         return Ok(());
     };
     let args = message.pointer("/params/arguments");
@@ -267,7 +267,7 @@ pub fn status_of(line: &str) -> StatusCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::era::MODERN_VERSION;
+    use mcpd_wire::protocol::era::MODERN_VERSION;
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();

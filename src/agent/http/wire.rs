@@ -1,6 +1,6 @@
 //! Reading and rewriting outgoing messages just enough to route them: is it a reply, whose, and giving renamed ids back.
 
-use crate::jsonrpc::Id;
+use mcpd_wire::jsonrpc::Id;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -72,7 +72,7 @@ pub fn restore_subscription(line: String, original: &Id) -> String {
         .and_then(Value::as_object_mut)
     {
         meta.insert(
-            crate::protocol::era::key::SUBSCRIPTION_ID.to_owned(),
+            mcpd_wire::protocol::era::key::SUBSCRIPTION_ID.to_owned(),
             original.to_value(),
         );
     }
@@ -82,7 +82,7 @@ pub fn restore_subscription(line: String, original: &Id) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jsonrpc;
+    use mcpd_wire::jsonrpc;
     use serde_json::json;
 
     #[test]

@@ -88,7 +88,7 @@ impl Project {
         }
         self.pending();
         let tx = self.tx.clone();
-        crate::tasks::spawn(async move {
+        mcpd_runtime::tracker::spawn(async move {
             let path = match path {
                 Some(p) => checked(agent, p).await,
                 None => None,

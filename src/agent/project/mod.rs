@@ -10,15 +10,15 @@
 
 pub(super) mod claim;
 
-pub use crate::control_api::PROJECT_NOTIFICATION as NOTIFICATION;
 use claim::{CLAIM_WAIT, checked, first_root};
 pub use claim::{News, Project, Seen, Source};
+pub use mcpd_ctl::control_api::PROJECT_NOTIFICATION as NOTIFICATION;
 
 use super::AgentContext;
 use super::session::Session;
-use crate::outbox::Outbox;
 use crate::registry::{Availability, Catalog};
 use crate::upstream::ServerAsk;
+use mcpd_runtime::outbox::Outbox;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -42,14 +42,14 @@ pub fn ask_roots(
     }
     let (respond_to, answer) = oneshot::channel();
     let ask = ServerAsk {
-        method: crate::protocol::method::ROOTS_LIST.to_owned(),
+        method: mcpd_wire::protocol::method::ROOTS_LIST.to_owned(),
         params: Some(json!({})),
         respond_to,
     };
     inputs.ask(session, outbox, ask);
     session.project_mut().pending();
     let tx = session.project().tx.clone();
-    crate::tasks::spawn(async move {
+    mcpd_runtime::tracker::spawn(async move {
         // An agent that does not answer in time gives no roots; a later
         // `roots/list_changed` asks again.
         let path = match tokio::time::timeout(CLAIM_WAIT, answer).await {

@@ -1,7 +1,7 @@
 //! A call the agent cancelled that may have made a task: its answer is awaited in the background and a task it brings is cancelled, since no one would ever learn that task's id.
 
-use crate::protocol::tasks;
 use crate::upstream::{CallId, CallOptions, RawReply, UpstreamHandle};
+use mcpd_wire::protocol::tasks;
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -29,7 +29,7 @@ pub async fn abandon(
         handle.cancel(call, "cancelled by the agent").await;
         return;
     }
-    crate::tasks::spawn(async move {
+    mcpd_runtime::tracker::spawn(async move {
         let answer = match tokio::time::timeout(ABANDON_WAIT, reply).await {
             Ok(Ok(Ok(raw))) => raw.to_value().ok(),
             Ok(_) => None,
@@ -40,7 +40,7 @@ pub async fn abandon(
         };
         let task = answer.as_ref().and_then(|v| {
             v.get("taskId")
-                .filter(|_| crate::protocol::era::result_type(v) == "task")
+                .filter(|_| mcpd_wire::protocol::era::result_type(v) == "task")
                 .or_else(|| v.pointer("/task/taskId"))
                 .and_then(Value::as_str)
         });

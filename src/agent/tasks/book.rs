@@ -11,8 +11,8 @@
 
 use super::ids::{Kind, Made};
 use super::status::{Routes, StatusTo};
-use crate::budget::Charged;
 use crate::upstream::TaskStatus;
+use mcpd_runtime::budget::Charged;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
@@ -89,7 +89,7 @@ impl TaskBook {
             routes: Routes::default(),
             max_line,
         };
-        crate::tasks::spawn(book.run(statuses));
+        mcpd_runtime::tracker::spawn(book.run(statuses));
         TaskBook { tx }
     }
 
@@ -104,7 +104,7 @@ impl TaskBook {
     }
 
     pub async fn page(&self, owner: Arc<str>, before: Option<u64>) -> (Vec<Entry>, bool) {
-        crate::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Page {
+        mcpd_runtime::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Page {
             owner,
             before,
             respond_to,

@@ -7,10 +7,10 @@
 //! with a sealed `requestState`, and hands the agent's answer back. If the call ends
 //! early (the agent cancels or goes away), the task is cancelled at its server.
 
-use crate::jsonrpc::{ErrorObject, code};
-use crate::protocol::era::key;
-use crate::protocol::{method, tasks};
 use crate::upstream::{CallId, CallOptions, RawReply, RawResult, ServerAsk, UpstreamHandle};
+use mcpd_wire::jsonrpc::{ErrorObject, code};
+use mcpd_wire::protocol::era::key;
+use mcpd_wire::protocol::{method, tasks};
 use serde_json::{Map, Value, json};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -44,7 +44,7 @@ impl Drop for Guard {
         };
         let (handle, call) = (self.handle.clone(), self.call);
         let params = json!({"taskId": task, "_meta": self.meta.clone()});
-        crate::tasks::spawn(async move {
+        mcpd_runtime::tracker::spawn(async move {
             let cancel = handle.call(call, tasks::CANCEL, Some(params), CallOptions::default());
             // Best effort: the call is over either way.
             let _ = tokio::time::timeout(Duration::from_secs(5), cancel).await;
@@ -178,7 +178,7 @@ pub async fn follow(
         other => return other,
     };
     let status = match raw.to_value() {
-        Ok(v) if crate::protocol::era::result_type(&v) == "task" => v,
+        Ok(v) if mcpd_wire::protocol::era::result_type(&v) == "task" => v,
         // Answered at once after all.
         _ => return Ok(Ok(raw)),
     };

@@ -10,7 +10,7 @@
 
 use crate::agent::AgentContext;
 use crate::agent::request_state::{open_payload, seal_payload};
-use crate::jsonrpc;
+use mcpd_wire::jsonrpc;
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -129,7 +129,7 @@ pub fn present_created(
         kind,
         ttl_ms,
     };
-    if crate::protocol::era::result_type(result) == "task" {
+    if mcpd_wire::protocol::era::result_type(result) == "task" {
         let id = result.get("taskId").and_then(Value::as_str)?.to_owned();
         let sealed = seal(owner, server, &id, Kind::Extension);
         jsonrpc::set_member(result, "taskId", Value::String(sealed.clone()));
@@ -227,13 +227,13 @@ pub fn legacy_task(task: &Value) -> Value {
 
 /// Whether a `tools/call` result is a task rather than the call's result.
 pub fn is_task(result: &Value) -> bool {
-    crate::protocol::era::result_type(result) == "task"
+    mcpd_wire::protocol::era::result_type(result) == "task"
         || result
             .get("task")
             .is_some_and(|t| t.get("taskId").is_some())
 }
 
-pub use crate::protocol::tasks::RELATED;
+pub use mcpd_wire::protocol::tasks::RELATED;
 
 #[cfg(test)]
 mod tests {

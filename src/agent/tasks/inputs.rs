@@ -9,10 +9,10 @@
 //! (the server gets an error for each). Bounded: tasks waiting at once, and requests per
 //! task.
 
-use crate::ask::ask;
-use crate::jsonrpc::{ErrorObject, code};
-use crate::protocol::{method, tasks};
 use crate::upstream::{CallId, CallOptions, ServerAsk, UpstreamHandle};
+use mcpd_runtime::ask::ask;
+use mcpd_wire::jsonrpc::{ErrorObject, code};
+use mcpd_wire::protocol::{method, tasks};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -92,7 +92,7 @@ impl TaskInputs {
             tx: tx.downgrade(),
             held: HashMap::new(),
         };
-        crate::tasks::spawn(actor.run());
+        mcpd_runtime::tracker::spawn(actor.run());
         TaskInputs { tx }
     }
 
@@ -202,9 +202,9 @@ impl InputsActor {
                 starting: true,
             },
         );
-        crate::tasks::spawn(drive(sealed.clone(), start, tx.clone()));
+        mcpd_runtime::tracker::spawn(drive(sealed.clone(), start, tx.clone()));
         // A driver that brings nothing soon still lets the `tasks/get` answer.
-        crate::tasks::spawn(async move {
+        mcpd_runtime::tracker::spawn(async move {
             tokio::time::sleep(FIRST_REQUEST_WAIT).await;
             let _ = tx.send(Msg::Waited { sealed }).await;
         });
@@ -246,7 +246,7 @@ fn shown(held: &Held) -> Map<String, Value> {
         .map(|(k, held)| {
             let mut req = json!({ "method": held.method });
             if let Some(p) = &held.params {
-                crate::jsonrpc::set_member(&mut req, "params", p.clone());
+                mcpd_wire::jsonrpc::set_member(&mut req, "params", p.clone());
             }
             (k.clone(), req)
         })

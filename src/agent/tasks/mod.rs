@@ -29,13 +29,13 @@ use super::render::{self, Rewrite};
 use super::reply::{Handled, Step};
 use super::session::Session;
 use crate::errors::AgentError;
-use crate::jsonrpc::{self, Request};
-use crate::outbox::Outbox;
-use crate::protocol::era::Era;
-use crate::protocol::method;
-use crate::protocol::tasks;
 use crate::upstream::{CallOptions, UpstreamHandle};
 use futures::FutureExt;
+use mcpd_runtime::outbox::Outbox;
+use mcpd_wire::jsonrpc::{self, Request};
+use mcpd_wire::protocol::era::Era;
+use mcpd_wire::protocol::method;
+use mcpd_wire::protocol::tasks;
 use serde_json::Value;
 use serde_json::json;
 use std::collections::HashMap;
@@ -56,8 +56,8 @@ pub fn handle(
         (tasks::GET, _) => tasks::GET,
         (tasks::CANCEL, _) => tasks::CANCEL,
         (tasks::UPDATE, Era::Modern) => tasks::UPDATE,
-        (crate::protocol::method::TASKS_RESULT, Era::Legacy) => {
-            crate::protocol::method::TASKS_RESULT
+        (mcpd_wire::protocol::method::TASKS_RESULT, Era::Legacy) => {
+            mcpd_wire::protocol::method::TASKS_RESULT
         }
         (other, _) => return refuse(AgentError::UnknownMethod(other.to_owned()).to_error_object()),
     };

@@ -22,10 +22,10 @@
 //! agent's queue weakly, so it never keeps a closed connection's writer running.
 
 use super::ids::{self, Kind, Made};
-use crate::jsonrpc;
-use crate::outbox::WeakOutbox;
-use crate::protocol::method;
 use crate::upstream::TaskStatus;
+use mcpd_runtime::outbox::WeakOutbox;
+use mcpd_wire::jsonrpc;
+use mcpd_wire::protocol::method;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -194,7 +194,7 @@ impl Routes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outbox::Outbox;
+    use mcpd_runtime::outbox::Outbox;
     use serde_json::json;
 
     const RELATED: &str = "io.modelcontextprotocol/related-task";
@@ -219,7 +219,9 @@ mod tests {
     }
 
     fn lines(
-        rx: &mut tokio::sync::mpsc::Receiver<crate::budget::Charged<crate::outbox::Out>>,
+        rx: &mut tokio::sync::mpsc::Receiver<
+            mcpd_runtime::budget::Charged<mcpd_runtime::outbox::Out>,
+        >,
     ) -> Vec<Value> {
         let mut out = Vec::new();
         while let Ok(o) = rx.try_recv() {

@@ -8,9 +8,9 @@
 
 use super::ids::{RELATED, modern_task};
 use super::inputs::{TaskInputs, Upstream};
-use crate::jsonrpc::{self, code};
-use crate::protocol::{method, tasks};
 use crate::upstream::{CallOptions, RawReply, RawResult};
+use mcpd_wire::jsonrpc::{self, code};
+use mcpd_wire::protocol::{method, tasks};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 

@@ -10,11 +10,11 @@ use super::ids::{Kind, open, owner};
 use super::inputs::{TaskInputs, Upstream};
 use crate::agent::AgentContext;
 use crate::agent::session::Session;
-use crate::jsonrpc::{self, ErrorObject, Id, Request};
-use crate::outbox::Outbox;
-use crate::protocol::era::key;
-use crate::protocol::tasks;
 use crate::upstream::{CallOptions, RawReply, UpstreamHandle};
+use mcpd_runtime::outbox::Outbox;
+use mcpd_wire::jsonrpc::{self, ErrorObject, Id, Request};
+use mcpd_wire::protocol::era::key;
+use mcpd_wire::protocol::tasks;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -93,7 +93,7 @@ pub fn start(
             listen: req.id.clone(),
             inputs: ctx.task_inputs.clone(),
         };
-        crate::tasks::spawn(watch.run(stop.child_token()));
+        mcpd_runtime::tracker::spawn(watch.run(stop.child_token()));
     }
     Ok((Some(stop.drop_guard()), honoured))
 }

@@ -2,8 +2,8 @@
 
 use super::tryit::{self, Answer};
 use super::{Pages, segment};
-use crate::control_api::ServerStatus;
 use axum::http::StatusCode;
+use mcpd_ctl::control_api::ServerStatus;
 use serde_json::Value;
 use std::time::Duration;
 

@@ -1,11 +1,11 @@
 //! `GET /`: every server (and instance) with its state, pid, uptime, restarts and retry countdown, era, login, last error and stderr line, sandbox and pins; the connected agents; the calls in flight with a Cancel button. The same fragment (`Live`) is what the event stream sends as it changes. Every string in it comes from a server, an agent or the config and is escaped by the template.
 
 use super::{Pages, html, message};
-use crate::control_api::{AgentInfo, AuthState, ServerState, ServerStatus};
 use askama::Template;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
+use mcpd_ctl::control_api::{AgentInfo, AuthState, ServerState, ServerStatus};
 
 #[derive(Template)]
 #[template(path = "dashboard/overview.html")]

@@ -4,13 +4,13 @@ use super::call::{self, Target};
 use super::overview::{auth, pins, sandbox};
 use super::tryit::{self, Answer, Field};
 use super::{Pages, html, message, segment};
-use crate::control_api::ServerStatus;
 use crate::supervisor::{Action, PinOp};
 use askama::Template;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
+use mcpd_ctl::control_api::ServerStatus;
 use serde_json::Value;
 
 #[derive(Template)]
@@ -246,11 +246,11 @@ async fn held(pages: &Pages, name: &str, s: &ServerStatus) -> (Vec<Held>, String
                 h.get("approved").unwrap_or(&Value::Null),
                 h.get("held").unwrap_or(&Value::Null),
             );
-            let fields = crate::json::diff::fields(old, new)
+            let fields = mcpd_wire::json::diff::fields(old, new)
                 .into_iter()
                 .map(|(name, before, after)| DiffField {
                     name,
-                    lines: crate::json::diff::line_diff(&before, &after)
+                    lines: mcpd_wire::json::diff::line_diff(&before, &after)
                         .into_iter()
                         .map(|l| DiffLine {
                             class: match l.as_bytes().first() {

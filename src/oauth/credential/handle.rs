@@ -2,11 +2,11 @@
 
 use super::{ASK_TIMEOUT, Credential, LOGIN_TIMEOUT};
 use crate::config::{Grant, Secret};
-use crate::control_api::{AuthState, AuthView};
 use crate::oauth::challenge::Bearer;
 use crate::oauth::dpop::Dpop;
 use crate::oauth::flow::{LoginError, Setup};
 use crate::oauth::store::Place;
+use mcpd_ctl::control_api::{AuthState, AuthView};
 use reqwest::Url;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -138,7 +138,7 @@ impl CredentialHandle {
             renewers: Vec::new(),
             signed_in: None,
         };
-        crate::tasks::spawn(actor.run(loaded_tx));
+        mcpd_runtime::tracker::spawn(actor.run(loaded_tx));
         CredentialHandle {
             tx,
             token,
@@ -168,7 +168,7 @@ impl CredentialHandle {
 
     /// Runs the machine grant now (again after a failure); Ok once a token is had.
     pub async fn renew(&self) -> Result<(), LoginError> {
-        let asked = crate::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Renew {
+        let asked = mcpd_runtime::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Renew {
             respond_to,
         })
         .await;
@@ -194,7 +194,7 @@ impl CredentialHandle {
         rejected: Option<Arc<Access>>,
         challenge: Option<Bearer>,
     ) -> Result<Arc<Access>, NoToken> {
-        let asked = crate::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Refused {
+        let asked = mcpd_runtime::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Refused {
             rejected,
             challenge,
             respond_to,
@@ -219,7 +219,7 @@ impl CredentialHandle {
 
     /// Starts a login (or joins the one pending): the URL to open.
     pub async fn login(&self) -> Result<Url, LoginError> {
-        let asked = crate::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Login {
+        let asked = mcpd_runtime::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Login {
             respond_to,
         })
         .await;
@@ -228,7 +228,7 @@ impl CredentialHandle {
 
     /// Hands over the URL the browser was redirected to; Ok once the code is exchanged.
     pub async fn redirected(&self, url: Url) -> Result<(), LoginError> {
-        let asked = crate::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Redirected {
+        let asked = mcpd_runtime::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Redirected {
             url,
             respond_to,
         })
@@ -240,12 +240,12 @@ impl CredentialHandle {
     pub async fn wait(&self) -> Result<(), LoginError> {
         let (respond_to, rx) = oneshot::channel();
         if self.tx.send(Msg::Wait { respond_to }).await.is_err() {
-            return Err(crate::ask::AskError::Gone.into());
+            return Err(mcpd_runtime::ask::AskError::Gone.into());
         }
         match tokio::time::timeout(LOGIN_TIMEOUT + ASK_TIMEOUT, rx).await {
             Ok(Ok(r)) => r,
-            Ok(Err(_)) => Err(crate::ask::AskError::Gone.into()),
-            Err(_) => Err(crate::ask::AskError::Timeout(LOGIN_TIMEOUT + ASK_TIMEOUT).into()),
+            Ok(Err(_)) => Err(mcpd_runtime::ask::AskError::Gone.into()),
+            Err(_) => Err(mcpd_runtime::ask::AskError::Timeout(LOGIN_TIMEOUT + ASK_TIMEOUT).into()),
         }
     }
 
@@ -254,7 +254,7 @@ impl CredentialHandle {
     /// at once; the owner logs what it removed.
     pub fn forget(&self) {
         let tx = self.tx.clone();
-        crate::tasks::spawn(async move {
+        mcpd_runtime::tracker::spawn(async move {
             // If the owner is gone, the daemon is stopping; the login stays stored.
             let _ = tx.send(Msg::Forget).await;
         });
@@ -262,7 +262,7 @@ impl CredentialHandle {
 
     /// Forgets the login (revoking its tokens where the server offers revocation).
     pub async fn logout(&self) -> Result<String, LoginError> {
-        let asked = crate::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Logout {
+        let asked = mcpd_runtime::ask::ask(&self.tx, ASK_TIMEOUT, |respond_to| Msg::Logout {
             respond_to,
         })
         .await;

@@ -75,7 +75,7 @@ impl Credential {
             Ok(p) => {
                 let (arrived_tx, arrived) = mpsc::channel(ARRIVALS);
                 let listening = CancellationToken::new();
-                crate::tasks::spawn(flow::serve_callback(
+                mcpd_runtime::tracker::spawn(flow::serve_callback(
                     p.listener,
                     arrived_tx,
                     listening.clone(),
@@ -233,7 +233,7 @@ impl Credential {
                 if let Some(old) = self.stored.replace(stored) {
                     let http = self.setup.http.clone();
                     let server = self.setup.server.clone();
-                    crate::tasks::spawn(async move {
+                    mcpd_runtime::tracker::spawn(async move {
                         let what = revoke(&http, &old).await;
                         tracing::debug!(upstream = %server, "the replaced login: {what}");
                     });
@@ -284,7 +284,7 @@ impl Credential {
         }
         let http = self.setup.http.clone();
         let server = self.setup.server.clone();
-        crate::tasks::spawn(async move {
+        mcpd_runtime::tracker::spawn(async move {
             let what = revoke(&http, &unkept).await;
             tracing::debug!(upstream = %server, "the login that could not be stored: {what}");
         });
@@ -297,7 +297,7 @@ impl Credential {
             return;
         };
         let server = self.setup.server.clone();
-        crate::tasks::spawn(async move {
+        mcpd_runtime::tracker::spawn(async move {
             match store::remove(&place).await {
                 Ok(true) => {
                     tracing::info!(upstream = %server, "removed the stored login of {server} (no longer configured)");
@@ -338,7 +338,7 @@ impl Credential {
         let place = self.place.clone();
         let http = self.setup.http.clone();
         let server = self.setup.server.clone();
-        crate::tasks::spawn(async move {
+        mcpd_runtime::tracker::spawn(async move {
             let removed = match &place {
                 Some(p) => store::remove(p).await.map(|_| ()),
                 None => Ok(()),

@@ -162,7 +162,7 @@ impl Credential {
             return;
         };
         let server = self.setup.server.clone();
-        crate::tasks::spawn(async move {
+        mcpd_runtime::tracker::spawn(async move {
             if let Err(e) = crate::oauth::store::remove(&place).await {
                 tracing::warn!(upstream = %server, "could not remove the sign-in at the identity provider: {e}");
             }

@@ -24,9 +24,9 @@ mod machine;
 #[cfg(test)]
 mod tests;
 
-use crate::control_api::{AuthState, AuthView};
 use handle::Msg;
 pub use handle::{Access, CredentialHandle, NoToken, Notify};
+use mcpd_ctl::control_api::{AuthState, AuthView};
 
 /// Refreshed this long before expiry at most (or 10 % of the lifetime, if less).
 const AHEAD_MAX: Duration = Duration::from_secs(60);
@@ -425,7 +425,7 @@ impl Credential {
         self.stored = None;
         if let Some(place) = self.place.clone() {
             let server = self.setup.server.clone();
-            crate::tasks::spawn(async move {
+            mcpd_runtime::tracker::spawn(async move {
                 if let Err(e) = store::remove(&place).await {
                     tracing::warn!(upstream = %server, "could not remove the spent login: {e}");
                 }

@@ -45,7 +45,7 @@ async fn serve(state: Arc<Mutex<Endpoint>>) -> String {
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/token", listener.local_addr().unwrap());
-    crate::tasks::spawn(async move { axum::serve(listener, app).await });
+    mcpd_runtime::tracker::spawn(async move { axum::serve(listener, app).await });
     url
 }
 
@@ -123,7 +123,7 @@ async fn many_refused_callers_share_one_refresh_and_the_rotated_token_is_stored_
         .map(|_| {
             let cred = cred.clone();
             let old = old.clone();
-            crate::tasks::spawn(async move { cred.refused(Some(old), None).await })
+            mcpd_runtime::tracker::spawn(async move { cred.refused(Some(old), None).await })
         })
         .collect();
     for c in calls {

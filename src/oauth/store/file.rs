@@ -19,8 +19,8 @@ pub(super) async fn read(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
 /// this returns), on a blocking thread.
 pub(super) async fn write(path: &Path, bytes: Vec<u8>) -> Result<(), StoreError> {
     let file = path.to_owned();
-    let written = crate::tasks::spawn_blocking(move || {
-        crate::private_file::write(&file, &bytes)?;
+    let written = mcpd_runtime::tracker::spawn_blocking(move || {
+        mcpd_runtime::private_file::write(&file, &bytes)?;
         sync_dir(&file)
     })
     .await

@@ -113,9 +113,9 @@ impl PinGate {
     }
 
     /// How many definitions of `server` wait, and why its pin file cannot be used.
-    pub fn view(&self, server: &str) -> Option<crate::control_api::PinView> {
+    pub fn view(&self, server: &str) -> Option<mcpd_ctl::control_api::PinView> {
         let set = self.pins.get(server)?;
-        Some(crate::control_api::PinView {
+        Some(mcpd_ctl::control_api::PinView {
             mode: set.mode().as_str().into(),
             held: set.held_count(),
             broken: set.broken_why().map(str::to_owned),

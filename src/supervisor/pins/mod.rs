@@ -14,7 +14,7 @@ pub use set::{NotHeld, PinSet};
 
 use super::state_file::StateWriter;
 use crate::config::PinMode;
-use crate::protocol::ListKind;
+use mcpd_wire::protocol::ListKind;
 use serde_json::Value;
 use set::Approved;
 use std::collections::{BTreeMap, HashMap};

@@ -1,13 +1,13 @@
 //! Keeping the supervisor's copy of the server's catalog fresh: the tool list (with its TTL) and the prompt, resource and template lists.
 
 use super::{Actor, MIN_TTL_REFRESH};
-use crate::protocol::ListKind;
-use crate::protocol::era::Era;
 use crate::upstream::dress;
 use crate::upstream::list::ListError;
 use crate::upstream::list::ToolList;
 use crate::upstream::{ConnectionEvent, fetch_list, fetch_tools};
 use futures::FutureExt;
+use mcpd_wire::protocol::ListKind;
+use mcpd_wire::protocol::era::Era;
 use std::time::Duration;
 use tokio::time::Instant;
 

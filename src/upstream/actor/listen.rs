@@ -1,12 +1,12 @@
 //! Subscriptions to the server's changes: a modern server's `subscriptions/listen` and agents' resource subscriptions.
 
 use super::{Actor, LISTEN_RETRY, ListenState, PendingRequest, Responder};
-use crate::jsonrpc::ErrorObject;
-use crate::protocol::era::Era;
-use crate::protocol::method;
 use crate::upstream::dress;
 use crate::upstream::transport::Outbound;
 use crate::upstream::{CallOptions, Reply, ReplyTo, Subscription};
+use mcpd_wire::jsonrpc::ErrorObject;
+use mcpd_wire::protocol::era::Era;
+use mcpd_wire::protocol::method;
 use serde_json::json;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -70,7 +70,8 @@ impl Actor {
             match self.subs.add(sub) {
                 Ok(first) => first,
                 Err(too_many) => {
-                    let e = ErrorObject::new(crate::jsonrpc::mcpd_code::BUSY, too_many.to_string());
+                    let e =
+                        ErrorObject::new(mcpd_wire::jsonrpc::mcpd_code::BUSY, too_many.to_string());
                     let _ = respond_to.send(Ok(Err(e))); // the agent may have gone
                     return;
                 }

@@ -1,10 +1,10 @@
 //! The loop's clock: when to wake, liveness pings of a quiet server, telling the supervisor of idleness, and retrying the subscription and the TTL refresh.
 
 use super::{Actor, ListenState, PendingRequest, Responder};
-use crate::protocol::era::Era;
-use crate::protocol::method;
 use crate::upstream::ConnectionEvent;
 use crate::upstream::transport::Outbound;
+use mcpd_wire::protocol::era::Era;
+use mcpd_wire::protocol::method;
 use tokio::time::Instant;
 
 impl Actor {

@@ -12,15 +12,15 @@ use super::{
     CallId, ConnectionEvent, LiveStatus, LogRoute, ProgressSink, ReplyTo, ServerAsk, UpstreamError,
     UpstreamHandle, UpstreamMsg,
 };
-use crate::budget;
 use crate::config::ServerConfig;
-use crate::jsonrpc::{ErrorObject, Id};
-use crate::protocol::ListKind;
-use crate::protocol::era::Era;
 use crate::upstream::list::ListError;
 use futures::future::BoxFuture;
 use futures::stream::{BoxStream, FuturesUnordered, SelectAll};
 use futures::{Stream, StreamExt};
+use mcpd_runtime::budget;
+use mcpd_wire::jsonrpc::{ErrorObject, Id};
+use mcpd_wire::protocol::ListKind;
+use mcpd_wire::protocol::era::Era;
 use rustc_hash::FxHashMap;
 use serde_json::Value;
 use std::collections::BTreeSet;

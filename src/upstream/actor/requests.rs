@@ -1,13 +1,13 @@
 //! Requests mcpd sends the server: dressing and sending them, deadlines, cancellation, and failing them when their reply stream or the connection ends.
 
 use super::{Actor, MAX_RESUMES, PendingRequest, Responder};
-use crate::jsonrpc;
-use crate::protocol::era::Era;
-use crate::protocol::method;
 use crate::upstream::dress::Dress;
 use crate::upstream::transport::Sent;
 use crate::upstream::transport::{Outbound, Resume};
 use crate::upstream::{CallId, CallOptions, CallParams, LogRoute, ReplyTo, UpstreamError};
+use mcpd_wire::jsonrpc;
+use mcpd_wire::protocol::era::Era;
+use mcpd_wire::protocol::method;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -144,12 +144,12 @@ impl Actor {
                 .as_object_mut()
         {
             let level = route.threshold.as_deref().unwrap_or("debug");
-            meta.entry(crate::protocol::era::key::LOG_LEVEL)
+            meta.entry(mcpd_wire::protocol::era::key::LOG_LEVEL)
                 .or_insert_with(|| json!(level));
         }
         // A 2025-11-25 server asks for a task's input during a `tasks/result` for it, and
         // ties the request to the task: that names the call it is for.
-        let task = (method == crate::protocol::method::TASKS_RESULT)
+        let task = (method == mcpd_wire::protocol::method::TASKS_RESULT)
             .then(|| params.as_ref()?.get("taskId")?.as_str().map(str::to_owned))
             .flatten();
         let (line, sent) = self.dress().request(id, method, params, caps);
@@ -205,7 +205,7 @@ impl Actor {
     /// 2025-11-25 `tasks/result`, which waits for the task's end (it may run for hours:
     /// that is why it is a task).
     pub(super) fn timeout_of(&self, method: &str) -> std::time::Duration {
-        if method == crate::protocol::method::TASKS_RESULT {
+        if method == mcpd_wire::protocol::method::TASKS_RESULT {
             crate::upstream::TASK_WAIT
         } else {
             self.timeout

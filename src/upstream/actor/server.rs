@@ -1,15 +1,15 @@
 //! What the server sends: its lines, responses and notifications, its own requests and their answers, and the routing of its log and progress messages.
 
 use super::{Actor, ListenState, PendingRequest, Responder};
-use crate::framing::Frame;
-use crate::jsonrpc::{self, ErrorObject, Id, Message, Notification, Request, Response, code};
-use crate::protocol::ListKind;
-use crate::protocol::method;
 use crate::upstream::dress;
 use crate::upstream::subscriptions;
 use crate::upstream::transport::Outbound;
 use crate::upstream::{RawResult, ServerAsk, TaskStatus};
 use futures::FutureExt;
+use mcpd_runtime::framing::Frame;
+use mcpd_wire::jsonrpc::{self, ErrorObject, Id, Message, Notification, Request, Response, code};
+use mcpd_wire::protocol::ListKind;
+use mcpd_wire::protocol::method;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -175,7 +175,7 @@ impl Actor {
             .and_then(|p| p.get("level"))
             .and_then(Value::as_str);
         match route {
-            Some(r) if crate::protocol::logging::passes(level, r.threshold.as_deref()) => {
+            Some(r) if mcpd_wire::protocol::logging::passes(level, r.threshold.as_deref()) => {
                 // Log messages are best effort: one the agent has no room for is dropped
                 // rather than counting against the agent (a flood must not disconnect it).
                 r.outbox
@@ -210,7 +210,7 @@ impl Actor {
             .params
             .as_ref()
             .and_then(|p| p.get("_meta"))
-            .and_then(|m| m.get(crate::protocol::tasks::RELATED))
+            .and_then(|m| m.get(mcpd_wire::protocol::tasks::RELATED))
             .and_then(|t| t.get("taskId"))
             .and_then(Value::as_str);
         let waiting_on_task: Vec<&PendingRequest> = match task {

@@ -1,13 +1,13 @@
 //! `server/discover`: asking a server who it is in the 2026-07-28 era, and what its answer says about its era.
 
 use super::{HandshakeError, refuse_self, send};
-use crate::budget;
-use crate::framing::Frame;
-use crate::jsonrpc::{self, ErrorObject, Id, Message};
-use crate::protocol::{era, method};
 use crate::upstream::ServerIdentity;
 use crate::upstream::transport::{Inbound, Outbound, Sent};
 use futures::{Stream, StreamExt};
+use mcpd_runtime::budget;
+use mcpd_runtime::framing::Frame;
+use mcpd_wire::jsonrpc::{self, ErrorObject, Id, Message};
+use mcpd_wire::protocol::{era, method};
 use serde_json::{Value, json};
 
 use super::INITIALIZE_ID;

@@ -15,13 +15,13 @@ use super::{
     Discovered, HandshakeError, INITIALIZE_ID, answer_early_request, classify, discover_line,
     discovered, initialize, initialize_line, initialized, retry_with_supported, send,
 };
-use crate::budget;
-use crate::framing::Frame;
-use crate::jsonrpc::{self, ErrorObject, Id, Message};
-use crate::protocol::{era, method};
 use crate::upstream::ServerIdentity;
 use crate::upstream::transport::{Inbound, Outbound, Sent};
 use futures::{Stream, StreamExt};
+use mcpd_runtime::budget;
+use mcpd_runtime::framing::Frame;
+use mcpd_wire::jsonrpc::{self, ErrorObject, Id, Message};
+use mcpd_wire::protocol::{era, method};
 use std::time::Duration;
 
 /// The id of an `initialize` sent while `server/discover` is unanswered: far above the

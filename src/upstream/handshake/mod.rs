@@ -9,11 +9,11 @@ pub use in_place::in_place;
 
 use super::ServerIdentity;
 use super::transport::{Inbound, Outbound, Sent};
-use crate::budget;
-use crate::framing::Frame;
-use crate::jsonrpc::{self, ErrorObject, Id, Message, code};
-use crate::protocol::{self, era, method};
 use futures::{Stream, StreamExt};
+use mcpd_runtime::budget;
+use mcpd_runtime::framing::Frame;
+use mcpd_wire::jsonrpc::{self, ErrorObject, Id, Message, code};
+use mcpd_wire::protocol::{self, era, method};
 use serde_json::{Value, json};
 
 pub use super::INITIALIZE_ID;

@@ -3,11 +3,11 @@
 use super::HttpInfo;
 use super::client::{self, Endpoint};
 use super::post::message_frame;
-use crate::budget::Charged;
 use crate::upstream::UpstreamError;
 use crate::upstream::refused_message;
 use crate::upstream::transport::{Inbound, Outbound};
 use futures::StreamExt;
+use mcpd_runtime::budget::Charged;
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use reqwest::{Method, StatusCode, Url};
 use std::sync::Arc;

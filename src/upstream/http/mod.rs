@@ -15,12 +15,12 @@ use super::actor::End;
 use super::serve::{ConnectionContext, negotiate, report_lost, serve};
 use super::transport::{Inbound, Outbound};
 use super::{ConnectionExit, handshake};
-use crate::budget;
-use crate::budget::Charged;
 use crate::config::{HttpLaunch, HttpTransport};
-use crate::control_api::HttpInfo;
 use client::Endpoint;
 use futures::Stream;
+use mcpd_ctl::control_api::HttpInfo;
+use mcpd_runtime::budget;
+use mcpd_runtime::budget::Charged;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -48,7 +48,7 @@ pub async fn run(ctx: ConnectionContext, launch: HttpLaunch) -> ConnectionExit {
         session: false,
         listen: "off".into(),
     });
-    let mut transport = crate::tasks::spawn(run_transport(
+    let mut transport = mcpd_runtime::tracker::spawn(run_transport(
         ep,
         launch.transport,
         in_tx,

@@ -2,10 +2,10 @@
 
 use super::client::{self, ACCEPT_BOTH, Body, Endpoint, LAST_EVENT_ID, SESSION_HEADER, Sent};
 use super::sse::Event;
-use crate::framing::Frame;
 use crate::upstream::UpstreamError;
 use crate::upstream::transport::{Inbound, Resume};
 use futures::{Stream, StreamExt};
+use mcpd_runtime::framing::Frame;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;

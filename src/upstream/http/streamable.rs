@@ -4,10 +4,10 @@ use super::HttpInfo;
 use super::client::{self, ACCEPT_BOTH, Body, Endpoint, SESSION_HEADER, Sent, VERSION_HEADER};
 use super::listen::Listener;
 use super::post::{Done, ERROR_BODY_MAX, Outcome, PostCtx, answers, deliver, initialize_result};
-use crate::budget::Charged;
-use crate::framing::Frame;
 use crate::upstream::transport::{Inbound, Outbound, Resume};
 use crate::upstream::{UpstreamError, refused_message};
+use mcpd_runtime::budget::Charged;
+use mcpd_runtime::framing::Frame;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
@@ -113,7 +113,7 @@ impl Streamable {
     async fn on_outbound(&mut self, msg: Outbound) -> Result<(), InitError> {
         match msg {
             Outbound::Message { line, request } => match request {
-                Some(r) if r.method == crate::protocol::method::INITIALIZE => {
+                Some(r) if r.method == mcpd_wire::protocol::method::INITIALIZE => {
                     self.init_line = Some(line.clone());
                     self.initialize(line, r.id).await?;
                 }
@@ -123,7 +123,7 @@ impl Streamable {
             Outbound::Negotiated { version } => {
                 // A modern server has no sessions and no GET stream: its notifications
                 // come on a subscription the actor opens.
-                let modern = version.as_str() >= crate::protocol::era::MODERN_VERSION;
+                let modern = version.as_str() >= mcpd_wire::protocol::era::MODERN_VERSION;
                 self.version = Some(version);
                 if !modern {
                     self.start_listener();
@@ -353,7 +353,7 @@ impl Streamable {
         }
         self.generation += 1;
         let initialized =
-            crate::jsonrpc::notification_line(crate::protocol::method::INITIALIZED, None);
+            mcpd_wire::jsonrpc::notification_line(mcpd_wire::protocol::method::INITIALIZED, None);
         self.spawn_post(initialized, None, Vec::new(), false);
         self.info
             .send_modify(|i| i.session = self.session.is_some());
@@ -374,7 +374,7 @@ impl Streamable {
             info: self.info.clone(),
             server: self.server.clone(),
         };
-        self.listener = Some(crate::tasks::spawn(listener.run()));
+        self.listener = Some(mcpd_runtime::tracker::spawn(listener.run()));
     }
 
     fn stop_tasks(&mut self) {

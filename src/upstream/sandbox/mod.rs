@@ -26,12 +26,12 @@ pub use private::{Private, SHM_SHOWN, userns_works};
 pub use tmp::{Claim, claim, sweep};
 
 use crate::config::{Network, SandboxProfile, StdioLaunch};
-use crate::control_api::SandboxView;
 use crate::egress::Allow;
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
     Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
 };
+use mcpd_ctl::control_api::SandboxView;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
