@@ -115,8 +115,13 @@ const IDLE_BUF: usize = 4 * 1024;
 /// Concurrent connection attempts while opening the idle agents.
 const OPEN_PARALLEL: usize = 32;
 
+/// The daemon measured: this build's, or another build's given in `MCPD_BENCH_MCPD` (so
+/// two builds are compared with the same harness and fixture).
 fn mcpd_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_mcpd")
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        std::env::var("MCPD_BENCH_MCPD").unwrap_or_else(|_| env!("CARGO_BIN_EXE_mcpd").to_owned())
+    })
 }
 
 fn fixture_bin() -> &'static str {

@@ -48,7 +48,10 @@ usage: cargo bench --bench relay [-- OPTIONS]
                        iterations of each (default 10)
   --shim PATH          run the shim rows with PATH's `connect` (another build's mcpd)
   --table PATH         also write the relay table and the targets as Markdown to PATH
-  --help               this text";
+  --help               this text
+environment:
+  MCPD_BENCH_MCPD=PATH measure PATH's daemon instead of this build's (the same
+                       harness and fixture, for comparing two builds)";
 
 pub enum Parsed {
     Run(Box<Opts>),
