@@ -77,7 +77,7 @@ pub async fn serve(
     };
     let daemon = daemon_info(&config, &socket, secrets, http.as_ref(), ui);
     let reloader = spawn_reloader(&config, supervisor.clone(), reloads, shutdown.clone());
-    let ctx = agent_context(
+    let ctx = AgentContext::new(
         &config,
         catalog,
         supervisor,
@@ -282,53 +282,6 @@ fn spawn_reloader(
         }
     });
     reloader
-}
-
-/// What every agent connection starts from.
-fn agent_context(
-    config: &Config,
-    catalog: tokio::sync::watch::Receiver<Arc<crate::registry::Catalog>>,
-    supervisor: SupervisorHandle,
-    reloader: crate::supervisor::Reloader,
-    daemon: Arc<DaemonInfo>,
-    task_statuses: tokio::sync::mpsc::Receiver<
-        mcpd_runtime::budget::Charged<crate::upstream::TaskStatus>,
-    >,
-) -> AgentContext {
-    let shared = crate::agent::SharedContext {
-        catalog,
-        supervisor,
-        reloader,
-        access: crate::agent::Access {
-            own: nix::unistd::getuid().as_raw(),
-            allowed: config.daemon.allow_uids.clone(),
-        },
-        agents: crate::agent::roster::AgentRoster::spawn(),
-        metrics: crate::metrics::Metrics::spawn(),
-        daemon,
-        max_line: config.daemon.max_message_bytes,
-        queue: config.daemon.agent_queue,
-        queue_bytes: config.daemon.queue_bytes,
-        limits: mcpd_wire::protocol::results::Limits {
-            max_media_bytes: config.daemon.max_media_bytes,
-        },
-        profiles: std::sync::Arc::new(
-            config
-                .profiles
-                .iter()
-                .map(|(k, v)| (k.clone(), std::sync::Arc::new(v.clone())))
-                .collect(),
-        ),
-        drain_grace: config.daemon.shutdown_grace,
-        task_inputs: crate::agent::TaskInputs::spawn(),
-        task_book: crate::agent::TaskBook::spawn(task_statuses, config.daemon.max_message_bytes),
-        discovery: config.daemon.discovery.clone(),
-    };
-    // The listeners give each connection its own peer.
-    AgentContext {
-        shared: Arc::new(shared),
-        peer: crate::agent::Peer::socket(None, None, crate::agent::PeerOrigin::Outside),
-    }
 }
 
 /// What runs once the daemon is ready, kept for the shutdown sequence.

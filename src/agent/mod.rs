@@ -234,3 +234,56 @@ pub struct SharedContext {
     /// How agents without a profile find their tools (`[daemon] tools`, …).
     pub discovery: crate::config::Discovery,
 }
+
+impl AgentContext {
+    /// What every agent connection starts from: the daemon-wide part, and a peer each
+    /// listener replaces with its connection's own.
+    pub fn new(
+        config: &crate::config::Config,
+        catalog: tokio::sync::watch::Receiver<Arc<crate::registry::Catalog>>,
+        supervisor: SupervisorHandle,
+        reloader: crate::supervisor::Reloader,
+        daemon: Arc<DaemonInfo>,
+        task_statuses: tokio::sync::mpsc::Receiver<
+            mcpd_runtime::budget::Charged<crate::upstream::TaskStatus>,
+        >,
+    ) -> AgentContext {
+        let shared = crate::agent::SharedContext {
+            catalog,
+            supervisor,
+            reloader,
+            access: crate::agent::Access {
+                own: nix::unistd::getuid().as_raw(),
+                allowed: config.daemon.allow_uids.clone(),
+            },
+            agents: crate::agent::roster::AgentRoster::spawn(),
+            metrics: crate::metrics::Metrics::spawn(),
+            daemon,
+            max_line: config.daemon.max_message_bytes,
+            queue: config.daemon.agent_queue,
+            queue_bytes: config.daemon.queue_bytes,
+            limits: mcpd_wire::protocol::results::Limits {
+                max_media_bytes: config.daemon.max_media_bytes,
+            },
+            profiles: std::sync::Arc::new(
+                config
+                    .profiles
+                    .iter()
+                    .map(|(k, v)| (k.clone(), std::sync::Arc::new(v.clone())))
+                    .collect(),
+            ),
+            drain_grace: config.daemon.shutdown_grace,
+            task_inputs: crate::agent::TaskInputs::spawn(),
+            task_book: crate::agent::TaskBook::spawn(
+                task_statuses,
+                config.daemon.max_message_bytes,
+            ),
+            discovery: config.daemon.discovery.clone(),
+        };
+        let peer = Peer::socket(None, None, PeerOrigin::Outside);
+        AgentContext {
+            shared: Arc::new(shared),
+            peer,
+        }
+    }
+}
