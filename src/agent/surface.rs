@@ -1,4 +1,7 @@
-//! Prompts, resources, templates, completion, resource subscriptions and logging levels, as an agent asks for them: listing from the catalog, routing to the right server.
+//! Prompts, resources, templates, completion, subscriptions and logging levels for an agent.
+//!
+//! As an agent asks for prompts, resources, templates, completion, resource subscriptions
+//! and logging levels: listing from the catalog, routing to the right server.
 
 use super::AgentContext;
 use super::forward::{self, Caller, Route};
