@@ -1,6 +1,6 @@
 //! Reaping orphans: mcpd is a child subreaper.
 //!
-//! A server's children that lose their parent so become mcpd's, and are reaped here.
+//! So a server's children that lose their parent become mcpd's, and are reaped here.
 
 #![allow(
     clippy::disallowed_methods,

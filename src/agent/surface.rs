@@ -1,7 +1,7 @@
-//! Prompts, resources, templates, completion, subscriptions and logging levels for an agent.
+//! Prompts, resources, templates, completion, resource subscriptions and logging levels for agents.
 //!
-//! As an agent asks for prompts, resources, templates, completion, resource subscriptions
-//! and logging levels: listing from the catalog, routing to the right server.
+//! Each is served as an agent asks for it: listing from the catalog, routing to the right
+//! server.
 
 use super::AgentContext;
 use super::forward::{self, Caller, Route};

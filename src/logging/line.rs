@@ -1,7 +1,7 @@
 //! One line of the daemon's own log (`LogLine`), and which lines a reader wants (`LogFilter`).
 //!
-//! A line is as the book keeps it; both are shared by the tap that makes lines and the
-//! book that keeps them.
+//! `LogLine` is a line as the book keeps it; both are shared by the tap that makes lines
+//! and the book that keeps them.
 
 use serde::Serialize;
 use tracing::Level;

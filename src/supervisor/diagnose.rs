@@ -1,7 +1,7 @@
 //! What a server's last stderr lines say went wrong, when one command can fix it.
 //!
-//! For now that is a package runner's cache left half-written (an install that was
-//! interrupted), which the user can fix with one command.
+//! That is a package runner's cache left half-written (an install that was interrupted),
+//! which the user can fix with one command.
 
 use std::path::Path;
 

@@ -1,6 +1,6 @@
 //! The tasks each owner made through mcpd, newest first.
 //!
-//! `tasks/list` can so show a 2025-11-25 agent its own tasks (and no one else's) across
+//! So `tasks/list` can show a 2025-11-25 agent its own tasks (and no one else's) across
 //! every server: its servers' connections are shared, so their own lists cannot.
 //!
 //! One actor for the daemon: a task outlives the connection that made it. Bounded:
