@@ -1,4 +1,7 @@
-//! `mcpd check-config`: what the daemon would run with this config, and the warnings a person can act on before starting it (a command not on `PATH`, a variable not set, a path a confined server names outside its sandbox).
+//! `mcpd check-config`: what the daemon would run with this config.
+//!
+//! It also gives the warnings a person can act on before starting it (a command not on
+//! `PATH`, a variable not set, a path a confined server names outside its sandbox).
 
 use crate::config::{Config, Launch, ServerConfig, StdioLaunch};
 use mcpd_ctl::stdout::{Out, OutputError};

@@ -1,4 +1,7 @@
-//! The command-line model: `mcpd serve | connect | ctl | check-config | import | completions | man`, and the completion scripts and man page generated from it.
+//! The command-line model.
+//!
+//! `mcpd serve | connect | ctl | check-config | import | completions | man`, and the
+//! completion scripts and man page generated from it.
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! `mcpd serve`: binds the socket, starts the supervisor and the listener, and runs the shutdown sequence.
+//! `mcpd serve`: binds the socket, starts the supervisor and listener, runs the shutdown sequence.
 
 use crate::agent::{AgentContext, DaemonInfo, listener};
 use crate::config::Config;

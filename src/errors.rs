@@ -1,4 +1,6 @@
-//! The one place where failures become JSON-RPC errors that tell an agent what happened and what to do.
+//! The one place where failures become JSON-RPC errors.
+//!
+//! The errors tell an agent what happened and what to do.
 
 use crate::upstream::UpstreamError;
 use mcpd_ctl::control_api::UNKNOWN_TOOL_HINT;

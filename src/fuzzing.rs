@@ -1,4 +1,6 @@
-//! The daemon's parsers that the fuzz targets in `fuzz/` drive, re-exported in one place so the targets do not depend on where they live.
+//! The daemon's parsers that the fuzz targets in `fuzz/` drive, re-exported in one place.
+//!
+//! So the targets do not depend on where they live.
 //!
 //! Not part of mcpd's interface: only the fuzz crate uses it, and it names exactly what
 //! the targets need; the floors' parsers (JSON, JSON-RPC, framing) they take from

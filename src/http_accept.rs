@@ -1,4 +1,7 @@
-//! The accept loop of mcpd's two TCP listeners, the HTTP listener's and the dashboard's: a cap on connections, `TCP_NODELAY`, the header and idle timeouts, each request told its peer's and its own address, and graceful shutdown of every connection.
+//! The accept loop of mcpd's two TCP listeners, the HTTP listener's and the dashboard's.
+//!
+//! A cap on connections, `TCP_NODELAY`, the header and idle timeouts, each request told
+//! its peer's and its own address, and graceful shutdown of every connection.
 //!
 //! axum's `serve` offers none of the limits, so mcpd runs the loop itself, as mini-redis
 //! does: a permit of a semaphore is taken *before* each accept, so beyond the cap new

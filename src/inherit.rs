@@ -1,4 +1,7 @@
-//! What mcpd's child processes inherit from it, and what they must not: its own and systemd's environment variables, the open-files limit it raised for itself, the descriptors it inherited.
+//! What mcpd's child processes inherit from it, and what they must not.
+//!
+//! Its own and systemd's environment variables, the open-files limit it raised for
+//! itself, the descriptors it inherited.
 //!
 //! Servers run as mcpd's user but are other people's programs: what mcpd was given for
 //! itself (by systemd, by the shell that started it) is not theirs. Every child goes

@@ -1,4 +1,6 @@
-//! Reaping orphans: mcpd is a child subreaper, so a server's children that lose their parent become mcpd's, and are reaped here.
+//! Reaping orphans: mcpd is a child subreaper.
+//!
+//! So a server's children that lose their parent become mcpd's, and are reaped here.
 
 #![allow(
     clippy::disallowed_methods,

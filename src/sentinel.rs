@@ -1,4 +1,6 @@
-//! The sentinel: a tiny helper process that kills every server's process group if mcpd itself dies without cleaning up.
+//! The sentinel: a tiny helper process that kills every server's process group if mcpd dies.
+//!
+//! It acts when mcpd itself dies without cleaning up.
 //!
 //! Each server's process gets a parent-death signal, but its own children (an `npx`
 //! that starts `node`, a helper a server spawns) do not inherit it. So mcpd starts one

@@ -1,4 +1,8 @@
-//! The pointer a daemon listening under an unusual `XDG_RUNTIME_DIR` leaves where clients without that variable look last (`/tmp/mcpd-UID/mcpd.sock`): a symlink to its socket, made only where no live daemon answers, removed at exit if it is still its own.
+//! The pointer to its socket a daemon under an unusual `XDG_RUNTIME_DIR` leaves for clients.
+//!
+//! It is left where clients without that variable look last (`/tmp/mcpd-UID/mcpd.sock`):
+//! a symlink to its socket, made only where no live daemon answers, removed at exit if it
+//! is still its own.
 //!
 //! MCP clients start `mcpd connect` without `XDG_RUNTIME_DIR` (`paths::socket_candidates`
 //! says where it then looks), so a daemon under `/run/user/UID` is found and one under

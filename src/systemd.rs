@@ -1,4 +1,7 @@
-//! systemd integration: the socket passed by socket activation, and readiness, status, stopping and watchdog notifications.
+//! systemd integration: socket activation and notifications to systemd.
+//!
+//! It takes the socket passed by socket activation, and sends readiness, status, stopping
+//! and watchdog notifications.
 //!
 //! All of it is a no-op outside systemd: with no `LISTEN_FDS` mcpd binds its own socket,
 //! and with no `NOTIFY_SOCKET` notifications go nowhere.

@@ -1,4 +1,8 @@
-//! The tool-discovery benchmark: ranking quality (recall@1, recall@5, MRR) of mcpd's search over the real tool lists of published servers and hand-written tasks, then the same with synthetic tools up to 10,000, the query time at that size and the index's memory.
+//! The tool-discovery benchmark.
+//!
+//! Ranking quality (recall@1, recall@5, MRR) of mcpd's search over the real tool lists of
+//! published servers and hand-written tasks, then the same with synthetic tools up to
+//! 10,000, the query time at that size and the index's memory.
 //!
 //! Data: `benches/discovery/` (README there says how it was made). Run with
 //! `cargo bench --bench discovery` (add `-- --quick` for a smoke run with fewer timed

@@ -1,4 +1,7 @@
-//! An agent's `tools/call`: finding the tool (or, for a server not yet listed, saying what is wrong with it) and forwarding it, to a ready server, one still starting, or the agent's own instance.
+//! An agent's `tools/call`.
+//!
+//! Finding the tool (or, for a server not yet listed, saying what is wrong with it) and
+//! forwarding it, to a ready server, one still starting, or the agent's own instance.
 
 use super::AgentContext;
 use super::forward::{self, Caller, Route};

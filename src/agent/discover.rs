@@ -1,4 +1,8 @@
-//! Discovery mode for large catalogs: `tools/list` shows the pinned tools, the tools the agent activated and three meta-tools (`mcpd__find_tools`, `mcpd__describe_tools`, `mcpd__call_tool`) instead of every tool; this file lists them and answers them.
+//! Discovery mode for large catalogs.
+//!
+//! `tools/list` shows the pinned tools, the tools the agent activated and three
+//! meta-tools (`mcpd__find_tools`, `mcpd__describe_tools`, `mcpd__call_tool`) instead of
+//! every tool; this file lists them and answers them.
 //!
 //! Everything an agent finds, describes or calls here is limited to what its profile
 //! lets it see. `find_tools` ranks with the catalog's search index (`discovery/`), which

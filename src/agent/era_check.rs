@@ -1,4 +1,7 @@
-//! Which era a request speaks: the connection pinned by its first decisive exchange, requests that do not fit its era refused, and the methods 2026-07-28 removed answered alike for socket and HTTP agents.
+//! Which era a request speaks.
+//!
+//! The connection pinned by its first decisive exchange, requests that do not fit its era
+//! refused, and the methods 2026-07-28 removed answered alike for socket and HTTP agents.
 
 use super::session::Session;
 use mcpd_wire::jsonrpc::{self, ErrorObject, Id, Request};

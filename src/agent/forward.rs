@@ -1,4 +1,8 @@
-//! Forwarding an agent's request to its server: the route, the caller's side of it (its outbox, era, capabilities), waiting for a server that is starting or for the agent's own instance, and the call's plan (`call/`) chosen once, whose branch is the future of the answer.
+//! Forwarding an agent's request to its server.
+//!
+//! The route, the caller's side of it (its outbox, era, capabilities), waiting for a
+//! server that is starting or for the agent's own instance, and the call's plan (`call/`)
+//! chosen once, whose branch is the future of the answer.
 
 use super::call::fulfil::Fulfil;
 use super::call::{AgentSide, Call, CallPlan, parked};

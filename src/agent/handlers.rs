@@ -1,4 +1,7 @@
-//! What mcpd does with each request an agent sends: the handshake, listing, routing calls, and sending the daemon's own methods to `control/`.
+//! What mcpd does with each request an agent sends.
+//!
+//! The handshake, listing, routing calls, and sending the daemon's own methods to
+//! `control/`.
 
 use super::params::PlainArguments;
 use super::reply::Handled;

@@ -1,4 +1,7 @@
-//! An agent connection's requests in flight: what cancels each, and what `ctl agents` and the dashboard show of it (method, tool, since when), and the ones the daemon's user cancelled, whose agent is told so.
+//! An agent connection's requests in flight.
+//!
+//! What cancels each, and what `ctl agents` and the dashboard show of it (method, tool,
+//! since when), and the ones the daemon's user cancelled, whose agent is told so.
 
 use mcpd_ctl::control_api::CallInfo;
 use mcpd_wire::jsonrpc::Id;

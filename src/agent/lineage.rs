@@ -1,4 +1,7 @@
-//! Where a socket peer's process comes from: a process of a server mcpd started (mcpd is its ancestor) or not, read from the parents in `/proc/PID/stat`.
+//! Where a socket peer's process comes from.
+//!
+//! A process of a server mcpd started (mcpd is its ancestor) or not, read from the
+//! parents in `/proc/PID/stat`.
 //!
 //! mcpd is a child subreaper (`reaper.rs`), so every process a server starts, and every
 //! descendant of those, has mcpd as an ancestor even after its own parent died: a walk up

@@ -1,4 +1,6 @@
-//! A 2026-07-28 agent's `subscriptions/listen`: the caps on how many and how large, and the acknowledgement of what mcpd honours.
+//! A 2026-07-28 agent's `subscriptions/listen`.
+//!
+//! The caps on how many and how large, and the acknowledgement of what mcpd honours.
 
 use super::session::{Listen, Session};
 use mcpd_wire::jsonrpc::{self, ErrorObject, Request};

@@ -1,4 +1,7 @@
-//! The agent socket: binding it safely, accepting connections under a cap, and handing each to its own actor.
+//! The agent socket: binding it, accepting connections, handing each to its actor.
+//!
+//! The socket is bound safely, connections are accepted under a cap, and each is handed
+//! to its own actor.
 
 use super::AgentContext;
 use crate::errors::EdgeError;

@@ -1,4 +1,9 @@
-//! An agent connection inside the daemon, for the dashboard's try-it form: a tool is called through the same connection actor as any agent's (the same names, checks, limits and metrics), the call shows in `ctl agents` with its duration while it runs and can be cancelled there, and the connection closes when the answer came or the page gave up.
+//! An agent connection inside the daemon, for the dashboard's try-it form.
+//!
+//! A tool is called through the same connection actor as any agent's (the same names,
+//! checks, limits and metrics), the call shows in `ctl agents` with its duration while it
+//! runs and can be cancelled there, and the connection closes when the answer came or the
+//! page gave up.
 
 use super::AgentContext;
 use mcpd_ctl::control_api::AgentInfo;

@@ -1,4 +1,7 @@
-//! A request's params on their way to its server: parsed into values, or a `tools/call`'s params with its arguments kept as the agent's JSON text.
+//! A request's params on their way to its server.
+//!
+//! Parsed into values, or a `tools/call`'s params with its arguments kept as the agent's
+//! JSON text.
 //!
 //! An agent's `tools/call` of either era (a socket agent's line, a one-line HTTP body, or
 //! the call named to `mcpd__call_tool`, which `discover.rs` reads the same way) is read by

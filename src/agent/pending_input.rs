@@ -1,4 +1,7 @@
-//! The input a connection waits for: mcpd's own requests to the agent, until it answers, and 2026-07-28 agents' calls parked for their input, until the agent retries with mcpd's sealed `requestState`.
+//! The input a connection waits for.
+//!
+//! mcpd's own requests to the agent, until it answers, and 2026-07-28 agents' calls
+//! parked for their input, until the agent retries with mcpd's sealed `requestState`.
 //!
 //! A call is a future inside its agent's actor. For an agent of the `initialize` era it
 //! fulfils a modern server's `input_required` itself and retries (`call/fulfil.rs`). For

@@ -1,4 +1,8 @@
-//! Rendering a server's reply for the agent: its own result passed on as written when nothing needs checking, else checked, rewritten (content URIs) and given the agent's era's shape; or mcpd's error saying why there is none.
+//! Rendering a server's reply for the agent.
+//!
+//! Its own result passed on as written when nothing needs checking, else checked,
+//! rewritten (content URIs) and given the agent's era's shape; or mcpd's error saying why
+//! there is none.
 
 use super::tasks::status::StatusTo;
 use crate::errors::AgentError;

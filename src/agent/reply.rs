@@ -1,4 +1,7 @@
-//! What handling an agent's request gives the connection: an answer now, or a future of one; how that future ends (a reply, a cancellation, or a call parked for the agent's input).
+//! What handling an agent's request gives the connection.
+//!
+//! An answer now, or a future of one; how that future ends (a reply, a cancellation, or a
+//! call parked for the agent's input).
 
 use super::render::Rewrite;
 use crate::upstream::{CallId, RawReply, ServerAsk, UpstreamHandle};

@@ -1,4 +1,7 @@
-//! Bridging server→client requests between eras: sealed `requestState` tokens for modern agents (and the daemon's seal that task ids use too), and which capability each request needs.
+//! Bridging server→client requests between eras.
+//!
+//! Sealed `requestState` tokens for modern agents (and the daemon's seal that task ids
+//! use too), and which capability each request needs.
 //!
 //! When a legacy server asks for input during a modern agent's call, mcpd answers the
 //! agent with `input_required` and keeps the server's request waiting. The agent's retry

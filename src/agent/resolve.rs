@@ -1,4 +1,7 @@
-//! Resolving how a request reaches its server, for every method alike: a ready server's connection, the agent's ready instance (found in the catalog, no actor asked), or the future of one that is starting, idle, or not made yet.
+//! Resolving how a request reaches its server, for every method alike.
+//!
+//! A ready server's connection, the agent's ready instance (found in the catalog, no
+//! actor asked), or the future of one that is starting, idle, or not made yet.
 
 use super::session::Session;
 use crate::errors::AgentError;

@@ -1,4 +1,6 @@
-//! Who is connected: the roster, an actor that knows every agent connection and asks each for its live details when `mcpd ctl agents` wants them.
+//! Who is connected: the roster, an actor that knows every agent connection.
+//!
+//! It asks each connection for its live details when `mcpd ctl agents` wants them.
 
 use mcpd_ctl::control_api::AgentInfo;
 use std::collections::BTreeMap;

@@ -1,4 +1,7 @@
-//! What mcpd says about itself to agents of either era: its capabilities, its instructions, the cache hints of its listings, and the `server/discover` answer.
+//! What mcpd says about itself to agents of either era.
+//!
+//! Its capabilities, its instructions, the cache hints of its listings, and the
+//! `server/discover` answer.
 
 use super::AgentContext;
 use mcpd_wire::jsonrpc::{self, Request};

@@ -1,4 +1,7 @@
-//! One agent connection's session: what the agent said about itself, its era, its profile, its subscriptions; the state every handler reads.
+//! One agent connection's session.
+//!
+//! What the agent said about itself, its era, its profile, its subscriptions; the state
+//! every handler reads.
 
 use crate::upstream::ServerAsk;
 use mcpd_wire::jsonrpc::Id;

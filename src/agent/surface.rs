@@ -1,4 +1,7 @@
-//! Prompts, resources, templates, completion, resource subscriptions and logging levels, as an agent asks for them: listing from the catalog, routing to the right server.
+//! Prompts, resources, templates, completion, resource subscriptions and logging levels for agents.
+//!
+//! Each is served as an agent asks for it: listing from the catalog, routing to the right
+//! server.
 
 use super::AgentContext;
 use super::forward::{self, Caller, Route};

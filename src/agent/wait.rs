@@ -1,4 +1,10 @@
-//! Requests that wait for servers still starting: a call to a tool its server has not listed yet (a first run, a new server, a project's first instance) waits for that server, bounded by its start; a session's first `tools/list` waits a few seconds at most for the servers it sees that are starting, so it comes back complete. Either is then handled again (`Step::Again`) with the catalog as it is by then, and never waits twice.
+//! Requests that wait for servers still starting.
+//!
+//! A call to a tool its server has not listed yet (a first run, a new server, a project's
+//! first instance) waits for that server, bounded by its start; a session's first
+//! `tools/list` waits a few seconds at most for the servers it sees that are starting, so
+//! it comes back complete. Either is then handled again (`Step::Again`) with the catalog
+//! as it is by then, and never waits twice.
 
 use super::AgentContext;
 use super::params::PlainArguments;

@@ -1,4 +1,7 @@
-//! A setting that is `true`, `false` or a table (`oauth`, `sandbox`), read so that a misspelt key inside the table is named in the error: serde's untagged enums only say that nothing matched.
+//! A setting that is `true`, `false` or a table (`oauth`, `sandbox`).
+//!
+//! It is read so that a misspelt key inside the table is named in the error: serde's
+//! untagged enums only say that nothing matched.
 
 use serde::Deserializer;
 use serde::de::{self, MapAccess, Visitor};

@@ -1,4 +1,8 @@
-//! Tool discovery settings: `[daemon] tools = "all" | "discover"`, `pinned`, `discover_above` and `max_active`, which a profile may override (`tools = "discover"` there, or its own `pinned`), and the reserved name `mcpd`.
+//! Tool discovery settings.
+//!
+//! `[daemon] tools = "all" | "discover"`, `pinned`, `discover_above` and `max_active`,
+//! which a profile may override (`tools = "discover"` there, or its own `pinned`), and
+//! the reserved name `mcpd`.
 
 use super::{ConfigError, Validator};
 use serde::Deserialize;

@@ -1,4 +1,7 @@
-//! Which of a server's tools agents see (`[servers.NAME.tools]` allow/deny globs, description overrides), and named profiles (`[profiles.NAME]`).
+//! Which of a server's tools agents see, and named profiles (`[profiles.NAME]`).
+//!
+//! What agents see is set by `[servers.NAME.tools]` allow/deny globs and description
+//! overrides.
 
 use super::{ConfigError, Validator};
 use serde::Deserialize;

@@ -1,4 +1,6 @@
-//! The optional Streamable HTTP listener's settings (`[daemon] http_*`): address, remote access, authentication.
+//! The optional Streamable HTTP listener's settings (`[daemon] http_*`).
+//!
+//! Address, remote access, authentication.
 
 use super::remote::Secret;
 use super::{ConfigError, Validator};

@@ -1,4 +1,7 @@
-//! A server's naming settings (`prefix`, `[servers.NAME.tools] rename`, `[servers.NAME.prompts] rename`) validated into a `Naming`, with the name budget checked at load.
+//! A server's naming settings validated into a `Naming`.
+//!
+//! The settings are `prefix`, `[servers.NAME.tools] rename` and `[servers.NAME.prompts]
+//! rename`; the name budget is checked at load.
 
 use super::{ConfigError, Validator};
 use mcpd_wire::protocol::naming::{self, Naming};

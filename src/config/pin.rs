@@ -1,4 +1,6 @@
-//! The pin setting: `[daemon] pin` and a server's `pin` (`"trust-first"`, `"approve"`, `"off"`), validated into a `PinMode`.
+//! The pin setting: `[daemon] pin` and a server's `pin`, validated into a `PinMode`.
+//!
+//! The values are `"trust-first"`, `"approve"` and `"off"`.
 
 use super::{ConfigError, Validator};
 

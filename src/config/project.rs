@@ -1,4 +1,7 @@
-//! Per-project servers (`share = "project"`): the share modes, the `${PROJECT}` and `${PROJECT_NAME}` placeholders of a local server's launch, and their validation.
+//! Per-project servers (`share = "project"`).
+//!
+//! The share modes, the `${PROJECT}` and `${PROJECT_NAME}` placeholders of a local
+//! server's launch, and their validation.
 
 use super::{ConfigError, RawServer, StdioLaunch, Validator, defaults};
 use std::path::Path;

@@ -1,4 +1,7 @@
-//! The config file as serde reads it: every table with `deny_unknown_fields`, so a misspelt key is an error naming it. Nothing here is validated; `mod.rs` and its siblings make these into `Config`.
+//! The config file as serde reads it.
+//!
+//! Every table with `deny_unknown_fields`, so a misspelt key is an error naming it.
+//! Nothing here is validated; `mod.rs` and its siblings make these into `Config`.
 
 use super::{filter, naming};
 use serde::Deserialize;

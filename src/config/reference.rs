@@ -1,4 +1,7 @@
-//! Keeps docs/configuration.md true to the parser: every key the raw config accepts is in its tables, and every key its tables list is accepted.
+//! Keeps docs/configuration.md true to the parser.
+//!
+//! Every key the raw config accepts is in its tables, and every key its tables list is
+//! accepted.
 
 use super::raw::RawDaemon;
 use super::*;

@@ -1,4 +1,6 @@
-//! Remote (HTTP) server settings: the URL, the transport, headers and secrets taken from the daemon's environment.
+//! Remote (HTTP) server settings.
+//!
+//! The URL, the transport, headers and secrets taken from the daemon's environment.
 
 use super::oauth::{OAuthConfig, RawOAuth};
 pub use super::value::{Missing, Secret};

@@ -1,4 +1,7 @@
-//! Package runners (`npx`, `uvx`, `pipx run`, `bunx`, `pnpm dlx`, …): commands that may download and install a server's package before starting it, so their first start gets more time.
+//! Package runners (`npx`, `uvx`, `pipx run`, `bunx`, `pnpm dlx`, …).
+//!
+//! Commands that may download and install a server's package before starting it, so their
+//! first start gets more time.
 
 use super::StdioLaunch;
 use std::path::Path;

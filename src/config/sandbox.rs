@@ -1,4 +1,8 @@
-//! The sandbox settings: `[daemon] sandbox` and a server's `sandbox` (true, false, or a `[servers.NAME.sandbox]` table widening the default profile), validated into a `SandboxProfile` whose paths are resolved when the server starts.
+//! The sandbox settings.
+//!
+//! `[daemon] sandbox` and a server's `sandbox` (true, false, or a
+//! `[servers.NAME.sandbox]` table widening the default profile), validated into a
+//! `SandboxProfile` whose paths are resolved when the server starts.
 
 use super::{ConfigError, Validator};
 pub use crate::egress::HostRule;

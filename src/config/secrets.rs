@@ -1,4 +1,8 @@
-//! `${secret:NAME}` references in a server's settings: where they may stand (a local server's `env`, a remote server's `headers` and `bearer_token`), the names each server needs, `[daemon] secrets`, and putting the values in when the server starts.
+//! `${secret:NAME}` references in a server's settings.
+//!
+//! Where they may stand (a local server's `env`, a remote server's `headers` and
+//! `bearer_token`), the names each server needs, `[daemon] secrets`, and putting the
+//! values in when the server starts.
 //!
 //! Validation finds every reference (a malformed one is a config error naming the key)
 //! and refuses them where a value would be seen by others: a command line is readable by

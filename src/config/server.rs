@@ -1,4 +1,6 @@
-//! One `[servers.NAME]` table validated into a `ServerConfig`: how the server is reached, its timeouts, and its restart and health policies.
+//! One `[servers.NAME]` table validated into a `ServerConfig`.
+//!
+//! How the server is reached, its timeouts, and its restart and health policies.
 
 use super::{
     ConfigError, HealthPolicy, Launch, ProtocolMode, RawHealth, RawRestart, RawServer,

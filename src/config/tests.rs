@@ -1,4 +1,7 @@
-//! Unit tests of config validation: error messages name the file and key, secrets never show, daemon defaults are inherited.
+//! Unit tests of config validation.
+//!
+//! Error messages name the file and key, secrets never show, daemon defaults are
+//! inherited.
 
 use super::*;
 

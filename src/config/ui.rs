@@ -1,4 +1,6 @@
-//! The dashboard's settings (`[daemon] ui`, `ui_listen`): whether the daemon serves its page, and on which loopback address.
+//! The dashboard's settings (`[daemon] ui`, `ui_listen`).
+//!
+//! Whether the daemon serves its page, and on which loopback address.
 
 use super::{ConfigError, Validator};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

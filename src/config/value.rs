@@ -1,4 +1,7 @@
-//! Values a setting takes from outside the file: a `Secret` (shown nowhere) and a `Missing` variable (one mcpd's environment lacks, which keeps only its server from starting).
+//! Values a setting takes from outside the file.
+//!
+//! A `Secret` (shown nowhere) and a `Missing` variable (one mcpd's environment lacks,
+//! which keeps only its server from starting).
 
 /// A value that must never be shown: header values and bearer tokens. It is the secrets'
 /// one value type (redacted wherever it is formatted, cleared from memory when dropped),

@@ -1,4 +1,7 @@
-//! The owner of the dashboard's launch tokens and sessions (`auth::Keys`), which pages and `mcpd/ui` reach through a `DashboardHandle`. It sleeps in its mailbox while nobody asks: no timer (keys expire when asked about).
+//! The owner of the dashboard's launch tokens and sessions (`auth::Keys`).
+//!
+//! Pages and `mcpd/ui` reach it through a `DashboardHandle`. It sleeps in its mailbox
+//! while nobody asks: no timer (keys expire when asked about).
 
 use super::auth::{Key, Keys, TOKEN_TTL};
 use mcpd_runtime::ask::AskError;

@@ -1,4 +1,8 @@
-//! The dashboard's credentials: one-time launch tokens (`mcpd ctl ui`), the sessions they open (bounded in number and age) and the cookie that names one. Pure data with the time passed in; the dashboard's actor owns the one `Keys`.
+//! The dashboard's credentials.
+//!
+//! One-time launch tokens (`mcpd ctl ui`), the sessions they open (bounded in number and
+//! age) and the cookie that names one. Pure data with the time passed in; the dashboard's
+//! actor owns the one `Keys`.
 
 use std::time::Duration;
 use subtle::ConstantTimeEq;

@@ -1,4 +1,8 @@
-//! The layer in front of every dashboard route: the `Host` must name this listener (the DNS-rebinding defence), a state-changing request must come from the page itself (no CSRF), every page but the login and the stylesheet needs the session cookie, and every response carries the security headers.
+//! The layer in front of every dashboard route.
+//!
+//! The `Host` must name this listener (the DNS-rebinding defence), a state-changing
+//! request must come from the page itself (no CSRF), every page but the login and the
+//! stylesheet needs the session cookie, and every response carries the security headers.
 //!
 //! The checks read only the request head, before any handler or body extractor runs.
 

@@ -1,4 +1,7 @@
-//! The daemon's descendants (every process of every server it started, and theirs), read from `/proc`: the dashboard serves none of them, whatever token or cookie it holds.
+//! The daemon's descendants, read from `/proc`, which the dashboard never serves.
+//!
+//! They are every process of every server it started, and theirs: the dashboard serves
+//! none of them, whatever token or cookie it holds.
 //!
 //! mcpd is a child subreaper (`reaper.rs`), so a server's process whose parent died is
 //! still among them. The tree is read from the kernel's `children` files (one per thread)

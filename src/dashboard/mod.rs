@@ -1,4 +1,8 @@
-//! The dashboard: every server, agent and call of the daemon live, a page per server to try its tools and act on it, and the daemon's log, served on loopback (its own listener, `[daemon] ui_listen`, or the HTTP listener's when that runs on loopback) to a browser logged in through `mcpd ctl ui`.
+//! The dashboard: every server, agent and call of the daemon live.
+//!
+//! It also has a page per server to try its tools and act on it, and the daemon's log,
+//! served on loopback (its own listener, `[daemon] ui_listen`, or the HTTP listener's
+//! when that runs on loopback) to a browser logged in through `mcpd ctl ui`.
 //!
 //! - `actor.rs` owns the launch tokens and sessions (`auth.rs`); pages and `mcpd/ui`
 //!   reach it through a `DashboardHandle`.

@@ -1,4 +1,10 @@
-//! Who is on the other end of a dashboard connection: the user owning the client's socket, read from the kernel's socket tables (`/proc/net/tcp`, `/proc/net/tcp6`), so that only the daemon's own user (or root) is served, and never a process of a server mcpd started. A launch token or session cookie that reached another local user (cookies are scoped by host, not port: any web server on 127.0.0.1 receives them), or a server, is useless to it.
+//! Who is on the other end of a dashboard connection.
+//!
+//! The user owning the client's socket, read from the kernel's socket tables
+//! (`/proc/net/tcp`, `/proc/net/tcp6`), so that only the daemon's own user (or root) is
+//! served, and never a process of a server mcpd started. A launch token or session cookie
+//! that reached another local user (cookies are scoped by host, not port: any web server
+//! on 127.0.0.1 receives them), or a server, is useless to it.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 

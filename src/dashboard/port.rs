@@ -1,4 +1,8 @@
-//! The dashboard's port kept across restarts: without `ui_listen`, the port it last listened on is remembered in the state directory (`dashboard.json`) and asked for again at the next start, so the page's address (and a bookmark of it, or an SSH forward) stays the same.
+//! The dashboard's port kept across restarts.
+//!
+//! Without `ui_listen`, the port it last listened on is remembered in the state directory
+//! (`dashboard.json`) and asked for again at the next start, so the page's address (and a
+//! bookmark of it, or an SSH forward) stays the same.
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};

@@ -1,4 +1,7 @@
-//! The search index over every tool: BM25F over each tool's name, server prefix, title, description and parameters, built per server so a server's new list rebuilds only its own part.
+//! The search index over every tool.
+//!
+//! BM25F over each tool's name, server prefix, title, description and parameters, built
+//! per server so a server's new list rebuilds only its own part.
 //!
 //! Fields and weights: the tool's own name (3), its title (2), the server prefix (1.5),
 //! the description (1), parameter names (1) and parameter descriptions (0.2). A word's

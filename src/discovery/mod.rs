@@ -1,4 +1,7 @@
-//! Tool discovery for large catalogs: a search index over every tool (`index.rs`, words from `tokens.rs`), which the agent side's meta-tools (`mcpd__find_tools`, …) and `mcpd ctl tools --search` rank with.
+//! Tool discovery for large catalogs.
+//!
+//! A search index over every tool (`index.rs`, words from `tokens.rs`), which the agent
+//! side's meta-tools (`mcpd__find_tools`, …) and `mcpd ctl tools --search` rank with.
 
 pub mod index;
 pub mod tokens;

@@ -1,4 +1,8 @@
-//! Words out of tool names, descriptions and queries: split on `snake_case`, `kebab-case`, `camelCase` and the `SERVER__` prefix, lowercased, common endings folded, filler words dropped; and the few synonyms agents use for the same action.
+//! Words out of tool names, descriptions and queries.
+//!
+//! Split on `snake_case`, `kebab-case`, `camelCase` and the `SERVER__` prefix,
+//! lowercased, common endings folded, filler words dropped; and the few synonyms agents
+//! use for the same action.
 
 /// Words that say nothing about which tool is meant.
 const STOP: &[&str] = &[

@@ -1,4 +1,6 @@
-//! Which addresses a matching rule lets the proxy connect to: public ones always, the rest only when the rule names them explicitly.
+//! Which addresses a matching rule lets the proxy connect to.
+//!
+//! Public ones always, the rest only when the rule names them explicitly.
 //!
 //! A name on the network list says "this service on the internet", not "whatever this
 //! name resolves to": a name whose DNS answer points at 127.0.0.1, the LAN or the cloud

@@ -1,4 +1,7 @@
-//! A confined server's network list: the rules (`HostRule`) parsed from its entries, and which of them match a requested host and port.
+//! A confined server's network list.
+//!
+//! The rules (`HostRule`) parsed from its entries, and which of them match a requested
+//! host and port.
 
 use super::host::{self, Host, HostText, Target};
 use std::fmt;

@@ -1,4 +1,6 @@
-//! What a host and port are to the proxy: names, IP literals and ports, with the syntax the network list and requests share.
+//! What a host and port are to the proxy.
+//!
+//! Names, IP literals and ports, with the syntax the network list and requests share.
 //!
 //! One reader serves both sides so that a request can only name a host in the form a
 //! rule could have named it: a name is lowercased and loses its trailing dot on both

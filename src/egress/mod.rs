@@ -1,4 +1,7 @@
-//! The filtering HTTP proxy of confined servers: a server gets `HTTPS_PROXY`/`HTTP_PROXY` pointing at a listener mcpd owns, and only hosts on its network list get through.
+//! The filtering HTTP proxy of confined servers.
+//!
+//! A server gets `HTTPS_PROXY`/`HTTP_PROXY` pointing at a listener mcpd owns, and only
+//! hosts on its network list get through.
 //!
 //! Only egress decides which host a confined server may reach: the sandbox confines the
 //! server's own sockets, and `serve` judges every request through the proxy. It checks

@@ -1,4 +1,7 @@
-//! Tests of the proxy over real loopback sockets: tunnels and plain HTTP through listed hosts, refusals of everything else, the connection cap, and stopping.
+//! Tests of the proxy over real loopback sockets.
+//!
+//! Tunnels and plain HTTP through listed hosts, refusals of everything else, the
+//! connection cap, and stopping.
 
 use super::*;
 use std::net::SocketAddr;

@@ -1,4 +1,7 @@
-//! One proxy connection: its request read and judged, the upstream resolved and connected to as the rules allow, then bytes copied both ways until a side closes or the proxy stops.
+//! One proxy connection.
+//!
+//! Its request read and judged, the upstream resolved and connected to as the rules
+//! allow, then bytes copied both ways until a side closes or the proxy stops.
 
 use super::address::permitted;
 use super::allow::{Allow, HostRule};

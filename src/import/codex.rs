@@ -1,4 +1,7 @@
-//! Codex's config.toml: its `[mcp_servers.NAME]` tables read into entries, and the keys only Codex has (`env_vars`, `bearer_token_env_var`, `env_http_headers`, `enabled`, timeouts, tool lists) added to a converted `[servers.NAME]` table.
+//! Codex's config.toml: its `[mcp_servers.NAME]` tables read into entries.
+//!
+//! The keys only Codex has (`env_vars`, `bearer_token_env_var`, `env_http_headers`,
+//! `enabled`, timeouts, tool lists) are added to a converted `[servers.NAME]` table.
 
 use super::notes::Notes;
 use super::policy::{duration, number, tools_table};

@@ -1,4 +1,9 @@
-//! One client entry to the body of a `[servers.NAME]` table: a remote server's url, transport, headers and OAuth client, or a local server's command, args, env and cwd; then the keys only Gemini CLI or Codex have. Literal secrets in headers and env become `${secret:NAME}` references, their values noted to be moved into the secret store.
+//! One client entry to the body of a `[servers.NAME]` table.
+//!
+//! A remote server's url, transport, headers and OAuth client, or a local server's
+//! command, args, env and cwd; then the keys only Gemini CLI or Codex have. Literal
+//! secrets in headers and env become `${secret:NAME}` references, their values noted to
+//! be moved into the secret store.
 
 use super::notes::Notes;
 use super::oauth::{OAUTH_FIELDS, oauth_table};

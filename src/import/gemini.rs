@@ -1,4 +1,7 @@
-//! The keys of a Gemini CLI server entry that other clients do not have: `timeout`, `includeTools`/`excludeTools`, `trust` and `authProviderType`, added to a converted `[servers.NAME]` table.
+//! The keys of a Gemini CLI server entry that other clients do not have.
+//!
+//! `timeout`, `includeTools`/`excludeTools`, `trust` and `authProviderType`, added to a
+//! converted `[servers.NAME]` table.
 
 use super::notes::Notes;
 use super::policy::{duration, number, tools_table};

@@ -1,4 +1,7 @@
-//! The JSON client files: `mcpServers` (Claude Desktop, Claude Code, Cursor, Gemini CLI), `servers` (VS Code) and `projects` (Claude Code's `~/.claude.json`), read into entries.
+//! The JSON client files.
+//!
+//! `mcpServers` (Claude Desktop, Claude Code, Cursor, Gemini CLI), `servers` (VS Code)
+//! and `projects` (Claude Code's `~/.claude.json`), read into entries.
 
 use super::{Dialect, Entry, ImportError};
 use serde_json::{Map, Value};

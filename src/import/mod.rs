@@ -1,4 +1,8 @@
-//! `mcpd import`: reads the MCP server definitions of other clients (Claude Desktop, Claude Code, Cursor, VS Code, Gemini CLI, Codex) and appends them to mcpd's config as `[servers.NAME]` tables.
+//! `mcpd import`: other clients' MCP server definitions appended to mcpd's config.
+//!
+//! It reads the MCP server definitions of other clients (Claude Desktop, Claude Code,
+//! Cursor, VS Code, Gemini CLI, Codex) and appends them to mcpd's config as
+//! `[servers.NAME]` tables.
 //!
 //! The data path reads top to bottom: [`sources`] finds the files and hands each to its
 //! format's reader ([`json`] or [`codex`]), which yields [`Entry`]s; [`convert`] turns an

@@ -1,4 +1,6 @@
-//! Server names for imported entries: a client's name made valid for mcpd, and a free one when it is taken.
+//! Server names for imported entries.
+//!
+//! A client's name made valid for mcpd, and a free one when it is taken.
 
 use crate::config::valid_server_name;
 use std::collections::BTreeSet;

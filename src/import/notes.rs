@@ -1,4 +1,8 @@
-//! What the user is told about an import: warnings per entry as they come, notes once, and at the very end one line per server that still needs a variable set in mcpd's environment. It also carries the secrets an entry's conversion found, until they join their server.
+//! What the user is told about an import.
+//!
+//! Warnings per entry as they come, notes once, and at the very end one line per server
+//! that still needs a variable set in mcpd's environment. It also carries the secrets an
+//! entry's conversion found, until they join their server.
 
 use super::store::Move;
 

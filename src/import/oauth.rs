@@ -1,4 +1,6 @@
-//! A remote server's OAuth client settings, read from any client's entry, as the body of `[servers.NAME.oauth]`.
+//! A remote server's OAuth client settings, read from any client's entry.
+//!
+//! They become the body of `[servers.NAME.oauth]`.
 
 use super::Dialect;
 use super::notes::Notes;

@@ -1,4 +1,8 @@
-//! Which tools agents see and how long a server may take, as Gemini CLI (`includeTools`, `excludeTools`, `timeout`) and Codex (`enabled_tools`, `disabled_tools`, `*_timeout_sec`) say it: mcpd's `[servers.NAME.tools]`, `timeout` and `[servers.NAME.health] startup_timeout`.
+//! Which tools agents see and how long a server may take, as Gemini CLI and Codex say it.
+//!
+//! Gemini CLI says it with `includeTools`, `excludeTools` and `timeout`, Codex with
+//! `enabled_tools`, `disabled_tools` and `*_timeout_sec`; they become mcpd's
+//! `[servers.NAME.tools]`, `timeout` and `[servers.NAME.health] startup_timeout`.
 
 use super::notes::Notes;
 use super::values::string_list;

@@ -1,4 +1,7 @@
-//! The text appended to mcpd's config: a `# imported from` comment per source, then each server's `[servers.NAME]` table and its sub-tables, one value a line.
+//! The text appended to mcpd's config.
+//!
+//! A `# imported from` comment per source, then each server's `[servers.NAME]` table and
+//! its sub-tables, one value a line.
 
 use super::Converted;
 use std::fmt::Write as _;

@@ -1,4 +1,9 @@
-//! Which literal values of a client's `env` and `headers` are secrets that `mcpd import` moves into mcpd's secret store: by the key's name (TOKEN, KEY, SECRET, PASSWORD, AUTH, CREDENTIAL…) and by the value's shape (`ghp_…`, `sk-…`, `Bearer …`, long random strings), never a plain value (a path, a URL, `true`, a number).
+//! Which literal values of a client's `env` and `headers` are secrets.
+//!
+//! Those are what `mcpd import` moves into mcpd's secret store: by the key's name (TOKEN,
+//! KEY, SECRET, PASSWORD, AUTH, CREDENTIAL…) and by the value's shape (`ghp_…`, `sk-…`,
+//! `Bearer …`, long random strings), never a plain value (a path, a URL, `true`, a
+//! number).
 
 /// Words that make a key's name say "secret" wherever they stand in it
 /// (`GITHUB_PERSONAL_ACCESS_TOKEN`, `X-Auth-Token`, `DB_PASSWORD`).

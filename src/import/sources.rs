@@ -1,4 +1,7 @@
-//! Which files each client keeps its servers in, how `--from` values resolve to files, and which format's reader each file goes to.
+//! Which files each client keeps its servers in.
+//!
+//! Also how `--from` values resolve to files, and which format's reader each file goes
+//! to.
 
 use super::{Dialect, Entry, ImportError, codex, json};
 use std::collections::BTreeSet;

@@ -1,4 +1,8 @@
-//! Literal secrets moved out of a client's config into mcpd's secret store: each gets a name from its server and key (`github-GITHUB_TOKEN`), a free one or one that already holds the same value, and the config gets `${secret:NAME}` in its place. Nothing here prints or formats a value.
+//! Literal secrets moved out of a client's config into mcpd's secret store.
+//!
+//! Each gets a name from its server and key (`github-GITHUB_TOKEN`), a free one or one
+//! that already holds the same value, and the config gets `${secret:NAME}` in its place.
+//! Nothing here prints or formats a value.
 
 use super::{Converted, ImportError};
 use crate::secrets::{Preferred, SecretError, SecretValue, Secrets, Store};

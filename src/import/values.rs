@@ -1,4 +1,7 @@
-//! How a client's values refer to environment variables (`${VAR}`, VS Code's `${env:VAR}`, Gemini's `$VAR`), rewritten as mcpd's `${VAR}`; and reading plain values out of an entry.
+//! How a client's values refer to environment variables, rewritten as mcpd's `${VAR}`.
+//!
+//! The references are `${VAR}`, VS Code's `${env:VAR}` and Gemini's `$VAR`. This file
+//! also reads plain values out of an entry.
 
 use super::Dialect;
 use super::notes::Notes;

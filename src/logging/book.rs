@@ -1,4 +1,7 @@
-//! The log book: an actor that keeps the daemon's recent log lines (the last 1,000, at most 512 KiB) as the tap delivers them, answers for the recent ones and passes new ones to a few followers.
+//! The log book: an actor that keeps the daemon's recent log lines.
+//!
+//! It keeps the last 1,000, at most 512 KiB, as the tap delivers them, answers for the
+//! recent ones and passes new ones to a few followers.
 
 use super::line::{LogFilter, LogLine};
 use super::tap::LogTap;

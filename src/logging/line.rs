@@ -1,4 +1,7 @@
-//! One line of the daemon's own log as the book keeps it (`LogLine`), and which lines a reader wants (`LogFilter`); shared by the tap that makes lines and the book that keeps them.
+//! One line of the daemon's own log (`LogLine`), and which lines a reader wants (`LogFilter`).
+//!
+//! `LogLine` is a line as the book keeps it; both are shared by the tap that makes lines
+//! and the book that keeps them.
 
 use serde::Serialize;
 use tracing::Level;

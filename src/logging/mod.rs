@@ -1,4 +1,6 @@
-//! Logging setup: journald when running under systemd's journal, stderr otherwise, and beside either a tap into the log book the dashboard reads.
+//! Logging setup: journald under systemd's journal, stderr otherwise.
+//!
+//! Beside either runs a tap into the log book the dashboard reads.
 
 mod book;
 mod line;

@@ -1,4 +1,8 @@
-//! The tap: a tracing `Layer` that formats each event the log filter lets through into a `LogLine` and hands it to the book with a `try_send`, dropping (and counting) what does not fit, so logging never waits.
+//! The tap: a tracing `Layer` that hands each event to the log book as a `LogLine`.
+//!
+//! It formats each event the log filter lets through into a `LogLine` and hands it to the
+//! book with a `try_send`, dropping (and counting) what does not fit, so logging never
+//! waits.
 
 use super::line::LogLine;
 use std::fmt::{self, Write as _};

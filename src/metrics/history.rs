@@ -1,4 +1,7 @@
-//! The last hour of calls per server, a minute at a time, for the dashboard's chart: a ring of 60 one-minute slots per server (calls, errors, a latency histogram), turned lazily when a call is recorded or the history is read, never by a timer.
+//! The last hour of calls per server, a minute at a time, for the dashboard's chart.
+//!
+//! A ring of 60 one-minute slots per server (calls, errors, a latency histogram), turned
+//! lazily when a call is recorded or the history is read, never by a timer.
 
 use super::BUCKETS;
 use std::collections::HashMap;

@@ -1,4 +1,8 @@
-//! Counters for `mcpd ctl metrics` (calls, errors and latency per server and method, bytes to and from agents) and each server's last hour for the dashboard (`history.rs`). An actor owns them; the call path only does a `try_send`.
+//! Counters for `mcpd ctl metrics` and each server's last hour for the dashboard.
+//!
+//! The counters are calls, errors and latency per server and method, and bytes to and
+//! from agents; the last hour is in `history.rs`. An actor owns them; the call path only
+//! does a `try_send`.
 
 mod history;
 #[cfg(test)]

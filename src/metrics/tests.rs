@@ -1,4 +1,7 @@
-//! Unit tests of the metrics actor: `ctl metrics` text kept byte for byte, and the per-server history under tokio's paused clock (minutes turning, an hour passing, quantiles, errors, the cap on servers).
+//! Unit tests of the metrics actor.
+//!
+//! `ctl metrics` text kept byte for byte, and the per-server history under tokio's paused
+//! clock (minutes turning, an hour passing, quantiles, errors, the cap on servers).
 
 use super::*;
 use tokio::time::advance;

@@ -1,4 +1,7 @@
-//! The authorization code grant with PKCE (RFC 7636, S256 only): the authorization URL and the checks on the redirect that comes back (`state`, RFC 9207 `iss`); the code is exchanged in `token.rs`.
+//! The authorization code grant with PKCE (RFC 7636, S256 only).
+//!
+//! The authorization URL and the checks on the redirect that comes back (`state`, RFC
+//! 9207 `iss`); the code is exchanged in `token.rs`.
 //!
 //! Written here rather than with the `oauth2` crate: its 5.0 links a second `base64`
 //! (0.22, where reqwest and hyper-util use 0.23; `deny.toml` refuses two) and `chrono`,

@@ -1,4 +1,6 @@
-//! `WWW-Authenticate` challenges (RFC 9110 §11.6.1, RFC 6750 §3): parsed from one or more header values, without panicking on anything a server sends.
+//! `WWW-Authenticate` challenges (RFC 9110 §11.6.1, RFC 6750 §3).
+//!
+//! Parsed from one or more header values, without panicking on anything a server sends.
 
 /// One challenge: its scheme (lowercased) and parameters (names lowercased, values as
 /// sent, with quoted-string escapes removed).

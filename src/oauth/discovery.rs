@@ -1,4 +1,7 @@
-//! Discovery: a server's protected resource metadata (RFC 9728), then its authorization server's metadata (RFC 8414 or OpenID Connect), each validated before use; the 2025-03-26 fallback when a server has neither.
+//! Discovery: a server's protected resource metadata, then its authorization server's.
+//!
+//! The first is RFC 9728, the second RFC 8414 or OpenID Connect, each validated before
+//! use; the 2025-03-26 fallback applies when a server has neither.
 
 use super::challenge::Bearer;
 use super::wellknown;

@@ -1,4 +1,8 @@
-//! DPoP (RFC 9449): a server's proof-of-possession key and the proofs made with it, for token requests (to the authorization server) and for every request that carries a DPoP-bound token (to the MCP server), each with the latest nonce that side gave.
+//! DPoP (RFC 9449): a server's proof-of-possession key and the proofs made with it.
+//!
+//! Proofs are made for token requests (to the authorization server) and for every request
+//! that carries a DPoP-bound token (to the MCP server), each with the latest nonce that
+//! side gave.
 //!
 //! The nonces are each a `watch` (a latest value, as the login's token is): every
 //! request reads the current one, and any response may bring a newer one (§8.2, §9).

@@ -1,4 +1,7 @@
-//! The steps of one login before the browser: discovery, the scopes to ask for, the loopback listener for the redirect, registration, and the authorization URL; and the listener itself.
+//! The steps of one login before the browser.
+//!
+//! Discovery, the scopes to ask for, the loopback listener for the redirect,
+//! registration, and the authorization URL; and the listener itself.
 
 use super::authorize::{self, PendingAuthorization};
 use super::challenge::Bearer;

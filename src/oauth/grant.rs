@@ -1,4 +1,8 @@
-//! The machine grants, run by mcpd alone (no person, no browser): client credentials (RFC 6749 §4.4) and the JWT bearer grant (RFC 7523 §2.1) with an assertion from a file (workload identity) or an ID-JAG from the enterprise's identity provider (token exchange, RFC 8693; MCP's enterprise-managed authorization).
+//! The machine grants, run by mcpd alone (no person, no browser).
+//!
+//! Client credentials (RFC 6749 §4.4) and the JWT bearer grant (RFC 7523 §2.1) with an
+//! assertion from a file (workload identity) or an ID-JAG from the enterprise's identity
+//! provider (token exchange, RFC 8693; MCP's enterprise-managed authorization).
 
 use super::challenge::Bearer;
 use super::discovery::ServerMetadata;

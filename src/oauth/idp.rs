@@ -1,4 +1,9 @@
-//! The enterprise identity provider of an enterprise-managed server: the user's sign-in there (an OpenID Connect authorization code flow with PKCE, run like a server's login), the ID token kept fresh with its refresh token, and the exchange of that ID token for an ID-JAG (RFC 8693) meant for the server's authorization server.
+//! The enterprise identity provider of an enterprise-managed server.
+//!
+//! The user's sign-in there (an OpenID Connect authorization code flow with PKCE, run
+//! like a server's login), the ID token kept fresh with its refresh token, and the
+//! exchange of that ID token for an ID-JAG (RFC 8693) meant for the server's
+//! authorization server.
 
 use super::authorize;
 use super::discovery::{self, ServerMetadata};

@@ -1,4 +1,7 @@
-//! Client registration, in the 2026-07-28 order: a pre-registered client from the config, a client ID metadata document the authorization server accepts, or dynamic client registration (RFC 7591).
+//! Client registration, in the 2026-07-28 order.
+//!
+//! A pre-registered client from the config, a client ID metadata document the
+//! authorization server accepts, or dynamic client registration (RFC 7591).
 
 use super::discovery::{ServerMetadata, read_bounded};
 use crate::config::Secret;

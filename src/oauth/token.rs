@@ -1,4 +1,9 @@
-//! The token endpoint (RFC 6749 §3.2): the code exchange, refresh, the machine grants' requests and revocation, each with the client's authentication (`client_secret_basic`/`_post`, `private_key_jwt`) and, where the login uses DPoP, a fresh proof (a `use_dpop_nonce` answer is honoured once, RFC 9449 §8).
+//! The token endpoint (RFC 6749 §3.2).
+//!
+//! The code exchange, refresh, the machine grants' requests and revocation, each with the
+//! client's authentication (`client_secret_basic`/`_post`, `private_key_jwt`) and, where
+//! the login uses DPoP, a fresh proof (a `use_dpop_nonce` answer is honoured once, RFC
+//! 9449 §8).
 
 use super::authorize::PendingAuthorization;
 use super::discovery::read_bounded;

@@ -1,4 +1,8 @@
-//! Where OAuth metadata lives: the well-known URLs of protected resource metadata (RFC 9728 §3.1) and authorization server metadata (RFC 8414 §3.1, OpenID Connect Discovery), and the checks on what they say about themselves.
+//! Where OAuth metadata lives.
+//!
+//! The well-known URLs of protected resource metadata (RFC 9728 §3.1) and authorization
+//! server metadata (RFC 8414 §3.1, OpenID Connect Discovery), and the checks on what they
+//! say about themselves.
 
 use reqwest::Url;
 

@@ -1,4 +1,7 @@
-//! Whether a server can take calls now (`Availability`), and the ready instances of servers run per agent or per project (`Instances`), as agents read them from the catalog.
+//! Whether a server can take calls now, and the ready instances of per-agent or project servers.
+//!
+//! `Availability` says the first; `Instances` holds the ready instances of servers run
+//! per agent or per project; agents read both from the catalog.
 
 use crate::upstream::UpstreamHandle;
 use std::collections::HashMap;

@@ -1,4 +1,7 @@
-//! The snapshot agents read (`Catalog`): its fields are private, and it answers what callers ask of it (which tool a name is, whether a server can take calls, which generation each list is at).
+//! The snapshot agents read (`Catalog`).
+//!
+//! Its fields are private, and it answers what callers ask of it (which tool a name is,
+//! whether a server can take calls, which generation each list is at).
 
 use super::{Availability, CacheHint, Held, InstanceKey, Instances, Surface, ToolEntry};
 use crate::upstream::UpstreamHandle;

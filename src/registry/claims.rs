@@ -1,4 +1,7 @@
-//! Who holds a name that several servers present (empty or shared prefixes, renames): the server that had it first keeps it, and the others' claims are rejected and reported. No IO.
+//! Who holds a name that several servers present (empty or shared prefixes, renames).
+//!
+//! The server that had it first keeps it, and the others' claims are rejected and
+//! reported. No IO.
 //!
 //! "First" is by arrival: every generation of a server's tools (or prompts) gets a stamp
 //! from one counter when its content or naming changes. A holder keeps its name for as

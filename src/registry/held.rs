@@ -1,4 +1,7 @@
-//! Definitions held for a person's approval, by the names agents would use: a call to one is answered "held, approve it", never "unknown", and never with its text.
+//! Definitions held for a person's approval, by the names agents would use.
+//!
+//! A call to one is answered "held, approve it", never "unknown", and never with its
+//! text.
 
 use mcpd_wire::protocol::naming::Naming;
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -1,4 +1,6 @@
-//! The catalog agents see: every server's tools under presented names, swapped one generation at a time. No IO.
+//! The catalog agents see.
+//!
+//! Every server's tools under presented names, swapped one generation at a time. No IO.
 //!
 //! The supervisor alone owns the `Registry` and publishes each new `Catalog` through a
 //! `watch` channel; agents read an `Arc<Catalog>` snapshot, so a reader sees one whole

@@ -1,4 +1,7 @@
-//! Paging of listings: a page of tools, prompts, resources or templates after a cursor that names the last entry of the page before, so a page boundary stays right when the catalog changes between pages.
+//! Paging of listings: a page of tools, prompts, resources or templates after a cursor.
+//!
+//! The cursor names the last entry of the page before, so a page boundary stays right
+//! when the catalog changes between pages.
 
 use super::{Catalog, Entry, PAGE_SIZE, ToolEntry};
 use std::sync::Arc;

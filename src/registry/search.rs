@@ -1,4 +1,7 @@
-//! The catalog's search index, kept per server: a new snapshot reuses the segment of every server whose tools are the same entries as before, so a server's new list rebuilds only its own part.
+//! The catalog's search index, kept per server.
+//!
+//! A new snapshot reuses the segment of every server whose tools are the same entries as
+//! before, so a server's new list rebuilds only its own part.
 
 use super::ToolEntry;
 use crate::discovery::{Index, Segment};

@@ -1,4 +1,6 @@
-//! Prompts, resources and resource templates of every server, as agents see them, and the routing of names and URIs back to servers. No IO.
+//! Prompts, resources and resource templates of every server, as agents see them.
+//!
+//! Also the routing of names and URIs back to servers. No IO.
 //!
 //! Prompts get `PREFIX__prompt` names, like tools (the registry decides them). Resource URIs are opaque and may
 //! collide between servers, so they are kept as they are when only one server lists

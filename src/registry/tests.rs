@@ -1,4 +1,6 @@
-//! Unit tests of the registry: whole generations, paging, names shared by servers, and naming changes.
+//! Unit tests of the registry.
+//!
+//! Whole generations, paging, names shared by servers, and naming changes.
 
 use super::*;
 use serde_json::json;

@@ -1,4 +1,6 @@
-//! One tool as agents see it (`ToolEntry`), and how a server's tool list becomes those entries or the reason it cannot.
+//! One tool as agents see it (`ToolEntry`).
+//!
+//! Also how a server's tool list becomes those entries or the reason it cannot.
 
 use mcpd_wire::protocol::naming::Naming;
 use serde_json::Value;

@@ -1,4 +1,7 @@
-//! The systemd credentials store, read-only: `$CREDENTIALS_DIRECTORY/NAME`, which systemd fills from the unit's `LoadCredential=`, `LoadCredentialEncrypted=` and `SetCredential=`.
+//! The systemd credentials store, read-only.
+//!
+//! `$CREDENTIALS_DIRECTORY/NAME`, which systemd fills from the unit's `LoadCredential=`,
+//! `LoadCredentialEncrypted=` and `SetCredential=`.
 //!
 //! A credential is byte-exact in systemd; mcpd takes it as its text with exactly one
 //! trailing `\n` removed, if it has one. The usual ways to make one (`echo TOKEN > file`,

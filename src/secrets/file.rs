@@ -1,4 +1,7 @@
-//! mcpd's own file store: one file per secret, `state_dir/secrets/NAME.json` (`{"value": "…"}`), 0600 in a 0700 directory, written whole or not at all through `private_file`.
+//! mcpd's own file store.
+//!
+//! One file per secret, `state_dir/secrets/NAME.json` (`{"value": "…"}`), 0600 in a 0700
+//! directory, written whole or not at all through `private_file`.
 //!
 //! One file per secret rather than one file of all of them: setting or removing a secret
 //! touches only its own file, so two `mcpd ctl secret set` of different names at once

@@ -1,4 +1,9 @@
-//! The desktop keyring through the freedesktop Secret Service (GNOME Keyring, KWallet, KeePassXC) on the session bus: one item per secret, with the attributes `{"application": "mcpd", "name": NAME}` and the label `mcpd: NAME`, created in the default collection (and the same for a server's OAuth login, keyed `credential`: `logins.rs`); every call bounded in time.
+//! The desktop keyring through the freedesktop Secret Service on the session bus.
+//!
+//! The service is GNOME Keyring, KWallet or KeePassXC. There is one item per secret, with
+//! the attributes `{"application": "mcpd", "name": NAME}` and the label `mcpd: NAME`,
+//! created in the default collection (and the same for a server's OAuth login, keyed
+//! `credential`: `logins.rs`); every call is bounded in time.
 //!
 //! Every call to the Secret Service has a deadline (`DEADLINE`; an unlock prompt, which
 //! waits for the person at the desktop, `UNLOCK_DEADLINE`): a bus or a service that stops

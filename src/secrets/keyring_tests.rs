@@ -1,4 +1,7 @@
-//! The keyring store against a real Secret Service: gnome-keyring on a throwaway session bus, started by `tests/keyring/with-keyring.sh`; elsewhere these tests skip, or fail when `MCPD_REQUIRE_KEYRING=1`.
+//! The keyring store against a real Secret Service.
+//!
+//! gnome-keyring on a throwaway session bus, started by `tests/keyring/with-keyring.sh`;
+//! elsewhere these tests skip, or fail when `MCPD_REQUIRE_KEYRING=1`.
 //!
 //! They run only where the wrapper says the bus is its own (`MCPD_TEST_KEYRING=1`), so a
 //! developer's own keyring is never written to. Each test uses names of its own: nextest

@@ -1,4 +1,8 @@
-//! Remote servers' OAuth logins in the desktop keyring: one item per server, with the attributes `{"application": "mcpd", "credential": SERVER}` and the label `mcpd: SERVER login`, holding the whole stored login as JSON text; kept apart from the `${secret:NAME}` items, which have a `name` instead.
+//! Remote servers' OAuth logins in the desktop keyring.
+//!
+//! One item per server, with the attributes `{"application": "mcpd", "credential":
+//! SERVER}` and the label `mcpd: SERVER login`, holding the whole stored login as JSON
+//! text; kept apart from the `${secret:NAME}` items, which have a `name` instead.
 //!
 //! The two kinds never see each other: a secret is looked up by its `name` attribute,
 //! which a login's item never has, a login by its `credential` attribute, which a

@@ -1,4 +1,8 @@
-//! Secret values masked in the text a server writes to its stderr: mcpd knows the values it resolved into a server's launch, so a server that prints one (a debug dump of its environment, an error quoting a header) does not put it in the daemon's log, `ctl logs` or the dashboard.
+//! Secret values masked in the text a server writes to its stderr.
+//!
+//! mcpd knows the values it resolved into a server's launch, so a server that prints one
+//! (a debug dump of its environment, an error quoting a header) does not put it in the
+//! daemon's log, `ctl logs` or the dashboard.
 //!
 //! Each line costs time linear in its length for each value (Knuth-Morris-Pratt, which
 //! finds overlapping occurrences too, so `abab` printed as `ababab` leaves no half of it),

@@ -1,4 +1,7 @@
-//! Secrets out of plaintext config: the stores a `${secret:NAME}` is looked up in (systemd credentials, the desktop keyring, mcpd's file store), in that order, and the references themselves.
+//! Secrets out of plaintext config.
+//!
+//! The stores a `${secret:NAME}` is looked up in (systemd credentials, the desktop
+//! keyring, mcpd's file store), in that order, and the references themselves.
 //!
 //! # The API
 //!

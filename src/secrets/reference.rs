@@ -1,4 +1,7 @@
-//! `${secret:NAME}` references inside a setting's value: finding them (`references`) and replacing them with the values looked up (`substitute`); pure text, no IO.
+//! `${secret:NAME}` references inside a setting's value.
+//!
+//! Finding them (`references`) and replacing them with the values looked up
+//! (`substitute`); pure text, no IO.
 //!
 //! The syntax follows the config's `${VAR}` (`config/remote.rs`, `expand`): a `$` not
 //! followed by `{` stays as it is, an unterminated reference is an error, and there is

@@ -1,4 +1,7 @@
-//! The stores together without a keyring: lookup order, where `set` writes, listing, removal, errors, redaction, and a bus that is missing or never answers.
+//! The stores together without a keyring.
+//!
+//! Lookup order, where `set` writes, listing, removal, errors, redaction, and a bus that
+//! is missing or never answers.
 
 #![allow(clippy::disallowed_methods, reason = "tests may block")]
 

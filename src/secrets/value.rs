@@ -1,4 +1,7 @@
-//! A secret's value (`SecretValue`: redacted in every `Debug` and `Display`, cleared from memory when dropped) and its name (`SecretName`: the characters a store can hold it under).
+//! A secret's value (`SecretValue`) and its name (`SecretName`).
+//!
+//! The value is redacted in every `Debug` and `Display` and cleared from memory when
+//! dropped; the name holds the characters a store can hold it under.
 
 use std::fmt;
 use zeroize::Zeroize;

@@ -1,4 +1,6 @@
-//! Restart arithmetic: exponential backoff with jitter, and the crash budget that marks a crash loop. No IO.
+//! Restart arithmetic: exponential backoff with jitter, and the crash budget.
+//!
+//! The crash budget marks a crash loop. No IO.
 
 use crate::config::RestartPolicy;
 use std::collections::VecDeque;

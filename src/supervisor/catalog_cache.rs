@@ -1,4 +1,7 @@
-//! The catalog kept across daemon restarts: each server's last good lists, so agents get a full `tools/list` at once, before servers finish starting. Owned by the supervisor.
+//! The catalog kept across daemon restarts.
+//!
+//! Each server's last good lists, so agents get a full `tools/list` at once, before
+//! servers finish starting. Owned by the supervisor.
 //!
 //! Each server has its own file, `state_dir/catalog/SERVER.json`, so a change to one
 //! server's lists writes only that file (by the state writer, off the runtime); files of

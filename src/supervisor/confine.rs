@@ -1,4 +1,7 @@
-//! Which sandbox a local server's next process runs in: its profile prepared (paths resolved for its project, the ruleset built), or why it cannot be, which keeps it from starting.
+//! Which sandbox a local server's next process runs in.
+//!
+//! Its profile prepared (paths resolved for its project, the ruleset built), or why it
+//! cannot be, which keeps it from starting.
 
 use super::Slot;
 use crate::config::StdioLaunch;

@@ -1,4 +1,7 @@
-//! What a server's last stderr lines say went wrong when it is something the user can fix with one command: a package runner's cache left half-written (an install that was interrupted).
+//! What a server's last stderr lines say went wrong, when one command can fix it.
+//!
+//! That is a package runner's cache left half-written (an install that was interrupted),
+//! which the user can fix with one command.
 
 use std::path::Path;
 

@@ -1,4 +1,7 @@
-//! Deciding how a server's connection finds its protocol era (the config, the era cache, or in place on its first start), remembering what the handshake found, and a package runner's first-start allowance.
+//! Deciding how a server's connection finds its protocol era.
+//!
+//! It finds it from the config, the era cache, or in place on its first start; this file
+//! also remembers what the handshake found, and a package runner's first-start allowance.
 
 use super::Supervisor;
 use crate::config::{Launch, ProtocolMode, ServerConfig};

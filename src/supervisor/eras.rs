@@ -1,4 +1,6 @@
-//! The cache of servers' protocol eras, kept in a file so a restarted daemon does not probe again. Owned by the supervisor.
+//! The cache of servers' protocol eras, kept in a file.
+//!
+//! So a restarted daemon does not probe again. Owned by the supervisor.
 //!
 //! A verdict is keyed by server name and a fingerprint of everything in the config that
 //! decides how the server is started; any change to that configuration invalidates it.

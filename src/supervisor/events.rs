@@ -1,4 +1,6 @@
-//! Handling the events a running connection reports: connected, lost, idle, and its tool and other lists.
+//! Handling the events a running connection reports.
+//!
+//! Connected, lost, idle, and its tool and other lists.
 
 use super::pins::Kind;
 use super::{AfterExit, ServerState, Supervisor};

@@ -1,4 +1,9 @@
-//! The one way a server's lists reach the registry: through its pins (`pins/`), which hold new and changed definitions, on arrival and from the cache at start; where each connection is in its first round of lists, which ends a server's first listing; and a person's answer to them (`ctl diff`, `approve`, `forget`).
+//! The one way a server's lists reach the registry.
+//!
+//! Through its pins (`pins/`), which hold new and changed definitions, on arrival and
+//! from the cache at start; where each connection is in its first round of lists, which
+//! ends a server's first listing; and a person's answer to them (`ctl diff`, `approve`,
+//! `forget`).
 
 use super::pins::{Admitted, Answer, Kind};
 pub use super::pins::{PinError, PinOp};

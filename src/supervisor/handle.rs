@@ -1,4 +1,7 @@
-//! The supervisor's handle: the messages it takes, the cloneable `SupervisorHandle` that sends them (each answer within a deadline), and why a request can fail.
+//! The supervisor's handle.
+//!
+//! The messages it takes, the cloneable `SupervisorHandle` that sends them (each answer
+//! within a deadline), and why a request can fail.
 
 use super::{
     EVENTS, INSTANCE_WAIT, MAILBOX, ReloadSummary, STATUS_WAIT, ServerStatus, Slot, Supervisor,

@@ -1,4 +1,8 @@
-//! Servers run as instances: one per agent (`share = "agent"`, started on its first call, stopped after it leaves) or one per project (`share = "project"`, shared by the agents working in it, started when one connects, stopped when idle or evicted).
+//! Servers run as instances.
+//!
+//! One per agent (`share = "agent"`, started on its first call, stopped after it leaves)
+//! or one per project (`share = "project"`, shared by the agents working in it, started
+//! when one connects, stopped when idle or evicted).
 //!
 //! An instance is a slot of its own (named `SERVER@AGENT` or `SERVER@PROJECT`) with the
 //! same supervision as any server (backoff, budget, reaping). The template server never

@@ -1,4 +1,7 @@
-//! The exit and restart policy: what happens when a connection ends, retries that fall due, and `ctl` start/stop/restart.
+//! The exit and restart policy.
+//!
+//! What happens when a connection ends, retries that fall due, and `ctl`
+//! start/stop/restart.
 
 use super::{Action, AfterExit, ServerState, Supervisor, SupervisorError};
 use crate::upstream::ConnectionExit;

@@ -1,4 +1,7 @@
-//! Remote servers' OAuth logins as the supervisor sees them: each slot owns its server's credential, a login that ends well starts the server, a logout or a refused login parks it as `needs-login` instead of retrying.
+//! Remote servers' OAuth logins as the supervisor sees them.
+//!
+//! Each slot owns its server's credential, a login that ends well starts the server, a
+//! logout or a refused login parks it as `needs-login` instead of retrying.
 
 use super::{AfterExit, ServerState, Slot, Supervisor, SupervisorError};
 use crate::config::{Launch, ServerConfig};

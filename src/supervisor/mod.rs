@@ -1,4 +1,6 @@
-//! The supervisor owns every upstream: starts them, restarts them with backoff, stops them, and publishes the catalog.
+//! The supervisor owns every upstream.
+//!
+//! Starts them, restarts them with backoff, stops them, and publishes the catalog.
 
 pub mod backoff;
 mod catalog_cache;

@@ -1,4 +1,6 @@
-//! Who works in which project, which project instance gives way when a server runs in too many, and when project instances' directories are next checked.
+//! Who works in which project, and which project instance gives way when a server runs in too many.
+//!
+//! Also when project instances' directories are next checked.
 //!
 //! A part of the supervisor with no IO: the supervisor tells it what agents said and
 //! whether any project instance exists, and asks it what follows.

@@ -1,4 +1,7 @@
-//! Live reload: applying a new configuration's servers — added ones start, removed ones stop, changed ones restart, unchanged ones are left alone.
+//! Live reload: applying a new configuration's servers.
+//!
+//! Added ones start, removed ones stop, changed ones restart, unchanged ones are left
+//! alone.
 //!
 //! A change of naming only (`prefix`, renames) keeps the process: its lists are presented
 //! again under the new names at once.

@@ -1,4 +1,9 @@
-//! Secrets at each start: a server whose launch refers to `${secret:NAME}` has them looked up (off the supervisor's loop, every store bounded in time) before its process or session starts, and again at every restart; a secret that cannot be found keeps that server alone down, saying which and how to set it.
+//! Secrets at each start.
+//!
+//! A server whose launch refers to `${secret:NAME}` has them looked up (off the
+//! supervisor's loop, every store bounded in time) before its process or session starts,
+//! and again at every restart; a secret that cannot be found keeps that server alone
+//! down, saying which and how to set it.
 
 use super::{Finished, ServerState, Supervisor};
 use crate::config::Launch;

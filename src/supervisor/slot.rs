@@ -1,4 +1,7 @@
-//! One configured server as the supervisor keeps it: its config, state, restart counters, last error and history, and what agents are told about its availability.
+//! One configured server as the supervisor keeps it.
+//!
+//! Its config, state, restart counters, last error and history, and what agents are told
+//! about its availability.
 
 use super::backoff::{Backoff, CrashBudget};
 use super::{AfterExit, Running, ServerState, instances, login};

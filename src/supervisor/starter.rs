@@ -1,4 +1,7 @@
-//! What every start of a server needs from the daemon: ids for connections and lookups, the secret stores, the sentinel, the limits a connection runs under, and the spawn of its process (confined as prepared).
+//! What every start of a server needs from the daemon.
+//!
+//! Ids for connections and lookups, the secret stores, the sentinel, the limits a
+//! connection runs under, and the spawn of its process (confined as prepared).
 
 use super::{Running, secrets};
 use crate::config::{Launch, ServerConfig};

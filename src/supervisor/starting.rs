@@ -1,4 +1,7 @@
-//! Starting a server: what must hold first (its variables set, its secrets looked up), its era's plan, and the connection, spawned by the supervisor so it knows every pid from the start.
+//! Starting a server: what must hold first, its era's plan, and the connection.
+//!
+//! What must hold first is its variables set and its secrets looked up; the connection is
+//! spawned by the supervisor so it knows every pid from the start.
 
 use super::starter::Start;
 use super::{AfterExit, Finished, ServerState, Supervisor, secrets};

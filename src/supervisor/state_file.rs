@@ -1,4 +1,7 @@
-//! The supervisor's state files (`eras.json`, `catalog/SERVER.json`): read leniently at start, written atomically and privately by a writer task off the runtime.
+//! The supervisor's state files (`eras.json`, `catalog/SERVER.json`).
+//!
+//! Read leniently at start, written atomically and privately by a writer task off the
+//! runtime.
 
 #![allow(
     clippy::disallowed_methods,

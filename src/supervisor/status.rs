@@ -1,4 +1,6 @@
-//! What `mcpd ctl status` shows about each server, assembled from the supervisor's slots and each connection's live counters.
+//! What `mcpd ctl status` shows about each server.
+//!
+//! It is assembled from the supervisor's slots and each connection's live counters.
 
 use super::{Slot, Supervisor};
 use crate::config::{Launch, ProtocolMode};

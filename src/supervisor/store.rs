@@ -1,4 +1,7 @@
-//! The supervisor's state kept across daemon restarts: where it lives, servers' protocol eras and last good lists, and the writer of their files.
+//! The supervisor's state kept across daemon restarts.
+//!
+//! Where it lives, servers' protocol eras and last good lists, and the writer of their
+//! files.
 
 use super::catalog_cache::{CatalogCache, Lists};
 use super::eras::{CachedEra, EraCache};

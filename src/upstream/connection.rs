@@ -1,4 +1,6 @@
-//! The life of one upstream connection — spawn, handshake, serve, stop, reap — as one task; the HTTP variant lives in `http`, and what both share in `serve`.
+//! The life of one upstream connection — spawn, handshake, serve, stop, reap — as one task.
+//!
+//! The HTTP variant lives in `http`, and what both share in `serve`.
 
 use super::actor::End;
 use super::serve::{ConnectionContext, EraPlan, negotiate, report_lost, serve};

@@ -1,4 +1,6 @@
-//! How a request is dressed for a server's era: the modern `_meta` envelope and HTTP request-metadata headers, or neither.
+//! How a request is dressed for a server's era.
+//!
+//! The modern `_meta` envelope and HTTP request-metadata headers, or neither.
 
 use super::transport::Sent;
 use mcpd_wire::jsonrpc::{self, Id};

@@ -1,4 +1,7 @@
-//! The handle of an upstream connection's actor: the messages its mailbox takes, and the calls that send them and wait for the reply within a backstop deadline.
+//! The handle of an upstream connection's actor.
+//!
+//! The messages its mailbox takes, and the calls that send them and wait for the reply
+//! within a backstop deadline.
 
 use super::{CallId, CallOptions, CallParams, LiveStatus, RawReply, Reply, ReplyTo, UpstreamError};
 use mcpd_runtime::outbox::Outbox;

@@ -1,4 +1,6 @@
-//! Client side of mcpd: one actor per upstream connection, reached through a cloneable `UpstreamHandle`.
+//! Client side of mcpd: one actor per upstream connection.
+//!
+//! Each is reached through a cloneable `UpstreamHandle`.
 //!
 //! A connection's life is one task (`connection::run`): start the process or open the
 //! HTTP transport, do the handshake, serve requests until the server goes away or the

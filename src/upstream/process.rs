@@ -1,4 +1,6 @@
-//! Child processes of stdio upstreams: spawning them contained, reading their stderr, stopping and reaping them.
+//! Child processes of stdio upstreams.
+//!
+//! Spawning them contained, reading their stderr, stopping and reaping them.
 
 use super::sandbox::{Egress, Via};
 use crate::config::StdioLaunch;

@@ -1,4 +1,7 @@
-//! What every connection shares, whatever its transport: its context from the supervisor, the era handshake, serving with the actor until the end, and telling the supervisor a connection is lost.
+//! What every connection shares, whatever its transport.
+//!
+//! Its context from the supervisor, the era handshake, serving with the actor until the
+//! end, and telling the supervisor a connection is lost.
 
 use super::actor::{Actor, End, Offers};
 use super::process::{self, StderrTail};

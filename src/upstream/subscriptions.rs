@@ -1,4 +1,7 @@
-//! Agents' subscriptions to one server's resources: counted per URI so the server hears of the first subscriber and the last one leaving, and its updates reach exactly the subscribed agents.
+//! Agents' subscriptions to one server's resources.
+//!
+//! Counted per URI so the server hears of the first subscriber and the last one leaving,
+//! and its updates reach exactly the subscribed agents.
 
 use super::Subscription;
 use mcpd_wire::jsonrpc;

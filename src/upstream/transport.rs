@@ -1,4 +1,6 @@
-//! The seam between a connection's actor and its transport: what the actor sends out and what comes back in.
+//! The seam between a connection's actor and its transport.
+//!
+//! What the actor sends out and what comes back in.
 //!
 //! The actor and the handshake only deal in JSON-RPC lines. Over stdio a line is written
 //! to the child's stdin and lines come from its stdout. Over HTTP a transport task turns

@@ -1,4 +1,7 @@
-//! A clock for tests that something does not happen: a server that exits during every handshake, whose restart count says how many of the supervisor's backoff periods have passed.
+//! A clock for tests that something does not happen.
+//!
+//! A server that exits during every handshake, whose restart count says how many of the
+//! supervisor's backoff periods have passed.
 //!
 //! A fixed sleep before "nothing happened" passes falsely on a machine too busy to run the
 //! daemon's timers in it. The clock's restarts are made by those same timers, so once it

@@ -1,4 +1,6 @@
-//! Test harness: a temp dir, a config builder that starts the real `mcpd` binary, a raw line-speaking agent, and `eventually`.
+//! Test harness: a temp dir, a config builder that starts the real `mcpd` binary.
+//!
+//! Also a raw line-speaking agent, and `eventually`.
 
 #![allow(dead_code)]
 

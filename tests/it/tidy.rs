@@ -1,4 +1,8 @@
-//! The tidy checks over every crate's source: each file says what it is for and stays short, the codemap names every folder, the floors depend only on floors below, and no modules import each other round a loop.
+//! The tidy checks over every crate's source.
+//!
+//! Each file says what it is for in one short first line and stays short, the codemap
+//! names every folder, the floors depend only on floors below, and no modules import each
+//! other round a loop.
 //!
 //! Cargo holds the direction between crates (a crate names only what it depends on);
 //! within a crate, the imports are read with a Rust parser (`tidy/imports.rs`), and
@@ -13,6 +17,10 @@ mod loop_cases;
 
 /// Lines a source file may have.
 const MAX_LINES: usize = 500;
+
+/// Characters a source file's first line (its `//!` sentence saying what it is for) may
+/// have; detail goes in the paragraphs after it.
+const MAX_FIRST_LINE: usize = 100;
 
 /// Files over `MAX_LINES` today, each with the length it may not exceed. The list only
 /// shrinks: a file listed here that is back under the limit must leave it, and no file
@@ -87,6 +95,15 @@ fn every_source_file_says_what_it_is_for_and_stays_short() {
         if !text.starts_with("//! ") {
             problems.push(format!(
                 "{rel}: does not start with a `//!` line saying what it is for"
+            ));
+        }
+        let first = text.lines().next().unwrap_or_default();
+        let chars = first.chars().count();
+        if chars > MAX_FIRST_LINE {
+            problems.push(format!(
+                "{rel}: first line is {chars} characters, over {MAX_FIRST_LINE}; \
+                 say what the file is for in one short sentence and move the rest \
+                 to the next paragraph"
             ));
         }
         let lines = text.lines().count();

@@ -1,4 +1,7 @@
-//! What `mcpd ctl` and the daemon share: the shapes of the `mcpd/status` and `mcpd/agents` answers, and the names and texts both sides must agree on. Data only: no daemon code, so `ctl` depends on none.
+//! What `mcpd ctl` and the daemon share.
+//!
+//! The shapes of the `mcpd/status` and `mcpd/agents` answers, and the names and texts
+//! both sides must agree on. Data only: no daemon code, so `ctl` depends on none.
 
 use serde::{Deserialize, Serialize};
 

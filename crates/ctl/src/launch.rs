@@ -1,4 +1,9 @@
-//! Opening an address that carries a secret (the dashboard's launch token, an OAuth login's `state`) in a browser without putting it on any command line: a page only the user can read, beside the daemon's socket, sends the browser on, and `xdg-open` is given the page's path. The page is removed once the browser has read it, or when the command ends.
+//! Opening an address that carries a secret in a browser without putting it on any command line.
+//!
+//! The secret is the dashboard's launch token or an OAuth login's `state`. A page only
+//! the user can read, beside the daemon's socket, sends the browser on, and `xdg-open` is
+//! given the page's path. The page is removed once the browser has read it, or when the
+//! command ends.
 //!
 //! A command line is readable by every process on the machine (`/proc/PID/cmdline`), and
 //! `xdg-open URL` hands the URL on to the browser's own command line. The page's

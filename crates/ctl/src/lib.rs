@@ -1,4 +1,6 @@
-//! The client side of the socket: `mcpd ctl` commands; `mcpd connect`'s stdio bridge is in `bridge.rs`.
+//! The client side of the socket: `mcpd ctl` commands.
+//!
+//! `mcpd connect`'s stdio bridge is in `bridge.rs`.
 //!
 //! Also what the client shares with the daemon, so that neither names the other:
 //! `control_api` (the control methods' names and shapes), `paths` (where the socket is),

@@ -1,4 +1,7 @@
-//! `mcpd ctl login` and `logout`: the client side of a server's OAuth login, which the daemon runs; this prints the URL, opens the browser or takes the pasted redirect, and waits for the outcome.
+//! `mcpd ctl login` and `logout`: the client side of a server's OAuth login, which the daemon runs.
+//!
+//! This prints the URL, opens the browser or takes the pasted redirect, and waits for the
+//! outcome.
 
 use super::{CtlError, at, request_within};
 use crate::stdout::Out;

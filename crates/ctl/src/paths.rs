@@ -1,4 +1,7 @@
-//! Where the socket, the config file and the state directory live when the command line or the config does not say, and where `connect` and `ctl` look for a running daemon.
+//! Where the socket, the config file and the state directory live by default.
+//!
+//! Those are the places used when the command line or the config does not say, and where
+//! `connect` and `ctl` look for a running daemon.
 
 use std::path::PathBuf;
 

@@ -1,4 +1,7 @@
-//! `mcpd ctl diff`, `approve` and `forget`: a person's look at a server's held definitions (each beside its approved version, as a line diff) and answer to them.
+//! `mcpd ctl diff`, `approve` and `forget`.
+//!
+//! A person's look at a server's held definitions (each beside its approved version, as a
+//! line diff) and answer to them.
 
 use super::{CtlError, Out, at, request_within};
 use crate::control_api::PINS;

@@ -1,4 +1,8 @@
-//! `mcpd ctl secret set`, `list` and `rm`: a secret's value read from the terminal without echo or from standard input (never from the command line, which every user can read), handed to the daemon, which stores it where its servers' starts look.
+//! `mcpd ctl secret set`, `list` and `rm`.
+//!
+//! A secret's value read from the terminal without echo or from standard input (never
+//! from the command line, which every user can read), handed to the daemon, which stores
+//! it where its servers' starts look.
 
 use super::{CtlError, Out, at, request};
 use crate::control_api::SECRETS;

@@ -1,4 +1,6 @@
-//! `mcpd ctl status`: the daemon and every server at a glance, with what explains each server that is not ready.
+//! `mcpd ctl status`: the daemon and every server at a glance.
+//!
+//! Each server that is not ready is shown with what explains it.
 
 use super::{CtlError, Out, at, print_json, request};
 use crate::control_api::{AuthState, AuthView, ServerState, ServerStatus};

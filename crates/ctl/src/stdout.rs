@@ -1,4 +1,8 @@
-//! The one way anything is printed: standard output whose write errors are told apart from the socket's, so a reader that stops early (`| head -1`) ends a command quietly, and standard error that never panics when nobody reads it (`errln!`).
+//! The one way anything is printed.
+//!
+//! Standard output whose write errors are told apart from the socket's, so a reader that
+//! stops early (`| head -1`) ends a command quietly, and standard error that never panics
+//! when nobody reads it (`errln!`).
 
 use std::io::Write;
 

@@ -1,4 +1,7 @@
-//! Columns for `ctl` output that a person reads: each as wide as its widest cell, so a long tool name or path moves the next column instead of running into it.
+//! Columns for `ctl` output that a person reads.
+//!
+//! Each as wide as its widest cell, so a long tool name or path moves the next column
+//! instead of running into it.
 
 use crate::stdout::{Out, OutputError};
 

@@ -1,4 +1,6 @@
-//! `mcpd ctl tools`: every tool agents see, or with `--search QUERY` the ranking agents get from `mcpd__find_tools`, for a person.
+//! `mcpd ctl tools`: every tool agents see, for a person.
+//!
+//! With `--search QUERY` it shows the ranking agents get from `mcpd__find_tools`.
 
 use super::table::{self, Align};
 use super::{CtlError, Out, at, request};

@@ -1,4 +1,7 @@
-//! `mcpd ctl ui`: asks the daemon for a fresh dashboard launch URL, prints it, and with a display opens the dashboard through a launch page, so the token is on no command line.
+//! `mcpd ctl ui`: opens the dashboard without putting its token on a command line.
+//!
+//! It asks the daemon for a fresh dashboard launch URL, prints it, and with a display
+//! opens the dashboard through a launch page, so the token is on no command line.
 
 use super::launch::{Launched, Page};
 use super::{CtlError, at, request};

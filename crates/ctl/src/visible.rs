@@ -1,4 +1,8 @@
-//! Text shown to a person with its control, bidi and invisible characters made visible (`\u001b`, `\u202e`): what a server writes can then neither rewrite the terminal (cursor moves, concealed text, OSC 52 into the clipboard) nor make two different lines look alike.
+//! Text shown to a person with its control, bidi and invisible characters made visible.
+//!
+//! Such characters are written as escapes (`\u001b`, `\u202e`): what a server writes can
+//! then neither rewrite the terminal (cursor moves, concealed text, OSC 52 into the
+//! clipboard) nor make two different lines look alike.
 //!
 //! The escapes are JSON's (`\uXXXX`, a surrogate pair beyond the first plane), so JSON
 //! output stays valid JSON that means the same, and plain text shows the code point.

@@ -1,4 +1,6 @@
-//! Request and reply over an actor's mailbox: one helper whose deadline covers both the send (a full mailbox) and the reply.
+//! Request and reply over an actor's mailbox.
+//!
+//! One helper whose deadline covers both the send (a full mailbox) and the reply.
 
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};

@@ -1,4 +1,7 @@
-//! Queues bounded by bytes as well as by count: each message is charged against a byte budget, and its bytes come back when the receiver drops it.
+//! Queues bounded by bytes as well as by count.
+//!
+//! Each message is charged against a byte budget, and its bytes come back when the
+//! receiver drops it.
 //!
 //! A queue of 1,024 messages can hold 16 GiB when each may be 16 MiB. Every queue that
 //! carries peers' messages (an agent's outbox, a server's stdin) is a `budget::Sender`:

@@ -1,4 +1,6 @@
-//! The bounded outbound queue of one agent connection, shared by everything that writes to that agent.
+//! The bounded outbound queue of one agent connection.
+//!
+//! It is shared by everything that writes to that agent.
 
 use crate::budget::{self, Charged, Weigh};
 use crate::framing::OutLine;

@@ -1,4 +1,7 @@
-//! Files only the daemon's user may read, written whole or not at all: the supervisor's state files, the OAuth credential store and the secrets' file store write through here.
+//! Files only the daemon's user may read, written whole or not at all.
+//!
+//! The supervisor's state files, the OAuth credential store and the secrets' file store
+//! write through here.
 //!
 //! Tool lists and descriptions may say more about a user's servers than others should
 //! read, and a credential or secret file holds tokens.

@@ -1,4 +1,6 @@
-//! Every task the daemon spawns, on one tracker, so shutdown can wait for all of them with a deadline and say how many did not end.
+//! Every task the daemon spawns, on one tracker.
+//!
+//! So shutdown can wait for all of them with a deadline and say how many did not end.
 //!
 //! One process runs one daemon, and a task may be spawned from any depth (an upstream's
 //! stderr reader, a credential's revocation, a status query): a tracker handed down

@@ -1,4 +1,6 @@
-//! Gives the heap that large messages used back to the kernel once they have passed, so a burst of big results does not leave the daemon's RSS high.
+//! Gives the heap that large messages used back to the kernel once they have passed.
+//!
+//! A burst of big results then does not leave the daemon's RSS high.
 //!
 //! glibc keeps freed memory in its arenas, and after the first large buffer is freed it
 //! raises its mmap threshold, so later megabyte buffers come from the arenas too and stay

@@ -1,4 +1,8 @@
-//! A 2026-07-28 agent's `tools/call` that did not declare the Tasks extension, to a server that may run the tool only as a task: the -32021 answer is followed as a task for the agent.
+//! An agent's `tools/call` answered -32021 (task only), followed as a task for the agent.
+//!
+//! The agent is a 2026-07-28 agent whose `tools/call` did not declare the Tasks
+//! extension, to a server that may run the tool only as a task: the -32021 answer is
+//! followed as a task for the agent.
 
 use crate::agent::params::Params;
 use crate::upstream::{CallId, CallOptions, RawReply, ServerAsk, UpstreamHandle};

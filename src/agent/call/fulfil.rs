@@ -1,4 +1,8 @@
-//! The branch of an `initialize`-era agent's call: mcpd fulfils a 2026-07-28 server's `input_required` rounds by asking the agent real requests, and follows a task the server runs the call as (the Tasks extension) to its end, so the agent gets a plain result in its era's shape.
+//! The branch of an `initialize`-era agent's call.
+//!
+//! mcpd fulfils a 2026-07-28 server's `input_required` rounds by asking the agent real
+//! requests, and follows a task the server runs the call as (the Tasks extension) to its
+//! end, so the agent gets a plain result in its era's shape.
 
 use super::{Call, Work};
 use crate::agent::render;

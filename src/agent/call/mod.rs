@@ -1,4 +1,8 @@
-//! One forwarded call from its plan to its answer: the plan decided once per call (`plan.rs`), and the branch that carries it (`parked.rs` for agents answered `input_required`, `fulfil.rs` for agents mcpd asks itself, `bridge.rs` for a task-only answer).
+//! One forwarded call from its plan to its answer.
+//!
+//! The plan decided once per call (`plan.rs`), and the branch that carries it
+//! (`parked.rs` for agents answered `input_required`, `fulfil.rs` for agents mcpd asks
+//! itself, `bridge.rs` for a task-only answer).
 
 pub mod bridge;
 pub mod fulfil;

@@ -1,4 +1,8 @@
-//! The branch of a 2026-07-28 agent's call: the server's requests during it make the call yield to the connection, which answers the agent `input_required` and parks the call (`pending_input.rs`) until the agent retries; the result gets that era's shape.
+//! The branch of a 2026-07-28 agent's call.
+//!
+//! The server's requests during it make the call yield to the connection, which answers
+//! the agent `input_required` and parks the call (`pending_input.rs`) until the agent
+//! retries; the result gets that era's shape.
 
 use super::{Call, Work};
 use crate::agent::render;

@@ -1,4 +1,7 @@
-//! A call's plan, decided once per call from the agent's era, the method and what the call may do with tasks: which side of the agent carries it, and what it asks of its server.
+//! A call's plan: which side of the agent carries it, and what it asks of its server.
+//!
+//! It is decided once per call from the agent's era, the method and what the call may do
+//! with tasks.
 //!
 //! The server's era is not part of it. The upstream actor dresses each request for its
 //! server's era at its own edge (`upstream/dress.rs`), and what only one server era

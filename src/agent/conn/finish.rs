@@ -1,4 +1,8 @@
-//! An agent connection's end: replies still queued go out as far as they can, its calls in flight are cancelled upstream (on shutdown their callers are told), it leaves the roster, its instances and subscriptions, and its writer gets a last deadline.
+//! An agent connection's end.
+//!
+//! Replies still queued go out as far as they can, its calls in flight are cancelled
+//! upstream (on shutdown their callers are told), it leaves the roster, its instances and
+//! subscriptions, and its writer gets a last deadline.
 
 use super::{CANCEL_FLUSH, Close, Conn, WRITE_FLUSH};
 use crate::agent::reply::Step;

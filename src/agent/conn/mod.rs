@@ -1,4 +1,7 @@
-//! One agent connection as an actor: the `Conn` owns the session, the calls in flight and the cross-era input state, reads the agent's frames, and sends every answer through the outbox.
+//! One agent connection as an actor.
+//!
+//! The `Conn` owns the session, the calls in flight and the cross-era input state, reads
+//! the agent's frames, and sends every answer through the outbox.
 
 mod finish;
 mod wakeups;

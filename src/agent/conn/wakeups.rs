@@ -1,4 +1,8 @@
-//! The seldom wake-ups of an agent connection (shutdown, an overflowed queue, a server's question, the roster (`ctl agents`, a cancel), a changed catalog, a checked project claim), as one stream polled only when one of them fires.
+//! The seldom wake-ups of an agent connection, as one stream.
+//!
+//! They are shutdown, an overflowed queue, a server's question, the roster (`ctl agents`,
+//! a cancel), a changed catalog and a checked project claim; the stream is polled only
+//! when one of them fires.
 
 use crate::agent::roster::RosterAsk;
 use crate::registry::Catalog;

@@ -1,4 +1,7 @@
-//! mcpd's login control methods (`mcpd/login`, `mcpd/login/wait`, `mcpd/login/redirect`, `mcpd/logout`): the daemon's side of `mcpd ctl login` and `logout`, handed to the server's credential.
+//! mcpd's login control methods: the daemon's side of `mcpd ctl login` and `logout`.
+//!
+//! The methods are `mcpd/login`, `mcpd/login/wait`, `mcpd/login/redirect` and
+//! `mcpd/logout`, handed to the server's credential.
 
 use crate::agent::AgentContext;
 use crate::agent::reply::{Handled, Step};

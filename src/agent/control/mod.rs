@@ -1,4 +1,8 @@
-//! mcpd's own methods on an agent's connection that show or change the daemon (status, metrics, agents, reload, a server's start, stop and restart, the HTTP token, the dashboard's launch URL), and who may use them; `login.rs` has the login methods, handed to a server's credential.
+//! mcpd's own methods on an agent's connection that show or change the daemon.
+//!
+//! They cover status, metrics, agents, reload, a server's start, stop and restart, the
+//! HTTP token and the dashboard's launch URL, and who may use them; `login.rs` has the
+//! login methods, handed to a server's credential.
 
 pub(super) mod login;
 pub(super) mod secrets;

@@ -1,4 +1,6 @@
-//! `mcpd/secrets`: `mcpd ctl secret set`, `list` and `rm` on the daemon's own stores, so what is set is what its servers' starts find; values come in and never go out.
+//! `mcpd/secrets`: `mcpd ctl secret set`, `list` and `rm` on the daemon's own stores.
+//!
+//! So what is set is what its servers' starts find; values come in and never go out.
 
 use super::super::AgentContext;
 use super::super::reply::Handled;

@@ -1,4 +1,7 @@
-//! The optional Streamable HTTP listener (`[daemon] http_listen`): one `/mcp` endpoint serving legacy sessions and stateless 2026-07-28 requests to the same agent connections as the socket.
+//! The optional Streamable HTTP listener (`[daemon] http_listen`).
+//!
+//! One `/mcp` endpoint serving legacy sessions and stateless 2026-07-28 requests to the
+//! same agent connections as the socket.
 //!
 //! - The edge is `accept.rs` (connection cap, header and idle timeouts) and a layer
 //!   stack: every request first passes `security::Gate` on its head alone, before any

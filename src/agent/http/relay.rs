@@ -1,4 +1,7 @@
-//! The actor between HTTP requests and one agent connection: it feeds POSTed messages to the connection and puts each outgoing message on the response stream it belongs to.
+//! The actor between HTTP requests and one agent connection.
+//!
+//! It feeds POSTed messages to the connection and puts each outgoing message on the
+//! response stream it belongs to.
 //!
 //! An HTTP agent is served by the same connection actor as a socket agent
 //! (`conn::run`); only the transport differs. The relay owns the transport side: the

@@ -1,4 +1,7 @@
-//! Who may use the HTTP listener: `Host` and `Origin` must name this machine (the DNS-rebinding defence), and the bearer token must match.
+//! Who may use the HTTP listener.
+//!
+//! `Host` and `Origin` must name this machine (the DNS-rebinding defence), and the bearer
+//! token must match.
 //!
 //! The checks are a layer (`Gate`) in front of every route: they read only the request
 //! head, so a client that is refused never makes mcpd read, let alone buffer, its body.

@@ -1,4 +1,7 @@
-//! Who owns the HTTP agents: an actor holding the legacy sessions by id and the one shared stateless connection, and starting their connections.
+//! Who owns the HTTP agents.
+//!
+//! An actor holding the legacy sessions by id and the one shared stateless connection,
+//! and starting their connections.
 
 use super::relay::{Relay, RelayHandle, SESSION_IDLE};
 use crate::agent::AgentContext;

@@ -1,4 +1,7 @@
-//! Server-sent-event response bodies: a POST's stream (the messages about its request, then the reply) and a session's GET stream, with keep-alive comments.
+//! Server-sent-event response bodies.
+//!
+//! A POST's stream (the messages about its request, then the reply) and a session's GET
+//! stream, with keep-alive comments.
 //!
 //! [`event`] is the one event encoder: the dashboard's streams use it too.
 

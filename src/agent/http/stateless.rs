@@ -1,4 +1,7 @@
-//! The stateless 2026-07-28 side of the HTTP listener: telling eras apart, checking the request-metadata headers against the body, and the HTTP status of an answer.
+//! The stateless 2026-07-28 side of the HTTP listener.
+//!
+//! Telling eras apart, checking the request-metadata headers against the body, and the
+//! HTTP status of an answer.
 
 use axum::http::{HeaderMap, StatusCode};
 use base64::Engine;

@@ -1,4 +1,7 @@
-//! The HTTP listener's bearer token: taken from `daemon.http_token_env`, or generated once into a 0600 file beside the socket and reused on later starts.
+//! The HTTP listener's bearer token.
+//!
+//! Taken from `daemon.http_token_env`, or generated once into a 0600 file beside the
+//! socket and reused on later starts.
 
 #![allow(
     clippy::disallowed_methods,

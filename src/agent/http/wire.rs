@@ -1,4 +1,6 @@
-//! Reading and rewriting outgoing messages just enough to route them: is it a reply, whose, and giving renamed ids back.
+//! Reading and rewriting outgoing messages just enough to route them.
+//!
+//! Is it a reply, whose, and giving renamed ids back.
 
 use mcpd_wire::jsonrpc::Id;
 use serde::Deserialize;

@@ -1,4 +1,6 @@
-//! One agent's claims about its project (the profile's, its roots', the shim's directory): each checked off the connection's actor, and the project in force among them.
+//! One agent's claims about its project (the profile's, its roots', the shim's directory).
+//!
+//! Each checked off the connection's actor, and the project in force among them.
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

@@ -1,4 +1,8 @@
-//! An agent's project, for servers run per project: where it comes from (the profile's `project`, the agent's MCP roots, the directory `mcpd connect` started in), each claim checked off the connection's actor, and the supervisor told when it changes.
+//! An agent's project, for servers run per project.
+//!
+//! Where it comes from (the profile's `project`, the agent's MCP roots, the directory
+//! `mcpd connect` started in), each claim checked off the connection's actor, and the
+//! supervisor told when it changes.
 //!
 //! The order: a profile that sets `project` fixes it; otherwise the agent's first
 //! `file://` root, asked with `roots/list` after it initializes and again on

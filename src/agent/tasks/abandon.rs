@@ -1,4 +1,7 @@
-//! A call the agent cancelled that may have made a task: its answer is awaited in the background and a task it brings is cancelled, since no one would ever learn that task's id.
+//! A call the agent cancelled that may have made a task.
+//!
+//! Its answer is awaited in the background and a task it brings is cancelled, since no
+//! one would ever learn that task's id.
 
 use crate::upstream::{CallId, CallOptions, RawReply, UpstreamHandle};
 use mcpd_wire::protocol::tasks;

@@ -1,4 +1,7 @@
-//! The tasks each owner made through mcpd, newest first, so `tasks/list` can show a 2025-11-25 agent its own tasks (and no one else's) across every server: its servers' connections are shared, so their own lists cannot.
+//! The tasks each owner made through mcpd, newest first.
+//!
+//! So `tasks/list` can show a 2025-11-25 agent its own tasks (and no one else's) across
+//! every server: its servers' connections are shared, so their own lists cannot.
 //!
 //! One actor for the daemon: a task outlives the connection that made it. Bounded:
 //! owners, and tasks per owner (the oldest leave first); an entry also leaves when its

@@ -1,4 +1,8 @@
-//! Calls a server runs only as a task, for agents that asked for none: mcpd makes the task (declaring the extension, or adding 2025-11-25's `task`) and follows it to its result, its input requests going to the agent as requests (legacy agents) or `input_required` rounds (modern ones).
+//! Calls a server runs only as a task, for agents that asked for none.
+//!
+//! mcpd makes the task (declaring the extension, or adding 2025-11-25's `task`) and
+//! follows it to its result, its input requests going to the agent as requests (legacy
+//! agents) or `input_required` rounds (modern ones).
 //!
 //! The follow is part of the call's future, so it lives inside the agent's actor like
 //! any call. A task's input request becomes a server request on the call's request

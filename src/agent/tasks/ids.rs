@@ -1,4 +1,7 @@
-//! The task ids agents see: a server's task id, sealed to that server and to the client that may use it, so mcpd needs no table of tasks.
+//! The task ids agents see.
+//!
+//! A server's task id, sealed to that server and to the client that may use it, so mcpd
+//! needs no table of tasks.
 //!
 //! The id carries the server's name and the server's own id under the daemon's seal (the
 //! same key as a sealed `requestState`), together with who may use it: the socket user's

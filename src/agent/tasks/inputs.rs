@@ -1,4 +1,8 @@
-//! The input requests of 2025-11-25 tasks that modern agents hold: a 2025-11-25 server asks for a task's input only during a `tasks/result` for it, while a modern agent polls `tasks/get` and answers with `tasks/update`; this actor holds that `tasks/result` open and keeps the server's requests until an agent answers them.
+//! The input requests of 2025-11-25 tasks that modern agents hold.
+//!
+//! A 2025-11-25 server asks for a task's input only during a `tasks/result` for it, while
+//! a modern agent polls `tasks/get` and answers with `tasks/update`; this actor holds
+//! that `tasks/result` open and keeps the server's requests until an agent answers them.
 //!
 //! One actor for the daemon, since a task outlives the connection that made it. A
 //! driver (one per task waiting for input) holds the server's `tasks/result` and hands

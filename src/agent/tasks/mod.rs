@@ -1,4 +1,8 @@
-//! Tasks through mcpd, both eras: `tasks/get`, `tasks/cancel`, and `tasks/update` (2026-07-28 extension) or `tasks/result` (2025-11-25), routed back to the server that made the task, by the sealed id the agent has (`ids.rs`).
+//! Tasks through mcpd, both eras.
+//!
+//! `tasks/get`, `tasks/cancel`, and `tasks/update` (2026-07-28 extension) or
+//! `tasks/result` (2025-11-25), routed back to the server that made the task, by the
+//! sealed id the agent has (`ids.rs`).
 //!
 //! The rest of the agent side of tasks, in this folder: `ids.rs` seals the task ids agents
 //! see; `book.rs` remembers which tasks each owner made, for `tasks/list`; `follow.rs`

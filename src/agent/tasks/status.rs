@@ -1,4 +1,7 @@
-//! Where a 2025-11-25 server's `notifications/tasks/status` go: to the agent connection whose call made the task, under the id mcpd showed it; the table of routes the task book keeps for them.
+//! Where a 2025-11-25 server's `notifications/tasks/status` go.
+//!
+//! To the agent connection whose call made the task, under the id mcpd showed it; the
+//! table of routes the task book keeps for them.
 //!
 //! A server's connection is shared and a task outlives the call that made it, so the
 //! upstream side cannot tell whose a task is: it passes each status on

@@ -1,4 +1,8 @@
-//! A modern agent's view of a 2025-11-25 task: a tool that runs only as a 2025-11-25 task, called by a modern agent that declared the Tasks extension, becomes an extension task; its `tasks/get`, `tasks/update` and `tasks/cancel` are translated here.
+//! A modern agent's view of a 2025-11-25 task.
+//!
+//! A tool that runs only as a 2025-11-25 task, called by a modern agent that declared the
+//! Tasks extension, becomes an extension task; its `tasks/get`, `tasks/update` and
+//! `tasks/cancel` are translated here.
 //!
 //! `tasks/get` asks the server for the task and, once it ended, for its result
 //! (`tasks/result`, which no longer waits then), and shows both as the extension's

@@ -1,4 +1,8 @@
-//! `notifications/tasks` for a modern agent's `subscriptions/listen` that names `taskIds`: mcpd watches each task it can route (polling its server as the task asks) and sends the agent the task's detailed status whenever it changes, until it ends or the listen does.
+//! `notifications/tasks` for a modern agent's `subscriptions/listen` that names `taskIds`.
+//!
+//! mcpd watches each task it can route (polling its server as the task asks) and sends
+//! the agent the task's detailed status whenever it changes, until it ends or the listen
+//! does.
 //!
 //! Watching by polling works for every server mcpd reaches: an extension server's own
 //! `notifications/tasks` would need mcpd's upstream listen per agent, and a 2025-11-25

@@ -1,4 +1,8 @@
-//! A remote server's `[servers.NAME.oauth]` settings (or `oauth = false`): the raw table serde reads and the validated `OAuthConfig`, with its grant (a person's browser login, or a machine credential), the client's authentication, DPoP and an enterprise identity provider.
+//! A remote server's `[servers.NAME.oauth]` settings (or `oauth = false`).
+//!
+//! The raw table serde reads and the validated `OAuthConfig`, with its grant (a person's
+//! browser login, or a machine credential), the client's authentication, DPoP and an
+//! enterprise identity provider.
 
 use super::value::Secret;
 use std::path::PathBuf;

@@ -1,4 +1,6 @@
-//! Unit tests of `[servers.NAME.oauth]`: each grant's needs, the keys only one grant can use, and every error naming its key.
+//! Unit tests of `[servers.NAME.oauth]`.
+//!
+//! Each grant's needs, the keys only one grant can use, and every error naming its key.
 
 use crate::config::{ClientAuth, Config, Grant, KeySource, Launch};
 use std::path::Path;

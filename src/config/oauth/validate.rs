@@ -1,4 +1,8 @@
-//! Checks a raw `[servers.NAME.oauth]` table into an `OAuthConfig`: each key alone (stores, URLs, scopes, secrets written as `${secret:NAME}`), then the keys against the grant (what a machine grant needs, what only a browser login can use), each error naming the key.
+//! Checks a raw `[servers.NAME.oauth]` table into an `OAuthConfig`.
+//!
+//! Each key alone (stores, URLs, scopes, secrets written as `${secret:NAME}`), then the
+//! keys against the grant (what a machine grant needs, what only a browser login can
+//! use), each error naming the key.
 
 use super::super::value::{Missing, Secret};
 use super::super::{ConfigError, Validator};

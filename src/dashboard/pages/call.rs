@@ -1,4 +1,8 @@
-//! Where a server page's try-it calls go (`Target`: an agent connection of the page's own; for a server run per project, the instance of a project that has one; for one agent's instance, nowhere) and a call made: the form read back, the call sent, and its answer or why it was not sent.
+//! Where a server page's try-it calls go (`Target`), and a call made.
+//!
+//! The `Target` is an agent connection of the page's own; for a server run per project,
+//! the instance of a project that has one; for one agent's instance, nowhere. A call made
+//! is the form read back, the call sent, and its answer or why it was not sent.
 
 use super::tryit::{self, Answer};
 use super::{Pages, segment};

@@ -1,4 +1,8 @@
-//! A server's last hour as an SVG chart drawn on the server: calls per minute with their errors, and p50 and p95 latency. Only numbers this file formats go into it (no names, no text from a server), and only presentation attributes: the page's CSP allows no inline style, and there is no script.
+//! A server's last hour as an SVG chart drawn on the server.
+//!
+//! Calls per minute with their errors, and p50 and p95 latency. Only numbers this file
+//! formats go into it (no names, no text from a server), and only presentation
+//! attributes: the page's CSP allows no inline style, and there is no script.
 
 use crate::metrics::{History, MINUTES, Minute};
 use std::fmt::Write as _;

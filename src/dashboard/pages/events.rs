@@ -1,4 +1,9 @@
-//! `GET /events`: the overview's event stream. While a page has it open, the task serving it asks the supervisor and the roster once a second and sends the `Live` fragment when something in it changed (times aside: the page counts those itself); with no page open nothing runs. The stream ends with the session, the connection, or shutdown.
+//! `GET /events`: the overview's event stream.
+//!
+//! While a page has it open, the task serving it asks the supervisor and the roster once
+//! a second and sends the `Live` fragment when something in it changed (times aside: the
+//! page counts those itself); with no page open nothing runs. The stream ends with the
+//! session, the connection, or shutdown.
 
 use super::Pages;
 use super::overview::Live;

@@ -1,4 +1,8 @@
-//! `/logs`: the daemon's recent log from the log book, filtered by server and level, and `/logs/events`, the new lines as they are logged (an event stream that follows the book while a page is open). Log text includes servers' stderr: every field is escaped by the templates.
+//! `/logs`: the daemon's recent log from the log book, filtered by server and level.
+//!
+//! Also `/logs/events`, the new lines as they are logged (an event stream that follows
+//! the book while a page is open). Log text includes servers' stderr: every field is
+//! escaped by the templates.
 
 use super::events::{event, stream};
 use super::{Pages, html, query};

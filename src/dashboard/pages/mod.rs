@@ -1,4 +1,10 @@
-//! The dashboard's pages: the login exchange, logging out, the overview and its event stream, a server's page, the log, cancelling a call, the stylesheet and script, and the pages that say why a request was refused. Rendered on the server by askama templates compiled into the binary, every value HTML-escaped; the one script only puts server-rendered fragments in place.
+//! The dashboard's pages.
+//!
+//! The login exchange, logging out, the overview and its event stream, a server's page,
+//! the log, cancelling a call, the stylesheet and script, and the pages that say why a
+//! request was refused. Rendered on the server by askama templates compiled into the
+//! binary, every value HTML-escaped; the one script only puts server-rendered fragments
+//! in place.
 
 mod call;
 mod chart;

@@ -1,4 +1,10 @@
-//! `GET /`: every server (and instance) with its state, pid, uptime, restarts and retry countdown, era, login, last error and stderr line, sandbox and pins; the connected agents; the calls in flight with a Cancel button. The same fragment (`Live`) is what the event stream sends as it changes. Every string in it comes from a server, an agent or the config and is escaped by the template.
+//! `GET /`: every server, the connected agents and the calls in flight.
+//!
+//! Each server (and instance) is shown with its state, pid, uptime, restarts and retry
+//! countdown, era, login, last error and stderr line, sandbox and pins; the calls in
+//! flight have a Cancel button. The same fragment (`Live`) is what the event stream sends
+//! as it changes. Every string in it comes from a server, an agent or the config and is
+//! escaped by the template.
 
 use super::{Pages, html, message};
 use askama::Template;

@@ -1,4 +1,10 @@
-//! `/servers/NAME`: one server's (or one instance's) state and history, its tools with a try-it form each (`call.rs` says where a call goes), restart, stop and start, login and logout for a remote server, its held definitions with their diffs and Approve, and its latency chart. Its POSTs come from its own forms (the guard checks their origin) and answer by showing the page again.
+//! `/servers/NAME`: one server's (or one instance's) page.
+//!
+//! It shows the state and history, its tools with a try-it form each (`call.rs` says
+//! where a call goes), restart, stop and start, login and logout for a remote server, its
+//! held definitions with their diffs and Approve, and its latency chart. Its POSTs come
+//! from its own forms (the guard checks their origin) and answer by showing the page
+//! again.
 
 use super::call::{self, Target};
 use super::overview::{auth, pins, sandbox};

@@ -1,4 +1,9 @@
-//! The try-it form of a tool, built from its `inputSchema` (a field per property: text, number, a choice for booleans and enums, JSON for the rest, or the whole arguments as JSON), the arguments read back from a submitted form, and a call's answer as the page shows it (text, structured content, images, errors). Every name, description and result is the server's and is escaped by the templates.
+//! A tool's try-it form, built from its `inputSchema`, and a call's answer as the page shows it.
+//!
+//! The form has a field per property: text, number, a choice for booleans and enums, JSON
+//! for the rest, or the whole arguments as JSON. The arguments are read back from a
+//! submitted form, and the answer is shown as text, structured content, images or errors.
+//! Every name, description and result is the server's and is escaped by the templates.
 
 use serde_json::{Map, Value};
 

@@ -1,4 +1,7 @@
-//! A proxy request's head: read within a size and time limit, tokenized by httparse, and read into what it asks to reach and, for plain HTTP, the head to send on in origin-form.
+//! A proxy request's head.
+//!
+//! Read within a size and time limit, tokenized by httparse, and read into what it asks
+//! to reach and, for plain HTTP, the head to send on in origin-form.
 //!
 //! Only two forms are proxy requests: `CONNECT host:port` (a tunnel, what HTTPS_PROXY
 //! clients send) and an absolute `http://` URL (what HTTP_PROXY clients send for plain

@@ -1,4 +1,7 @@
-//! Tests of the head reader and parser: where a head ends, the two request forms, the rewritten head of plain HTTP, and refusals of everything else.
+//! Tests of the head reader and parser.
+//!
+//! Where a head ends, the two request forms, the rewritten head of plain HTTP, and
+//! refusals of everything else.
 
 use super::*;
 

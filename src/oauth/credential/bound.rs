@@ -1,4 +1,7 @@
-//! The credential's DPoP key: made when the actor starts, replaced by the one stored with a login, stored with each login whose tokens are bound to it; and the `Access` every request sends.
+//! The credential's DPoP key.
+//!
+//! Made when the actor starts, replaced by the one stored with a login, stored with each
+//! login whose tokens are bound to it; and the `Access` every request sends.
 
 use super::{Access, Credential};
 use crate::config::Secret;

@@ -1,4 +1,7 @@
-//! The cloneable side of a server's login: what status shows of it, the current access token (a `watch` every request reads), and the requests to its owner: refused tokens, step-ups, `ctl login`, redirects, logout.
+//! The cloneable side of a server's login.
+//!
+//! What status shows of it, the current access token (a `watch` every request reads), and
+//! the requests to its owner: refused tokens, step-ups, `ctl login`, redirects, logout.
 
 use super::{ASK_TIMEOUT, Credential, LOGIN_TIMEOUT};
 use crate::config::{Grant, Secret};

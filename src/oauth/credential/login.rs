@@ -1,4 +1,7 @@
-//! The credential's login half: the one pending authorization (its start, the redirect that comes back, the code exchanged once), and logout with revocation.
+//! The credential's login half.
+//!
+//! The one pending authorization (its start, the redirect that comes back, the code
+//! exchanged once), and logout with revocation.
 
 use super::{
     ARRIVALS, AuthState, Credential, Exchange, LOGIN_TIMEOUT, NoToken, PendingLogin, apply,

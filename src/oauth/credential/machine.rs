@@ -1,4 +1,8 @@
-//! The credential's machine half: the client credentials or JWT bearer grant, run by mcpd alone, once for every caller at a time, again ahead of expiry and when the server refuses the token; a grant refused for good waits for `mcpd ctl login` (repeating it would repeat the refusal).
+//! The credential's machine half.
+//!
+//! The client credentials or JWT bearer grant, run by mcpd alone, once for every caller
+//! at a time, again ahead of expiry and when the server refuses the token; a grant
+//! refused for good waits for `mcpd ctl login` (repeating it would repeat the refusal).
 
 use super::{AuthState, Credential, NoToken, RETRY_AFTER, apply, login};
 use crate::oauth::discovery::DiscoveryError;

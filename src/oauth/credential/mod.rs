@@ -1,4 +1,9 @@
-//! The owner of one remote server's login: an actor that holds its tokens and DPoP key, refreshes them ahead of expiry and after a refused request (once for every caller at a time, a rotated refresh token stored before the new access token is used), runs a machine grant the same way, and runs `mcpd ctl login`'s one pending authorization and `logout`.
+//! The owner of one remote server's login.
+//!
+//! An actor that holds its tokens and DPoP key, refreshes them ahead of expiry and after
+//! a refused request (once for every caller at a time, a rotated refresh token stored
+//! before the new access token is used), runs a machine grant the same way, and runs
+//! `mcpd ctl login`'s one pending authorization and `logout`.
 
 use super::authorize::PendingAuthorization;
 use super::challenge::Bearer;

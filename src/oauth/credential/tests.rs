@@ -1,4 +1,7 @@
-//! The credential actor against a loopback token endpoint with rotating refresh tokens: one refresh for many refused callers, refresh ahead of expiry, and a refused grant that needs a login.
+//! The credential actor against a loopback token endpoint with rotating refresh tokens.
+//!
+//! One refresh for many refused callers, refresh ahead of expiry, and a refused grant
+//! that needs a login.
 #![allow(clippy::disallowed_methods, reason = "tests may block")]
 
 use super::*;

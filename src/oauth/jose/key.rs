@@ -1,4 +1,7 @@
-//! The signing key: made or loaded (PKCS#8 DER, or PEM in the three forms OpenSSL writes), its public JWK and thumbprint, and compact JWS signing; never printed.
+//! The signing key: made or loaded, its public JWK and thumbprint, and compact JWS signing.
+//!
+//! It is loaded from PKCS#8 DER, or PEM in the three forms OpenSSL writes; it is never
+//! printed.
 
 use super::pem::{self, Block, KeyKind};
 use super::{Alg, JoseError, b64, thumbprint_of};

@@ -1,4 +1,7 @@
-//! The small JOSE layer OAuth needs: compact JWS signing (ES256, RS256), public JWKs and their RFC 7638 thumbprints, DPoP proofs (RFC 9449) and `private_key_jwt` client assertions (RFC 7523).
+//! The small JOSE layer OAuth needs.
+//!
+//! Compact JWS signing (ES256, RS256), public JWKs and their RFC 7638 thumbprints, DPoP
+//! proofs (RFC 9449) and `private_key_jwt` client assertions (RFC 7523).
 //!
 //! Written by hand on `ring` rather than taken from a JOSE crate: jsonwebtoken 12 needs
 //! either aws-lc (a C build) or some forty RustCrypto crates, `rsa` among them; jose-jwk

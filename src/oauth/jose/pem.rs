@@ -1,4 +1,7 @@
-//! PEM armour and the few DER structures a private key file needs: which key a PKCS#8 document holds, and SEC1 (`EC PRIVATE KEY`) or PKCS#1 (`RSA PRIVATE KEY`) keys wrapped in PKCS#8 for ring.
+//! PEM armour and the few DER structures a private key file needs.
+//!
+//! Which key a PKCS#8 document holds, and SEC1 (`EC PRIVATE KEY`) or PKCS#1 (`RSA PRIVATE
+//! KEY`) keys wrapped in PKCS#8 for ring.
 
 use super::JoseError;
 use base64::Engine;

@@ -1,4 +1,6 @@
-//! The JOSE layer against the RFC examples, ring's own verifiers, and keys written by OpenSSL (their thumbprints computed with Node's crypto).
+//! The JOSE layer against the RFC examples, ring's own verifiers, and keys written by OpenSSL.
+//!
+//! The OpenSSL keys' thumbprints were computed with Node's crypto.
 
 use super::*;
 use ring::signature::{

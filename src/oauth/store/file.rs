@@ -1,4 +1,7 @@
-//! The file store of logins: `state_dir/credentials/SERVER.json` (directory 0700, file 0600), written aside, synced and renamed through `private_file`, on a blocking thread.
+//! The file store of logins.
+//!
+//! `state_dir/credentials/SERVER.json` (directory 0700, file 0600), written aside, synced
+//! and renamed through `private_file`, on a blocking thread.
 
 use super::StoreError;
 use std::path::{Path, PathBuf};

@@ -1,4 +1,8 @@
-//! The credential store: where one server's login is kept (`Place`: a file under `state_dir/credentials/`, or one item in the desktop keyring), written whole before a rotated refresh token is used, read back at start so a restarted daemon needs no new login.
+//! The credential store.
+//!
+//! Where one server's login is kept (`Place`: a file under `state_dir/credentials/`, or
+//! one item in the desktop keyring), written whole before a rotated refresh token is
+//! used, read back at start so a restarted daemon needs no new login.
 //!
 //! `[servers.NAME.oauth] store` picks the place. Either way a login is one unit written in
 //! one step: the file is written aside, synced and renamed (`file.rs`); the keyring item

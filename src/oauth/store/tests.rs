@@ -1,4 +1,7 @@
-//! Unit tests of the credential store: the place a config names, the file store's modes and round trip, damaged logins, and a keyring that cannot be reached failing without a file written.
+//! Unit tests of the credential store.
+//!
+//! The place a config names, the file store's modes and round trip, damaged logins, and a
+//! keyring that cannot be reached failing without a file written.
 #![allow(clippy::disallowed_methods, reason = "tests may block")]
 
 use super::*;

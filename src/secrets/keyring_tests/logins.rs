@@ -1,4 +1,8 @@
-//! OAuth logins kept in a real keyring (`store = "keyring"`): saved and read back whole, one item per server however often it is saved, removed, and never seen by the secrets' lookups and listings (nor a secret by a login's); run as the other keyring tests are.
+//! OAuth logins kept in a real keyring (`store = "keyring"`).
+//!
+//! Saved and read back whole, one item per server however often it is saved, removed, and
+//! never seen by the secrets' lookups and listings (nor a secret by a login's); run as
+//! the other keyring tests are.
 
 use super::*;
 use crate::oauth::store::{self, Place, Stored};

@@ -1,4 +1,8 @@
-//! What of a definition is pinned, and its fingerprint: the whole definition as the server sent it (every field agents are shown: `_meta`, `icons` and fields no spec names as well), in a canonical JSON form (keys sorted at every depth, no whitespace), hashed with SHA-256.
+//! What of a definition is pinned, and its fingerprint.
+//!
+//! The whole definition as the server sent it (every field agents are shown: `_meta`,
+//! `icons` and fields no spec names as well), in a canonical JSON form (keys sorted at
+//! every depth, no whitespace), hashed with SHA-256.
 //!
 //! Pin files written when only some fields were pinned (name, title, description,
 //! schemas, annotations, `execution`; URI and MIME type for resources) stay valid: a

@@ -1,4 +1,7 @@
-//! The pin gate, a part of the supervisor: every server's pins asked what of a list agents may see and which of its names are held, and a person's look at, or answer to, what is held. No registry, no slots.
+//! The pin gate, a part of the supervisor.
+//!
+//! Every server's pins asked what of a list agents may see and which of its names are
+//! held, and a person's look at, or answer to, what is held. No registry, no slots.
 
 use super::{Kind, NotHeld, PinSet, Pins};
 use crate::config::PinMode;

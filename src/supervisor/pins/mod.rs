@@ -1,4 +1,8 @@
-//! Pinned definitions: every list a server sends passes one gate (`admit`) before anything else sees it, at arrival and when the cached catalog is listed at start; new or changed definitions are held until a person approves them; pins live in `state_dir/pins/SERVER.json`.
+//! Pinned definitions: every list a server sends passes one gate (`admit`) first.
+//!
+//! The gate comes before anything else sees the list, at arrival and when the cached
+//! catalog is listed at start; new or changed definitions are held until a person
+//! approves them; pins live in `state_dir/pins/SERVER.json`.
 //!
 //! A pin file that cannot be read or does not hold together holds the whole server (fail
 //! closed). Pin files of servers no longer configured are kept: removing a server and

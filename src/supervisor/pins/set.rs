@@ -1,4 +1,6 @@
-//! One server's pins: its approved definitions, the ones held for a person, and the gate every list of the server passes (no IO here).
+//! One server's pins: its approved definitions and the ones held for a person.
+//!
+//! Also the gate every list of the server passes (no IO here).
 
 use super::canon::{Kind, Pinned, fingerprint_of};
 use crate::config::PinMode;

@@ -1,4 +1,6 @@
-//! Keeping the supervisor's copy of the server's catalog fresh: the tool list (with its TTL) and the prompt, resource and template lists.
+//! Keeping the supervisor's copy of the server's catalog fresh.
+//!
+//! The tool list (with its TTL) and the prompt, resource and template lists.
 
 use super::{Actor, MIN_TTL_REFRESH};
 use crate::upstream::dress;

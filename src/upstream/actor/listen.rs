@@ -1,4 +1,6 @@
-//! Subscriptions to the server's changes: a modern server's `subscriptions/listen` and agents' resource subscriptions.
+//! Subscriptions to the server's changes.
+//!
+//! A modern server's `subscriptions/listen` and agents' resource subscriptions.
 
 use super::{Actor, LISTEN_RETRY, ListenState, PendingRequest, Responder};
 use crate::upstream::dress;

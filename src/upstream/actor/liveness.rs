@@ -1,4 +1,7 @@
-//! The loop's clock: when to wake, liveness pings of a quiet server, telling the supervisor of idleness, and retrying the subscription and the TTL refresh.
+//! The loop's clock: when to wake, and what to do then.
+//!
+//! It covers liveness pings of a quiet server, telling the supervisor of idleness, and
+//! retrying the subscription and the TTL refresh.
 
 use super::{Actor, ListenState, PendingRequest, Responder};
 use crate::upstream::ConnectionEvent;

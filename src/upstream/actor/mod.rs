@@ -1,4 +1,6 @@
-//! The serving loop of one upstream connection: owns the pending map, the id counter and the progress-token map.
+//! The serving loop of one upstream connection.
+//!
+//! Owns the pending map, the id counter and the progress-token map.
 //!
 //! This file holds the actor's state, its constructor and `run` loop, and the mailbox; the
 //! child modules hold the rest of its methods, one concern each.

@@ -1,4 +1,7 @@
-//! Requests mcpd sends the server: dressing and sending them, deadlines, cancellation, and failing them when their reply stream or the connection ends.
+//! Requests mcpd sends the server.
+//!
+//! Dressing and sending them, deadlines, cancellation, and failing them when their reply
+//! stream or the connection ends.
 
 use super::{Actor, MAX_RESUMES, PendingRequest, Responder};
 use crate::upstream::dress::Dress;

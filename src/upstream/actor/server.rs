@@ -1,4 +1,7 @@
-//! What the server sends: its lines, responses and notifications, its own requests and their answers, and the routing of its log and progress messages.
+//! What the server sends.
+//!
+//! Its lines, responses and notifications, its own requests and their answers, and the
+//! routing of its log and progress messages.
 
 use super::{Actor, ListenState, PendingRequest, Responder};
 use crate::upstream::dress;

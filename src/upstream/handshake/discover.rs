@@ -1,4 +1,6 @@
-//! `server/discover`: asking a server who it is in the 2026-07-28 era, and what its answer says about its era.
+//! `server/discover`: asking a server who it is in the 2026-07-28 era.
+//!
+//! Also what its answer says about its era.
 
 use super::{HandshakeError, refuse_self, send};
 use crate::upstream::ServerIdentity;

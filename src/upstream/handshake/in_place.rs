@@ -1,4 +1,7 @@
-//! Finding a local server's era on its own serving process, as the SDKs' auto mode does: `server/discover` first, then `initialize` on the same process when the answer says legacy or does not come in time.
+//! Finding a local server's era on its own serving process, as the SDKs' auto mode does.
+//!
+//! `server/discover` first, then `initialize` on the same process when the answer says
+//! legacy or does not come in time.
 //!
 //! One process, so a server is started once: a package runner (`npx -y …`) installing on
 //! its first start is never killed half-way by a second, disposable copy. What the

@@ -1,4 +1,7 @@
-//! The handshake with a freshly started server: the legacy `initialize` (here), `server/discover` (`discover.rs`), and finding a local server's era on its own process (`in_place.rs`).
+//! The handshake with a freshly started server.
+//!
+//! The legacy `initialize` (here), `server/discover` (`discover.rs`), and finding a local
+//! server's era on its own process (`in_place.rs`).
 
 mod discover;
 mod in_place;

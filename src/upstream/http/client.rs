@@ -1,4 +1,7 @@
-//! The HTTP client of one remote server: headers and secrets, redirects kept to the server's origin, reading bounded bodies and SSE streams, and naming failures.
+//! The HTTP client of one remote server.
+//!
+//! Headers and secrets, redirects kept to the server's origin, reading bounded bodies and
+//! SSE streams, and naming failures.
 
 use super::sse::{Event, SseDecoder};
 use crate::config::{HttpLaunch, display_url};

@@ -1,4 +1,7 @@
-//! The deprecated HTTP+SSE transport (2024-11-05): one GET stream carries every server message; messages are POSTed to the endpoint it names.
+//! The deprecated HTTP+SSE transport (2024-11-05).
+//!
+//! One GET stream carries every server message; messages are POSTed to the endpoint it
+//! names.
 
 use super::HttpInfo;
 use super::client::{self, Endpoint};

@@ -1,4 +1,6 @@
-//! The GET listener of the Streamable HTTP transport: the stream on which the server sends messages of its own.
+//! The GET listener of the Streamable HTTP transport.
+//!
+//! The stream on which the server sends messages of its own.
 
 use super::HttpInfo;
 use super::client::{self, Endpoint, LAST_EVENT_ID};

@@ -1,4 +1,7 @@
-//! Remote servers over HTTP: one connection task per server, with a transport task (Streamable HTTP or legacy HTTP+SSE) beneath the shared actor.
+//! Remote servers over HTTP.
+//!
+//! One connection task per server, with a transport task (Streamable HTTP or legacy
+//! HTTP+SSE) beneath the shared actor.
 //!
 //! The connection runs the same handshake and actor as a stdio server; only the
 //! transport differs. The transport task owns the HTTP session: the session id, the

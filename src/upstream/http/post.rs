@@ -1,4 +1,6 @@
-//! One POST (or resumed reply stream) of the Streamable HTTP transport: sending a message and delivering its reply.
+//! One POST (or resumed reply stream) of the Streamable HTTP transport.
+//!
+//! Sending a message and delivering its reply.
 
 use super::client::{self, ACCEPT_BOTH, Body, Endpoint, LAST_EVENT_ID, SESSION_HEADER, Sent};
 use super::sse::Event;

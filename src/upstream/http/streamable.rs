@@ -1,4 +1,6 @@
-//! The Streamable HTTP transport (2025-03-26 … 2025-11-25): one POST per message, JSON or SSE replies, the session, the GET listener.
+//! The Streamable HTTP transport (2025-03-26 … 2025-11-25).
+//!
+//! One POST per message, JSON or SSE replies, the session, the GET listener.
 
 use super::HttpInfo;
 use super::client::{self, ACCEPT_BOTH, Body, Endpoint, SESSION_HEADER, Sent, VERSION_HEADER};

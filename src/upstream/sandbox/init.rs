@@ -1,4 +1,7 @@
-//! A confined server's PID namespace between fork and exec: the process mcpd started stays outside and waits, a copy of it is the namespace's init (PID 1), and the server is PID 2, with the signal semantics of any process.
+//! A confined server's PID namespace between fork and exec.
+//!
+//! The process mcpd started stays outside and waits, a copy of it is the namespace's init
+//! (PID 1), and the server is PID 2, with the signal semantics of any process.
 //!
 //! `unshare(CLONE_NEWPID)` puts the caller's next child, not the caller, in the new
 //! namespace, so the process mcpd holds forks twice:

@@ -1,4 +1,8 @@
-//! The paths a confined server's launch names (in its `args` and `env` values) that its resolved profile does not let it reach as it needs, each with the `[servers.NAME.sandbox]` entry that would: what `check-config` and `mcpd import` warn about, before the server meets EACCES.
+//! The paths a confined server's launch names that its resolved profile does not let it reach.
+//!
+//! The paths are in its `args` and `env` values, which the profile does not let it reach
+//! as it needs; each comes with the `[servers.NAME.sandbox]` entry that would: what
+//! `check-config` and `mcpd import` warn about, before the server meets EACCES.
 //!
 //! Which paths a profile grants is `paths.rs`'s to say; this only compares. Whether a
 //! path is to be read or written is guessed from the words of its setting (the variable,

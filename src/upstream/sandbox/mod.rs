@@ -1,4 +1,7 @@
-//! Confining a local server with Landlock: its profile resolved into paths, the ruleset built in the daemon (only `restrict_self` runs between fork and exec), the clean environment, and what status shows as enforced.
+//! Confining a local server with Landlock.
+//!
+//! Its profile resolved into paths, the ruleset built in the daemon (only `restrict_self`
+//! runs between fork and exec), the clean environment, and what status shows as enforced.
 //!
 //! Every confined server is restricted in the filesystem (only the profile's paths), in
 //! signals and abstract Unix sockets (Landlock scoping: nothing outside its own domain),

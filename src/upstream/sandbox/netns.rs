@@ -1,4 +1,7 @@
-//! A confined server's own network (a user and network namespace, no root needed): only loopback inside, and a proxy listener made there before exec and handed to mcpd, so that mcpd's filtering proxy is its one way out.
+//! A confined server's own network (a user and network namespace, no root needed).
+//!
+//! Only loopback inside, and a proxy listener made there before exec and handed to mcpd,
+//! so that mcpd's filtering proxy is its one way out.
 //!
 //! A socket belongs to the namespace it was made in, but whoever holds its descriptor can
 //! use it: the child binds a listener on its own loopback, sends the descriptor to mcpd

@@ -1,4 +1,8 @@
-//! A confined server's own directories besides its `TMPDIR`: its private package cache, `$XDG_CACHE_HOME/mcpd/servers/NAME` (writable, kept between starts), and its settings, the sanitized npm and git configs mcpd writes at each start beside its `TMPDIR` (readable, never writable, by it).
+//! A confined server's own directories besides its `TMPDIR`.
+//!
+//! Its private package cache, `$XDG_CACHE_HOME/mcpd/servers/NAME` (writable, kept between
+//! starts), and its settings, the sanitized npm and git configs mcpd writes at each start
+//! beside its `TMPDIR` (readable, never writable, by it).
 //!
 //! The caches of `npx`, `uvx` and `pip` hold code that runs later. Shared, one server
 //! could rewrite a package that the user's next `npx` or another server then runs; so each

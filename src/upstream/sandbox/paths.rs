@@ -1,4 +1,7 @@
-//! The paths a confined server's profile grants: the default profile (system, the command's installation, caches, devices), the config's own paths resolved, and its private temporary directory.
+//! The paths a confined server's profile grants.
+//!
+//! The default profile (system, the command's installation, caches, devices), the
+//! config's own paths resolved, and its private temporary directory.
 
 use super::SandboxError;
 use crate::config::{SandboxProfile, StdioLaunch};

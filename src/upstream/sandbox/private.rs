@@ -1,4 +1,7 @@
-//! A confined server's own mount and PID namespaces (where user namespaces work): the VCS files of its writable trees read-only, a private `/dev/shm`, and a `/proc` that shows its own processes only; prepared in the daemon, made between fork and exec.
+//! A confined server's own mount and PID namespaces (where user namespaces work).
+//!
+//! The VCS files of its writable trees read-only, a private `/dev/shm`, and a `/proc`
+//! that shows its own processes only; prepared in the daemon, made between fork and exec.
 //!
 //! In the child, before Landlock and seccomp (Landlock forbids any change of mounts once
 //! applied, which is also what keeps the server from undoing these):

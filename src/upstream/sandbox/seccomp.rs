@@ -1,4 +1,7 @@
-//! The seccomp filter of a confined server, compiled in the daemon and installed between fork and exec: what Landlock on this kernel cannot refuse.
+//! The seccomp filter of a confined server, compiled in the daemon.
+//!
+//! It is installed between fork and exec, and refuses what Landlock on this kernel cannot
+//! refuse.
 
 use super::SandboxError;
 use seccompiler::{SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition};

@@ -1,4 +1,9 @@
-//! The user's npm and git settings as a confined server gets them: copies of `~/.npmrc` and of git's global config that keep what the tools need (registries, proxies, certificates, who commits, URL rewrites) and leave out every credential, written by mcpd where the server may read them (`NPM_CONFIG_USERCONFIG`, `GIT_CONFIG_GLOBAL` point there) and nowhere else.
+//! The user's npm and git settings as a confined server gets them.
+//!
+//! Copies of `~/.npmrc` and of git's global config that keep what the tools need
+//! (registries, proxies, certificates, who commits, URL rewrites) and leave out every
+//! credential, written by mcpd where the server may read them (`NPM_CONFIG_USERCONFIG`,
+//! `GIT_CONFIG_GLOBAL` point there) and nowhere else.
 //!
 //! What is kept is an allow-list of keys, not a deny-list of secret ones: credentials in
 //! these files come in forms no list can enumerate (npm's `//host/:_authToken`, `_auth`,

@@ -1,4 +1,8 @@
-//! The private temporary directories of confined servers, `$TMPDIR/mcpd-UID/sandbox/daemon.PID/NAME`: one directory per running daemon, held by a lock while it runs, removed at its exit, and removed at another daemon's start once nobody holds its lock.
+//! The private temporary directories of confined servers.
+//!
+//! They live at `$TMPDIR/mcpd-UID/sandbox/daemon.PID/NAME`: one directory per running
+//! daemon, held by a lock while it runs, removed at its exit, and removed at another
+//! daemon's start once nobody holds its lock.
 //!
 //! Every daemon of a user shares `$TMPDIR/mcpd-UID`, and two of them may run servers of
 //! the same name: keyed by server alone, their servers shared one directory, and so read

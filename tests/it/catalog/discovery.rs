@@ -1,4 +1,8 @@
-//! Discovery mode: agents see pinned tools and three meta-tools, find tools by what they want to do, describe (and so activate) them, and call any tool through mcpd__call_tool exactly as directly; a profile's hidden tools are never found, described or called.
+//! Discovery mode: agents see pinned tools and three meta-tools.
+//!
+//! They find tools by what they want to do, describe (and so activate) them, and call any
+//! tool through mcpd__call_tool exactly as directly; a profile's hidden tools are never
+//! found, described or called.
 
 use crate::support::*;
 use serde_json::{Value, json};

@@ -1,4 +1,6 @@
-//! What agents see of the servers: naming, per-server lists and profiles, and discovery mode's meta-tools.
+//! What agents see of the servers.
+//!
+//! Naming, per-server lists and profiles, and discovery mode's meta-tools.
 
 pub mod discovery;
 pub mod naming;

@@ -1,4 +1,7 @@
-//! Naming control: per-server prefixes (custom and empty), tool and prompt renames, names shared by two servers, config errors, and naming changes on reload and across daemon restarts.
+//! Naming control: per-server prefixes, tool and prompt renames, and names shared by two servers.
+//!
+//! The prefixes are custom and empty; the tests also cover config errors, and naming
+//! changes on reload and across daemon restarts.
 
 use crate::support::*;
 use serde_json::{Value, json};

@@ -1,4 +1,7 @@
-//! What agents see of each server: per-server tool allow/deny lists and description overrides, and named profiles chosen on the socket or with `mcpd connect --profile`.
+//! What agents see of each server.
+//!
+//! Per-server tool allow/deny lists and description overrides, and named profiles chosen
+//! on the socket or with `mcpd connect --profile`.
 
 use crate::support::*;
 use serde_json::{Value, json};

@@ -1,4 +1,7 @@
-//! The command line as users meet it: completion scripts, man pages, `ctl` output read by a reader that stops early, what `ctl status` counts as agents, and what `ctl call` prints.
+//! The command line as users meet it.
+//!
+//! Completion scripts, man pages, `ctl` output read by a reader that stops early, what
+//! `ctl status` counts as agents, and what `ctl call` prints.
 
 use crate::support::*;
 use serde_json::{Value, json};

@@ -1,4 +1,8 @@
-//! First contact: clients that start `mcpd connect` with a short environment find the daemon, output channels that close early never make mcpd panic, and the command line speaks to a person.
+//! First contact: how clients and a person first meet the daemon.
+//!
+//! Clients that start `mcpd connect` with a short environment find the daemon, output
+//! channels that close early never make mcpd panic, and the command line speaks to a
+//! person.
 
 use crate::interop::sdks::{path_str, peers};
 use crate::support::*;

@@ -1,4 +1,8 @@
-//! A new user's first run: a package runner's first start is not killed while it installs, a call and the first list wait for servers still starting, a broken package cache is told with the command that clears it, and status shows only real errors.
+//! A new user's first run.
+//!
+//! A package runner's first start is not killed while it installs, a call and the first
+//! list wait for servers still starting, a broken package cache is told with the command
+//! that clears it, and status shows only real errors.
 
 use crate::projects::instances::{IN_PROJECT, agent_in, projects};
 use crate::support::*;

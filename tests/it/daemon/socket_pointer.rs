@@ -1,4 +1,9 @@
-//! A daemon under an unusual `XDG_RUNTIME_DIR` leaves a pointer to its socket where clients without that variable look last (`/tmp/mcpd-UID/mcpd.sock`), so they find it; it never displaces a daemon listening there, gives the place up to one that binds it, and removes its pointer at exit. Each case runs in a mount namespace with its own `/tmp` and `/run/user`.
+//! The pointer to its socket a daemon under an unusual `XDG_RUNTIME_DIR` leaves for clients.
+//!
+//! The pointer is left where clients without that variable look last
+//! (`/tmp/mcpd-UID/mcpd.sock`), so they find it; it never displaces a daemon listening
+//! there, gives the place up to one that binds it, and removes its pointer at exit. Each
+//! case runs in a mount namespace with its own `/tmp` and `/run/user`.
 
 use crate::cli::first_contact::in_namespace;
 use crate::support::*;

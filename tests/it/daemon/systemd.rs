@@ -1,4 +1,8 @@
-//! systemd integration: readiness and stopping on a NOTIFY_SOCKET the test binds, socket activation with a listening socket passed as fd 3, and the shipped units verified by systemd-analyze.
+//! systemd integration: readiness, stopping, socket activation and the shipped units.
+//!
+//! Readiness and stopping are on a NOTIFY_SOCKET the test binds, socket activation with a
+//! listening socket passed as fd 3, and the shipped units are verified by
+//! systemd-analyze.
 
 use crate::support::*;
 use serde_json::json;

@@ -1,4 +1,9 @@
-//! A real Chromium for the browser tests, driven through WebDriver (fantoccini): `Browser::start` runs Debian's chromedriver on a loopback port it picks itself, opens a headless Chromium session with a fresh profile, and kills both (chromedriver's process group) when dropped. Without chromium or chromedriver the tests print `skipped: …`, or fail when `MCPD_REQUIRE_BROWSER=1` (CI).
+//! A real Chromium for the browser tests, driven through WebDriver (fantoccini).
+//!
+//! `Browser::start` runs Debian's chromedriver on a loopback port it picks itself, opens
+//! a headless Chromium session with a fresh profile, and kills both (chromedriver's
+//! process group) when dropped. Without chromium or chromedriver the tests print
+//! `skipped: …`, or fail when `MCPD_REQUIRE_BROWSER=1` (CI).
 
 #![allow(dead_code)]
 

@@ -1,4 +1,9 @@
-//! The browser harness's own tests: a page served by the test on 127.0.0.1 runs its external script under `default-src 'self'` and not its inline one, a name mapped by `--host-resolver-rules` reaches the loopback listener with that name in `Host`, and a dropped browser leaves no process behind.
+//! The browser harness's own tests.
+//!
+//! A page served by the test on 127.0.0.1 runs its external script under `default-src
+//! 'self'` and not its inline one, a name mapped by `--host-resolver-rules` reaches the
+//! loopback listener with that name in `Host`, and a dropped browser leaves no process
+//! behind.
 
 use crate::dashboard::browser::{Browser, step};
 use std::sync::{Arc, Mutex};

@@ -1,4 +1,10 @@
-//! Logins kept from servers: a process of a server mcpd started gets 403 from the dashboard whatever cookie or token it holds (the same request from outside the daemon's tree is served); `mcpd ctl ui` and `mcpd ctl login` hand the browser a launch page's path, never the token or the OAuth state, on the command line; the page logs a real Chromium in (or sends the browser to the authorization server) and is removed once read.
+//! Logins kept from servers.
+//!
+//! A process of a server mcpd started gets 403 from the dashboard whatever cookie or
+//! token it holds (the same request from outside the daemon's tree is served); `mcpd ctl
+//! ui` and `mcpd ctl login` hand the browser a launch page's path, never the token or the
+//! OAuth state, on the command line; the page logs a real Chromium in (or sends the
+//! browser to the authorization server) and is removed once read.
 
 use crate::dashboard::browser::Browser;
 use crate::dashboard::login::{cookie_for, launch_url, origin, plain};

@@ -1,4 +1,9 @@
-//! The dashboard as a person uses it, in a real Chromium against the real daemon: the overview follows a server's crash and restart without a reload; the try-it form calls a tool through mcpd and shows its answer; Cancel on a call in flight cancels it upstream; a tool's hostile description and result are shown as text; Approve releases a held tool; Log in completes an OAuth login against the OAuth fixture.
+//! The dashboard as a person uses it, in a real Chromium against the real daemon.
+//!
+//! The overview follows a server's crash and restart without a reload; the try-it form
+//! calls a tool through mcpd and shows its answer; Cancel on a call in flight cancels it
+//! upstream; a tool's hostile description and result are shown as text; Approve releases
+//! a held tool; Log in completes an OAuth login against the OAuth fixture.
 
 use crate::dashboard::browser::{Browser, step};
 use crate::dashboard::login::launch_url;

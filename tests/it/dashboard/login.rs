@@ -1,4 +1,9 @@
-//! The dashboard against the real daemon and a real Chromium: `mcpd ctl ui`'s token logs a browser in once and leaves the address bar, a request without the cookie gets the login page, hostile server text is shown as text, a rebound host name and a cross-origin POST get 403; and each check's counterpart, where the same request gets through once the one thing it lacked is right.
+//! The dashboard against the real daemon and a real Chromium.
+//!
+//! `mcpd ctl ui`'s token logs a browser in once and leaves the address bar, a request
+//! without the cookie gets the login page, hostile server text is shown as text, a
+//! rebound host name and a cross-origin POST get 403; and each check's counterpart, where
+//! the same request gets through once the one thing it lacked is right.
 
 use crate::dashboard::browser::{Browser, step};
 use crate::support::{Daemon, DaemonBuilder, WAIT, http_client, run_mcpd, within};

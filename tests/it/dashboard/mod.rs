@@ -1,4 +1,7 @@
-//! The dashboard against the real daemon, most of it in a real Chromium: the browser harness and its own tests, logins, the live pages, its port, projects and the sandbox shown.
+//! The dashboard against the real daemon, most of it in a real Chromium.
+//!
+//! The browser harness and its own tests, logins, the live pages, its port, projects and
+//! the sandbox shown.
 
 pub mod browser;
 pub mod browser_smoke;

@@ -1,4 +1,8 @@
-//! The dashboard's address across daemon restarts: without `ui_listen` the port it last listened on is kept in the state directory and listened on again, a kept port that is taken gives way to a fresh one (logged, and kept in turn), and an explicit `ui_listen` is used as it is and keeps nothing.
+//! The dashboard's address across daemon restarts.
+//!
+//! Without `ui_listen` the port it last listened on is kept in the state directory and
+//! listened on again, a kept port that is taken gives way to a fresh one (logged, and
+//! kept in turn), and an explicit `ui_listen` is used as it is and keeps nothing.
 
 use crate::dashboard::login::{launch_url, origin};
 use crate::support::*;

@@ -1,4 +1,9 @@
-//! The dashboard and servers run per project or per agent, against the real daemon: an instance's link on the overview opens its page; try-it on a project server calls the instance of the project picked (or of the instance's page), refuses a project without an instance, and says how one is made when there is none; the server's own row offers no Start, which the daemon refuses for it; and the same in a real Chromium.
+//! The dashboard and servers run per project or per agent, against the real daemon.
+//!
+//! An instance's link on the overview opens its page; try-it on a project server calls
+//! the instance of the project picked (or of the instance's page), refuses a project
+//! without an instance, and says how one is made when there is none; the server's own row
+//! offers no Start, which the daemon refuses for it; and the same in a real Chromium.
 
 use crate::dashboard::browser::{Browser, step};
 use crate::dashboard::login::{cookie_for, launch_url, origin};

@@ -1,4 +1,9 @@
-//! The sandbox shown for a server run per project, against the real daemon with `[daemon] sandbox = true`: its own row, which runs no process, shows the confinement its instances get (in `mcpd/status`, `mcpd ctl status` and the dashboard's overview), as its instances' rows do; a project server with `sandbox = false` shows none in the same places.
+//! The sandbox shown for a server run per project, against the real daemon.
+//!
+//! The daemon runs with `[daemon] sandbox = true`: the server's own row, which runs no
+//! process, shows the confinement its instances get (in `mcpd/status`, `mcpd ctl status`
+//! and the dashboard's overview), as its instances' rows do; a project server with
+//! `sandbox = false` shows none in the same places.
 
 use crate::dashboard::projects::Page;
 use crate::projects::instances::{

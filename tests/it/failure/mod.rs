@@ -1,4 +1,7 @@
-//! Servers and agents that fail: crashes, calls in flight, health, load and limits, process control; `support` holds their shared helpers.
+//! Servers and agents that fail.
+//!
+//! Crashes, calls in flight, health, load and limits, process control; `support` holds
+//! their shared helpers.
 
 pub mod calls;
 pub mod crashes;

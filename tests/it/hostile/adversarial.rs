@@ -1,4 +1,7 @@
-//! Hostile agents: a seeded storm of garbage from many socket connections, an agent that floods requests and never reads, the same garbage over HTTP. The daemon must keep serving everyone else.
+//! Hostile agents: the daemon must keep serving everyone else.
+//!
+//! A seeded storm of garbage from many socket connections, an agent that floods requests
+//! and never reads, the same garbage over HTTP.
 //!
 //! The storm is reproducible: every run prints its seed, and `MCPD_STORM_SEED=N` replays it
 //! (`MCPD_STORM_EXAMPLES=1` also prints every answer).

@@ -1,4 +1,7 @@
-//! The daemon is not dumpable: a process of the same user reads neither its environment nor its memory through /proc, while the same read of a dumpable process of that user (one of its servers) works.
+//! The daemon is not dumpable.
+//!
+//! A process of the same user reads neither its environment nor its memory through /proc,
+//! while the same read of a dumpable process of that user (one of its servers) works.
 //!
 //! Everything runs without capabilities (`setpriv`), as a user that is not root does:
 //! root's CAP_SYS_PTRACE would read any process, and a process without capabilities may

@@ -1,4 +1,6 @@
-//! Inputs that once stalled, exhausted or fooled the shared daemon: each is a regression test against the real binary.
+//! Inputs that once stalled, exhausted or fooled the shared daemon.
+//!
+//! Each is a regression test against the real binary.
 
 use crate::support::*;
 use serde_json::json;

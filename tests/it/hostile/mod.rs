@@ -1,4 +1,7 @@
-//! What hostile agents and servers cannot do: garbage and floods, inputs that once stalled the daemon, control characters in a terminal, a dumpable daemon, a server reaching mcpd's own state.
+//! What hostile agents and servers cannot do.
+//!
+//! Garbage and floods, inputs that once stalled the daemon, control characters in a
+//! terminal, a dumpable daemon, a server reaching mcpd's own state.
 
 pub mod adversarial;
 pub mod dumpable;

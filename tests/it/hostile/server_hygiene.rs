@@ -1,4 +1,8 @@
-//! What a server gets from mcpd, seen from inside the fixture: no control of the daemon from its processes, none of mcpd's own or systemd's variables, the open-files limit mcpd started with, no descriptor mcpd inherited. Each test also shows the daemon side, so a harness that never set anything up cannot pass.
+//! What a server gets from mcpd, seen from inside the fixture.
+//!
+//! No control of the daemon from its processes, none of mcpd's own or systemd's
+//! variables, the open-files limit mcpd started with, no descriptor mcpd inherited. Each
+//! test also shows the daemon side, so a harness that never set anything up cannot pass.
 
 use crate::support::*;
 use serde_json::{Value, json};

@@ -1,4 +1,8 @@
-//! Terminal-safe output: text a server controls (a held description in `ctl diff`, its stderr in `ctl logs` and the daemon's log, its tool list in `ctl tools`) reaches the terminal with its control, bidi and invisible characters shown as escapes, never as commands to the terminal.
+//! Terminal-safe output.
+//!
+//! Text a server controls (a held description in `ctl diff`, its stderr in `ctl logs` and
+//! the daemon's log, its tool list in `ctl tools`) reaches the terminal with its control,
+//! bidi and invisible characters shown as escapes, never as commands to the terminal.
 
 use crate::support::*;
 use serde_json::json;

@@ -1,4 +1,6 @@
-//! The HTTP listener's edge against the real daemon, over raw TCP: refusals before any body is read, the header and idle timeouts, the connection cap.
+//! The HTTP listener's edge against the real daemon, over raw TCP.
+//!
+//! Refusals before any body is read, the header and idle timeouts, the connection cap.
 
 use crate::support::*;
 use serde_json::json;

@@ -1,4 +1,6 @@
-//! Remote servers over HTTP and mcpd's own HTTP listener, against the in-process HTTP fixture (`fixture`, with its self-tests).
+//! Remote servers over HTTP and mcpd's own HTTP listener.
+//!
+//! They are tested against the in-process HTTP fixture (`fixture`, with its self-tests).
 
 pub mod edge;
 pub mod fixture;

@@ -1,4 +1,6 @@
-//! Modern (2026-07-28) remote upstreams: the real `mcpd` against the in-process HTTP fixture in its stateless era.
+//! Modern (2026-07-28) remote upstreams.
+//!
+//! The real `mcpd` against the in-process HTTP fixture in its stateless era.
 
 use crate::http::fixture::{FixtureOptions, HttpFixture, Reply, Stats};
 use crate::support::*;

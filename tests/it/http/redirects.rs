@@ -1,4 +1,7 @@
-//! Remote servers that redirect: followed within the server's origin, refused across origins so that its configured headers and token go nowhere else.
+//! Remote servers that redirect.
+//!
+//! Followed within the server's origin, refused across origins so that its configured
+//! headers and token go nowhere else.
 
 use crate::http::fixture::{FixtureOptions, HttpFixture};
 use crate::support::*;

@@ -1,4 +1,6 @@
-//! The HTTP listener: legacy sessions and stateless requests against the real daemon, the security checks, the token, cancellation by a closed response.
+//! The HTTP listener: legacy sessions and stateless requests against the real daemon.
+//!
+//! Also the security checks, the token, cancellation by a closed response.
 
 use crate::support::*;
 use serde_json::{Value, json};

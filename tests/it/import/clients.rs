@@ -1,4 +1,6 @@
-//! `mcpd import`: client config fixtures in `fixtures/` merged into a temp config by the real binary.
+//! `mcpd import`: client config fixtures merged into a temp config by the real binary.
+//!
+//! The fixtures are in `fixtures/`.
 
 use crate::support::{mcpd_bin, within};
 use std::path::{Path, PathBuf};

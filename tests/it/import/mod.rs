@@ -1,4 +1,6 @@
-//! `mcpd import`: client configs (`fixtures/`) merged into mcpd's, and their literal secrets moved into the file store.
+//! `mcpd import`: client configs merged into mcpd's, their literal secrets moved to the file store.
+//!
+//! The client configs are in `fixtures/`.
 
 pub mod clients;
 pub mod secrets;

@@ -1,4 +1,7 @@
-//! `mcpd import` moving a client's literal secrets into mcpd's file store: the config gets `${secret:NAME}`, the store the value, and no output channel ever the value.
+//! `mcpd import` moving a client's literal secrets into mcpd's file store.
+//!
+//! The config gets `${secret:NAME}`, the store the value, and no output channel ever the
+//! value.
 
 use crate::import::clients::mcpd_in;
 use std::os::unix::fs::PermissionsExt;

@@ -1,4 +1,9 @@
-//! Interop for discovery mode: the official SDK clients (Python, TypeScript v1, TypeScript v2 in both eras) list, find, describe (and so activate) and call tools through `mcpd connect`, with progress, elicitation, list-change notifications, a narrowing profile and `discover_above` across a reload.
+//! Interop for discovery mode.
+//!
+//! The official SDK clients (Python, TypeScript v1, TypeScript v2 in both eras) list,
+//! find, describe (and so activate) and call tools through `mcpd connect`, with progress,
+//! elicitation, list-change notifications, a narrowing profile and `discover_above`
+//! across a reload.
 //!
 //! Each test runs one of `tests/interop/*_discovery_client.*` with a plan of steps (see
 //! the header of `ts_discovery_client.mjs`) and checks the one line of JSON it prints. The

@@ -1,4 +1,6 @@
-//! Interop: official SDK clients and published servers, written by other people, through mcpd in each of its roles.
+//! Interop: official SDK clients and published servers through mcpd in each of its roles.
+//!
+//! The clients and servers are written by other people.
 
 pub mod discovery;
 pub mod eras;

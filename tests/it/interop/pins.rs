@@ -1,4 +1,9 @@
-//! Interop for pinned definitions: the official Python and TypeScript SDK clients, as agents through `mcpd connect`, see a tool whose description changed held (not listed, refused with -32024 and without the new text) and, after `mcpd ctl approve`, are told the list changed and get the new definition served.
+//! Interop for pinned definitions.
+//!
+//! The official Python and TypeScript SDK clients, as agents through `mcpd connect`, see
+//! a tool whose description changed held (not listed, refused with -32024 and without the
+//! new text) and, after `mcpd ctl approve`, are told the list changed and get the new
+//! definition served.
 //!
 //! The peers come from `.ci/install-peers` (see `tests/interop/README.md`). When they are
 //! missing, the tests skip with a note on stderr, or fail when `MCPD_REQUIRE_PEERS=1` (CI).

@@ -1,4 +1,8 @@
-//! Interop for servers run per project (`share = "project"`): the published server-filesystem and mcp-server-git, one instance per project, reached by agents through `mcpd connect` and by the official SDK clients through their MCP roots.
+//! Interop for servers run per project (`share = "project"`).
+//!
+//! The published server-filesystem and mcp-server-git, one instance per project, reached
+//! by agents through `mcpd connect` and by the official SDK clients through their MCP
+//! roots.
 //!
 //! The peers come from `.ci/install-peers` (see `tests/interop/README.md`). When they are
 //! missing, the tests skip with a note on stderr, or fail when `MCPD_REQUIRE_PEERS=1` (CI).

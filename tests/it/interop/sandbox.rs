@@ -1,4 +1,7 @@
-//! Interop under the sandbox (`[daemon] sandbox = true`, issue #41): the published servers the interop tests use start confined by Landlock and answer representative calls, and `ctl status --json` shows each one's sandbox.
+//! Interop under the sandbox (`[daemon] sandbox = true`, issue #41).
+//!
+//! The published servers the interop tests use start confined by Landlock and answer
+//! representative calls, and `ctl status --json` shows each one's sandbox.
 //!
 //! server-everything and mcp-server-time run shared; server-filesystem and mcp-server-git
 //! run per project (`share = "project"`, `${PROJECT}` in their arguments), reached through

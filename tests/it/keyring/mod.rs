@@ -1,4 +1,6 @@
-//! The desktop keyring through the real daemon, against a throwaway gnome-keyring (`tests/keyring/with-keyring.sh`): secrets and OAuth logins kept there.
+//! The desktop keyring through the real daemon: secrets and OAuth logins kept there.
+//!
+//! The keyring is a throwaway gnome-keyring (`tests/keyring/with-keyring.sh`).
 
 pub mod oauth;
 pub mod secrets;

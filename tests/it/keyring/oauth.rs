@@ -1,4 +1,9 @@
-//! OAuth logins kept in the desktop keyring (`[servers.NAME.oauth] store = "keyring"`) through the real daemon, against the OAuth fixture and a throwaway gnome-keyring: the login, a rotated refresh token, a restart that needs no new login, logout, a server removed by a reload, and a sign-in at an identity provider with its machine token.
+//! OAuth logins kept in the desktop keyring (`[servers.NAME.oauth] store = "keyring"`).
+//!
+//! They go through the real daemon, against the OAuth fixture and a throwaway
+//! gnome-keyring: the login, a rotated refresh token, a restart that needs no new login,
+//! logout, a server removed by a reload, and a sign-in at an identity provider with its
+//! machine token.
 //!
 //! They run only inside `tests/keyring/with-keyring.sh` (`MCPD_TEST_KEYRING=1`), whose
 //! private session bus the daemon inherits, so a developer's own keyring is never written

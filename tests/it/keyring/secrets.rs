@@ -1,4 +1,10 @@
-//! `${secret:NAME}` from the desktop keyring through the real daemon: a real Secret Service (gnome-keyring on the private bus of `tests/keyring/with-keyring.sh`), `mcpd ctl secret set` storing there by default, the server receiving the value, a restarted daemon reading it back. Outside the wrapper these tests skip, saying why; `.ci/run` runs them inside it with `MCPD_REQUIRE_KEYRING=1`, where skipping is a failure.
+//! `${secret:NAME}` from the desktop keyring through the real daemon.
+//!
+//! A real Secret Service (gnome-keyring on the private bus of
+//! `tests/keyring/with-keyring.sh`), `mcpd ctl secret set` storing there by default, the
+//! server receiving the value, a restarted daemon reading it back. Outside the wrapper
+//! these tests skip, saying why; `.ci/run` runs them inside it with
+//! `MCPD_REQUIRE_KEYRING=1`, where skipping is a failure.
 
 use crate::secrets::stores::{ctl_with_input, server_env};
 use crate::support::*;

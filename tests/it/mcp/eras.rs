@@ -1,4 +1,7 @@
-//! Both protocol eras: probing local servers, modern upstreams, dual-era agent connections, and bridging server requests across eras.
+//! Both protocol eras.
+//!
+//! Probing local servers, modern upstreams, dual-era agent connections, and bridging
+//! server requests across eras.
 
 use crate::support::*;
 use serde_json::{Value, json};

@@ -1,4 +1,6 @@
-//! The foundation: handshake, qualified listing, routing, concurrency, cancellation, errors, status, config checks, shutdown.
+//! The foundation: handshake, listing, routing, concurrency, cancellation, errors.
+//!
+//! Listing is qualified; the tests also cover status, config checks and shutdown.
 
 use crate::support::*;
 use serde_json::{Value, json};

@@ -1,4 +1,6 @@
-//! MCP through mcpd: the foundation (handshake, routing, errors, shutdown), the rest of the protocol's surface, both protocol eras and tasks.
+//! MCP through mcpd: the foundation, the rest of the protocol's surface, both eras and tasks.
+//!
+//! The foundation is the handshake, routing, errors and shutdown.
 
 pub mod eras;
 pub mod foundation;

@@ -1,4 +1,7 @@
-//! The rest of MCP through mcpd: prompts, resources (with colliding URIs), completion, subscriptions, logging, list changes, and tool results checked on the way.
+//! The rest of MCP through mcpd.
+//!
+//! Prompts, resources (with colliding URIs), completion, subscriptions, logging, list
+//! changes, and tool results checked on the way.
 
 use crate::support::*;
 use serde_json::{Value, json};

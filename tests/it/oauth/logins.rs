@@ -1,4 +1,7 @@
-//! OAuth logins to remote servers through the real daemon and `mcpd ctl login`, against the in-process OAuth fixture: needs-login, the loopback and pasted redirects, refresh for many agents, restarts, revocation, step-up and logout.
+//! OAuth logins to remote servers through the real daemon and `mcpd ctl login`.
+//!
+//! They run against the in-process OAuth fixture: needs-login, the loopback and pasted
+//! redirects, refresh for many agents, restarts, revocation, step-up and logout.
 
 use crate::oauth::fixture::{OAuthFixture, OAuthHandle};
 use crate::support::*;

@@ -1,4 +1,10 @@
-//! Every field agents are shown is pinned (issue #54): a new version of a server that changes only a tool's `_meta` (`ui.resourceUri`), its `icons` (URLs a client fetches) or a field no spec names, or the same in a prompt, a resource or a template, has the change held and shown by `ctl diff`; with `pin = "off"` it reaches agents (so each test can fail). A pin file written before every field was pinned keeps its approvals.
+//! Every field agents are shown is pinned (issue #54).
+//!
+//! A new version of a server that changes only a tool's `_meta` (`ui.resourceUri`), its
+//! `icons` (URLs a client fetches) or a field no spec names, or the same in a prompt, a
+//! resource or a template, has the change held and shown by `ctl diff`; with `pin =
+//! "off"` it reaches agents (so each test can fail). A pin file written before every
+//! field was pinned keeps its approvals.
 
 use crate::support::*;
 use serde_json::{Value, json};

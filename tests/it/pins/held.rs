@@ -1,4 +1,10 @@
-//! Pinned definitions (issue #42): a server that changes a description or a schema, renames a tool or adds a prompt after it was trusted has the change held (not listed, refused without its text) until `mcpd ctl approve`; `ctl diff` shows it; the states survive a restart; a corrupt pin file holds the whole server; with `pin = "off"` the same change reaches agents (so each test can fail).
+//! Pinned definitions (issue #42).
+//!
+//! A server that changes a description or a schema, renames a tool or adds a prompt after
+//! it was trusted has the change held (not listed, refused without its text) until `mcpd
+//! ctl approve`; `ctl diff` shows it; the states survive a restart; a corrupt pin file
+//! holds the whole server; with `pin = "off"` the same change reaches agents (so each
+//! test can fail).
 
 use crate::support::*;
 use serde_json::{Value, json};

@@ -1,4 +1,9 @@
-//! Every kind is pinned once a server has pins (issue #54): a server whose first listing had only tools, and which declares prompts and resources after a restart in the same daemon run (as after an `npx` update), has them held; so has one whose first `prompts/list` failed. With `pin = "off"` the same lists reach agents (so each test can fail).
+//! Every kind is pinned once a server has pins (issue #54).
+//!
+//! A server whose first listing had only tools, and which declares prompts and resources
+//! after a restart in the same daemon run (as after an `npx` update), has them held; so
+//! has one whose first `prompts/list` failed. With `pin = "off"` the same lists reach
+//! agents (so each test can fail).
 
 use crate::support::*;
 use serde_json::{Value, json};

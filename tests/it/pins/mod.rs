@@ -1,4 +1,6 @@
-//! Pinned definitions: a server's changed definitions held until approved, for every field and every kind.
+//! Pinned definitions.
+//!
+//! A server's changed definitions held until approved, for every field and every kind.
 
 pub mod fields;
 pub mod held;

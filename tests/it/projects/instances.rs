@@ -1,4 +1,8 @@
-//! Servers run per project (`share = "project"`): the config checks, an agent's claim of its project (accepted or refused), one instance per project, its start before any call, and the tool list cached across restarts; helpers for the other `projects_*` files.
+//! Servers run per project (`share = "project"`).
+//!
+//! The config checks, an agent's claim of its project (accepted or refused), one instance
+//! per project, its start before any call, and the tool list cached across restarts;
+//! helpers for the other `projects_*` files.
 
 use crate::support::*;
 use serde_json::{Value, json};

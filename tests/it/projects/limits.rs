@@ -1,4 +1,7 @@
-//! Servers run per project, over time: `max_projects`, `idle_timeout`, a deleted project, `ctl restart/stop/start`, and no instance outliving a killed daemon.
+//! Servers run per project, over time.
+//!
+//! `max_projects`, `idle_timeout`, a deleted project, `ctl restart/stop/start`, and no
+//! instance outliving a killed daemon.
 
 use crate::projects::instances::*;
 use crate::support::*;

@@ -1,4 +1,7 @@
-//! Where an agent's project comes from, for servers run per project: a profile's `project` outranks MCP roots, which outrank the directory `mcpd connect` reports (where it started, `--project DIR`, or none with `--no-project`).
+//! Where an agent's project comes from, for servers run per project.
+//!
+//! A profile's `project` outranks MCP roots, which outrank the directory `mcpd connect`
+//! reports (where it started, `--project DIR`, or none with `--no-project`).
 
 use crate::projects::instances::*;
 use crate::support::*;

@@ -1,4 +1,7 @@
-//! Servers run per project, as agents reach them by methods other than tools/call: prompts/get, resources/read and resources/subscribe go to the agent's own project's instance.
+//! Servers run per project, as agents reach them by methods other than tools/call.
+//!
+//! prompts/get, resources/read and resources/subscribe go to the agent's own project's
+//! instance.
 
 use crate::projects::instances::*;
 use crate::support::*;

@@ -1,4 +1,11 @@
-//! A confined server's package caches and tool settings (issue #54): it cannot change a package in the user's `npx` or `uv` cache (which the user's next `npx` would run) nor in another server's cache, and fills a private cache of its own, which its npm, uv and pip variables name; it reads npm's and git's settings without their credentials (`~/.npmrc`'s token, `~/.gitconfig`'s `http.extraHeader`, git's credential stores), and `git` still runs. Each attack is made by the same server unconfined too, where it works.
+//! A confined server's package caches and tool settings (issue #54).
+//!
+//! It cannot change a package in the user's `npx` or `uv` cache (which the user's next
+//! `npx` would run) nor in another server's cache, and fills a private cache of its own,
+//! which its npm, uv and pip variables name; it reads npm's and git's settings without
+//! their credentials (`~/.npmrc`'s token, `~/.gitconfig`'s `http.extraHeader`, git's
+//! credential stores), and `git` still runs. Each attack is made by the same server
+//! unconfined too, where it works.
 
 use crate::sandbox::escapes::{ESCAPE, attempt, only_unconfined, pair, secrets};
 use serde_json::{Value, json};

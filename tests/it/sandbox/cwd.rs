@@ -1,4 +1,6 @@
-//! A confined server's `cwd` at home (or above it) is where it starts, never a grant: `cwd = "~"` does not open every file of home.
+//! A confined server's `cwd` at home (or above it) is where it starts, never a grant.
+//!
+//! `cwd = "~"` does not open every file of home.
 
 use crate::sandbox::escapes::*;
 use serde_json::json;

@@ -1,4 +1,10 @@
-//! The Landlock sandbox (issue #41) against the fixture's escape tools: a confined server reads and writes nothing outside its profile (directly, through a symlink or `..`), signals neither the daemon nor a sibling, reads no other process's environment, and is refused as an agent on mcpd's socket, while the same server with `sandbox = false` does each of these (so each test can fail); helpers for the other `sandbox_*` files.
+//! The Landlock sandbox (issue #41) against the fixture's escape tools.
+//!
+//! A confined server reads and writes nothing outside its profile (directly, through a
+//! symlink or `..`), signals neither the daemon nor a sibling, reads no other process's
+//! environment, and is refused as an agent on mcpd's socket, while the same server with
+//! `sandbox = false` does each of these (so each test can fail); helpers for the other
+//! `sandbox_*` files.
 
 use crate::projects::instances::{IN_PROJECT, agent_in, projects, row, show};
 use crate::support::*;

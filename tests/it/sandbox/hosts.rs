@@ -1,4 +1,10 @@
-//! The sandbox's host lists and Unix sockets (issue #41): a server with `network = [hosts]` reaches a listed host through mcpd's proxy and nothing else, through or around it (its own network namespace); without user namespaces the list holds by ports only and status says so; and a confined server cannot connect to a pathname Unix socket (the session bus, an agent's socket) unless its profile allows Unix sockets.
+//! The sandbox's host lists and Unix sockets (issue #41).
+//!
+//! A server with `network = [hosts]` reaches a listed host through mcpd's proxy and
+//! nothing else, through or around it (its own network namespace); without user
+//! namespaces the list holds by ports only and status says so; and a confined server
+//! cannot connect to a pathname Unix socket (the session bus, an agent's socket) unless
+//! its profile allows Unix sockets.
 
 use crate::projects::instances::row;
 use crate::sandbox::escapes::*;

@@ -1,4 +1,7 @@
-//! The Landlock sandbox and a confined server's namespaces: escapes tried and refused, networks and hosts, caches, paths, cwd and temporary directories.
+//! The Landlock sandbox and a confined server's namespaces.
+//!
+//! Escapes tried and refused, networks and hosts, caches, paths, cwd and temporary
+//! directories.
 
 pub mod caches;
 pub mod cwd;

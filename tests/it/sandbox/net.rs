@@ -1,4 +1,10 @@
-//! The Landlock sandbox (issue #41) beyond files: `network = "none"` stops TCP connections and UDP datagrams that `"all"` and `sandbox = false` let through, an abstract Unix socket outside the server's domain is unreachable, `ctl status --json` shows each confined server's sandbox, a profile the kernel cannot enforce fails the server with a sandbox error, and `check-config` prints the profiles.
+//! The Landlock sandbox (issue #41) beyond files.
+//!
+//! `network = "none"` stops TCP connections and UDP datagrams that `"all"` and `sandbox =
+//! false` let through, an abstract Unix socket outside the server's domain is
+//! unreachable, `ctl status --json` shows each confined server's sandbox, a profile the
+//! kernel cannot enforce fails the server with a sandbox error, and `check-config` prints
+//! the profiles.
 
 use crate::projects::instances::row;
 use crate::sandbox::escapes::*;

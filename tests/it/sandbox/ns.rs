@@ -1,4 +1,8 @@
-//! A confined server's own mount and PID namespaces: the VCS files of a tree it may write stay read-only, `/dev/shm` is its own, and `/proc` shows its own processes only; each checked against a daemon without user namespaces (`MCPD_USERNS=0`), where the attack works.
+//! A confined server's own mount and PID namespaces.
+//!
+//! The VCS files of a tree it may write stay read-only, `/dev/shm` is its own, and
+//! `/proc` shows its own processes only; each checked against a daemon without user
+//! namespaces (`MCPD_USERNS=0`), where the attack works.
 
 use crate::sandbox::escapes::{ESCAPE, attempt};
 use crate::support::*;

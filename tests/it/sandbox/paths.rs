@@ -1,4 +1,9 @@
-//! A path a confined server's `args` or `env` names outside its sandbox is named before the server meets EACCES: `mcpd check-config` and `mcpd import` warn with the setting and the `[servers.NAME.sandbox]` entry to add, and say nothing once it is there; the shipped example runs under `sandbox = true` without such a warning.
+//! A path a confined server names outside its sandbox is named before the server meets EACCES.
+//!
+//! The path is in the server's `args` or `env`. `mcpd check-config` and `mcpd import`
+//! warn with the setting and the `[servers.NAME.sandbox]` entry to add, and say nothing
+//! once it is there; the shipped example runs under `sandbox = true` without such a
+//! warning.
 
 use crate::import::clients::mcpd_in;
 use crate::support::*;

@@ -1,4 +1,8 @@
-//! Confined servers' private temporary directories belong to their daemon: two daemons' servers of the same name get different ones and cannot read each other's files, a daemon removes its own at exit, and one that starts removes those a killed daemon left.
+//! Confined servers' private temporary directories belong to their daemon.
+//!
+//! Two daemons' servers of the same name get different ones and cannot read each other's
+//! files, a daemon removes its own at exit, and one that starts removes those a killed
+//! daemon left.
 
 use crate::sandbox::escapes::{ESCAPE, attempt, only_unconfined};
 use crate::support::*;

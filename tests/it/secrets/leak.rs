@@ -1,4 +1,12 @@
-//! A secret's value in none of mcpd's outputs: a canary value is put in a local server's environment and a remote server's header, both starts are made to fail and succeed, and then every channel mcpd speaks on is searched for it: its log at the most verbose level, `ctl status` (text and JSON), `ctl logs`, `ctl metrics`, `ctl agents`, `ctl tools`, `ctl secret list`, `check-config`, what agents are told (lists and errors), and the daemon's own command line and environment. The same search finds the value where it belongs (the server's environment, the header on the wire), so it can fail.
+//! A secret's value in none of mcpd's outputs.
+//!
+//! A canary value is put in a local server's environment and a remote server's header,
+//! both starts are made to fail and succeed, and then every channel mcpd speaks on is
+//! searched for it: its log at the most verbose level, `ctl status` (text and JSON), `ctl
+//! logs`, `ctl metrics`, `ctl agents`, `ctl tools`, `ctl secret list`, `check-config`,
+//! what agents are told (lists and errors), and the daemon's own command line and
+//! environment. The same search finds the value where it belongs (the server's
+//! environment, the header on the wire), so it can fail.
 
 use crate::secrets::stores::{ctl_with_input, server_env};
 use crate::support::*;

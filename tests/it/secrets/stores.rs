@@ -1,4 +1,10 @@
-//! Secrets through the real daemon: `${secret:NAME}` in a server's env put in at each start from the first store that has it (systemd credentials, then mcpd's file store here; the keyring in `keyring/secrets.rs`), `mcpd ctl secret` storing from standard input, a missing secret keeping that server alone down, no Secret Service meaning the file store and never a hang, and the value in none of mcpd's outputs.
+//! Secrets through the real daemon.
+//!
+//! `${secret:NAME}` in a server's env put in at each start from the first store that has
+//! it (systemd credentials, then mcpd's file store here; the keyring in
+//! `keyring/secrets.rs`), `mcpd ctl secret` storing from standard input, a missing secret
+//! keeping that server alone down, no Secret Service meaning the file store and never a
+//! hang, and the value in none of mcpd's outputs.
 
 use crate::support::*;
 use serde_json::{Value, json};

@@ -1,4 +1,7 @@
-//! The floors' manifests: each crate under `crates/` depends only on the floors below it, and the wire floor on no runtime or IO crate.
+//! The floors' manifests.
+//!
+//! Each crate under `crates/` depends only on the floors below it, and the wire floor on
+//! no runtime or IO crate.
 //!
 //! Cargo refuses a cycle between crates but not a floor that reaches sideways or takes
 //! a runtime it should not have; this reads each `crates/*/Cargo.toml` and says so.

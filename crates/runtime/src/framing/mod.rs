@@ -1,4 +1,6 @@
-//! Newline-delimited framing with one maximum line length; `write` holds the writer task that owns a write half.
+//! Newline-delimited framing with one maximum line length.
+//!
+//! `write` holds the writer task that owns a write half.
 
 use bytes::{Buf, BytesMut};
 use futures::Stream;

@@ -1,4 +1,6 @@
-//! The writer task that owns a write half: queued lines written in batches, a large line from its own buffer.
+//! The writer task that owns a write half.
+//!
+//! Queued lines written in batches, a large line from its own buffer.
 
 use std::io::IoSlice;
 use tokio::io::{AsyncWrite, AsyncWriteExt};

@@ -1,4 +1,7 @@
-//! How a held definition differs from its approved one, as a person reads it: the fields that differ, each as lines, and a line diff of each (for `mcpd ctl diff` and the dashboard).
+//! How a held definition differs from its approved one, as a person reads it.
+//!
+//! The fields that differ, each as lines, and a line diff of each (for `mcpd ctl diff`
+//! and the dashboard).
 
 use serde_json::Value;
 

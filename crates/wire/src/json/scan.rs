@@ -1,4 +1,7 @@
-//! Finds the members of JSON objects and the elements of arrays in text already found valid (by `json::check` or serde_json), without reading it again as values.
+//! Finds the members of JSON objects and the elements of arrays in text already found valid.
+//!
+//! The text was found valid by `json::check` or serde_json; it is not read again as
+//! values.
 //!
 //! Why by hand: a large result passes through mcpd as the server's own text, and before
 //! it does, mcpd looks at its top-level members and at the head of each content block.

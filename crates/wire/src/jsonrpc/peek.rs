@@ -1,4 +1,8 @@
-//! Reading a message's members without parsing all of it: a server's plain result (`peek_result`), an agent's `tools/call` with its arguments kept as text (`peek_tool_call`), the tool named in `mcpd__call_tool`'s arguments, and a request's id replaced in its text (`with_id`).
+//! Reading a message's members without parsing all of it.
+//!
+//! A server's plain result (`peek_result`), an agent's `tools/call` with its arguments
+//! kept as text (`peek_tool_call`), the tool named in `mcpd__call_tool`'s arguments, and
+//! a request's id replaced in its text (`with_id`).
 
 use super::Id;
 use crate::json::scan::Member;

@@ -1,4 +1,6 @@
-//! Property-test strategies for JSON-RPC values, shared with the daemon's tests (feature `proptest`).
+//! Property-test strategies for JSON-RPC values.
+//!
+//! They are shared with the daemon's tests (feature `proptest`).
 
 use proptest::prelude::*;
 use serde_json::Value;

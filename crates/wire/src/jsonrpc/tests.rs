@@ -1,4 +1,7 @@
-//! Tests of the JSON-RPC message model: parsing, ids kept exactly, the writers, and `peek_result`, `peek_tool_call` and `peek_name_and_arguments` against `parse`.
+//! Tests of the JSON-RPC message model.
+//!
+//! Parsing, ids kept exactly, the writers, and `peek_result`, `peek_tool_call` and
+//! `peek_name_and_arguments` against `parse`.
 
 use super::*;
 use crate::jsonrpc::strategies::id_text;

@@ -1,4 +1,7 @@
-//! The two protocol eras: legacy (`initialize`) and modern 2026-07-28 (stateless, `_meta` on every request). No IO.
+//! The two protocol eras.
+//!
+//! Legacy (`initialize`) and modern 2026-07-28 (stateless, `_meta` on every request). No
+//! IO.
 
 use super::LEGACY_VERSIONS;
 use serde_json::{Map, Value, json};

@@ -1,4 +1,6 @@
-//! The modern HTTP transport's request-metadata headers: value encoding and `x-mcp-header` tool annotations. No IO.
+//! The modern HTTP transport's request-metadata headers.
+//!
+//! Value encoding and `x-mcp-header` tool annotations. No IO.
 
 use base64::Engine;
 use serde_json::Value;

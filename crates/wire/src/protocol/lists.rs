@@ -1,4 +1,7 @@
-//! The lists besides tools that a server offers and mcpd presents: prompts, resources and resource templates, with their list methods and the field that names an item.
+//! The lists besides tools that a server offers and mcpd presents.
+//!
+//! Prompts, resources and resource templates, with their list methods and the field that
+//! names an item.
 
 /// What kind of list an entry comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -1,4 +1,7 @@
-//! Names agents see for servers' tools and prompts: `PREFIX__name` (the prefix defaults to the server's name), renames, and a stable mapping for names that are too long or use other characters.
+//! Names agents see for servers' tools and prompts.
+//!
+//! `PREFIX__name` (the prefix defaults to the server's name), renames, and a stable
+//! mapping for names that are too long or use other characters.
 //!
 //! The mapping, documented in docs/naming.md:
 //! 1. A renamed tool or prompt is `PREFIX__TARGET` (just `TARGET` with an empty prefix);

@@ -1,4 +1,6 @@
-//! The 2026-07-28 Tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663): its name, its methods, and whether a request declared it.
+//! The 2026-07-28 Tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663).
+//!
+//! Its name, its methods, and whether a request declared it.
 
 use super::era::{self, key};
 use crate::jsonrpc::{ErrorObject, code};

@@ -1,4 +1,7 @@
-//! The seeded generator of hostile input: random bytes, bad UTF-8, truncated and deep JSON, every method with fields of the wrong type, odd ids, both eras, lines at and over the limit, batches.
+//! The seeded generator of hostile input.
+//!
+//! Random bytes, bad UTF-8, truncated and deep JSON, every method with fields of the
+//! wrong type, odd ids, both eras, lines at and over the limit, batches.
 
 use super::{
     CAPABILITIES_KEY, CLIENT_INFO_KEY, FIXTURE_TOOLS, MAX_LINE, MESSAGES, MODERN,

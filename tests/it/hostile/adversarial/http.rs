@@ -1,4 +1,6 @@
-//! The hostile input of the storm over the HTTP listener, and an over-long body's effect on the client's next request.
+//! The hostile input of the storm over the HTTP listener.
+//!
+//! Also an over-long body's effect on the client's next request.
 
 use super::hostile::{Hostile, seed, storm_messages};
 use super::{MAX_LINE, MODERN, assert_still_serving, storm_daemon};

@@ -1,4 +1,7 @@
-//! Where tasks end and whose they are: tasks/result outlasting the server's request timeout, tasks/list paging an owner's tasks on every server, and a task made while its call was cancelled.
+//! Where tasks end and whose they are.
+//!
+//! tasks/result outlasting the server's request timeout, tasks/list paging an owner's
+//! tasks on every server, and a task made while its call was cancelled.
 
 use super::*;
 use crate::support::*;

@@ -1,4 +1,7 @@
-//! An agent's own task under a sealed id, in each pair of eras: made, polled, answered and cancelled, translated between 2025-11-25 tasks and the extension's where agent and server differ; and ids that cannot be forged.
+//! An agent's own task under a sealed id, in each pair of eras.
+//!
+//! Made, polled, answered and cancelled, translated between 2025-11-25 tasks and the
+//! extension's where agent and server differ; and ids that cannot be forged.
 
 use super::*;
 use crate::support::*;

@@ -1,4 +1,8 @@
-//! Tasks (the 2026-07-28 extension) through mcpd: modern agents make, poll, answer and cancel a server's tasks under sealed ids; agents that cannot do tasks get the task's result as a plain call result. The helpers both eras' tests share are here.
+//! Tasks (the 2026-07-28 extension) through mcpd.
+//!
+//! Modern agents make, poll, answer and cancel a server's tasks under sealed ids; agents
+//! that cannot do tasks get the task's result as a plain call result. The helpers both
+//! eras' tests share are here.
 
 pub mod lifetimes;
 pub mod made;

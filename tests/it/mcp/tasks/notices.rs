@@ -1,4 +1,7 @@
-//! How agents hear of their tasks: 2025-11-25 agents' own `notifications/tasks/status` under sealed ids, and a modern agent's `subscriptions/listen` on task ids.
+//! How agents hear of their tasks.
+//!
+//! 2025-11-25 agents' own `notifications/tasks/status` under sealed ids, and a modern
+//! agent's `subscriptions/listen` on task ids.
 
 use super::*;
 use crate::support::*;

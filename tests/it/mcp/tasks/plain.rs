@@ -1,4 +1,7 @@
-//! Agents that make no task, calling a tool that runs as a task at its server: in every pair of eras mcpd follows the task itself and answers with its result as a plain call result, passing the task's input request on as the agent's era asks.
+//! Agents that make no task, calling a tool that runs as a task at its server.
+//!
+//! In every pair of eras mcpd follows the task itself and answers with its result as a
+//! plain call result, passing the task's input request on as the agent's era asks.
 //!
 //! One body, `plain_result`, runs for each row of the table at the end: a 2025-11-25 agent
 //! or a modern one without the extension, against an extension server or a 2025-11-25 one.

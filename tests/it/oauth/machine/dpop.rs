@@ -1,4 +1,9 @@
-//! DPoP through the real daemon: the code flow's token bound to the key mcpd keeps (and the same key after a restart), nonces demanded on both sides and after a rotation, a machine grant's bound token, and a token stolen from the store that is useless without the key (while a Bearer token, with DPoP turned off, is not).
+//! DPoP through the real daemon.
+//!
+//! The code flow's token bound to the key mcpd keeps (and the same key after a restart),
+//! nonces demanded on both sides and after a rotation, a machine grant's bound token, and
+//! a token stolen from the store that is useless without the key (while a Bearer token,
+//! with DPoP turned off, is not).
 
 use super::*;
 use crate::oauth::fixture::jwt::Es256Key;

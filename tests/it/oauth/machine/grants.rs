@@ -1,4 +1,9 @@
-//! The machine grants working: client credentials with a secret (Basic or in the body, as the metadata or `client_auth` says) and with `private_key_jwt` (a key file or a secret), jwt-bearer with an `assertion_file` read again at each grant (and an expired one never sent), and an enterprise-managed login through an identity provider's ID-JAG.
+//! The machine grants working.
+//!
+//! Client credentials with a secret (Basic or in the body, as the metadata or
+//! `client_auth` says) and with `private_key_jwt` (a key file or a secret), jwt-bearer
+//! with an `assertion_file` read again at each grant (and an expired one never sent), and
+//! an enterprise-managed login through an identity provider's ID-JAG.
 
 use super::*;
 use crate::oauth::fixture::jwt::{

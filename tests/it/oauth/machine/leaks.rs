@@ -1,4 +1,9 @@
-//! No credential of the OAuth extensions in mcpd's outputs: with a client secret, an identity provider's secret, a private key, an assertion file, an ID token, an ID-JAG, DPoP and a refused grant all in play, the daemon's log at the most verbose level, `ctl status` (text and JSON) and what agents are told hold none of them, while each one demonstrably reached the wire or the store.
+//! No credential of the OAuth extensions in mcpd's outputs.
+//!
+//! With a client secret, an identity provider's secret, a private key, an assertion file,
+//! an ID token, an ID-JAG, DPoP and a refused grant all in play, the daemon's log at the
+//! most verbose level, `ctl status` (text and JSON) and what agents are told hold none of
+//! them, while each one demonstrably reached the wire or the store.
 
 use super::*;
 use crate::oauth::fixture::jwt::{Es256Key, JWT_BEARER, now};

@@ -1,4 +1,9 @@
-//! mcpd's OAuth extensions through the real daemon, against the in-process OAuth fixture: the machine grants (client credentials with a secret or `private_key_jwt`, jwt-bearer from a file or an identity provider's ID-JAG), their renewal and refusal, DPoP on the code flow and the machine grants (nonces, restarts, a stolen token), and no credential in any output. This file holds the shared setup.
+//! mcpd's OAuth extensions through the real daemon, against the in-process OAuth fixture.
+//!
+//! The machine grants (client credentials with a secret or `private_key_jwt`, jwt-bearer
+//! from a file or an identity provider's ID-JAG), their renewal and refusal, DPoP on the
+//! code flow and the machine grants (nonces, restarts, a stolen token), and no credential
+//! in any output. This file holds the shared setup.
 
 mod dpop;
 mod grants;

@@ -1,4 +1,8 @@
-//! A machine grant's token renewed and refused: twenty calls after the token ran out share one new grant, and a grant refused for good (a wrong client secret) parks the server with the reason and what to do, sends nothing more per call, and `mcpd ctl login` runs it again once the cause is fixed.
+//! A machine grant's token renewed and refused.
+//!
+//! Twenty calls after the token ran out share one new grant, and a grant refused for good
+//! (a wrong client secret) parks the server with the reason and what to do, sends nothing
+//! more per call, and `mcpd ctl login` runs it again once the cause is fixed.
 
 use super::*;
 use crate::oauth::fixture::{AuthMethod, ResourceOutcome};

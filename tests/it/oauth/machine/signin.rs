@@ -1,4 +1,9 @@
-//! Enterprise-managed authorization with the user's sign-in at the identity provider (no ID token configured): `ctl login` signs in there (OIDC code flow with PKCE), the ID token is exchanged for each ID-JAG, kept across a restart, renewed with the refresh token when it runs out, and a sign-in the identity provider no longer takes waits for the next `ctl login`.
+//! Enterprise-managed authorization with the user's sign-in at the identity provider.
+//!
+//! No ID token is configured: `ctl login` signs in there (OIDC code flow with PKCE), the
+//! ID token is exchanged for each ID-JAG, kept across a restart, renewed with the refresh
+//! token when it runs out, and a sign-in the identity provider no longer takes waits for
+//! the next `ctl login`.
 
 use super::*;
 use crate::oauth::fixture::IdpOptions;

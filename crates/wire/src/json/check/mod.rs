@@ -1,4 +1,6 @@
-//! Whether text is one JSON value, accepting exactly what serde_json accepts, with long strings checked many bytes a step.
+//! Whether text is one JSON value, accepting exactly what serde_json accepts.
+//!
+//! Long strings are checked many bytes a step.
 //!
 //! Why by hand: every call's answer is checked before its text is passed on, and for a
 //! large result that check is nearly all of mcpd's work. serde_json checks a string eight

@@ -1,4 +1,7 @@
-//! Tests of `json::check`: it accepts exactly what serde_json accepts, finds the members `scan` finds, and lists the long strings scans may jump over.
+//! Tests of `json::check`.
+//!
+//! It accepts exactly what serde_json accepts, finds the members `scan` finds, and lists
+//! the long strings scans may jump over.
 
 use super::*;
 use proptest::prelude::*;

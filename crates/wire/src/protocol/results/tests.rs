@@ -1,4 +1,7 @@
-//! Tests of the `CallToolResult` check: shapes reported unchanged, output-schema mismatches made tool errors, bad media replaced by notes, the quick check against the full one, and odd inputs.
+//! Tests of the `CallToolResult` check.
+//!
+//! Shapes reported unchanged, output-schema mismatches made tool errors, bad media
+//! replaced by notes, the quick check against the full one, and odd inputs.
 
 use super::*;
 use crate::protocol::schema::validate;

@@ -1,4 +1,6 @@
-//! The check of a tool's `structuredContent` against its `outputSchema`: a lenient subset of JSON Schema.
+//! The check of a tool's `structuredContent` against its `outputSchema`.
+//!
+//! A lenient subset of JSON Schema.
 //!
 //! This is a subset of JSON Schema 2020-12: `type` (a name or an array of names),
 //! `properties`, `required`, `additionalProperties` (a bool or a schema), `items` (a schema),

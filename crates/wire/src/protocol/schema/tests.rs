@@ -1,4 +1,6 @@
-//! Tests of the JSON Schema subset: what it accepts and rejects as JSON Schema does, and the depth limit and step budget.
+//! Tests of the JSON Schema subset.
+//!
+//! What it accepts and rejects as JSON Schema does, and the depth limit and step budget.
 
 use super::*;
 use serde_json::json;
