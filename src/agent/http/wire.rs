@@ -1,6 +1,16 @@
 //! Reading and rewriting outgoing messages just enough to route them.
 //!
 //! Is it a reply, whose, and giving renamed ids back.
+//!
+//! The relay's renaming (`relay.rs`) is a proxy's: a request the client wrote gets `h<N>`
+//! in its text (`jsonrpc::with_id`), and its reply and a subscription's notifications get
+//! the client's id back exactly as written, spliced into the line without re-parsing it on
+//! the common path. The upstream actor's ids (`upstream/actor/requests.rs`) look alike but
+//! are not a rename: that actor writes its requests itself under numbers of its own, never
+//! sees an agent's id and restores none (answers go back through a channel). Only a
+//! counter and a map would be common, with different keys (any `Id` here, since a legacy
+//! session's relay keys the same map by the client's own ids), values and bounds; a shared
+//! type would wrap those two fields and name no concept that either side lacks.
 
 use mcpd_wire::jsonrpc::Id;
 use serde::Deserialize;

@@ -2,6 +2,18 @@
 //!
 //! Which key a PKCS#8 document holds, and SEC1 (`EC PRIVATE KEY`) or PKCS#1 (`RSA PRIVATE
 //! KEY`) keys wrapped in PKCS#8 for ring.
+//!
+//! Both halves are written here on purpose. The armour: `rustls::pki_types::pem` (in the
+//! tree through rustls) reads PEM sections, but cannot report what a key file is refused
+//! for. It skips a label it does not know, so an `ENCRYPTED PRIVATE KEY` block reads as
+//! no key at all; it feeds OpenSSL's legacy `Proc-Type: 4,ENCRYPTED` and `DEK-Info`
+//! header lines to its base64 decoder, so an encrypted PKCS#1 key reads as bad base64;
+//! its base64 error names no block; and it decodes every known block, so a broken
+//! certificate before the key would refuse a file this reader accepts. Keeping
+//! `JoseError::Encrypted` and the block named in `UnterminatedPem` and `PemBase64` would
+//! take a second scan of the text beside it, which is this reader again. The DER: ring
+//! takes only PKCS#8 and no crate in the tree converts SEC1 or PKCS#1 keys to it (nor
+//! reads DER for others), so the wrapping and the few reads below are written out too.
 
 use super::JoseError;
 use base64::Engine;

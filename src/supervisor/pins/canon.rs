@@ -91,18 +91,8 @@ fn digest(value: &impl Serialize) -> String {
     let mut hasher = Sha256::new();
     // Writing into a hash cannot fail, and a Value always serializes.
     let _ = serde_json::to_writer(&mut hasher, value);
-    let mut hex = String::with_capacity(64);
-    for b in hasher.finalize() {
-        for nibble in [b >> 4, b & 0xf] {
-            hex.push(char::from(
-                HEX.get(usize::from(nibble)).copied().unwrap_or(b'0'),
-            ));
-        }
-    }
-    hex
+    hex::encode(hasher.finalize())
 }
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// A value serialized canonically: every object's members in key order.
 struct Canonical<'a>(&'a Value);

@@ -2,6 +2,19 @@
 //!
 //! Dressing and sending them, deadlines, cancellation, and failing them when their reply
 //! stream or the connection ends.
+//!
+//! The ids here are mcpd's own, not a rename of an agent's: the actor writes each
+//! request itself, from the call's params, under the next number of `next_id`. The agent's
+//! id never reaches this actor (it stays in the agent actor's `reply::InFlight`); the
+//! answer goes back through the caller's `ReplyTo`, and the agent actor writes its own id.
+//! So nothing is restored here, and the number is more than a name: it is the progress
+//! token the server sees, the key of `deadlines`, of the transport's `Sent`, `Abort` and
+//! `Related` reply streams, and of `by_call`. The stateless HTTP relay's `h<N>` renaming
+//! (`agent/http/wire.rs`) is the other id rewriting in the daemon, and a different job: it
+//! edits lines already written and gives the client's exact id text back. What the two
+//! share is a counter and a map, whose values, keys and bounds differ (a `PendingRequest`
+//! by number, capped by `max_in_flight`; a response stream by any `Id`, bounded by the
+//! agent connection's in-flight cap), so they keep a counter each rather than a common type.
 
 use super::{Actor, MAX_RESUMES, PendingRequest, Responder};
 use crate::upstream::dress::Dress;
