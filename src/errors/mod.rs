@@ -10,13 +10,11 @@ use serde_json::json;
 mod edge;
 mod era;
 mod input;
-mod server_request;
 mod task;
 
 pub use edge::EdgeError;
 pub use era::EraError;
 pub use input::InputError;
-pub use server_request::ServerRequestRefusal;
 pub use task::TaskError;
 
 /// Why a request from an agent could not be served. Named by cause, so an agent is never
@@ -79,9 +77,6 @@ pub enum AgentError {
         "resourceSubscriptions names {uris} resources; one subscriptions/listen may name at most {max}"
     )]
     TooManyListenUris { uris: usize, max: usize },
-    /// A `resources/subscribe` over a server's caps on watched resources.
-    #[error("{0}")]
-    SubscriptionsFull(String),
     /// A URI no server offers (its code depends on the agent's era), or one too long to route.
     #[error("{why}")]
     Unroutable {
@@ -205,9 +200,7 @@ impl AgentError {
                 ErrorObject::new(code::INVALID_REQUEST, message)
             }
             AgentError::ControlDenied { .. } => ErrorObject::new(mcpd_code::ACCESS_DENIED, message),
-            AgentError::TooManyListens(_) | AgentError::SubscriptionsFull(_) => {
-                ErrorObject::new(mcpd_code::BUSY, message)
-            }
+            AgentError::TooManyListens(_) => ErrorObject::new(mcpd_code::BUSY, message),
             AgentError::TooManyListenUris { .. } | AgentError::ControlRefused(_) => {
                 ErrorObject::new(code::INVALID_PARAMS, message)
             }

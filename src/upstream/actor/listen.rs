@@ -4,6 +4,7 @@ use super::{Actor, LISTEN_RETRY, ListenState, PendingRequest, Responder};
 use crate::upstream::dress;
 use crate::upstream::transport::Outbound;
 use crate::upstream::{CallOptions, Reply, ReplyTo, Subscription};
+use mcpd_wire::jsonrpc::ErrorObject;
 use mcpd_wire::protocol::era::Era;
 use mcpd_wire::protocol::method;
 use serde_json::json;
@@ -69,8 +70,10 @@ impl Actor {
             match self.subs.add(sub) {
                 Ok(first) => first,
                 Err(too_many) => {
-                    let e = crate::errors::AgentError::SubscriptionsFull(too_many.to_string())
-                        .to_error_object();
+                    // Mapped here, not in `errors` (which names the upstream side: an
+                    // import loop); tidy's error_codes::ALLOWED says so too.
+                    let e =
+                        ErrorObject::new(mcpd_wire::jsonrpc::mcpd_code::BUSY, too_many.to_string());
                     let _ = respond_to.send(Ok(Err(e))); // the agent may have gone
                     return;
                 }

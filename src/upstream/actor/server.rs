@@ -1,8 +1,8 @@
 //! What the server sends: its lines, responses and notifications, its own requests and their answers, and the routing of its log and progress messages.
 
 use super::{Actor, ListenState, PendingRequest, Responder};
-use crate::errors::ServerRequestRefusal as Refusal;
 use crate::upstream::dress;
+use crate::upstream::refusal::ServerRequestRefusal as Refusal;
 use crate::upstream::subscriptions;
 use crate::upstream::transport::Outbound;
 use crate::upstream::{RawResult, ServerAsk, TaskStatus};

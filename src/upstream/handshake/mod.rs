@@ -9,7 +9,7 @@ pub use in_place::in_place;
 
 use super::ServerIdentity;
 use super::transport::{Inbound, Outbound, Sent};
-use crate::errors::ServerRequestRefusal;
+use crate::upstream::refusal::ServerRequestRefusal;
 use futures::{Stream, StreamExt};
 use mcpd_runtime::budget;
 use mcpd_runtime::framing::Frame;

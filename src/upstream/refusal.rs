@@ -1,10 +1,13 @@
 //! mcpd's refusals of a server's own requests (a method it does not carry, no agent to carry it to), and their codes and messages.
+//!
+//! Mapped here rather than in `src/errors/`: `errors` names `UpstreamError`, so the
+//! upstream side naming `errors` would close an import loop; these go only to servers.
 
 use mcpd_wire::jsonrpc::{ErrorObject, code};
 
 /// Why mcpd did not carry a request a server sent it to an agent. Named by cause, like
-/// [`super::AgentError`], and mapped to codes and messages here only; these go to the
-/// server, never to an agent.
+/// [`crate::errors::AgentError`], and mapped to codes and messages here only; these go
+/// to the server, never to an agent.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerRequestRefusal {
     #[error("mcpd does not forward {0} from servers to agents")]
@@ -15,7 +18,7 @@ pub enum ServerRequestRefusal {
         "{method} arrived while {calls} agent calls are in flight; mcpd cannot tell which agent it is for"
     )]
     ManyCallsInFlight { method: String, calls: usize },
-    /// The call it belongs to has no agent to ask (a call mcpd made itself).
+    /// The call it belongs to has no agent's input to reach (its caller cannot answer).
     #[error("{0} is not available for this request")]
     NoAgentToAsk(String),
     #[error("the agent that owns this call is gone or busy")]
