@@ -4,10 +4,11 @@
 //! refused, and the methods 2026-07-28 removed answered alike for socket and HTTP agents.
 
 use super::session::Session;
+use crate::errors::EraError;
 use mcpd_wire::jsonrpc::{self, ErrorObject, Id, Request};
 use mcpd_wire::protocol::era::{self, Era, RequestEra, key};
 use mcpd_wire::protocol::method;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// What `handle` should do with a request after looking at its era.
 pub enum EraCheck {
@@ -86,29 +87,21 @@ pub fn check(req: &Request, session: &mut Session) -> EraCheck {
 /// for that era: -32601. The one definition for the socket and the HTTP listener (which
 /// sends it with 404, also when only its header names a modern version).
 pub fn removed(m: &str) -> Option<ErrorObject> {
-    era::is_removed_method(m).then(|| {
-        ErrorObject::new(
-            jsonrpc::code::METHOD_NOT_FOUND,
-            format!("{m} is not part of 2026-07-28"),
-        )
-    })
+    era::is_removed_method(m).then(|| EraError::Removed(m.to_owned()).to_error_object())
 }
 
 fn is_mcpd_method(m: &str) -> bool {
     m.starts_with("mcpd/")
 }
 
-fn unsupported(id: &Id, requested: Option<&str>, message: &str) -> String {
-    let e = ErrorObject::new(era::code::UNSUPPORTED_VERSION, message.to_owned())
-        .with_data(era::unsupported_version_data(requested));
-    jsonrpc::error_line(Some(id), &e)
+fn unsupported(id: &Id, requested: Option<&str>, why: &'static str) -> String {
+    let e = EraError::UnsupportedVersion {
+        requested: requested.map(str::to_owned),
+        why,
+    };
+    jsonrpc::error_line(Some(id), &e.to_error_object())
 }
 
-fn missing_key(id: &Id, k: &str) -> String {
-    let e = ErrorObject::new(
-        jsonrpc::code::INVALID_PARAMS,
-        format!("the request's _meta lacks the required key \"{k}\""),
-    )
-    .with_data(json!({ "missing": k }));
-    jsonrpc::error_line(Some(id), &e)
+fn missing_key(id: &Id, k: &'static str) -> String {
+    jsonrpc::error_line(Some(id), &EraError::MissingKey(k).to_error_object())
 }

@@ -3,6 +3,7 @@
 //! The caps on how many and how large, and the acknowledgement of what mcpd honours.
 
 use super::session::{Listen, Session};
+use crate::errors::AgentError;
 use mcpd_wire::jsonrpc::{self, ErrorObject, Request};
 use mcpd_wire::protocol::era::key;
 use mcpd_wire::protocol::method;
@@ -17,12 +18,7 @@ pub const MAX_LISTEN_URIS: usize = 1024;
 /// many resources in it.
 pub fn may_listen(req: &Request, session: &Session) -> Result<(), ErrorObject> {
     if session.listens().len() >= MAX_LISTENS {
-        return Err(ErrorObject::new(
-            mcpd_wire::jsonrpc::mcpd_code::BUSY,
-            format!(
-                "this connection already has {MAX_LISTENS} open subscriptions/listen requests; cancel one first"
-            ),
-        ));
+        return Err(AgentError::TooManyListens(MAX_LISTENS).to_error_object());
     }
     let uris = req
         .params
@@ -31,12 +27,8 @@ pub fn may_listen(req: &Request, session: &Session) -> Result<(), ErrorObject> {
         .and_then(Value::as_array)
         .map_or(0, Vec::len);
     if uris > MAX_LISTEN_URIS {
-        return Err(ErrorObject::new(
-            jsonrpc::code::INVALID_PARAMS,
-            format!(
-                "resourceSubscriptions names {uris} resources; one subscriptions/listen may name at most {MAX_LISTEN_URIS}"
-            ),
-        ));
+        let max = MAX_LISTEN_URIS;
+        return Err(AgentError::TooManyListenUris { uris, max }.to_error_object());
     }
     Ok(())
 }

@@ -13,11 +13,11 @@ use super::call::parked;
 use super::reply::{InFlight, ReplyFuture};
 use super::request_state;
 use super::session::Session;
+use crate::errors::InputError;
 use crate::upstream::ServerAsk;
 use futures::stream::FuturesUnordered;
 use mcpd_runtime::outbox::{Held, Out, Outbox};
 use mcpd_wire::jsonrpc::{self, ErrorObject, Id};
-use mcpd_wire::protocol::era;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -103,10 +103,7 @@ impl Inputs {
         self.outgoing
             .retain(|_, (respond_to, _)| !respond_to.is_closed());
         if self.outgoing.len() >= MAX_OUTGOING {
-            let e = ErrorObject::new(
-                mcpd_wire::jsonrpc::mcpd_code::BUSY,
-                format!("{MAX_OUTGOING} requests to this agent already wait for its answer"),
-            );
+            let e = InputError::AgentBusy(MAX_OUTGOING).to_error_object();
             let _ = ask.respond_to.send(Err(e)); // the server side may have given up
             return;
         }
@@ -116,10 +113,7 @@ impl Inputs {
         if outbox.send(line) {
             self.outgoing.insert(id, (ask.respond_to, Instant::now()));
         } else {
-            let e = ErrorObject::new(
-                jsonrpc::code::INTERNAL_ERROR,
-                "the agent is not reading its connection".to_owned(),
-            );
+            let e = InputError::AgentNotReading.to_error_object();
             let _ = ask.respond_to.send(Err(e));
         }
     }
@@ -130,12 +124,8 @@ impl Inputs {
     pub fn park(&mut self, outbox: &Outbox, held: &mut Held, ask: ServerAsk, call: InFlight) {
         let id = call.id.clone();
         let refusal = has_capability(&call.caps, &ask.method).err().or_else(|| {
-            (self.parked.len() >= MAX_PARKED).then(|| {
-                ErrorObject::new(
-                    jsonrpc::code::INTERNAL_ERROR,
-                    format!("{MAX_PARKED} calls already wait for this agent's input"),
-                )
-            })
+            (self.parked.len() >= MAX_PARKED)
+                .then(|| InputError::TooManyParked(MAX_PARKED).to_error_object())
         });
         if let Some(e) = refusal {
             let _ = ask.respond_to.send(Err(e.clone())); // the server may have given up
@@ -188,33 +178,24 @@ impl Inputs {
         else {
             return Resumed::NotARetry;
         };
-        let refuse = |why: String| {
-            let e = ErrorObject::new(jsonrpc::code::INVALID_PARAMS, why);
-            Resumed::Refused(jsonrpc::error_line(Some(&req.id), &e))
+        let refuse = |e: InputError| {
+            Resumed::Refused(jsonrpc::error_line(Some(&req.id), &e.to_error_object()))
         };
         let n = match request_state::open(state, self.binding) {
             request_state::Opened::Foreign => return Resumed::NotARetry,
             request_state::Opened::Invalid(why) => {
-                return refuse(format!("requestState was not accepted: {why}"));
+                return refuse(InputError::StateRejected(why.to_string()));
             }
             request_state::Opened::Ours(n) => n,
         };
         let Some(p) = self.parked.remove(&n) else {
-            return refuse(
-                "requestState refers to a call that is no longer waiting (answered, expired or cancelled)"
-                    .into(),
-            );
+            return refuse(InputError::NoLongerWaiting);
         };
         let answer = params
             .and_then(|p| p.get("inputResponses"))
             .and_then(|r| r.get(&p.key))
             .cloned()
-            .ok_or_else(|| {
-                ErrorObject::new(
-                    jsonrpc::code::INVALID_PARAMS,
-                    format!("the retry has no inputResponses.{}", p.key),
-                )
-            });
+            .ok_or_else(|| InputError::NoInputResponse(p.key.clone()).to_error_object());
         // The server may have given up waiting; the call then ends with its error.
         let _ = p.respond_to.send(answer);
         Resumed::Resume(p.call)
@@ -238,10 +219,7 @@ impl Inputs {
             .collect();
         for id in unanswered {
             if let Some((respond_to, _)) = self.outgoing.remove(&id) {
-                let e = ErrorObject::new(
-                    mcpd_wire::jsonrpc::mcpd_code::TIMEOUT,
-                    "the agent did not answer in time".to_owned(),
-                );
+                let e = InputError::RequestUnanswered.to_error_object();
                 let _ = respond_to.send(Err(e)); // the server may have given up
             }
         }
@@ -253,10 +231,7 @@ impl Inputs {
             .collect();
         for n in expired {
             if let Some(p) = self.parked.remove(&n) {
-                let e = ErrorObject::new(
-                    jsonrpc::code::INTERNAL_ERROR,
-                    "the agent did not answer in time".to_owned(),
-                );
+                let e = InputError::RetryMissing.to_error_object();
                 let _ = p.respond_to.send(Err(e));
                 let cancel = CancellationToken::new();
                 cancel.cancel();
@@ -278,18 +253,12 @@ pub enum Resumed {
 /// Whether an agent declared the capability a server request needs.
 pub fn has_capability(caps: &Value, method: &str) -> Result<(), ErrorObject> {
     let Some(cap) = request_state::capability_for(method) else {
-        return Err(ErrorObject::new(
-            jsonrpc::code::METHOD_NOT_FOUND,
-            format!("mcpd does not forward {method} to agents"),
-        ));
+        return Err(InputError::NotForwarded(method.to_owned()).to_error_object());
     };
     if caps.get(cap).is_some_and(Value::is_object) {
         Ok(())
     } else {
-        Err(ErrorObject::new(
-            era::code::MISSING_CLIENT_CAPABILITY,
-            format!("the agent did not declare the {cap} capability, which {method} needs"),
-        )
-        .with_data(json!({ "requiredCapabilities": { cap: {} } })))
+        let method = method.to_owned();
+        Err(InputError::MissingCapability { cap, method }.to_error_object())
     }
 }

@@ -15,7 +15,7 @@ use crate::registry::surface::RouteError;
 use crate::upstream::Subscription;
 use futures::FutureExt;
 use mcpd_runtime::outbox::Outbox;
-use mcpd_wire::jsonrpc::{self, ErrorObject, Id, Request};
+use mcpd_wire::jsonrpc::{self, Id, Request};
 use mcpd_wire::protocol::ListKind;
 use mcpd_wire::protocol::era::{self, Era};
 use mcpd_wire::protocol::method;
@@ -224,20 +224,9 @@ fn route(
 /// agent (SEP-2164) and -32002 (the code of the legacy revisions) for a legacy one; a URI
 /// over the length cap is -32602 in both eras, and is not echoed back.
 fn not_found(id: &Id, uri: &str, why: RouteError, era: Era) -> Handled {
-    let e = match why {
-        RouteError::TooLong { .. } => {
-            ErrorObject::new(jsonrpc::code::INVALID_PARAMS, why.to_string())
-        }
-        _ => {
-            let code = if era == Era::Modern {
-                jsonrpc::code::INVALID_PARAMS
-            } else {
-                -32002
-            };
-            ErrorObject::new(code, why.to_string()).with_data(json!({ "uri": uri }))
-        }
-    };
-    Handled::Now(jsonrpc::error_line(Some(id), &e))
+    let uri = uri.to_owned();
+    let e = AgentError::Unroutable { uri, why, era };
+    Handled::Now(jsonrpc::error_line(Some(id), &e.to_error_object()))
 }
 
 /// `completion/complete`: routed by the prompt or resource it refers to.

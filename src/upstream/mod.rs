@@ -17,6 +17,7 @@ pub use list::ListError;
 mod dress;
 pub mod process;
 mod raw_result;
+mod refusal;
 pub mod sandbox;
 pub mod serve;
 mod subscriptions;

@@ -11,6 +11,7 @@
 
 use std::path::Path;
 
+mod error_codes;
 mod floors;
 mod imports;
 mod loop_cases;
@@ -256,6 +257,32 @@ fn the_floors_depend_only_on_floors_below() {
 
 /// README is the front door: what, install, quick start, clients, and a line per topic
 /// with a link. The reference lives in docs/.
+/// Only `src/errors/` gives failures their JSON-RPC codes (ARCHITECTURE.md, "Errors"):
+/// anywhere else in the daemon an error is built from an `errors` enum.
+#[test]
+fn only_the_errors_module_gives_errors_their_codes() {
+    let mut found = Vec::new();
+    for rel in sources_in("src") {
+        let path = format!("src/{rel}");
+        if rel.starts_with("errors/") || error_codes::ALLOWED.iter().any(|(p, _)| *p == path) {
+            continue;
+        }
+        found.extend(error_codes::literal_codes(&path, &read(&path)));
+    }
+    assert!(
+        found.is_empty(),
+        "errors built with a literal code outside src/errors/ (add a variant there):\n{}",
+        found.join("\n")
+    );
+    for (path, _) in error_codes::ALLOWED {
+        let left = error_codes::literal_codes(path, &read(path));
+        assert!(
+            !left.is_empty(),
+            "{path} builds no error any more: take it off ALLOWED"
+        );
+    }
+}
+
 #[test]
 fn readme_stays_a_front_door() {
     let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");

@@ -8,6 +8,7 @@ use super::{Call, Work};
 use crate::agent::render;
 use crate::agent::reply::{ReplyFuture, Step};
 use crate::agent::tasks::follow;
+use crate::errors::InputError;
 use crate::upstream::{CallOptions, RawReply, Reply, ServerAsk};
 use futures::FutureExt;
 use mcpd_wire::jsonrpc::{self, ErrorObject, Id};
@@ -115,13 +116,11 @@ impl Fulfil {
                     },
                 }
             }
-            let e = ErrorObject::new(
-                jsonrpc::code::INTERNAL_ERROR,
-                format!(
-                    "server '{}' asked for input more than {MAX_INPUT_ROUNDS} times in one call; mcpd gave up",
-                    self.call.server
-                ),
-            );
+            let e = InputError::TooManyRounds {
+                server: self.call.server.to_string(),
+                rounds: MAX_INPUT_ROUNDS,
+            }
+            .to_error_object();
             let line = jsonrpc::error_line(Some(&self.call.id), &e);
             (self.call.id, Step::Reply(line))
         }
@@ -225,12 +224,7 @@ impl Fulfil {
                 params: req.get("params").cloned(),
                 respond_to,
             };
-            let gone = || {
-                ErrorObject::new(
-                    jsonrpc::code::INTERNAL_ERROR,
-                    "the agent connection is closing".to_owned(),
-                )
-            };
+            let gone = || InputError::AgentClosing.to_error_object();
             self.asks.send(Box::new(ask)).await.map_err(|_| gone())?;
             let answer = tokio::select! {
                 a = rx => a.map_err(|_| gone())?,
@@ -241,13 +235,12 @@ impl Fulfil {
                     responses.insert(key.clone(), v);
                 }
                 Err(e) => {
-                    return Err(ErrorObject::new(
-                        e.code,
-                        format!(
-                            "server '{}' needs {method} to finish this call: {}",
-                            self.call.server, e.message
-                        ),
-                    ));
+                    return Err(InputError::AgentRefused {
+                        server: self.call.server.to_string(),
+                        method: method.to_owned(),
+                        refusal: e,
+                    }
+                    .to_error_object());
                 }
             }
         }

@@ -247,17 +247,17 @@ fn outcome(id: &Id, done: Result<impl serde::Serialize, String>) -> String {
     match done {
         Ok(result) => jsonrpc::result_line(id, &result),
         Err(why) => {
-            let e = jsonrpc::ErrorObject::new(jsonrpc::code::INVALID_PARAMS, why);
-            jsonrpc::error_line(Some(id), &e)
+            let e = AgentError::ControlRefused(why);
+            jsonrpc::error_line(Some(id), &e.to_error_object())
         }
     }
 }
 
 /// `mcpd/http-token`: the HTTP listener's URL and bearer token, for its own user only.
 pub(super) fn http_token(id: &jsonrpc::Id, ctx: &AgentContext) -> String {
-    let refuse = |why: &str| {
-        let e = jsonrpc::ErrorObject::new(jsonrpc::code::INVALID_REQUEST, why.to_owned());
-        jsonrpc::error_line(Some(id), &e)
+    let refuse = |why: &'static str| {
+        let e = AgentError::ControlUnavailable(why);
+        jsonrpc::error_line(Some(id), &e.to_error_object())
     };
     match &ctx.daemon.http {
         None => refuse("no HTTP listener is configured; set daemon.http_listen and restart mcpd"),

@@ -7,6 +7,7 @@
 //! head, so a client that is refused never makes mcpd read, let alone buffer, its body.
 
 use crate::config::{HttpAuth, HttpListen, Secret};
+use crate::errors::EdgeError;
 use axum::http::{HeaderMap, HeaderValue, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
@@ -68,10 +69,7 @@ impl Policy {
             .and_then(|h| h.to_str().ok())
             .map(host_part);
         if !host.is_some_and(|h| self.allowed(&h)) {
-            return Err(forbidden(
-                "the Host header does not name this mcpd (a DNS-rebinding defence); \
-                 add the name to daemon.http_allowed_hosts to serve it",
-            ));
+            return Err(forbidden(&EdgeError::ForeignHost));
         }
         if let Some(origin) = headers.get(header::ORIGIN) {
             let origin_host = origin
@@ -80,9 +78,7 @@ impl Policy {
                 .and_then(|o| reqwest::Url::parse(o).ok())
                 .and_then(|u| u.host_str().map(str::to_ascii_lowercase));
             if !origin_host.is_some_and(|h| self.allowed(&h)) {
-                return Err(forbidden(
-                    "requests from this web origin are refused; mcpd serves local clients",
-                ));
+                return Err(forbidden(&EdgeError::ForeignOrigin));
             }
         }
         if let Some(expected) = &self.bearer {
@@ -128,11 +124,8 @@ fn host_part(value: &str) -> String {
     }
 }
 
-fn forbidden(why: &str) -> Response {
-    let e = mcpd_wire::jsonrpc::ErrorObject::new(
-        mcpd_wire::jsonrpc::code::INVALID_REQUEST,
-        why.to_owned(),
-    );
+fn forbidden(why: &EdgeError) -> Response {
+    let e = why.to_error_object();
     (
         StatusCode::FORBIDDEN,
         [(header::CONTENT_TYPE, "application/json")],

@@ -3,12 +3,13 @@
 //! Telling eras apart, checking the request-metadata headers against the body, and the
 //! HTTP status of an answer.
 
+use crate::errors::{EdgeError, EraError};
 use axum::http::{HeaderMap, StatusCode};
 use base64::Engine;
 use mcpd_wire::jsonrpc::{self, ErrorObject};
 use mcpd_wire::protocol::era::{self, key};
 use mcpd_wire::protocol::method;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// What a POSTed message is.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -20,7 +21,7 @@ pub enum MessageKind {
 
 /// Classifies a POST body: a single JSON-RPC 2.0 request, notification or response.
 pub fn kind(message: &Value) -> Result<MessageKind, ErrorObject> {
-    let invalid = |why: &str| ErrorObject::new(jsonrpc::code::INVALID_REQUEST, why.to_owned());
+    let invalid = |why: &'static str| EdgeError::InvalidMessage(why).to_error_object();
     let Some(obj) = message.as_object() else {
         return Err(invalid(if message.is_array() {
             "batches are not supported; send one JSON-RPC message per POST"
@@ -78,21 +79,14 @@ pub fn check_headers(
     let mismatch = |why: String| {
         (
             StatusCode::BAD_REQUEST,
-            ErrorObject::new(era::code::HEADER_MISMATCH, why),
+            EraError::HeaderMismatch(why).to_error_object(),
         )
     };
     let meta_version = message
         .pointer("/params/_meta")
         .and_then(|m| m.get(key::PROTOCOL_VERSION));
     let Some(meta_version) = meta_version else {
-        let e = ErrorObject::new(
-            jsonrpc::code::INVALID_PARAMS,
-            format!(
-                "the request's _meta lacks the required key \"{}\"",
-                key::PROTOCOL_VERSION
-            ),
-        )
-        .with_data(json!({ "missing": key::PROTOCOL_VERSION }));
+        let e = EraError::MissingKey(key::PROTOCOL_VERSION).to_error_object();
         return Err((StatusCode::BAD_REQUEST, e));
     };
     // A header given twice is as bad as a wrong one: which copy would count?
@@ -198,7 +192,7 @@ pub fn check_param_headers(
             continue;
         };
         let header = format!("mcp-param-{name}");
-        let mismatch = |why: String| ErrorObject::new(era::code::HEADER_MISMATCH, why);
+        let mismatch = |why: String| EraError::HeaderMismatch(why).to_error_object();
         let Some(raw) = headers.get(header.as_str()) else {
             return Err(mismatch(format!(
                 "the Mcp-Param-{name} header is required: argument {arg:?} is present"
@@ -271,6 +265,7 @@ pub fn status_of(line: &str) -> StatusCode {
 mod tests {
     use super::*;
     use mcpd_wire::protocol::era::MODERN_VERSION;
+    use serde_json::json;
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();

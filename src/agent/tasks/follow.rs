@@ -11,8 +11,9 @@
 //! with a sealed `requestState`, and hands the agent's answer back. If the call ends
 //! early (the agent cancels or goes away), the task is cancelled at its server.
 
+use crate::errors::TaskError;
 use crate::upstream::{CallId, CallOptions, RawReply, RawResult, ServerAsk, UpstreamHandle};
-use mcpd_wire::jsonrpc::{ErrorObject, code};
+use mcpd_wire::jsonrpc::ErrorObject;
 use mcpd_wire::protocol::era::key;
 use mcpd_wire::protocol::{method, tasks};
 use serde_json::{Map, Value, json};
@@ -30,7 +31,8 @@ const FOLLOW_MAX: Duration = Duration::from_secs(24 * 3600);
 const MAX_INPUT_ROUNDS: usize = 10;
 
 fn internal(server: &str, why: &str) -> ErrorObject {
-    ErrorObject::new(code::INTERNAL_ERROR, format!("server '{server}': {why}"))
+    let (server, why) = (server.to_owned(), why.to_owned());
+    TaskError::Server { server, why }.to_error_object()
 }
 
 /// Cancels the task at its server if the follow is dropped before the task ended.

@@ -13,9 +13,10 @@
 //! (the server gets an error for each). Bounded: tasks waiting at once, and requests per
 //! task.
 
+use crate::errors::TaskError;
 use crate::upstream::{CallId, CallOptions, ServerAsk, UpstreamHandle};
 use mcpd_runtime::ask::ask;
-use mcpd_wire::jsonrpc::{ErrorObject, code};
+use mcpd_wire::jsonrpc::ErrorObject;
 use mcpd_wire::protocol::{method, tasks};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap};
@@ -219,10 +220,7 @@ impl InputsActor {
             return;
         };
         if held.requests.len() >= MAX_REQUESTS {
-            let e = ErrorObject::new(
-                code::INTERNAL_ERROR,
-                format!("the task has {MAX_REQUESTS} input requests waiting already"),
-            );
+            let e = TaskError::TooManyInputRequests(MAX_REQUESTS).to_error_object();
             let _ = ask.respond_to.send(Err(e));
             return;
         }

@@ -14,6 +14,7 @@ use super::ids::{Kind, open, owner};
 use super::inputs::{TaskInputs, Upstream};
 use crate::agent::AgentContext;
 use crate::agent::session::Session;
+use crate::errors::TaskError;
 use crate::upstream::{CallOptions, RawReply, UpstreamHandle};
 use mcpd_runtime::outbox::Outbox;
 use mcpd_wire::jsonrpc::{self, ErrorObject, Id, Request};
@@ -53,20 +54,18 @@ pub fn start(
         return Err(tasks::not_declared("subscriptions/listen with taskIds"));
     }
     let Some(ids) = ids.as_array() else {
-        return Err(ErrorObject::new(
-            jsonrpc::code::INVALID_PARAMS,
-            "notifications.taskIds must be a list of task ids",
-        ));
+        return Err(TaskError::TaskIdsNotList.to_error_object());
     };
     let already: usize = session.listens().values().map(|l| l.watching).sum();
     if already + ids.len() > MAX_WATCHED {
-        return Err(ErrorObject::new(
-            jsonrpc::code::INVALID_PARAMS,
-            format!(
-                "notifications.taskIds names {} tasks and this connection watches {already}; a connection may watch at most {MAX_WATCHED} (cancel a listen first)",
-                ids.len()
-            ),
-        ));
+        let named = ids.len();
+        let max = MAX_WATCHED;
+        return Err(TaskError::TooManyWatched {
+            named,
+            already,
+            max,
+        }
+        .to_error_object());
     }
     let owner = owner(ctx);
     let catalog = ctx.catalog.borrow().clone();

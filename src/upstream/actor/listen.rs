@@ -72,6 +72,8 @@ impl Actor {
             match self.subs.add(sub) {
                 Ok(first) => first,
                 Err(too_many) => {
+                    // Mapped here, not in `errors` (which names the upstream side: an
+                    // import loop); tidy's error_codes::ALLOWED says so too.
                     let e =
                         ErrorObject::new(mcpd_wire::jsonrpc::mcpd_code::BUSY, too_many.to_string());
                     let _ = respond_to.send(Ok(Err(e))); // the agent may have gone

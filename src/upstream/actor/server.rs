@@ -5,12 +5,13 @@
 
 use super::{Actor, ListenState, PendingRequest, Responder};
 use crate::upstream::dress;
+use crate::upstream::refusal::ServerRequestRefusal as Refusal;
 use crate::upstream::subscriptions;
 use crate::upstream::transport::Outbound;
 use crate::upstream::{RawResult, ServerAsk, TaskStatus};
 use futures::FutureExt;
 use mcpd_runtime::framing::Frame;
-use mcpd_wire::jsonrpc::{self, ErrorObject, Id, Message, Notification, Request, Response, code};
+use mcpd_wire::jsonrpc::{self, ErrorObject, Id, Message, Notification, Request, Response};
 use mcpd_wire::protocol::ListKind;
 use mcpd_wire::protocol::method;
 use serde_json::{Value, json};
@@ -203,10 +204,7 @@ impl Actor {
             r.method.as_str(),
             "elicitation/create" | "sampling/createMessage" | "roots/list"
         ) {
-            let e = ErrorObject::new(
-                code::METHOD_NOT_FOUND,
-                format!("mcpd does not forward {} from servers to agents", r.method),
-            );
+            let e = Refusal::NotForwarded(r.method).to_error_object();
             return self.answer_server(&r.id, Err(e));
         }
         let task = r
@@ -232,32 +230,17 @@ impl Actor {
         let sink = match calls.as_slice() {
             [one] => one.asks.clone(),
             [] => {
-                let e = ErrorObject::new(
-                    code::INVALID_REQUEST,
-                    format!(
-                        "{} arrived while no agent call is in flight; mcpd cannot tell which agent it is for",
-                        r.method
-                    ),
-                );
+                let e = Refusal::NoCallInFlight(r.method).to_error_object();
                 return self.answer_server(&r.id, Err(e));
             }
             many => {
-                let e = ErrorObject::new(
-                    code::INVALID_REQUEST,
-                    format!(
-                        "{} arrived while {} agent calls are in flight; mcpd cannot tell which agent it is for",
-                        r.method,
-                        many.len()
-                    ),
-                );
+                let (method, calls) = (r.method, many.len());
+                let e = Refusal::ManyCallsInFlight { method, calls }.to_error_object();
                 return self.answer_server(&r.id, Err(e));
             }
         };
         let Some(sink) = sink else {
-            let e = ErrorObject::new(
-                code::METHOD_NOT_FOUND,
-                format!("{} is not available for this request", r.method),
-            );
+            let e = Refusal::NoAgentToAsk(r.method).to_error_object();
             return self.answer_server(&r.id, Err(e));
         };
         let (respond_to, rx) = oneshot::channel();
@@ -267,21 +250,15 @@ impl Actor {
             respond_to,
         };
         if sink.try_send(Box::new(ask)).is_err() {
-            let e = ErrorObject::new(
-                code::INTERNAL_ERROR,
-                "the agent that owns this call is gone or busy".to_owned(),
-            );
+            let e = Refusal::AgentGoneOrBusy.to_error_object();
             return self.answer_server(&r.id, Err(e));
         }
         let id = r.id;
         self.answers.push(
             async move {
-                let answer = rx.await.unwrap_or_else(|_| {
-                    Err(ErrorObject::new(
-                        code::INTERNAL_ERROR,
-                        "the agent went away before answering".to_owned(),
-                    ))
-                });
+                let answer = rx
+                    .await
+                    .unwrap_or_else(|_| Err(Refusal::AgentWentAway.to_error_object()));
                 (id, answer)
             }
             .boxed(),

@@ -225,6 +225,9 @@ where
                     crate::upstream::UpstreamError::Http { status, .. }
                         if (400..500).contains(status) =>
                     {
+                        // The server's refusal, kept as the outcome `classify` reads (its
+                        // HTTP status as the code); no one is answered with it, so it is
+                        // not one of mcpd's errors.
                         break Err(ErrorObject::new(i64::from(*status), error.to_string()));
                     }
                     _ => return Err(error.to_string().into()),

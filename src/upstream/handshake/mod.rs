@@ -12,10 +12,11 @@ pub use in_place::in_place;
 
 use super::ServerIdentity;
 use super::transport::{Inbound, Outbound, Sent};
+use crate::upstream::refusal::ServerRequestRefusal;
 use futures::{Stream, StreamExt};
 use mcpd_runtime::budget;
 use mcpd_runtime::framing::Frame;
-use mcpd_wire::jsonrpc::{self, ErrorObject, Id, Message, code};
+use mcpd_wire::jsonrpc::{self, ErrorObject, Id, Message};
 use mcpd_wire::protocol::{self, era, method};
 use serde_json::{Value, json};
 
@@ -167,10 +168,7 @@ pub(super) async fn answer_early_request(
     let line = if r.method == method::PING {
         jsonrpc::result_line(&r.id, &json!({}))
     } else {
-        let e = ErrorObject::new(
-            code::METHOD_NOT_FOUND,
-            format!("{} is not available before initialization", r.method),
-        );
+        let e = ServerRequestRefusal::BeforeInitialization(r.method.clone()).to_error_object();
         jsonrpc::error_line(Some(&r.id), &e)
     };
     let request = None;

@@ -75,6 +75,11 @@ pub fn declare_for_modern(method: &str, params: &mut Option<Value>) {
 }
 
 /// The -32021 a request gets when it did not declare the extension it needs.
+///
+/// This and [`unknown_task`] are facts of the Tasks protocol (the code, and the
+/// `requiredCapabilities` shape a client reads to retry), so they live with it here:
+/// the daemon's own errors are mapped in its `errors` module, which this floor cannot
+/// name.
 pub fn not_declared(method: &str) -> ErrorObject {
     ErrorObject::new(
         era::code::MISSING_CLIENT_CAPABILITY,

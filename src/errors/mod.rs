@@ -2,10 +2,22 @@
 //!
 //! The errors tell an agent what happened and what to do.
 
+use crate::registry::surface::RouteError;
 use crate::upstream::UpstreamError;
 use mcpd_ctl::control_api::UNKNOWN_TOOL_HINT;
 use mcpd_wire::jsonrpc::{ErrorObject, code, mcpd_code};
+use mcpd_wire::protocol::era::Era;
 use serde_json::json;
+
+mod edge;
+mod era;
+mod input;
+mod task;
+
+pub use edge::EdgeError;
+pub use era::EraError;
+pub use input::InputError;
+pub use task::TaskError;
 
 /// Why a request from an agent could not be served. Named by cause, so an agent is never
 /// blamed for a server's fault and vice versa.
@@ -61,6 +73,30 @@ pub enum AgentError {
     /// `mcpd ctl secret` could not read or write a store (never a value in the message).
     #[error("{0}")]
     SecretStore(crate::secrets::SecretError),
+    #[error("this connection already has {0} open subscriptions/listen requests; cancel one first")]
+    TooManyListens(usize),
+    #[error(
+        "resourceSubscriptions names {uris} resources; one subscriptions/listen may name at most {max}"
+    )]
+    TooManyListenUris { uris: usize, max: usize },
+    /// A URI no server offers (its code depends on the agent's era), or one too long to route.
+    #[error("{why}")]
+    Unroutable {
+        uri: String,
+        why: RouteError,
+        era: Era,
+    },
+    /// A control method asked for something that cannot be done (an unknown server, …).
+    #[error("{0}")]
+    ControlRefused(String),
+    /// A control method whose feature is off in the configuration.
+    #[error("{0}")]
+    ControlUnavailable(&'static str),
+    /// A login to a server's authorization server failed or was refused.
+    #[error("{0}")]
+    LoginFailed(String),
+    #[error("{0}")]
+    LogoutFailed(String),
 }
 
 /// Why a connection may not use mcpd's control methods (`mcpd/status`, `mcpd/reload` …).
@@ -166,8 +202,34 @@ impl AgentError {
                 ErrorObject::new(code::INVALID_REQUEST, message)
             }
             AgentError::ControlDenied { .. } => ErrorObject::new(mcpd_code::ACCESS_DENIED, message),
+            AgentError::TooManyListens(_) => ErrorObject::new(mcpd_code::BUSY, message),
+            AgentError::TooManyListenUris { .. } | AgentError::ControlRefused(_) => {
+                ErrorObject::new(code::INVALID_PARAMS, message)
+            }
+            AgentError::Unroutable { uri, why, era } => unroutable(uri, why, *era, message),
+            AgentError::ControlUnavailable(_) => ErrorObject::new(code::INVALID_REQUEST, message),
+            AgentError::LoginFailed(_) => ErrorObject::new(mcpd_code::NEEDS_LOGIN, message),
+            AgentError::LogoutFailed(_) => ErrorObject::new(code::INTERNAL_ERROR, message),
         }
     }
+}
+
+/// The code the legacy revisions give a resource no server offers; 2026-07-28 uses
+/// invalid params instead (SEP-2164).
+const LEGACY_RESOURCE_NOT_FOUND: i64 = -32002;
+
+/// A URI that could not be routed: a resource no server offers is -32602 for a modern
+/// agent and -32002 for a legacy one, with the URI in `data`; a URI over the length cap
+/// is -32602 in both eras, and is not echoed back.
+fn unroutable(uri: &str, why: &RouteError, era: Era, message: String) -> ErrorObject {
+    if matches!(why, RouteError::TooLong { .. }) {
+        return ErrorObject::new(code::INVALID_PARAMS, message);
+    }
+    let code = match era {
+        Era::Modern => code::INVALID_PARAMS,
+        Era::Legacy => LEGACY_RESOURCE_NOT_FOUND,
+    };
+    ErrorObject::new(code, message).with_data(json!({ "uri": uri }))
 }
 
 /// "; did you mean a, b?" for an unknown name's nearest ones, or nothing.
@@ -176,62 +238,5 @@ fn did_you_mean(nearest: &[String]) -> String {
         String::new()
     } else {
         format!("; did you mean {}?", nearest.join(", "))
-    }
-}
-
-/// Why a connection or an HTTP request was refused before any request in it was served:
-/// at the socket's accept, or at the HTTP listener's edge. Named by cause, like
-/// [`AgentError`], and mapped to codes and messages here only.
-#[derive(Debug, thiserror::Error)]
-pub enum EdgeError {
-    #[error(
-        "uid {} may not use this mcpd (it serves uid {own}; see daemon.allow_uids)",
-        uid.map_or("?".into(), |u| u.to_string())
-    )]
-    OtherUser { uid: Option<u32>, own: u32 },
-    #[error(
-        "a confined server's process may not connect to mcpd: through it, it would use every server with the user's rights, around its sandbox"
-    )]
-    ConfinedServer,
-    #[error(
-        "mcpd already serves {0} agents (daemon.max_agents); close another agent or raise the limit"
-    )]
-    TooManyAgents(usize),
-    #[error("could not read the body: {0}")]
-    UnreadableBody(String),
-    #[error("the body is not JSON: {0}")]
-    NotJson(String),
-    #[error(
-        "no Mcp-Session-Id header: send initialize first, or use 2026-07-28 with per-request _meta"
-    )]
-    NoSessionHeader,
-    #[error("no such session (it ended or expired); send initialize again without Mcp-Session-Id")]
-    UnknownSession,
-    #[error(
-        "2026-07-28 clients send no responses; answer input requests by retrying with inputResponses"
-    )]
-    StatelessResponse,
-    #[error(
-        "profiles need a session: choose one in initialize's _meta (\"mcpd/profile\") or with mcpd/profile in a legacy session"
-    )]
-    StatelessProfile,
-    #[error("the agent connection ended before answering")]
-    ConnectionEnded,
-}
-
-impl EdgeError {
-    pub fn to_error_object(&self) -> ErrorObject {
-        let code = match self {
-            EdgeError::OtherUser { .. } | EdgeError::ConfinedServer => mcpd_code::ACCESS_DENIED,
-            EdgeError::TooManyAgents(_) => mcpd_code::TOO_MANY_AGENTS,
-            EdgeError::NotJson(_) => code::PARSE_ERROR,
-            EdgeError::UnreadableBody(_)
-            | EdgeError::NoSessionHeader
-            | EdgeError::UnknownSession
-            | EdgeError::StatelessResponse
-            | EdgeError::StatelessProfile => code::INVALID_REQUEST,
-            EdgeError::ConnectionEnded => code::INTERNAL_ERROR,
-        };
-        ErrorObject::new(code, self.to_string())
     }
 }
