@@ -1,4 +1,7 @@
-//! Refusals of a request that does not fit its protocol era (a removed method, an unsupported version, a missing `_meta` key, headers that disagree with the body), and their codes and messages.
+//! Refusals of a request that does not fit its protocol era, with their codes and messages.
+//!
+//! A removed method, an unsupported version, a missing `_meta` key, headers that
+//! disagree with the body.
 
 use mcpd_wire::jsonrpc::{ErrorObject, code};
 use mcpd_wire::protocol::era;

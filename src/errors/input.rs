@@ -1,4 +1,6 @@
-//! Failures of a server's request for an agent's input (elicitation, sampling, roots) and of the retries that carry the answer, and their codes and messages.
+//! Failures of a server's request for an agent's input, with their codes and messages.
+//!
+//! The request (elicitation, sampling, roots) and the retries that carry the answer.
 
 use mcpd_wire::jsonrpc::{ErrorObject, code, mcpd_code};
 use mcpd_wire::protocol::era;

@@ -1,4 +1,4 @@
-//! Failures of the tasks mcpd follows or watches for an agent (MCP Tasks), and their codes and messages.
+//! Failures of the MCP Tasks mcpd follows or watches for an agent, with codes and messages.
 
 use mcpd_wire::jsonrpc::{ErrorObject, code};
 

@@ -1,4 +1,6 @@
-//! mcpd's refusals of a server's own requests (a method it does not carry, no agent to carry it to), and their codes and messages.
+//! mcpd's refusals of a server's own requests, with their codes and messages.
+//!
+//! A method it does not carry, or no agent to carry it to.
 //!
 //! Mapped here rather than in `src/errors/`: `errors` names `UpstreamError`, so the
 //! upstream side naming `errors` would close an import loop; these go only to servers.
