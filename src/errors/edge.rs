@@ -4,7 +4,7 @@ use mcpd_wire::jsonrpc::{ErrorObject, code, mcpd_code};
 
 /// Why a connection or an HTTP request was refused before any request in it was served:
 /// at the socket's accept, or at the HTTP listener's edge. Named by cause, like
-/// [`AgentError`], and mapped to codes and messages here only.
+/// [`AgentError`](super::AgentError), and mapped to codes and messages here only.
 #[derive(Debug, thiserror::Error)]
 pub enum EdgeError {
     #[error(
