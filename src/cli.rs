@@ -55,6 +55,10 @@ pub enum Command {
         /// Tell the daemon no project (MCP roots or a profile may still give one)
         #[arg(long)]
         no_project: bool,
+        /// End when the daemon goes, instead of reconnecting and keeping the client's
+        /// session (docs/operations.md, Restarts and upgrades)
+        #[arg(long)]
+        no_reconnect: bool,
     },
     /// Inspect and control a running daemon
     Ctl {

@@ -37,7 +37,16 @@ fn main() -> ExitCode {
             profile,
             project,
             no_project,
-        } => return connect(&paths, profile.as_deref(), project, no_project),
+            no_reconnect,
+        } => {
+            return connect(
+                &paths,
+                profile.as_deref(),
+                project,
+                no_project,
+                no_reconnect,
+            );
+        }
         _ => {}
     }
     // mcpd shares the machine with the servers and agents it connects, and relaying is
@@ -89,7 +98,14 @@ async fn dispatch(command: Command) -> ExitCode {
             profile,
             project,
             no_project,
-        } => connect(&paths, profile.as_deref(), project, no_project),
+            no_reconnect,
+        } => connect(
+            &paths,
+            profile.as_deref(),
+            project,
+            no_project,
+            no_reconnect,
+        ),
         Command::Ctl { paths, command } => {
             // Only the daemon keeps a log book.
             drop(mcpd::logging::init(None, "warn"));
@@ -181,6 +197,7 @@ fn connect(
     profile: Option<&str>,
     project: Option<std::path::PathBuf>,
     no_project: bool,
+    no_reconnect: bool,
 ) -> ExitCode {
     // Only the daemon keeps a log book.
     drop(mcpd::logging::init(None, "warn"));
@@ -190,7 +207,14 @@ fn connect(
         (Some(dir), false) => std::path::absolute(dir).ok(),
         (None, false) => std::env::current_dir().ok(),
     };
-    ctl_result(socket(paths).and_then(|s| ctl::bridge(&s, profile, project.as_deref())))
+    ctl_result(socket(paths).and_then(|socket| {
+        ctl::bridge(&ctl::Link {
+            socket: &socket,
+            profile,
+            project: project.as_deref(),
+            reconnect: !no_reconnect,
+        })
+    }))
 }
 
 /// The socket for ctl and connect: they read the config only to learn `daemon.socket`,

@@ -33,7 +33,7 @@ mod tools;
 mod ui;
 
 pub use agents::{agents, cancel};
-pub use bridge::bridge;
+pub use bridge::{Link, bridge};
 pub use login::{login, logout};
 pub use pins::{approve, diff, forget};
 pub use status::status;

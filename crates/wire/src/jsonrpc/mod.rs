@@ -50,6 +50,9 @@ pub mod mcpd_code {
     pub const SECRET_STORE: i64 = -32025;
     /// The daemon's user cancelled the request (`mcpd ctl cancel`, the dashboard).
     pub const CANCELLED: i64 = -32026;
+    /// The daemon went away (restarted or stopped) while the request was in flight:
+    /// `mcpd connect` answers it so, and the agent may call again.
+    pub const DAEMON_RESTARTED: i64 = -32027;
 }
 
 /// A request id as the peer sent it. JSON-RPC allows strings and numbers; we keep the
