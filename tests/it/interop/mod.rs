@@ -8,5 +8,6 @@ pub mod http;
 pub mod http_serve;
 pub mod pins;
 pub mod projects;
+pub mod restarts;
 pub mod sandbox;
 pub mod sdks;
