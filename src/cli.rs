@@ -101,6 +101,10 @@ pub enum Command {
     /// Internal: the helper that stops servers' process groups if the daemon dies
     #[command(name = "__sentinel", hide = true)]
     Sentinel,
+    /// Internal: prints the upgrade handover format this binary speaks, for a daemon
+    /// about to execute it (`mcpd ctl upgrade`)
+    #[command(name = "handover-check", hide = true)]
+    HandoverCheck,
 }
 
 const IMPORT_HELP: &str = "\
@@ -187,6 +191,10 @@ pub enum CtlCommand {
     /// Re-read the config file and apply what changed (added, removed and changed servers);
     /// exits 78 with the reason when the new config is invalid
     Reload,
+    /// Execute the mcpd binary now installed at the daemon's path in place of the
+    /// running one (same pid): checks it first, drains calls, keeps the socket; agents
+    /// through `mcpd connect` carry on (docs/operations.md, Restarts and upgrades)
+    Upgrade,
     /// Show each held definition of a server (new, or changed since it was approved)
     /// beside its approved version
     Diff { name: String },

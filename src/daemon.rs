@@ -13,8 +13,16 @@ use tokio_util::task::TaskTracker;
 /// How long the last step of shutdown waits for stray tasks.
 const TASKS_DEADLINE: Duration = Duration::from_secs(2);
 
-/// Runs the daemon until `shutdown` fires, then stops in order: stop accepting, let calls
-/// in flight finish within the grace, stop every server, remove the socket. Every wait
+/// How serving ended.
+pub enum Served {
+    Stopped,
+    /// Drained for an upgrade: execute the new binary with this handover (`Itself::exec`).
+    Upgrade(crate::upgrade::Itself, crate::upgrade::handover::Outgoing),
+}
+
+/// Runs the daemon until `shutdown` fires or an upgrade is asked for, then stops in
+/// order: stop accepting, let calls in flight finish within the grace, stop every
+/// server, remove the socket (kept open for the next image on an upgrade). Every wait
 /// has a deadline.
 pub async fn serve(
     config: Config,
@@ -22,12 +30,40 @@ pub async fn serve(
     shutdown: CancellationToken,
     reloads: tokio::sync::mpsc::Receiver<()>,
     tap: crate::logging::LogTap,
-) -> Result<(), StartError> {
+) -> Result<Served, StartError> {
+    // Before the socket and before any id is sealed: what an upgraded-from image left.
+    let handed = crate::upgrade::handover::take()
+        .inspect_err(|e| tracing::error!("starting cold: {e}"))
+        .ok()
+        .flatten();
+    if let Some(h) = &handed {
+        tracing::info!(from = %h.from_version, upgrades = h.upgrades, "upgraded in place: took over the socket");
+    }
+    let itself = crate::upgrade::Itself::at_start(handed.as_ref().map_or(0, |h| h.upgrades));
     // Before any child is started: none may inherit what mcpd inherited, and each gets
     // back the open-files limit mcpd started with.
     crate::inherit::close_inherited_on_exec();
     crate::inherit::raise_open_files();
-    let (listener, owns_socket) = bind_socket(&socket).await?;
+    let (listener, owns_socket) = match handed {
+        Some(h) => (
+            tokio::net::UnixListener::from_std(h.socket).map_err(|source| {
+                listener::BindError::Bind {
+                    path: socket.clone(),
+                    source,
+                }
+            })?,
+            h.owns_socket,
+        ),
+        None => bind_socket(&socket).await?,
+    };
+    // A second descriptor of the socket, for the next image if an upgrade is asked for.
+    let keep_socket = std::os::fd::AsFd::as_fd(&listener)
+        .try_clone_to_owned()
+        .map_err(|source| listener::BindError::Bind {
+            path: socket.clone(),
+            source,
+        })?;
+    let (upgrader, mut upgrade_asks) = crate::upgrade::Upgrader::new();
     // Clients started without XDG_RUNTIME_DIR look in the fallback place last.
     let pointer = match owns_socket {
         true => crate::socket_pointer::leave(&socket).await,
@@ -75,7 +111,13 @@ pub async fn serve(
             Some(pending),
         ),
     };
-    let daemon = daemon_info(&config, &socket, secrets, http.as_ref(), ui);
+    let daemon = daemon_info(
+        &config,
+        &socket,
+        (secrets, upgrader, itself.upgrades),
+        http.as_ref(),
+        ui,
+    );
     let reloader = spawn_reloader(&config, supervisor.clone(), reloads, shutdown.clone());
     let ctx = AgentContext::new(
         &config,
@@ -118,7 +160,11 @@ pub async fn serve(
     }
     mcpd_runtime::tracker::spawn(mcpd_runtime::trim::run(shutdown.clone()));
 
-    shutdown.cancelled().await;
+    let upgrade = tokio::select! {
+        () = shutdown.cancelled() => false,
+        _ = crate::upgrade::wait_for_good_ask(&mut upgrade_asks, &itself) => true,
+    };
+    shutdown.cancel();
     Running {
         listen,
         http_task,
@@ -131,9 +177,19 @@ pub async fn serve(
         pointer,
         owns_socket,
     }
-    .stop(&config, &socket)
+    .stop(&config, &socket, upgrade)
     .await;
-    Ok(())
+    Ok(match upgrade {
+        false => Served::Stopped,
+        true => {
+            let out = crate::upgrade::handover::Outgoing {
+                socket: keep_socket,
+                owns_socket,
+                upgrades: itself.upgrades + 1,
+            };
+            Served::Upgrade(itself, out)
+        }
+    })
 }
 
 /// The socket agents connect to, and whether mcpd owns its file: under socket activation
@@ -240,7 +296,7 @@ async fn bind_http(config: &Config, socket: &Path) -> Result<Option<HttpBound>, 
 fn daemon_info(
     config: &Config,
     socket: &Path,
-    secrets: crate::secrets::Secrets,
+    (secrets, upgrader, upgrades): (crate::secrets::Secrets, crate::upgrade::Upgrader, u32),
     http: Option<&HttpBound>,
     ui: Option<Arc<dyn crate::agent::UiLink>>,
 ) -> Arc<DaemonInfo> {
@@ -253,6 +309,8 @@ fn daemon_info(
         next_agent: Default::default(),
         max_agents: config.daemon.max_agents,
         secrets,
+        upgrader,
+        upgrades,
         http: http.map(|bound| crate::agent::HttpInfo {
             url: format!("http://{}{}", bound.addr, crate::agent::http::PATH),
             token: bound.token.clone(),
@@ -301,9 +359,15 @@ struct Running {
 impl Running {
     /// The shutdown sequence: stop accepting, drain the agents within the grace, stop
     /// every server, then remove what the daemon left. Every wait has a deadline.
-    async fn stop(self, config: &Config, socket: &Path) {
-        crate::systemd::stopping();
-        tracing::info!("shutting down");
+    /// On an upgrade (`keep`), the socket's file and pointer stay for the next image.
+    async fn stop(self, config: &Config, socket: &Path, keep: bool) {
+        if keep {
+            // systemd sees a reload: the same process comes back READY.
+            crate::systemd::reloading();
+        } else {
+            crate::systemd::stopping();
+            tracing::info!("shutting down");
+        }
         let _ = self.listen.await; // the listener only ends by the token; a panic there is logged by tokio
         if let Some(t) = self.http_task {
             // Ends by the token too, once open responses finish; the agents' drain bounds that.
@@ -349,6 +413,10 @@ impl Running {
         match mcpd_runtime::tracker::drain(TASKS_DEADLINE).await {
             0 => tracing::debug!("every task ended"),
             n => tracing::warn!(tasks = n, "{n} tasks were still running at exit"),
+        }
+        if keep {
+            tracing::info!("drained for the upgrade");
+            return;
         }
         if let Some(p) = self.pointer {
             p.remove().await;

@@ -28,4 +28,5 @@ pub mod sentinel;
 pub(crate) mod socket_pointer;
 pub(crate) mod supervisor;
 pub(crate) mod systemd;
+pub mod upgrade;
 pub(crate) mod upstream;

@@ -29,6 +29,9 @@ fn main() -> ExitCode {
     // No runtime and no logging: the sentinel only reads its pipe, these only print.
     match cli.command {
         Command::Sentinel => return mcpd::sentinel::run(),
+        Command::HandoverCheck => {
+            return print(format!("{}\n", mcpd::upgrade::check_line()).as_bytes());
+        }
         Command::Completions { shell } => return completions(shell),
         Command::Man { dir } => return man(dir.as_deref()),
         // A byte pump on one thread: a runtime would only add its own threads and hand-offs.
@@ -74,6 +77,7 @@ async fn dispatch(command: Command) -> ExitCode {
         }
         Command::CheckConfig { paths } => check_config(paths).await,
         Command::Sentinel => mcpd::sentinel::run(),
+        Command::HandoverCheck => ExitCode::SUCCESS, // answered before the runtime
         Command::Completions { shell } => completions(shell),
         Command::Man { dir } => man(dir.as_deref()),
         Command::Import {
@@ -122,6 +126,7 @@ async fn dispatch(command: Command) -> ExitCode {
                 } => ctl::search(&socket, &query, server.as_deref(), limit).await,
                 CtlCommand::Tools { server, .. } => ctl::tools(&socket, server.as_deref()).await,
                 CtlCommand::Reload => ctl::reload(&socket).await,
+                CtlCommand::Upgrade => ctl::upgrade::upgrade(&socket).await,
                 CtlCommand::Agents { json } => ctl::agents(&socket, json).await,
                 CtlCommand::Cancel { agent, id } => ctl::cancel(&socket, agent, &id).await,
                 CtlCommand::Metrics => ctl::metrics(&socket).await,
@@ -261,7 +266,15 @@ async fn serve(paths: Paths, tap: mcpd::logging::LogTap) -> ExitCode {
         never = hangups(reload_tx) => match never {},
     };
     match served {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(mcpd::daemon::Served::Stopped) => ExitCode::SUCCESS,
+        Ok(mcpd::daemon::Served::Upgrade(itself, handover)) => {
+            // Returns only when neither the new binary nor the old one could be executed.
+            let e = itself.exec(&handover);
+            let e = std::io::Error::other(format!(
+                "the upgrade failed and the daemon cannot come back: {e}"
+            ));
+            fail(exit::RUNTIME, &e)
+        }
         Err(e) => fail(exit::RUNTIME, &e),
     }
 }

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 /// claim mcpd's sockets, credentials and directories, or log as mcpd (`JOURNAL_STREAM`
 /// names mcpd's stderr; a server's is a pipe to mcpd). The user's own variables
 /// (`HOME`, `PATH`, `XDG_RUNTIME_DIR`, `LANG`, `TERM`) are not systemd's and stay.
-pub const PRIVATE_ENV: [&str; 28] = [
+pub const PRIVATE_ENV: [&str; 29] = [
     // Readiness, status and the watchdog (sd_notify).
     "NOTIFY_SOCKET",
     "WATCHDOG_USEC",
@@ -26,6 +26,8 @@ pub const PRIVATE_ENV: [&str; 28] = [
     "LISTEN_PID",
     "LISTEN_FDNAMES",
     "FDSTORE",
+    // mcpd's own upgrade handover (a descriptor only mcpd's next image may take).
+    "MCPD_HANDOVER",
     // Who mcpd is to systemd.
     "INVOCATION_ID",
     "MAINPID",

@@ -143,6 +143,7 @@ pub fn handle(
         method::TASKS_LIST if era == Era::Legacy => tasks::list(req, ctx, session),
         method::MCPD_STATUS => control::status(req, ctx),
         "mcpd/reload" => control::reload(req, ctx),
+        mcpd_ctl::control_api::UPGRADE => control::upgrade(req, ctx),
         "mcpd/metrics" => control::metrics(req, ctx),
         "mcpd/agents" => control::agents(req, ctx),
         "mcpd/http-token" => Handled::Now(control::http_token(&req.id, ctx)),

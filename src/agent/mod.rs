@@ -19,7 +19,7 @@ mod pending_input;
 mod project;
 mod render;
 mod reply;
-mod request_state;
+pub(crate) mod request_state;
 mod resolve;
 pub mod roster;
 mod self_description;
@@ -58,6 +58,10 @@ pub struct DaemonInfo {
     pub http: Option<HttpInfo>,
     /// The secret stores, for `mcpd ctl secret`.
     pub secrets: crate::secrets::Secrets,
+    /// Asks the daemon to upgrade in place (`mcpd ctl upgrade`).
+    pub upgrader: crate::upgrade::Upgrader,
+    /// How many upgrades in place this process has been through.
+    pub upgrades: u32,
     /// The dashboard, unless `daemon.ui = false`: its address and launch tokens.
     pub ui: Option<Arc<dyn UiLink>>,
 }

@@ -17,10 +17,22 @@ use std::sync::OnceLock;
 /// Marks a `requestState` mcpd issued; any other is the server's own and passes through.
 const PREFIX: &str = "mcpd1.";
 
-/// The per-daemon sealing key, made once from the OS's random source.
+/// The per-daemon sealing key: made once from the OS's random source, or taken from the
+/// image an upgrade replaced (`upgrade::handover`), so ids sealed before it still open.
+static KEY: OnceLock<[u8; 32]> = OnceLock::new();
+
 fn key() -> &'static [u8; 32] {
-    static KEY: OnceLock<[u8; 32]> = OnceLock::new();
     KEY.get_or_init(rand::random)
+}
+
+/// The key, for the upgrade's handover (which keeps it in sealed memory, never on disk).
+pub fn key_bytes() -> [u8; 32] {
+    *key()
+}
+
+/// Takes the key an upgraded-from image used; false if one was made already.
+pub fn adopt_key(key: [u8; 32]) -> bool {
+    KEY.set(key).is_ok()
 }
 
 /// A MAC keyed with this process's key.

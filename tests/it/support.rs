@@ -83,6 +83,8 @@ pub struct DaemonBuilder {
     open_files: Option<u64>,
     /// A descriptor of the test's that the daemon inherits (not close-on-exec).
     inherit_fd: Option<i32>,
+    /// The mcpd binary to run, when not the one this build made (an upgrade replaces it).
+    bin: Option<PathBuf>,
 }
 
 impl DaemonBuilder {
@@ -100,7 +102,14 @@ impl DaemonBuilder {
             profiles: Vec::new(),
             open_files: None,
             inherit_fd: None,
+            bin: None,
         }
+    }
+
+    /// Runs the daemon from `bin` instead of this build's binary.
+    pub fn binary(mut self, bin: PathBuf) -> Self {
+        self.bin = Some(bin);
+        self
     }
 
     pub fn dir(&self) -> &Path {
@@ -215,6 +224,7 @@ impl DaemonBuilder {
             env: self.env,
             open_files: self.open_files,
             inherit_fd: self.inherit_fd,
+            bin: self.bin,
         };
         d.spawn().await;
         d
@@ -243,6 +253,7 @@ pub struct Daemon {
     env: Vec<(String, String)>,
     open_files: Option<u64>,
     inherit_fd: Option<i32>,
+    bin: Option<PathBuf>,
 }
 
 impl Daemon {
@@ -261,10 +272,18 @@ impl Daemon {
                 let mut sh = tokio::process::Command::new("sh");
                 sh.arg("-c")
                     .arg(format!("ulimit -Sn {soft} && exec \"$0\" \"$@\""))
-                    .arg(mcpd_bin());
+                    .arg(
+                        self.bin
+                            .as_deref()
+                            .map_or(mcpd_bin().as_ref(), Path::as_os_str),
+                    );
                 sh
             }
-            None => tokio::process::Command::new(mcpd_bin()),
+            None => tokio::process::Command::new(
+                self.bin
+                    .as_deref()
+                    .map_or(mcpd_bin().as_ref(), Path::as_os_str),
+            ),
         };
         if let Some(fd) = self.inherit_fd {
             // SAFETY: fcntl is async-signal-safe; it runs in the child before exec.

@@ -250,6 +250,9 @@ pub const PINS: &str = "mcpd/pins";
 /// `mcpd ctl ui`: a fresh launch URL for the dashboard, `{"url": …, "expires_secs": …}`;
 /// the URL holds a token that logs one browser in, once.
 pub const UI: &str = "mcpd/ui";
+/// `mcpd ctl upgrade`: checks the binary at mcpd's path and, if good, answers
+/// `{"path", "from", "to", "upgrades"}`, then drains and executes it in place.
+pub const UPGRADE: &str = "mcpd/upgrade";
 /// Cancels an agent's request in flight: `{"agent": N, "id": "<the id as JSON text>"}`.
 pub const CANCEL: &str = "mcpd/cancel";
 
@@ -260,6 +263,15 @@ pub const SECRETS: &str = "mcpd/secrets";
 /// The notification `mcpd connect` sends before anything else, `{"path": DIR}`: the
 /// directory it was started in (or `--project DIR`), for servers run per project.
 pub const PROJECT_NOTIFICATION: &str = "notifications/mcpd/project";
+
+/// The notification `mcpd connect` sends first on each connection: the daemon then
+/// leaves its lines unread while it drains and ends with [`CLOSING_NOTIFICATION`].
+pub const BRIDGE_NOTIFICATION: &str = "notifications/mcpd/bridge";
+/// The daemon's last line to a bridge when it shuts down or upgrades,
+/// `{"taken": N}`: it took the first N lines of the connection (every request among them
+/// was answered); the bridge sends the later ones to the next daemon. The bridge keeps it
+/// from its client.
+pub const CLOSING_NOTIFICATION: &str = "notifications/mcpd/closing";
 
 /// A server's pins, for `ctl status`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

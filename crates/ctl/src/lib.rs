@@ -31,6 +31,7 @@ mod status;
 mod table;
 mod tools;
 mod ui;
+pub mod upgrade;
 
 pub use agents::{agents, cancel};
 pub use bridge::{Link, bridge};

@@ -64,6 +64,14 @@ impl Conn {
                 "some cancellations did not reach their servers in time"
             );
         }
+        if self.bridge && close == Close::Shutdown {
+            // The last line: how many of its lines were taken; it sends the others to
+            // the next daemon.
+            let params = serde_json::json!({ "taken": self.taken });
+            let note = mcpd_ctl::control_api::CLOSING_NOTIFICATION;
+            self.outbox
+                .send(jsonrpc::notification_line(note, Some(&params)));
+        }
         let Conn {
             ctx,
             outbox,

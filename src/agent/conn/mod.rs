@@ -38,9 +38,11 @@ const WRITE_FLUSH: Duration = Duration::from_secs(2);
 /// How long replies to an agent's requests may wait for room in its queue, with no reply
 /// moving, before the agent counts as not reading.
 const READ_STALL: Duration = Duration::from_secs(5);
+/// How long a bridge has to close its end after the daemon's closing note.
+const BRIDGE_CLOSE: Duration = Duration::from_secs(2);
 
 /// Why the loop ended, which decides what in-flight calls are told.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 enum Close {
     /// The agent closed its side or stopped reading; nobody is left to tell.
     Gone,
@@ -108,6 +110,12 @@ struct Conn {
     held: Held,
     /// Bytes read from the agent not yet reported to the metrics.
     received: u64,
+    /// Lines (frames) taken from the agent, for `mcpd connect`'s closing note.
+    taken: u64,
+    /// The agent is `mcpd connect` (it said so): while the daemon drains, its lines are
+    /// left unread, and the last line it gets says how many were taken, so it sends the
+    /// rest to the next daemon instead of failing them.
+    bridge: bool,
     catalog: watch::Receiver<Arc<crate::registry::Catalog>>,
     /// The catalog's list versions the agent was last told about.
     seen_versions: (u64, u64, u64),
@@ -142,6 +150,8 @@ impl Conn {
             drain_deadline: None,
             held: Held::default(),
             received: 0,
+            taken: 0,
+            bridge: false,
             catalog,
             seen_versions,
         }
@@ -216,15 +226,26 @@ impl Conn {
                     }
                     Some((id, step)) = self.calls.next() => self.on_step(id, step),
                     () = sleep_until(expiry), if expiry.is_some() => self.inputs.expire(&mut self.calls),
-                    frame = frames.next(), if self.held.is_empty() => match frame {
+                    frame = frames.next(), if self.held.is_empty() && !(self.bridge && self.drain_deadline.is_some()) => match frame {
                         None | Some(Err(_)) => break Close::Gone,
                         Some(Ok(frame)) => self.on_frame(frame),
                     },
                 }
             };
             drop(room);
+            let bridge = self.bridge;
             // Boxed: it runs once, and its state would be part of every idle connection's.
             Box::pin(self.finish(close, writer)).await;
+            if bridge && close == Close::Shutdown {
+                // The closing note is out and the write side shut: what the bridge sent
+                // meanwhile is read and dropped (it sends it to the next daemon) until it
+                // closes, so the socket is not closed with unread bytes, which would
+                // reset it and could lose the note on the way.
+                let _ = tokio::time::timeout(BRIDGE_CLOSE, async {
+                    while let Some(Ok(_)) = frames.next().await {}
+                })
+                .await;
+            }
         }
     }
 
@@ -314,6 +335,7 @@ impl Conn {
 
     /// Handles one frame from the agent, and queues the reply due at once, if any.
     fn on_frame(&mut self, frame: Frame) {
+        self.taken += 1;
         if let Frame::Line(l) = &frame {
             self.received += l.len() as u64 + 1;
             // Reported in batches: one message per call would be wasteful.
@@ -443,6 +465,7 @@ impl Conn {
                 );
             }
             project::NOTIFICATION => project::on_notification(&mut self.session, n.params.as_ref()),
+            mcpd_ctl::control_api::BRIDGE_NOTIFICATION => self.bridge = true,
             method::CANCELLED => {
                 let id = n
                     .params

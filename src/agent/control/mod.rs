@@ -155,6 +155,7 @@ pub(super) fn status(req: Request, ctx: &AgentContext) -> Handled {
                 "pid": std::process::id(),
                 "version": env!("CARGO_PKG_VERSION"),
                 "uptime_secs": daemon.started.elapsed().as_secs_f64(),
+                "upgrades": daemon.upgrades,
                 "socket": daemon.socket,
                 "config": daemon.config,
                 "agents": daemon.agents.load(Ordering::Relaxed),
@@ -165,6 +166,15 @@ pub(super) fn status(req: Request, ctx: &AgentContext) -> Handled {
             "servers": servers,
         });
         jsonrpc::result_line(&id, &result)
+    })
+}
+
+/// `mcpd/upgrade`: answered once the binary at mcpd's path is found good (or not); the
+/// daemon then drains and executes it (`crate::upgrade`).
+pub(super) fn upgrade(req: Request, ctx: &AgentContext) -> Handled {
+    let upgrader = ctx.daemon.upgrader.clone();
+    later(req.id, |id| async move {
+        outcome(&id, upgrader.upgrade().await)
     })
 }
 

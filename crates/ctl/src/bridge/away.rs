@@ -188,7 +188,7 @@ impl<'a> Away<'a> {
             since,
             ..
         } = self;
-        held_lines.feed(bytes, |line| {
+        held_lines.feed(bytes, |_, line| {
             if let Some(h) = lines::head(line)
                 && h.is_request()
                 && let Some(id) = h.id

@@ -20,21 +20,24 @@ pub struct LineBuf {
     partial: Vec<u8>,
     /// The partial line grew past [`MAX_LINE`]: its bytes are dropped until its end.
     skipping: bool,
+    /// Lines ended so far, skipped ones included.
+    lines: u64,
 }
 
 impl LineBuf {
-    /// Calls `each` with every line `bytes` completes (without its newline); keeps the
-    /// rest for the next call.
-    pub fn feed(&mut self, mut bytes: &[u8], mut each: impl FnMut(&[u8])) {
+    /// Calls `each` with every line `bytes` completes (without its newline) and its
+    /// number (from 1, counting skipped lines too); keeps the rest for the next call.
+    pub fn feed(&mut self, mut bytes: &[u8], mut each: impl FnMut(u64, &[u8])) {
         while let Some(nl) = memchr::memchr(b'\n', bytes) {
             let (line, rest) = bytes.split_at(nl);
+            self.lines += 1;
             if self.skipping {
                 self.skipping = false;
             } else if self.partial.is_empty() {
-                each(line);
+                each(self.lines, line);
             } else {
                 self.partial.extend_from_slice(line);
-                each(&self.partial);
+                each(self.lines, &self.partial);
                 self.partial.clear();
             }
             bytes = rest.get(1..).unwrap_or_default();
@@ -60,8 +63,12 @@ impl LineBuf {
         !self.partial.is_empty() || self.skipping
     }
 
-    pub fn clear(&mut self) {
-        *self = LineBuf::default();
+    /// Starts over, as on a new connection that has already carried `lines` lines.
+    pub fn restart(&mut self, lines: u64) {
+        *self = LineBuf {
+            lines,
+            ..LineBuf::default()
+        };
     }
 }
 
@@ -162,7 +169,7 @@ mod tests {
         let mut buf = LineBuf::default();
         let mut out = Vec::new();
         for c in chunks {
-            buf.feed(c, |l| out.push(String::from_utf8_lossy(l).into_owned()));
+            buf.feed(c, |_, l| out.push(String::from_utf8_lossy(l).into_owned()));
         }
         out
     }
@@ -172,7 +179,7 @@ mod tests {
         assert_eq!(lines_of(&[b"a\nb", b"c\n", b"d"]), ["a", "bc"]);
         assert_eq!(lines_of(&[b"\n\n"]), ["", ""]);
         let mut buf = LineBuf::default();
-        buf.feed(b"xy", |_| {});
+        buf.feed(b"xy", |_, _| {});
         assert!(buf.mid_line());
         assert_eq!(buf.partial(), b"xy");
     }
@@ -182,10 +189,12 @@ mod tests {
         let mut buf = LineBuf::default();
         let big = vec![b'x'; MAX_LINE + 1];
         let mut seen = Vec::new();
-        buf.feed(&big, |l| seen.push(l.len()));
+        buf.feed(&big, |_, l| seen.push(l.len()));
         assert!(buf.mid_line() && buf.partial().is_empty());
-        buf.feed(b"tail\nnext\n", |l| seen.push(l.len()));
-        assert_eq!(seen, [4]);
+        buf.feed(b"tail\nnext\n", |n, l| {
+            seen.push((n, l.len()).1 + n as usize * 100)
+        });
+        assert_eq!(seen, [204], "the skipped line is counted: `next` is line 2");
     }
 
     #[test]

@@ -28,12 +28,13 @@
 
 mod away;
 mod lines;
+mod own;
 mod pump;
 mod session;
 mod write;
 
 use super::{CTL_TIMEOUT, CtlError, refusal};
-use crate::control_api::PROJECT_NOTIFICATION;
+use crate::control_api::{BRIDGE_NOTIFICATION, PROJECT_NOTIFICATION};
 use away::Outcome;
 use mcpd_wire::jsonrpc::{self, Id, Message};
 use pump::{End, Pump};
@@ -112,26 +113,41 @@ impl Link<'_> {
     /// the client that came meanwhile, ending with the notifications that make it list
     /// again after a replay.
     fn handshake(&self, stream: &UnixStream, session: &mut Session) -> Result<Vec<u8>, CtlError> {
-        // The project first, as a notification: no answer to wait for, and a daemon that
-        // does not know it ignores it.
+        // Lines sent here count among the connection's lines, as the daemon counts them.
+        let mut sent = 0;
+        let mut send = |line: &str| -> Result<(), CtlError> {
+            sent += 1;
+            (&*stream).write_all(format!("{line}\n").as_bytes())?;
+            Ok(())
+        };
+        // Notifications first: no answer to wait for, and a daemon that does not know
+        // one ignores it. That this is a bridge, then the project.
+        if self.reconnect {
+            send(&jsonrpc::notification_line(BRIDGE_NOTIFICATION, None))?;
+        }
         if let Some(dir) = self.project {
             let params = serde_json::json!({ "path": dir });
-            let line = jsonrpc::notification_line(PROJECT_NOTIFICATION, Some(&params)) + "\n";
-            (&*stream).write_all(line.as_bytes())?;
+            send(&jsonrpc::notification_line(
+                PROJECT_NOTIFICATION,
+                Some(&params),
+            ))?;
         }
         let mut reader = Reader::new(stream);
         // Chosen before the client says anything, so every answer it gets is filtered.
         if let Some(name) = self.profile {
+            sent += 1;
             choose_profile(&mut reader, name)?;
         }
         let replayed = session.replay();
         if replayed.is_empty() {
             stream.set_read_timeout(None)?;
+            session.connected(sent);
             session.came_down(&reader.buf);
             return Ok(reader.buf);
         }
         let mut passed = Vec::new();
         for r in &replayed {
+            sent += 1;
             (&*stream).write_all(r.line.as_bytes())?;
             (&*stream).write_all(b"\n")?;
             let Some(awaited) = &r.awaits else { continue };
@@ -160,6 +176,7 @@ impl Link<'_> {
             }
         }
         stream.set_read_timeout(None)?;
+        session.connected(sent);
         session.came_down(&passed);
         let relist = session.relist();
         session.came_down(&relist);

@@ -4,6 +4,7 @@
 //! session tracker ([`Session`]) the bytes the daemon took and sent, so a bridge that
 //! reconnects knows what was in flight.
 
+use super::own::OwnLines;
 use super::session::Session;
 use super::write::{Writes, write_nowait};
 use super::{COPY_BUF, LINGER};
@@ -111,6 +112,8 @@ pub struct Pump<'a> {
     pub down: Pending,
     /// What the daemon took and sent.
     pub session: Session,
+    /// The daemon's lines for the bridge, kept from the client.
+    own: OwnLines,
     /// Whether a daemon that goes is reconnected to (`End::DaemonGone`) or ends the pump.
     reconnect: bool,
     /// The socket broke while writing to it.
@@ -137,6 +140,7 @@ impl<'a> Pump<'a> {
             up: Pending::holding(up),
             down: Pending::holding(early),
             session,
+            own: OwnLines::default(),
             reconnect,
             broken: false,
             stdout_mode: Writes::for_fd(stdout),
@@ -162,7 +166,12 @@ impl<'a> Pump<'a> {
             if ready.sock_in {
                 match self.down.read_from(self.sock.as_fd()) {
                     Ok(0) | Err(Errno::ECONNRESET) => return self.daemon_ended(),
-                    Ok(_) => {
+                    Ok(n) => {
+                        let (taken, n) = self.own.filter(&mut self.down.buf, n);
+                        self.down.to = n;
+                        if let Some(taken) = taken {
+                            self.session.closing(taken);
+                        }
                         self.session.came_down(self.down.bytes());
                         if let Err(e) = self.send_down() {
                             return End::of(e);

@@ -9,10 +9,13 @@
 use super::lines::{self, Head, LineBuf};
 use mcpd_wire::jsonrpc::{self, ErrorObject, Id, mcpd_code};
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 /// The most requests tracked in flight; the daemon bounds an agent's calls far below.
 const MAX_IN_FLIGHT: usize = 65_536;
+/// The most bytes of in-flight requests kept to send again; a request past it is
+/// answered with an error if the daemon goes without having taken it.
+const MAX_KEPT_BYTES: usize = 64 * 1024 * 1024;
 /// The most resource subscriptions and listen streams kept (the daemon's own bounds).
 const MAX_SUBSCRIPTIONS: usize = 1024;
 const MAX_LISTENS: usize = 32;
@@ -23,8 +26,12 @@ pub const OWN_ID_PREFIX: &str = "mcpd-connect-";
 pub struct Session {
     up: LineBuf,
     down: LineBuf,
-    /// Agent request ids the daemon has and has not answered.
-    in_flight: HashSet<String>,
+    /// Agent requests sent to the daemon and not answered, by id: the line's number on
+    /// this connection, and its text (kept within [`MAX_KEPT_BYTES`]) to send again.
+    in_flight: HashMap<String, Sent>,
+    kept_bytes: usize,
+    /// How many of this connection's lines the daemon said it took (its closing note).
+    taken: Option<u64>,
     initialize: Option<String>,
     initialized: Option<String>,
     set_level: Option<String>,
@@ -36,10 +43,16 @@ pub struct Session {
     refused: bool,
 }
 
+#[derive(Clone)]
+struct Sent {
+    line_no: u64,
+    text: Option<String>,
+}
+
 /// What was lost with a daemon that went.
 pub struct Lost {
-    /// The start of an agent line the old daemon took part of: sent again, whole, to
-    /// the new one.
+    /// Requests the old daemon did not take, then the start of an agent line it took
+    /// part of: sent again, whole, to the new one.
     pub resend: Vec<u8>,
     /// Lines for the agent: a newline ending a reply the old daemon broke off, then an
     /// error for each request it had not answered.
@@ -64,22 +77,38 @@ impl Session {
     pub fn sent_up(&mut self, bytes: &[u8]) {
         let Session { up, .. } = self;
         let mut seen = Vec::new();
-        up.feed(bytes, |line| {
+        up.feed(bytes, |n, line| {
             if let Some(h) = lines::head(line) {
-                seen.push((h, line.to_vec()));
+                seen.push((n, h, line.to_vec()));
             }
         });
-        for (h, line) in seen {
-            self.agent_line(&h, &line);
+        for (n, h, line) in seen {
+            self.agent_line(n, &h, &line);
         }
     }
 
-    fn agent_line(&mut self, h: &Head, line: &[u8]) {
+    /// A new connection, on which the bridge's own handshake has sent `lines` lines.
+    pub fn connected(&mut self, lines: u64) {
+        self.up.restart(lines);
+        self.down.restart(0);
+        self.taken = None;
+    }
+
+    /// The daemon's closing note: it took the first `n` lines of this connection.
+    pub fn closing(&mut self, n: u64) {
+        self.taken = Some(n);
+    }
+
+    fn agent_line(&mut self, line_no: u64, h: &Head, line: &[u8]) {
         let text = || String::from_utf8_lossy(line).into_owned();
         match (h.id.as_ref(), h.method.as_deref()) {
             (Some(id), Some(method)) => {
                 if self.in_flight.len() < MAX_IN_FLIGHT {
-                    self.in_flight.insert(id.clone());
+                    let text = (self.kept_bytes + line.len() <= MAX_KEPT_BYTES).then(text);
+                    self.kept_bytes += text.as_ref().map_or(0, String::len);
+                    if let Some(old) = self.in_flight.insert(id.clone(), Sent { line_no, text }) {
+                        self.forget(&old);
+                    }
                 }
                 match method {
                     "initialize" => self.initialize = Some(text()),
@@ -106,7 +135,7 @@ impl Session {
             (None, Some("notifications/initialized")) => self.initialized = Some(text()),
             (None, Some("notifications/cancelled")) => {
                 if let Some(id) = cancelled_id(line) {
-                    self.in_flight.remove(&id);
+                    self.answered(&id);
                     self.listens.remove(&id);
                 }
             }
@@ -114,28 +143,41 @@ impl Session {
         }
     }
 
+    fn answered(&mut self, id: &str) {
+        if let Some(sent) = self.in_flight.remove(id) {
+            self.forget(&sent);
+        }
+    }
+
+    fn forget(&mut self, sent: &Sent) {
+        self.kept_bytes -= sent.text.as_ref().map_or(0, String::len);
+    }
+
     /// Lines the daemon sent (the bytes read from it, in order).
     pub fn came_down(&mut self, bytes: &[u8]) {
         let Session {
             down,
-            in_flight,
             listens,
             refused,
             ..
         } = self;
-        down.feed(bytes, |line| {
+        let mut answered = Vec::new();
+        down.feed(bytes, |_, line| {
             let Some(h) = lines::daemon_head(line) else {
                 return;
             };
             match h.id {
                 Some(id) if h.method.is_none() => {
-                    in_flight.remove(&id);
                     listens.remove(&id); // a listen's answer ends its stream
+                    answered.push(id);
                 }
                 None if h.error && h.method.is_none() => *refused = true,
                 _ => {}
             }
         });
+        for id in answered {
+            self.answered(&id);
+        }
     }
 
     pub fn refused(&self) -> bool {
@@ -146,21 +188,32 @@ impl Session {
     /// again. Requests in flight are answered with an error, but listens, which the new
     /// daemon is asked to carry on.
     pub fn lost(&mut self) -> Lost {
-        let resend = std::mem::take(&mut self.up).partial().to_vec();
-        self.up.clear();
+        let partial = self.up.partial().to_vec();
+        let taken = self.taken;
         let mut to_agent = Vec::new();
         if self.down.mid_line() {
             to_agent.push(b'\n');
         }
-        self.down.clear();
+        self.connected(0);
         let error = ErrorObject::new(
             mcpd_code::DAEMON_RESTARTED,
             "mcpd went away (restarted or stopped) while this request was in flight; it may or may not have run: call again",
         );
-        let mut ids: Vec<String> = self.in_flight.drain().collect();
-        ids.sort();
-        for id in ids {
+        let mut sent: Vec<(String, Sent)> = self.in_flight.drain().collect();
+        self.kept_bytes = 0;
+        sent.sort_by_key(|(_, s)| s.line_no);
+        let mut resend = Vec::new();
+
+        for (id, s) in sent {
             if self.listens.contains_key(&id) {
+                continue;
+            }
+            // Not taken by the daemon, which said so in its closing note: sent again.
+            if let (Some(taken), Some(text)) = (taken, &s.text)
+                && s.line_no > taken
+            {
+                resend.extend_from_slice(text.as_bytes());
+                resend.push(b'\n');
                 continue;
             }
             if let Some(id) = parse_id(&id) {
@@ -168,6 +221,7 @@ impl Session {
                 to_agent.push(b'\n');
             }
         }
+        resend.extend_from_slice(&partial);
         Lost { resend, to_agent }
     }
 
@@ -203,7 +257,12 @@ impl Session {
             own(line, &mut out);
         }
         for (id, line) in &self.listens {
-            self.in_flight.insert(id.clone());
+            // Numbered when the handshake sends it (`connected`): not sent again anyway.
+            let sent = Sent {
+                line_no: 0,
+                text: None,
+            };
+            self.in_flight.insert(id.clone(), sent);
             out.push(Replayed {
                 line: line.clone(),
                 awaits: Some(Awaited::Acknowledged(id.clone())),
@@ -305,6 +364,36 @@ mod tests {
         );
         assert!(!told.contains(r#""id":1"#), "answered before: {told}");
         assert!(s.lost().to_agent.is_empty(), "told once");
+    }
+
+    #[test]
+    fn requests_the_daemon_did_not_take_are_sent_again() {
+        let mut s = Session::default();
+        s.connected(1); // the bridge's own first line
+        up(
+            &mut s,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}"#,
+        ); // line 2
+        up(
+            &mut s,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{}}"#,
+        ); // line 3
+        up(
+            &mut s,
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{}}"#,
+        ); // line 4
+        s.came_down(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n");
+        s.closing(3);
+        let lost = s.lost();
+        let told = text(&lost.to_agent);
+        assert!(
+            told.contains(r#""id":2"#) && !told.contains(r#""id":3"#),
+            "{told}"
+        );
+        assert_eq!(
+            text(&lost.resend),
+            "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{}}\n"
+        );
     }
 
     #[test]
