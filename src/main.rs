@@ -258,12 +258,21 @@ async fn serve(paths: Paths, tap: mcpd::logging::LogTap) -> ExitCode {
     let socket = mcpd_ctl::paths::socket_path(paths.socket.clone(), config.daemon.socket.clone());
     let shutdown = CancellationToken::new();
     let (reload_tx, reload_rx) = tokio::sync::mpsc::channel(1);
+    let (upgrader, upgrade_asks) = mcpd::upgrade::Upgrader::new();
     // The signal handlers run beside the daemon, not as tasks of their own: they must
     // outlive its drain (a second signal exits at once) and end with it.
     let served = tokio::select! {
-        r = mcpd::daemon::serve(config, socket, shutdown.clone(), reload_rx, tap) => r,
+        r = mcpd::daemon::serve(
+            config,
+            socket,
+            shutdown.clone(),
+            reload_rx,
+            (upgrader.clone(), upgrade_asks),
+            tap,
+        ) => r,
         never = signals(shutdown) => match never {},
         never = hangups(reload_tx) => match never {},
+        never = upgrade_signals(upgrader) => match never {},
     };
     match served {
         Ok(mcpd::daemon::Served::Stopped) => ExitCode::SUCCESS,
@@ -277,6 +286,24 @@ async fn serve(paths: Paths, tap: mcpd::logging::LogTap) -> ExitCode {
         }
         Err(e) => fail(exit::RUNTIME, &e),
     }
+}
+
+/// SIGUSR2 asks for an upgrade in place, as `mcpd ctl upgrade` does (for a package's
+/// post-install step); the outcome is logged.
+async fn upgrade_signals(upgrader: mcpd::upgrade::Upgrader) -> std::convert::Infallible {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::user_defined2()) {
+        Ok(mut usr2) => loop {
+            if usr2.recv().await.is_some() {
+                tracing::info!("SIGUSR2: upgrading in place");
+                if let Err(why) = upgrader.upgrade().await {
+                    tracing::error!("SIGUSR2: the upgrade was refused: {why}");
+                }
+            }
+        },
+        Err(_) => tracing::error!("cannot install the SIGUSR2 handler; use `mcpd ctl upgrade`"),
+    }
+    std::future::pending().await
 }
 
 /// SIGHUP asks for a reload of the config file. A reload already queued absorbs more.

@@ -1,4 +1,4 @@
-//! `mcpd ctl upgrade`: asks the daemon to execute the binary now at its path, and waits until the new image serves.
+//! `mcpd ctl upgrade`: asks the daemon to upgrade in place, then waits until the new image serves.
 
 use super::{CtlError, Out, at, request, request_within};
 use crate::control_api::UPGRADE;
