@@ -19,7 +19,7 @@ mod pending_input;
 mod project;
 mod render;
 mod reply;
-pub(crate) mod request_state;
+mod request_state;
 mod resolve;
 pub mod roster;
 mod self_description;
@@ -29,6 +29,7 @@ mod tasks;
 mod wait;
 
 pub use lineage::{PeerOrigin, parent_of};
+pub use request_state::{adopt_key as adopt_sealing_key, key_bytes as sealing_key};
 pub use tasks::{TaskBook, TaskInputs};
 
 use crate::registry::Catalog;

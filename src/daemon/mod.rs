@@ -42,6 +42,7 @@ pub async fn serve(
         .ok()
         .flatten();
     if let Some(h) = &handed {
+        crate::agent::adopt_sealing_key(h.key);
         tracing::info!(from = %h.from_version, upgrades = h.upgrades, "upgraded in place: took over the socket");
     }
     let itself = crate::upgrade::Itself::at_start(handed.as_ref().map_or(0, |h| h.upgrades));
@@ -190,6 +191,7 @@ pub async fn serve(
                 socket: keep_socket,
                 owns_socket,
                 upgrades: itself.upgrades + 1,
+                key: crate::agent::sealing_key(),
             };
             Served::Upgrade(itself, out)
         }

@@ -35,6 +35,8 @@ pub struct Outgoing {
     pub socket: OwnedFd,
     pub owns_socket: bool,
     pub upgrades: u32,
+    /// The key that seals task ids and request states, so those issued before still open.
+    pub key: [u8; 32],
 }
 
 /// What the new image took.
@@ -43,6 +45,7 @@ pub struct Incoming {
     pub owns_socket: bool,
     pub upgrades: u32,
     pub from_version: String,
+    pub key: [u8; 32],
 }
 
 /// Why a handover could not be read; the new image then starts cold.
@@ -95,7 +98,7 @@ fn try_exec(
         from_version: env!("CARGO_PKG_VERSION").to_owned(),
         socket_fd: out.socket.as_raw_fd(),
         owns_socket: out.owns_socket,
-        key: hex::encode(crate::agent::request_state::key_bytes()),
+        key: hex::encode(out.key),
         upgrades: out.upgrades,
     };
     let text = serde_json::to_vec(&state).map_err(std::io::Error::other)?;
@@ -142,9 +145,9 @@ fn set_cloexec(fd: RawFd, on: bool) {
     let _ = fcntl(fd, FcntlArg::F_SETFD(flag));
 }
 
-/// The handover this image was started with, if any: read once, checked, and taken
-/// (the socket and the sealing key). Call before the socket is bound and before any
-/// task id or request state is sealed.
+/// The handover this image was started with, if any: read once, checked, and taken.
+/// Call before the socket is bound; its key must be adopted before any task id or
+/// request state is sealed.
 pub fn take() -> Result<Option<Incoming>, HandoverError> {
     static TAKEN: AtomicBool = AtomicBool::new(false);
     let Some(value) = std::env::var_os(ENV) else {
@@ -196,7 +199,6 @@ pub fn take() -> Result<Option<Incoming>, HandoverError> {
     if !listening {
         return Err(HandoverError::NotAListener(state.socket_fd));
     }
-    crate::agent::request_state::adopt_key(key);
     // SAFETY: a listening socket (checked above) the old image handed to this one.
     let socket = unsafe { std::os::unix::net::UnixListener::from_raw_fd(state.socket_fd) };
     set_cloexec(state.socket_fd, true);
@@ -206,5 +208,6 @@ pub fn take() -> Result<Option<Incoming>, HandoverError> {
         owns_socket: state.owns_socket,
         upgrades: state.upgrades,
         from_version: state.from_version,
+        key,
     }))
 }
