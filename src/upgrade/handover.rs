@@ -125,7 +125,13 @@ fn try_exec(
             CString::new(kv.as_bytes())
         })
         .collect::<Result<_, _>>()?;
-    env.push(CString::new(format!("{ENV}={}", file.as_raw_fd()))?);
+    // The socket's number too, outside the file: a new image that cannot read the file
+    // still closes the socket instead of leaving agents waiting in its backlog.
+    env.push(CString::new(format!(
+        "{ENV}={},{}",
+        file.as_raw_fd(),
+        out.socket.as_raw_fd()
+    ))?);
     Ok(match target {
         Target::Path(path) => {
             let path = CString::new(path.as_os_str().as_bytes())?;
@@ -156,11 +162,36 @@ pub fn take() -> Result<Option<Incoming>, HandoverError> {
     if TAKEN.swap(true, Ordering::SeqCst) {
         return Ok(None);
     }
-    let fd: RawFd = value
+    let fds: Vec<RawFd> = value
         .to_str()
-        .and_then(|s| s.parse().ok())
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|s| s.parse().ok())
         .filter(|fd| *fd > 2)
-        .ok_or(HandoverError::NotAnFd)?;
+        .collect();
+    let [memfd, socket] = fds[..] else {
+        return Err(HandoverError::NotAnFd);
+    };
+    let taken = read(memfd, socket);
+    if taken.is_err() && is_listener(socket) {
+        // SAFETY: the socket the old image named for this one, which nothing else owns;
+        // closed so the agents in its backlog are told at once (they connect again).
+        drop(unsafe { OwnedFd::from_raw_fd(socket) });
+    }
+    taken.map(Some)
+}
+
+fn is_listener(fd: RawFd) -> bool {
+    nix::sys::socket::getsockopt(
+        // SAFETY: borrowed only for this call.
+        &unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) },
+        nix::sys::socket::sockopt::AcceptConn,
+    )
+    .unwrap_or(false)
+}
+
+/// Reads the handover file `fd`, which must name `socket`, and takes both.
+fn read(fd: RawFd, socket: RawFd) -> Result<Incoming, HandoverError> {
     let seals = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GET_SEALS)
         .map_err(|_| HandoverError::NotSealed)?;
     let needed = nix::fcntl::SealFlag::F_SEAL_WRITE
@@ -185,29 +216,25 @@ pub fn take() -> Result<Option<Incoming>, HandoverError> {
     if state.format != super::FORMAT {
         return Err(HandoverError::Format(state.format));
     }
+    if state.socket_fd != socket {
+        return Err(HandoverError::NotAListener(state.socket_fd));
+    }
     let key: [u8; 32] = hex::decode(&state.key)
         .ok()
         .and_then(|k| k.try_into().ok())
         .ok_or(HandoverError::Key)?;
-    let listening = state.socket_fd > 2
-        && nix::sys::socket::getsockopt(
-            // SAFETY: borrowed only for this call; the fd was named by the handover.
-            &unsafe { std::os::fd::BorrowedFd::borrow_raw(state.socket_fd) },
-            nix::sys::socket::sockopt::AcceptConn,
-        )
-        .unwrap_or(false);
-    if !listening {
-        return Err(HandoverError::NotAListener(state.socket_fd));
+    if !is_listener(socket) {
+        return Err(HandoverError::NotAListener(socket));
     }
     // SAFETY: a listening socket (checked above) the old image handed to this one.
-    let socket = unsafe { std::os::unix::net::UnixListener::from_raw_fd(state.socket_fd) };
-    set_cloexec(state.socket_fd, true);
-    socket.set_nonblocking(true).map_err(HandoverError::Read)?;
-    Ok(Some(Incoming {
-        socket,
+    let listener = unsafe { std::os::unix::net::UnixListener::from_raw_fd(socket) };
+    set_cloexec(socket, true);
+    listener.set_nonblocking(true).map_err(HandoverError::Read)?;
+    Ok(Incoming {
+        socket: listener,
         owns_socket: state.owns_socket,
         upgrades: state.upgrades,
         from_version: state.from_version,
         key,
-    }))
+    })
 }
