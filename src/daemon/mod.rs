@@ -13,7 +13,6 @@ use tokio_util::task::TaskTracker;
 mod stop;
 use stop::Running;
 
-
 /// How serving ended.
 pub enum Served {
     Stopped,

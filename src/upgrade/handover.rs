@@ -229,7 +229,9 @@ fn read(fd: RawFd, socket: RawFd) -> Result<Incoming, HandoverError> {
     // SAFETY: a listening socket (checked above) the old image handed to this one.
     let listener = unsafe { std::os::unix::net::UnixListener::from_raw_fd(socket) };
     set_cloexec(socket, true);
-    listener.set_nonblocking(true).map_err(HandoverError::Read)?;
+    listener
+        .set_nonblocking(true)
+        .map_err(HandoverError::Read)?;
     Ok(Incoming {
         socket: listener,
         owns_socket: state.owns_socket,

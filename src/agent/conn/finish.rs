@@ -16,10 +16,13 @@ impl Conn {
     /// The connection's end: queued replies go out as far as they can, calls in flight
     /// are cancelled upstream (on shutdown their callers are told), the agent leaves
     /// its instances and subscriptions, and the writer gets a last deadline.
+    /// `gone` ends when the agent closed its end after all it wanted (a bridge after the
+    /// closing note): the writer is then not waited for.
     pub(super) async fn finish(
         mut self,
         close: Close,
         mut writer: JoinHandle<std::io::Result<u64>>,
+        gone: impl std::future::Future<Output = ()>,
     ) {
         let agent = self.agent;
         for Out { line, about } in self.held.drain() {
@@ -79,8 +82,20 @@ impl Conn {
             ..
         } = self;
         drop(outbox);
-        let sent = match tokio::time::timeout(WRITE_FLUSH, &mut writer).await {
-            Ok(Ok(Ok(n))) => n,
+        // A subscription's copy of the outbox may keep the writer open a while: a bridge
+        // that closed after its closing note has all it wanted.
+        let written = async {
+            tokio::select! {
+                w = &mut writer => Some(w),
+                () = gone => None,
+            }
+        };
+        let sent = match tokio::time::timeout(WRITE_FLUSH, written).await {
+            Ok(Some(Ok(Ok(n)))) => n,
+            Ok(None) => {
+                writer.abort();
+                0
+            }
             Ok(_) => 0,
             Err(_) => {
                 // A writer blocked on an agent that does not read would hold the connection

@@ -233,19 +233,22 @@ impl Conn {
                 }
             };
             drop(room);
-            let bridge = self.bridge;
-            // Boxed: it runs once, and its state would be part of every idle connection's.
-            Box::pin(self.finish(close, writer)).await;
-            if bridge && close == Close::Shutdown {
-                // The closing note is out and the write side shut: what the bridge sent
-                // meanwhile is read and dropped (it sends it to the next daemon) until it
-                // closes, so the socket is not closed with unread bytes, which would
-                // reset it and could lose the note on the way.
+            let bridge = self.bridge && close == Close::Shutdown;
+            // A bridge gets a closing note and then closes its end: what it sent meanwhile
+            // is read and dropped (it sends that to the next daemon) until it does, so the
+            // socket is not closed with unread bytes, which would reset it and could lose
+            // the note on the way.
+            let gone = async {
+                if !bridge {
+                    return std::future::pending().await;
+                }
                 let _ = tokio::time::timeout(BRIDGE_CLOSE, async {
                     while let Some(Ok(_)) = frames.next().await {}
                 })
                 .await;
-            }
+            };
+            // Boxed: it runs once, and its state would be part of every idle connection's.
+            Box::pin(self.finish(close, writer, gone)).await;
         }
     }
 

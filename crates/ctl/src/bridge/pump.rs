@@ -169,10 +169,14 @@ impl<'a> Pump<'a> {
                     Ok(n) => {
                         let (taken, n) = self.own.filter(&mut self.down.buf, n);
                         self.down.to = n;
-                        if let Some(taken) = taken {
-                            self.session.closing(taken);
-                        }
                         self.session.came_down(self.down.bytes());
+                        if let Some(taken) = taken {
+                            // The daemon's last line: it waits for the bridge to close.
+                            self.session.closing(taken);
+                            if self.reconnect && self.reading {
+                                return End::DaemonGone;
+                            }
+                        }
                         if let Err(e) = self.send_down() {
                             return End::of(e);
                         }
