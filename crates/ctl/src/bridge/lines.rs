@@ -8,11 +8,16 @@
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::Value;
+use serde_json::value::RawValue;
 use std::borrow::Cow;
 
 /// The longest line the bridge reads: the daemon's default `max_message_bytes`. A longer
 /// line passes untracked (the daemon refuses it unless its limit was raised).
 pub const MAX_LINE: usize = 16 * 1024 * 1024;
+
+/// The most of a daemon line cut off by a read that is kept: its head, enough for
+/// [`daemon_head`], so a megabyte result is not copied.
+pub const HEAD: usize = 4096;
 
 /// The start of a line cut off by the end of a read, kept until its end comes.
 #[derive(Clone, Default)]
@@ -20,13 +25,24 @@ pub struct LineBuf {
     partial: Vec<u8>,
     /// The partial line grew past [`MAX_LINE`]: its bytes are dropped until its end.
     skipping: bool,
+    /// Keep only the first [`HEAD`] bytes of a cut-off line (the daemon's side).
+    head_only: bool,
     /// Lines ended so far, skipped ones included.
     lines: u64,
 }
 
 impl LineBuf {
+    /// A buffer that hands on only the first [`HEAD`] bytes of a line that spans reads.
+    pub fn heads() -> LineBuf {
+        LineBuf {
+            head_only: true,
+            ..LineBuf::default()
+        }
+    }
+
     /// Calls `each` with every line `bytes` completes (without its newline) and its
-    /// number (from 1, counting skipped lines too); keeps the rest for the next call.
+    /// number (from 1, counting skipped lines too); keeps the rest for the next call. In
+    /// [`LineBuf::heads`] mode a line that spanned reads is handed on as its head.
     pub fn feed(&mut self, mut bytes: &[u8], mut each: impl FnMut(u64, &[u8])) {
         while let Some(nl) = memchr::memchr(b'\n', bytes) {
             let (line, rest) = bytes.split_at(nl);
@@ -36,7 +52,7 @@ impl LineBuf {
             } else if self.partial.is_empty() {
                 each(self.lines, line);
             } else {
-                self.partial.extend_from_slice(line);
+                self.keep(line);
                 each(self.lines, &self.partial);
                 self.partial.clear();
             }
@@ -45,12 +61,23 @@ impl LineBuf {
         if bytes.is_empty() || self.skipping {
             return;
         }
-        if self.partial.len() + bytes.len() > MAX_LINE {
+        if !self.head_only && self.partial.len() + bytes.len() > MAX_LINE {
             self.partial = Vec::new();
             self.skipping = true;
         } else {
-            self.partial.extend_from_slice(bytes);
+            self.keep(bytes);
         }
+    }
+
+    /// Adds `bytes` to the partial line (in heads mode, up to [`HEAD`] bytes of it).
+    fn keep(&mut self, bytes: &[u8]) {
+        let room = if self.head_only {
+            HEAD.saturating_sub(self.partial.len()).min(bytes.len())
+        } else {
+            bytes.len()
+        };
+        self.partial
+            .extend_from_slice(bytes.get(..room).unwrap_or_default());
     }
 
     /// The cut-off line's bytes seen so far (empty when the stream is at a line's end).
@@ -67,6 +94,7 @@ impl LineBuf {
     pub fn restart(&mut self, lines: u64) {
         *self = LineBuf {
             lines,
+            head_only: self.head_only,
             ..LineBuf::default()
         };
     }
@@ -94,23 +122,41 @@ impl Head {
 
 #[derive(Deserialize)]
 struct Parsed<'a> {
-    #[serde(default)]
-    id: Option<Value>,
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
     #[serde(borrow, default)]
     method: Option<Cow<'a, str>>,
     #[serde(default)]
     error: Option<IgnoredAny>,
 }
 
-/// The head of any line: the whole line is read, its other members skipped. None when
-/// it is not a JSON object.
+/// The head of any line: the whole line is read, its other members skipped (nothing is
+/// built but the id's and the method's text). None when it is not a JSON object.
 pub fn head(line: &[u8]) -> Option<Head> {
     let p: Parsed<'_> = serde_json::from_slice(line).ok()?;
     Some(Head {
-        id: p.id.as_ref().and_then(canonical_id),
+        id: p.id.and_then(|raw| canonical_raw(raw.get())),
         method: p.method.map(Cow::into_owned),
         error: p.error.is_some(),
     })
+}
+
+/// [`canonical_id`] of an id's JSON text, without building a value when the text is
+/// already canonical (plain digits, or a string without escapes).
+fn canonical_raw(raw: &str) -> Option<String> {
+    let plain = match raw.as_bytes().first() {
+        Some(b'"') => !raw.contains('\\'),
+        Some(b'-' | b'0'..=b'9') => raw.bytes().all(|b| b.is_ascii_digit() || b == b'-'),
+        _ => return None,
+    };
+    if plain {
+        Some(raw.to_owned())
+    } else {
+        serde_json::from_str::<Value>(raw)
+            .ok()
+            .as_ref()
+            .and_then(canonical_id)
+    }
 }
 
 /// The envelope every daemon line starts with: `mcpd_wire::jsonrpc` writes `jsonrpc`,
@@ -132,7 +178,7 @@ pub fn daemon_head(line: &[u8]) -> Option<Head> {
     let Some(rest) = line.strip_prefix(RESPONSE_START) else {
         return head(line);
     };
-    let mut values = serde_json::Deserializer::from_slice(rest).into_iter::<Value>();
+    let mut values = serde_json::Deserializer::from_slice(rest).into_iter::<&RawValue>();
     let Some(Ok(id)) = values.next() else {
         return head(line);
     };
@@ -147,7 +193,7 @@ pub fn daemon_head(line: &[u8]) -> Option<Head> {
         return head(line);
     };
     Some(Head {
-        id: canonical_id(&id),
+        id: canonical_raw(id.get()),
         method,
         error,
     })
@@ -182,6 +228,16 @@ mod tests {
         buf.feed(b"xy", |_, _| {});
         assert!(buf.mid_line());
         assert_eq!(buf.partial(), b"xy");
+    }
+
+    #[test]
+    fn heads_mode_keeps_only_a_head_of_a_long_line() {
+        let mut buf = LineBuf::heads();
+        let mut seen = Vec::new();
+        buf.feed(b"{\"a\":", |_, l| seen.push(l.len()));
+        buf.feed(&vec![b'x'; 3 * HEAD], |_, l| seen.push(l.len()));
+        buf.feed(b"}\nshort\n", |_, l| seen.push(l.len()));
+        assert_eq!(seen, [HEAD, 5]);
     }
 
     #[test]

@@ -22,7 +22,7 @@ const MAX_LISTENS: usize = 32;
 /// The prefix of the ids the bridge gives the requests it replays.
 pub const OWN_ID_PREFIX: &str = "mcpd-connect-";
 
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Session {
     up: LineBuf,
     down: LineBuf,
@@ -41,6 +41,24 @@ pub struct Session {
     listens: BTreeMap<String, String>,
     /// The daemon refused the connection (an error with a null id): no reconnecting.
     refused: bool,
+}
+
+impl Default for Session {
+    fn default() -> Session {
+        Session {
+            up: LineBuf::default(),
+            down: LineBuf::heads(),
+            in_flight: HashMap::new(),
+            kept_bytes: 0,
+            taken: None,
+            initialize: None,
+            initialized: None,
+            set_level: None,
+            subscriptions: BTreeMap::new(),
+            listens: BTreeMap::new(),
+            refused: false,
+        }
+    }
 }
 
 #[derive(Clone)]
