@@ -64,7 +64,7 @@ impl Default for Session {
 #[derive(Clone)]
 struct Sent {
     line_no: u64,
-    text: Option<String>,
+    text: Option<Box<[u8]>>,
 }
 
 /// What was lost with a daemon that went.
@@ -93,16 +93,14 @@ pub enum Awaited {
 impl Session {
     /// Lines the daemon took from the agent (the bytes it accepted, in order).
     pub fn sent_up(&mut self, bytes: &[u8]) {
-        let Session { up, .. } = self;
-        let mut seen = Vec::new();
+        // Out while it feeds the rest of the session (an empty buffer takes no memory).
+        let mut up = std::mem::take(&mut self.up);
         up.feed(bytes, |n, line| {
             if let Some(h) = lines::head(line) {
-                seen.push((n, h, line.to_vec()));
+                self.agent_line(n, &h, line);
             }
         });
-        for (n, h, line) in seen {
-            self.agent_line(n, &h, &line);
-        }
+        self.up = up;
     }
 
     /// A new connection, on which the bridge's own handshake has sent `lines` lines.
@@ -122,8 +120,9 @@ impl Session {
         match (h.id.as_ref(), h.method.as_deref()) {
             (Some(id), Some(method)) => {
                 if self.in_flight.len() < MAX_IN_FLIGHT {
-                    let text = (self.kept_bytes + line.len() <= MAX_KEPT_BYTES).then(text);
-                    self.kept_bytes += text.as_ref().map_or(0, String::len);
+                    let text = (self.kept_bytes + line.len() <= MAX_KEPT_BYTES)
+                        .then(|| Box::<[u8]>::from(line));
+                    self.kept_bytes += text.as_ref().map_or(0, |t| t.len());
                     if let Some(old) = self.in_flight.insert(id.clone(), Sent { line_no, text }) {
                         self.forget(&old);
                     }
@@ -168,7 +167,7 @@ impl Session {
     }
 
     fn forget(&mut self, sent: &Sent) {
-        self.kept_bytes -= sent.text.as_ref().map_or(0, String::len);
+        self.kept_bytes -= sent.text.as_ref().map_or(0, |t| t.len());
     }
 
     /// Lines the daemon sent (the bytes read from it, in order).
@@ -230,7 +229,7 @@ impl Session {
             if let (Some(taken), Some(text)) = (taken, &s.text)
                 && s.line_no > taken
             {
-                resend.extend_from_slice(text.as_bytes());
+                resend.extend_from_slice(text);
                 resend.push(b'\n');
                 continue;
             }
