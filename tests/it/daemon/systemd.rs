@@ -277,3 +277,52 @@ async fn other_users_are_refused_unless_allowed_and_never_control_the_daemon() {
         assert_eq!(code, 0, "{err}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upgrade_under_systemd_is_a_reload_of_the_same_process_keeping_systemds_socket() {
+    let b = DaemonBuilder::new().fixture("x", &[]);
+    let dir = b.dir().to_owned();
+    let config = dir.join("mcpd.toml");
+    std::fs::write(&config, b.config_text()).expect("config");
+    let socket = dir.join("activated.sock");
+    let listener = UnixListener::bind(&socket).expect("bind");
+    let notify_path = dir.join("notify.sock");
+    let notify = UnixDatagram::bind(&notify_path).expect("bind the notify socket");
+    notify
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    let env = [
+        ("LISTEN_FDS", "1".to_owned()),
+        ("NOTIFY_SOCKET", notify_path.display().to_string()),
+    ];
+    let log = dir.join("log");
+    let mut child = spawn_mcpd(&config, &socket, &env, Some(listener.as_raw_fd()), &log);
+    tokio::task::block_in_place(|| wait_notification(&notify, "READY=1"));
+    let (code, out, err) = run_mcpd(&["ctl", "upgrade"], Some(&socket)).await;
+    assert_eq!(code, 0, "{out}{err}");
+    let reloading = tokio::task::block_in_place(|| wait_notification(&notify, "RELOADING=1"));
+    assert!(reloading.contains("MONOTONIC_USEC="), "{reloading}");
+    tokio::task::block_in_place(|| wait_notification(&notify, "READY=1"));
+    assert!(
+        child.try_wait().expect("try_wait").is_none(),
+        "the same process runs on"
+    );
+    let mut agent = Agent::connect(&socket).await;
+    agent.initialize().await;
+    let status = agent.request("mcpd/status", None).await;
+    assert_eq!(status["result"]["daemon"]["upgrades"], 1, "{status}");
+    assert_eq!(
+        status["result"]["daemon"]["pid"],
+        json!(child.id().expect("pid")),
+        "{status}"
+    );
+    drop(agent);
+    send_signal(child.id().expect("pid"), nix::sys::signal::Signal::SIGTERM);
+    let status = within("mcpd exits", child.wait()).await.expect("wait");
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        socket.exists(),
+        "systemd owns the socket file; mcpd leaves it"
+    );
+    drop(listener);
+}
