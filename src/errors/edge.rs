@@ -49,6 +49,11 @@ pub enum EdgeError {
     ForeignHost,
     #[error("requests from this web origin are refused; mcpd serves local clients")]
     ForeignOrigin,
+    /// The agent is another mcpd daemon that this one reaches through its own servers.
+    #[error(
+        "the agent is another mcpd daemon that this daemon reaches through its own servers (a loop: each would serve the other's tools back to it); remove one of the two entries"
+    )]
+    LoopOfDaemons,
 }
 
 impl EdgeError {
@@ -64,7 +69,8 @@ impl EdgeError {
             | EdgeError::StatelessProfile
             | EdgeError::InvalidMessage(_)
             | EdgeError::ForeignHost
-            | EdgeError::ForeignOrigin => code::INVALID_REQUEST,
+            | EdgeError::ForeignOrigin
+            | EdgeError::LoopOfDaemons => code::INVALID_REQUEST,
             EdgeError::ConnectionEnded => code::INTERNAL_ERROR,
         };
         ErrorObject::new(code, self.to_string())

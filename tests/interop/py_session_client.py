@@ -64,15 +64,10 @@ async def step(session: ClientSession, events: Events, msg: dict[str, Any]) -> N
             r = await session.call_tool(msg["tool"], msg.get("args", {}))
             out({"tag": tag, "result": dump(r)})
         elif op == "list":
-            names: list[str] = []
-            cursor = None
-            while True:
-                page = await session.list_tools(params=helpers.page_params(cursor))
-                names += [t.name for t in page.tools]
-                cursor = page.next_cursor
-                if cursor is None:
-                    break
-            out({"tag": tag, "tools": names})
+            tools = await helpers.list_all(
+                "tools/list", lambda c: session.list_tools(params=helpers.page_params(c)), "tools"
+            )
+            out({"tag": tag, "tools": [t.name for t in tools]})
         elif op == "subscribe":
             await session.subscribe_resource(msg["uri"])
             out({"tag": tag, "result": {}})

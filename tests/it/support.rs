@@ -424,6 +424,19 @@ impl Daemon {
         self.spawn().await;
     }
 
+    /// Waits until `ctl agents` shows a call of `tool` in flight (it reached its server).
+    pub async fn wait_call_in_flight(&self, tool: &str) {
+        eventually(
+            &format!("a call of {tool} in flight"),
+            WAIT,
+            || async move {
+                let (_, out, _) = self.run_cli(&["ctl", "agents", "--json"]).await;
+                out.contains(tool).then_some(())
+            },
+        )
+        .await;
+    }
+
     /// Runs `mcpd ARGS` against this daemon's socket; returns (code, stdout, stderr).
     pub async fn run_cli(&self, args: &[&str]) -> (i32, String, String) {
         run_mcpd(args, Some(&self.socket)).await

@@ -3,6 +3,7 @@
 //! The `Conn` owns the session, the calls in flight and the cross-era input state, reads
 //! the agent's frames, and sends every answer through the outbox.
 
+mod catalog;
 mod finish;
 mod wakeups;
 
@@ -307,33 +308,6 @@ impl Conn {
                 let _ = respond_to.send(found);
             }
         }
-    }
-
-    /// Tells the agent what changed; false when the connection must end: the agent is
-    /// another mcpd daemon that this one now reaches through its own servers.
-    fn on_catalog(&mut self) -> bool {
-        let (versions, looped) = {
-            let c = self.catalog.borrow_and_update();
-            let looped =
-                (self.session.mcpd_instance()).is_some_and(|i| c.mcpd_behind().contains(i));
-            (c.versions(), looped)
-        };
-        if looped {
-            // A loop of daemons whose two handshakes crossed: each answer went out before
-            // the other connection was made, so neither listed the other and both passed
-            // `refuse_self`. This side knows both halves (the agent said who it is; the
-            // catalog says this daemon reaches it), so it ends the agent's connection.
-            // That daemon connects again, and this time the answer lists it: refused.
-            tracing::warn!(
-                agent = self.agent,
-                "the agent is another mcpd daemon that this daemon reaches through its own servers (a loop); disconnecting it"
-            );
-            return false;
-        }
-        self.session
-            .notify_changes(&self.outbox, self.seen_versions, versions);
-        self.seen_versions = versions;
-        true
     }
 
     /// Handles one frame from the agent, and queues the reply due at once, if any.

@@ -135,14 +135,7 @@ async fn a_bridged_session_survives_a_daemon_restart() {
     // A call in flight when the daemon stops.
     a.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "s__sleep", "arguments": {"ms": 600000}}}))
         .await;
-    eventually("the call reaches the server", WAIT, || {
-        let d = &d;
-        async move {
-            let (_, out, _) = d.run_cli(&["ctl", "agents", "--json"]).await;
-            out.contains("s__sleep").then_some(())
-        }
-    })
-    .await;
+    d.wait_call_in_flight("s__sleep").await;
     d.signal(Signal::SIGTERM);
     assert_eq!(d.wait_exit().await, Some(0));
     let r = a.answer(json!(3)).await;
@@ -198,14 +191,7 @@ async fn after_kill_9_the_bridge_answers_what_was_in_flight_and_reconnects() {
     a.initialize().await;
     a.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "s__sleep", "arguments": {"ms": 600000}}}))
         .await;
-    eventually("the call reaches the server", WAIT, || {
-        let d = &d;
-        async move {
-            let (_, out, _) = d.run_cli(&["ctl", "agents", "--json"]).await;
-            out.contains("s__sleep").then_some(())
-        }
-    })
-    .await;
+    d.wait_call_in_flight("s__sleep").await;
     d.signal(Signal::SIGKILL);
     d.wait_exit().await;
     let r = a.answer(json!(1)).await;

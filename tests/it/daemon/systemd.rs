@@ -141,15 +141,28 @@ async fn under_systemd_an_idle_daemon_is_not_woken_by_its_status_line() {
     assert_eq!(status.code(), Some(0));
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_socket_passed_by_systemd_is_served_and_left_in_place_at_exit() {
+/// A config with one fixture server and a listening socket made before mcpd starts, as
+/// with systemd's mcpd.socket: the builder (which holds the directory), the directory,
+/// the config, the socket's path and the listener.
+fn activation() -> (
+    DaemonBuilder,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    UnixListener,
+) {
     let b = DaemonBuilder::new().fixture("x", &[]);
     let dir = b.dir().to_owned();
     let config = dir.join("mcpd.toml");
     std::fs::write(&config, b.config_text()).expect("config");
     let socket = dir.join("activated.sock");
-    // The listening socket exists before mcpd does, as with systemd's mcpd.socket.
     let listener = UnixListener::bind(&socket).expect("bind");
+    (b, dir, config, socket, listener)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_socket_passed_by_systemd_is_served_and_left_in_place_at_exit() {
+    let (_b, dir, config, socket, listener) = activation();
     let fd = listener.as_raw_fd();
     let env = [("LISTEN_FDS", "1".to_owned())];
     let log = dir.join("log");
@@ -280,12 +293,7 @@ async fn other_users_are_refused_unless_allowed_and_never_control_the_daemon() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_upgrade_under_systemd_is_a_reload_of_the_same_process_keeping_systemds_socket() {
-    let b = DaemonBuilder::new().fixture("x", &[]);
-    let dir = b.dir().to_owned();
-    let config = dir.join("mcpd.toml");
-    std::fs::write(&config, b.config_text()).expect("config");
-    let socket = dir.join("activated.sock");
-    let listener = UnixListener::bind(&socket).expect("bind");
+    let (_b, dir, config, socket, listener) = activation();
     let notify_path = dir.join("notify.sock");
     let notify = UnixDatagram::bind(&notify_path).expect("bind the notify socket");
     notify

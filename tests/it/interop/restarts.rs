@@ -123,14 +123,7 @@ async fn a_python_sdk_session_outlives_a_hard_restart_of_the_daemon() {
     assert_eq!(text_of(&r), "before", "{r}");
     s.step(json!({"op": "call", "tag": "slow", "tool": "s__sleep", "args": {"ms": 600000}}))
         .await;
-    eventually("the slow call reaches the server", WAIT, || {
-        let d = &d;
-        async move {
-            let (_, out, _) = d.run_cli(&["ctl", "agents", "--json"]).await;
-            out.contains("s__sleep").then_some(())
-        }
-    })
-    .await;
+    d.wait_call_in_flight("s__sleep").await;
     d.signal(Signal::SIGKILL);
     d.wait_exit().await;
     let r = s.answer("slow").await;

@@ -8,7 +8,7 @@
 use super::lines::{self, LineBuf};
 use super::pump::Pending;
 use super::session::Session;
-use super::write::{Writes, write_nowait};
+use super::write::Writes;
 use super::{COPY_BUF, CtlError, LINGER, Link};
 use mcpd_wire::jsonrpc::{self, ErrorObject, Id, mcpd_code};
 use nix::errno::Errno;
@@ -232,15 +232,7 @@ impl<'a> Away<'a> {
 
     /// Writes what stdout takes now.
     fn write_out(&mut self) -> Result<(), Errno> {
-        while !self.to_agent.is_empty() {
-            match write_nowait(self.stdout, self.to_agent.bytes(), &mut self.mode) {
-                Ok(0) | Err(Errno::EAGAIN) => return Ok(()),
-                Ok(n) => self.to_agent.consumed(n),
-                Err(Errno::EINTR) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
+        self.to_agent.write_to(self.stdout, &mut self.mode)
     }
 
     /// Writes what the client is owed, waiting for room until `deadline`.

@@ -69,6 +69,19 @@ impl Pending {
         self.from == self.to
     }
 
+    /// Writes what `fd` takes of the bytes without waiting for room (`write_nowait`).
+    pub fn write_to(&mut self, fd: BorrowedFd<'_>, mode: &mut Writes) -> Result<(), Errno> {
+        while !self.is_empty() {
+            match write_nowait(fd, self.bytes(), mode) {
+                Ok(0) | Err(Errno::EAGAIN) => return Ok(()),
+                Ok(n) => self.consumed(n),
+                Err(Errno::EINTR) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
     pub fn bytes(&self) -> &[u8] {
         self.buf.get(self.from..self.to).unwrap_or_default()
     }
@@ -330,14 +343,6 @@ impl<'a> Pump<'a> {
 
     /// Writes what stdout takes of the daemon's bytes without waiting for room.
     pub fn send_down(&mut self) -> Result<(), Errno> {
-        while !self.down.is_empty() {
-            match write_nowait(self.stdout, self.down.bytes(), &mut self.stdout_mode) {
-                Ok(0) | Err(Errno::EAGAIN) => return Ok(()),
-                Ok(n) => self.down.consumed(n),
-                Err(Errno::EINTR) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
+        self.down.write_to(self.stdout, &mut self.stdout_mode)
     }
 }
