@@ -1,6 +1,6 @@
-//! Interop: an official SDK client's long-lived session through `mcpd connect` outlives a hard daemon restart, step by step.
+//! Interop: SDK clients' sessions through `mcpd connect` outlive a hard restart of the daemon.
 
-use super::sdks::peers;
+use super::sdks::{Sdk, peers};
 use crate::support::*;
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
@@ -9,7 +9,8 @@ use std::process::Stdio;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
-/// `tests/interop/py_session_client.py` running `mcpd connect`: steps in, answers by tag.
+/// `tests/interop/py_session_client.py` or `ts_session_client.mjs` running `mcpd connect`:
+/// steps in, answers by tag.
 struct Session {
     child: Child,
     stdin: ChildStdin,
@@ -77,7 +78,26 @@ fn text_of(answer: &Value) -> &str {
 
 #[tokio::test]
 async fn a_python_sdk_session_outlives_a_hard_restart_of_the_daemon() {
-    let Some(peers) = peers("a_python_sdk_session_outlives_a_hard_restart_of_the_daemon") else {
+    outlives_a_hard_restart(
+        Sdk::Python,
+        "a_python_sdk_session_outlives_a_hard_restart_of_the_daemon",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_typescript_sdk_session_outlives_a_hard_restart_of_the_daemon() {
+    outlives_a_hard_restart(
+        Sdk::TypeScript,
+        "a_typescript_sdk_session_outlives_a_hard_restart_of_the_daemon",
+    )
+    .await;
+}
+
+/// One SDK client's session through `mcpd connect`, step by step across `kill -9` of the
+/// daemon and a new daemon.
+async fn outlives_a_hard_restart(sdk: Sdk, test: &str) {
+    let Some(peers) = peers(test) else {
         return;
     };
     let mut d = DaemonBuilder::new()
@@ -86,8 +106,17 @@ async fn a_python_sdk_session_outlives_a_hard_restart_of_the_daemon() {
         .start()
         .await;
     d.wait_ready().await;
-    let mut child = tokio::process::Command::new(peers.python())
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/py_session_client.py"))
+    let (program, script) = match sdk {
+        Sdk::Python => (peers.python(), "py_session_client.py"),
+        Sdk::TypeScript => (std::path::PathBuf::from("node"), "ts_session_client.mjs"),
+    };
+    let mut child = tokio::process::Command::new(program)
+        .arg(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/interop")
+                .join(script),
+        )
+        .env("MCPD_PEERS_DIR", &peers.dir)
         .arg("--")
         .arg(mcpd_bin())
         .args(["connect", "--no-project", "--socket"])
@@ -109,7 +138,8 @@ async fn a_python_sdk_session_outlives_a_hard_restart_of_the_daemon() {
         .await
         .expect("read")
         .expect("a first line");
-    assert!(ready.contains("\"ready\": true"), "{ready}");
+    let ready: Value = serde_json::from_str(&ready).unwrap_or_else(|e| panic!("{e}: {ready}"));
+    assert_eq!(ready["ready"], true, "{ready}");
     let r = s
         .ask("sub", json!({"op": "subscribe", "uri": "fixture://alpha"}))
         .await;

@@ -109,7 +109,7 @@ pub(crate) fn peers(test: &str) -> Option<Peers> {
 }
 
 #[derive(Clone, Copy, Debug)]
-enum Sdk {
+pub(crate) enum Sdk {
     Python,
     TypeScript,
 }
